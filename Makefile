@@ -1,0 +1,75 @@
+# ncclshim top-level build.
+#
+#   make            build the shim, the host NCCL (test substrate) and the benchmarks
+#   make demo       install what is missing, build, run the 4-rank demo
+#   make test       install what is missing, build, run every test (ends "N passed, N failed")
+#   make test-san   the multi-rank suite again under ASan+UBSan (part of `make test`)
+#   make deps       apt-get only what is missing
+#   make env-doc    regenerate the README's environment table from shim/config.def
+#   make gpu-check  on a machine with a GPU: kernels, real NCCL, DDP (tests/gpu/check.sh)
+#
+# Each directory contributes a module.mk; this file holds only what they share.
+
+NVCC_PATH := $(shell command -v nvcc 2>/dev/null)
+ifeq ($(origin CUDA_HOME),undefined)
+  ifneq ($(NVCC_PATH),)
+    CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC_PATH)))
+  else
+    CUDA_HOME := /usr/local/cuda
+  endif
+endif
+NCCL_HOME ?= $(CUDA_HOME)
+NVCC ?= $(if $(NVCC_PATH),$(NVCC_PATH),$(wildcard $(CUDA_HOME)/bin/nvcc))
+
+# B: build directory; SAN=1 builds everything with ASan+UBSan into build-san.
+SAN ?=
+ifeq ($(SAN),1)
+  B ?= build-san
+  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else
+  B ?= build
+  SANFLAGS :=
+endif
+
+CC      ?= gcc
+MPICC   ?= mpicc
+OPT     ?= -O2
+WARN    := -Wall -Wextra -Werror
+CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SANFLAGS) -D_GNU_SOURCE
+NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_HOME)/include
+LDFLAGS_BASE := $(SANFLAGS)
+
+HAVE_NVCC := $(if $(NVCC),1,)
+HAVE_NCCL_H := $(if $(wildcard $(NCCL_HOME)/include/nccl.h),1,)
+
+.PHONY: all deps demo test test-san test-build env-doc gpu-check clean
+all:
+
+# Fragments: the shim and its numeric core first (others name SHIM_LIB), then
+# the host NCCL, the benchmarks (bench/*.mk), the tests (tests/*.mk), env/.
+include compress/module.mk
+include shim/module.mk
+include tests/hostnccl/module.mk
+include $(sort $(wildcard bench/*.mk))
+include $(sort $(wildcard tests/*.mk))
+-include env/module.mk
+
+# Everything the test scripts run (fragments add to TEST_BINS).
+test-build: all $(TEST_BINS)
+
+# One compile rule for every C object; a module sets CC_FOR and EXTRA_CFLAGS
+# on its own objects as target-specific variables.
+CC_FOR ?= $(CC)
+$(B)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC_FOR) $(CFLAGS_BASE) $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+
+deps:
+	@./tests/install-deps.sh
+
+clean:
+	rm -rf build build-san
+
+.SECONDARY:

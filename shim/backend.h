@@ -1,0 +1,79 @@
+/* backend.h — the seam between the shim's policy and the memory it works on.
+ *
+ * Two implementations: host (plain memory, as with tests/hostnccl; work runs
+ * synchronously on the calling thread, which is stream order there) and cuda
+ * (driver API through dlopen("libcuda.so.1"), kernels from the embedded fatbin,
+ * everything enqueued on the caller's stream). The policy code includes no CUDA
+ * header and is unit-testable with the host backend alone.
+ *
+ * Must not: synchronise a stream, retry anything, or call into NCCL. Every
+ * function returns 0 on success or -1 (with a message in nsc_backend_error()). */
+#ifndef NSC_BACKEND_H
+#define NSC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cast.h"
+
+typedef void *nsc_stream; /* cudaStream_t / CUstream, opaque here */
+
+/* One tensor of a fused group: `count` fp32 values at src (cast in) or dst
+ * (cast back), at element offset `off` of the wire buffer. */
+typedef struct {
+  const float *src;
+  float *dst;
+  size_t count;
+  size_t off;
+} nsc_seg;
+
+/* A timing mark; host: a monotonic clock read; cuda: an event from a pool. */
+typedef struct {
+  uint64_t host_ns;
+  void *ev;
+} nsc_mark;
+
+typedef struct nsc_backend {
+  const char *name;
+  /* Cast count fp32 values to the wire type (multiplying by scale first). */
+  int (*to_wire)(nsc_stream s, nsc_wire_t w, const float *src, void *dst, size_t n,
+                 float scale);
+  /* Cast back (multiplying by scale after widening). */
+  int (*from_wire)(nsc_stream s, nsc_wire_t w, const void *src, float *dst, size_t n,
+                   float scale);
+  /* The same for a table of segments, in one pass (one launch on a GPU). */
+  int (*seg_to_wire)(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg,
+                     void *dst, float scale);
+  int (*seg_from_wire)(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg,
+                       const void *src, float scale);
+  /* dst = src * factor for a floating datatype kind ('f','d','h','b'). */
+  int (*scale)(nsc_stream s, char kind, const void *src, void *dst, size_t n,
+               double factor);
+  /* Staging memory usable in stream order on s. */
+  int (*alloc)(nsc_stream s, size_t bytes, void **p);
+  void (*release)(nsc_stream s, void *p);
+  /* *yes = 1 when s is being captured into a CUDA graph. */
+  int (*capturing)(nsc_stream s, int *yes);
+  /* Timing marks; elapsed() returns 1 when both marks are complete and sets
+   * *ns, 0 when not yet known (never waits), -1 on error. */
+  int (*mark)(nsc_stream s, nsc_mark *m);
+  int (*elapsed)(const nsc_mark *a, const nsc_mark *b, uint64_t *ns);
+  void (*mark_release)(nsc_mark *m);
+  /* Cumulative overflow/underflow counts of to_wire casts so far. */
+  void (*counts)(nsc_cast_counts *out);
+} nsc_backend;
+
+/* The host backend (always available). */
+extern const nsc_backend nsc_backend_host;
+
+/* The CUDA backend if libcuda.so.1 loads and the fatbin is usable, else NULL.
+ * Decided once; safe to call from any thread. */
+const nsc_backend *nsc_backend_cuda(void);
+
+/* Pick the backend for a call: the CUDA one when the pointer is device memory
+ * (cuPointerGetAttribute), else the host one. */
+const nsc_backend *nsc_backend_for(const void *ptr);
+
+const char *nsc_backend_error(void);
+void nsc_backend_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,41 @@
+/* ncclshim.h — the small public API of libncclshim.so, beside the hooked nccl*
+ * functions. Programs need not link the shim to use it: look the functions up
+ * with dlsym(RTLD_DEFAULT, "ncclshim_get_stats") and treat a NULL as "the shim
+ * is not loaded" (this is what bench/allreduce_perf does). */
+#ifndef NCCLSHIM_H
+#define NCCLSHIM_H
+
+#include <stdint.h>
+
+#define NCCLSHIM_VERSION_STRING "0.1.0"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "0.1.0". */
+const char *ncclshim_version(void);
+
+/* Process-wide totals since the shim became active (all communicators). */
+typedef struct {
+  uint64_t calls;         /* intercepted ncclAllReduce calls */
+  uint64_t passthrough;   /* forwarded untouched */
+  uint64_t compressed;    /* sent in the wire type */
+  uint64_t skipped;       /* accumulation: answered locally */
+  uint64_t fused;         /* members of a fused group */
+  uint64_t real_calls;    /* ncclAllReduce calls the shim made to real NCCL */
+  uint64_t logical_bytes; /* bytes the program asked to reduce */
+  uint64_t wire_bytes;    /* bytes real NCCL was asked to reduce */
+  uint64_t overflow;      /* values that became +-Inf in the wire type */
+  uint64_t underflow;     /* non-zero values that became +-0 */
+  char wire[8];           /* "fp16", "bf16" or "off" */
+  int enabled;            /* 0 when NCCLSHIM_DISABLE=1 or not yet active */
+} ncclshim_stats_t;
+
+/* Fills *out; returns 0, or -1 when out is NULL. */
+int ncclshim_get_stats(ncclshim_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+# tests/lib.sh — sourced by every test script under tests/t/.
+#
+# Each script prints one TAP-style line per check ("ok - what" or
+# "not ok - what"); tests/run.sh counts them. Helpers here run a command and
+# turn its exit status into such a line, keeping the output of failures.
+# Must not: change the caller's working directory or leave processes behind.
+
+ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+B=${B:-build}
+BUILD="$ROOT/$B"
+SHIM="$BUILD/lib/libncclshim.so"
+HOSTNCCL_DIR="$BUILD/lib/hostnccl"
+BIN="$BUILD/bin"
+TBIN="$BUILD/tests"
+TMPD=${TMPD:-$(mktemp -d "${TMPDIR:-/tmp}/ncclshim-test.XXXXXX")}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+# Sanitizer builds: leaks inside Open MPI are not ours to report.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+ok()     { echo "ok - $*"; }
+not_ok() { echo "not ok - $*"; }
+
+# check "description" cmd args...: ok when cmd exits 0; else not ok + output tail.
+check() {
+  local desc=$1; shift
+  local log="$TMPD/check.$$.$RANDOM.log"
+  if "$@" >"$log" 2>&1; then ok "$desc"; else
+    not_ok "$desc (exit $?)"; sed 's/^/#   /' "$log" | tail -n 25
+  fi
+}
+
+# check_fails "description" cmd args...: ok when cmd exits non-zero.
+check_fails() {
+  local desc=$1; shift
+  if "$@" >"$TMPD/last.log" 2>&1; then not_ok "$desc (succeeded)"; sed 's/^/#   /' "$TMPD/last.log" | tail -n 15
+  else ok "$desc"; fi
+}
+
+# check_grep "description" PATTERN FILE: ok when FILE has a line matching PATTERN.
+check_grep() {
+  if grep -Eq -- "$2" "$3"; then ok "$1"; else not_ok "$1 (no /$2/ in $3)"; sed 's/^/#   /' "$3" | tail -n 15; fi
+}
+
+# Run N ranks of an MPI program against the host NCCL (no shim).
+mpirun_host() {
+  local n=$1; shift
+  timeout "${TEST_TIMEOUT:-180}" mpirun -np "$n" -x LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
+}
+
+# The same with the shim preloaded (extra NCCLSHIM_* variables come from the
+# environment; mpirun forwards the whole environment to local ranks).
+mpirun_shim() {
+  local n=$1; shift
+  timeout "${TEST_TIMEOUT:-180}" mpirun -np "$n" -x LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    -x LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}" "$@"
+}
