@@ -48,6 +48,8 @@ typedef struct nsc_backend {
   /* dst = src * factor for a floating datatype kind ('f','d','h','b'). */
   int (*scale)(nsc_stream s, char kind, const void *src, void *dst, size_t n,
                double factor);
+  /* Set `bytes` bytes at p to 0xff (NaN in fp16, bf16 and fp32), on s. */
+  int (*fill_ones)(nsc_stream s, void *p, size_t bytes);
   /* Staging memory usable in stream order on s. */
   int (*alloc)(nsc_stream s, size_t bytes, void **p);
   void (*release)(nsc_stream s, void *p);
@@ -60,6 +62,13 @@ typedef struct nsc_backend {
   void (*mark_release)(nsc_mark *m);
   /* Cumulative overflow/underflow counts of to_wire casts so far. */
   void (*counts)(nsc_cast_counts *out);
+  /* A small out-of-band exchange buffer for the shim's own collectives (the
+   * configuration check), on a private stream, never the caller's:
+   * oob_begin copies `bytes` from host into a new buffer usable by NCCL and
+   * returns it with the stream to issue the collective on; oob_end waits for
+   * that private stream only, copies the buffer back into host and frees it. */
+  int (*oob_begin)(const void *host, size_t bytes, void **buf, nsc_stream *s);
+  int (*oob_end)(void *buf, nsc_stream s, void *host, size_t bytes);
 } nsc_backend;
 
 /* The host backend (always available). */

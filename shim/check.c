@@ -1,0 +1,107 @@
+/* check.c — a communicator's first intercepted call: learn its rank and size,
+ * make sure every rank runs with the same settings, and say that the shim is
+ * active.
+ *
+ * The configuration check is one ncclInt64 Max all-reduce of [h, -h] for the
+ * hash h of each setting that changes which collectives are issued, on a
+ * private buffer and stream (never the caller's stream), issued by every rank
+ * at the same point (its first intercepted call on the communicator, or right
+ * after the group in which it first appeared). Every rank then sees the same
+ * maxima and minima, so all fail the same call, naming the same setting.
+ * NCCLSHIM_DISABLE cannot be checked this way: a disabled rank issues nothing. */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm.h"
+#include "core.h"
+#include "msg.h"
+#include "real.h"
+#include "shim.h"
+
+static void banner(const nsc_comm *c) {
+  if (!nsc_g.cfg.banner || c->rank != 0) return;
+  char settings[512] = "";
+  size_t n = 0;
+  for (int i = 0; i < NSC_CFG_COUNT && n < sizeof settings; i++) {
+    const nsc_config_row *row = nsc_config_row_at(i);
+    if (!row->hashed && i != NSC_CFGI_log) continue;
+    char v[64];
+    nsc_config_value_str(&nsc_g.cfg, i, v, sizeof v);
+    n += (size_t)snprintf(settings + n, sizeof settings - n, " %s=%s", row->env + 9, v);
+  }
+  int v = nsc_g.nccl_version;
+  nsc_info("ncclshim %s active on communicator %p (%d ranks): NCCL %d.%d.%d via %s;%s",
+           NCCLSHIM_VERSION_STRING, (void *)c->comm, c->nranks, v / 10000, (v / 100) % 100, v % 100,
+           nsc_real.how ? nsc_real.how : "?", settings);
+}
+
+/* Wait for a nonblocking communicator's own operation (the check). */
+static ncclResult_t wait_nonblocking(ncclComm_t comm) {
+  ncclResult_t e = ncclInProgress;
+  while (e == ncclInProgress) {
+    ncclResult_t r = nsc_real.CommGetAsyncError ? nsc_real.CommGetAsyncError(comm, &e) : ncclSuccess;
+    if (!nsc_real.CommGetAsyncError) e = ncclSuccess;
+    if (r != ncclSuccess) return r;
+    if (e == ncclInProgress) sched_yield();
+  }
+  return e;
+}
+
+static ncclResult_t exchange(nsc_comm *c, const nsc_backend *be, int64_t *vals, int n) {
+  size_t bytes = (size_t)n * sizeof *vals;
+  void *buf = NULL;
+  nsc_stream s = NULL;
+  if (be->oob_begin(vals, bytes, &buf, &s)) {
+    nsc_warn("configuration check on communicator %p: no buffer (%s)", (void *)c->comm, nsc_backend_error());
+    return ncclSystemError;
+  }
+  ncclResult_t r = nsc_real.AllReduce(buf, buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)s);
+  NSC_COUNT(real_calls, 1);
+  if (r == ncclInProgress) r = wait_nonblocking(c->comm);
+  if (be->oob_end(buf, s, vals, bytes) && r == ncclSuccess) r = ncclSystemError;
+  return r;
+}
+
+ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be) {
+  if (c->checked) return c->checked > 0 ? ncclSuccess : nsc_mismatch(c);
+  int n = 1, r = 0;
+  if (nsc_real.CommCount) nsc_real.CommCount(c->comm, &n);
+  if (nsc_real.CommUserRank) nsc_real.CommUserRank(c->comm, &r);
+  c->nranks = n;
+  c->rank = r;
+  nsc_log_comm_open(&c->log, (uint64_t)(uintptr_t)c->comm, r, n);
+  if (!nsc_g.cfg.check_config) {
+    c->checked = 1;
+    banner(c);
+    return ncclSuccess;
+  }
+  int64_t vals[2 * NSC_CFG_COUNT];
+  for (int i = 0; i < NSC_CFG_COUNT; i++) {
+    vals[i] = nsc_config_row_hash(&nsc_g.cfg, i);
+    vals[NSC_CFG_COUNT + i] = -vals[i];
+  }
+  ncclResult_t res = exchange(c, be, vals, 2 * NSC_CFG_COUNT);
+  if (res != ncclSuccess) return res; /* passed up unchanged; the next call checks again */
+  c->checked = 1;
+  for (int i = 0; i < NSC_CFG_COUNT; i++) {
+    if (vals[i] == -vals[NSC_CFG_COUNT + i]) continue;
+    const nsc_config_row *row = nsc_config_row_at(i);
+    char v[96];
+    nsc_config_value_str(&nsc_g.cfg, i, v, sizeof v);
+    snprintf(c->mismatch_msg, sizeof c->mismatch_msg,
+             "%s differs between the ranks of communicator %p (this rank, %d: '%s'); set it alike on every rank",
+             row->env, (void *)c->comm, c->rank, v);
+    c->checked = -1;
+    nsc_warn("%s", c->mismatch_msg);
+    return ncclInvalidUsage;
+  }
+  banner(c);
+  return ncclSuccess;
+}
+
+ncclResult_t nsc_mismatch(nsc_comm *c) {
+  static int once;
+  nsc_warn_once(&once, "%s (every call on it fails with ncclInvalidUsage)", c->mismatch_msg);
+  return ncclInvalidUsage;
+}

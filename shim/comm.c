@@ -1,0 +1,112 @@
+/* comm.c — the communicator table: a small chained hash under one mutex.
+ *
+ * Lookups are on the per-call path, so the critical section is a few loads;
+ * creation allocates outside the lock and races are resolved by re-checking. */
+#include "comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "group.h"
+
+#define NBUCKETS 256
+static nsc_comm *table[NBUCKETS];
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned bucket(ncclComm_t c) {
+  uintptr_t p = (uintptr_t)c;
+  return (unsigned)((p >> 4) ^ (p >> 12)) % NBUCKETS;
+}
+
+static nsc_comm *lookup_locked(ncclComm_t comm) {
+  for (nsc_comm *c = table[bucket(comm)]; c; c = c->next)
+    if (c->comm == comm) return c;
+  return NULL;
+}
+
+nsc_comm *nsc_comm_find(ncclComm_t comm) {
+  pthread_mutex_lock(&table_lock);
+  nsc_comm *c = lookup_locked(comm);
+  if (c) c->refs++;
+  pthread_mutex_unlock(&table_lock);
+  return c;
+}
+
+static void free_entry(nsc_comm *c) {
+  nsc_pending_drop(&c->pending);
+  nsc_staging_release(&c->staging);
+  nsc_log_comm_close(&c->log);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+nsc_comm *nsc_comm_get(ncclComm_t comm) {
+  nsc_comm *c = nsc_comm_find(comm);
+  if (c) return c;
+  nsc_comm *fresh = calloc(1, sizeof *fresh);
+  if (!fresh) return NULL;
+  fresh->comm = comm;
+  fresh->refs = 2; /* the table's and the caller's */
+  fresh->rank = -1;
+  pthread_mutex_init(&fresh->lock, NULL);
+  nsc_accum_init(&fresh->accum);
+  pthread_mutex_lock(&table_lock);
+  c = lookup_locked(comm);
+  if (c) {
+    c->refs++;
+  } else {
+    unsigned b = bucket(comm);
+    fresh->next = table[b];
+    table[b] = fresh;
+    c = fresh;
+    fresh = NULL;
+  }
+  pthread_mutex_unlock(&table_lock);
+  if (fresh) { pthread_mutex_destroy(&fresh->lock); free(fresh); }
+  return c;
+}
+
+void nsc_comm_ref(nsc_comm *c) {
+  pthread_mutex_lock(&table_lock);
+  c->refs++;
+  pthread_mutex_unlock(&table_lock);
+}
+
+void nsc_comm_put(nsc_comm *c) {
+  if (!c) return;
+  pthread_mutex_lock(&table_lock);
+  int last = --c->refs == 0;
+  pthread_mutex_unlock(&table_lock);
+  if (last) free_entry(c);
+}
+
+nsc_comm *nsc_comm_detach(ncclComm_t comm) {
+  pthread_mutex_lock(&table_lock);
+  nsc_comm **pp = &table[bucket(comm)], *c = NULL;
+  for (; *pp; pp = &(*pp)->next)
+    if ((*pp)->comm == comm) {
+      c = *pp;
+      *pp = c->next;
+      c->next = NULL;
+      break; /* the table's reference passes to the caller */
+    }
+  pthread_mutex_unlock(&table_lock);
+  return c;
+}
+
+void nsc_comm_foreach(void (*fn)(nsc_comm *, void *), void *arg) {
+  /* Snapshot with references so fn runs without the table lock. */
+  nsc_comm *snap[1024];
+  int n = 0;
+  pthread_mutex_lock(&table_lock);
+  for (int b = 0; b < NBUCKETS; b++)
+    for (nsc_comm *c = table[b]; c && n < (int)(sizeof snap / sizeof snap[0]); c = c->next) {
+      c->refs++;
+      snap[n++] = c;
+    }
+  pthread_mutex_unlock(&table_lock);
+  for (int i = 0; i < n; i++) {
+    fn(snap[i], arg);
+    nsc_comm_put(snap[i]);
+  }
+}

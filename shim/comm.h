@@ -1,0 +1,53 @@
+/* comm.h — per-communicator state, keyed by the ncclComm_t pointer.
+ *
+ * A communicator's entry is created at its first intercepted call and removed
+ * at ncclCommDestroy/ncclCommAbort, so a new communicator that reuses a
+ * destroyed one's address starts fresh. Entries are reference counted: an
+ * abort from PyTorch's watchdog thread while another thread is inside a call
+ * on the same communicator frees the entry only when that call leaves.
+ * The table lock is never held across a call into NCCL. */
+#ifndef NSC_COMM_H
+#define NSC_COMM_H
+
+#include <nccl.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "accum.h"
+#include "log.h"
+#include "staging.h"
+
+struct nsc_pending; /* group.h: work waiting for a nonblocking communicator */
+
+typedef struct nsc_comm {
+  ncclComm_t comm;
+  int refs;
+  int rank, nranks;
+  /* 0 = not yet checked, 1 = checked and usable, -1 = configuration mismatch */
+  int checked;
+  int check_queued;        /* a check waits for the end of the current group */
+  char mismatch_msg[256];
+  uint64_t seq;            /* intercepted all-reduces on this communicator */
+  nsc_accum accum;
+  nsc_staging staging;
+  nsc_comm_log log;
+  pthread_mutex_t lock;    /* guards pending, staging and log of this entry */
+  struct nsc_pending *pending;    /* nonblocking: work to run once NCCL reports completion */
+  struct nsc_comm *next;
+} nsc_comm;
+
+/* Find or create the entry (refs + 1). NULL only when out of memory. */
+nsc_comm *nsc_comm_get(ncclComm_t comm);
+/* Take one more reference on an entry the caller already holds. */
+void nsc_comm_ref(nsc_comm *c);
+/* Drop a reference; frees a detached entry when the last one goes. */
+void nsc_comm_put(nsc_comm *c);
+/* Remove the entry from the table (refs + 1 for the caller, or NULL if none):
+ * the caller releases its resources, then nsc_comm_put(). */
+nsc_comm *nsc_comm_detach(ncclComm_t comm);
+/* Look up without creating (refs + 1), NULL if unknown. */
+nsc_comm *nsc_comm_find(ncclComm_t comm);
+/* Call fn on every live entry (holding a reference, not the table lock). */
+void nsc_comm_foreach(void (*fn)(nsc_comm *, void *), void *arg);
+
+#endif

@@ -1,0 +1,72 @@
+/* config.h — the shim's settings, generated from config.def.
+ *
+ * The parser is a pure function of an environment array (so it is unit-tested
+ * and fuzzed without touching the process environment). It never prints and
+ * never allocates; on error it fills a one-line message naming the variable,
+ * the value and what is allowed. */
+#ifndef NSC_CONFIG_H
+#define NSC_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define NSC_CFG_STR_MAX 4096
+
+enum { NSC_COMPRESS_OFF = 0, NSC_COMPRESS_FP16 = 1, NSC_COMPRESS_BF16 = 2 };
+enum { NSC_LOG_OFF = 0, NSC_LOG_SUMMARY = 1, NSC_LOG_CALLS = 2 };
+
+#define NSC_FIELD_BOOL(f) int f;
+#define NSC_FIELD_INT(f) long long f;
+#define NSC_FIELD_SIZE(f) long long f;
+#define NSC_FIELD_FLOAT(f) double f;
+#define NSC_FIELD_ENUM(f) int f;
+#define NSC_FIELD_STR(f) char f[NSC_CFG_STR_MAX];
+
+typedef struct nsc_config {
+#define NSC_CFG(field, type, def, lo, hi, choices, hashed, desc) NSC_FIELD_##type(field)
+#include "config.def"
+#undef NSC_CFG
+  /* Where each value came from: 1 = environment, 0 = default. */
+  unsigned char from_env[32];
+} nsc_config;
+
+/* Index of each row, for from_env[] and nsc_config_row(). */
+enum {
+#define NSC_CFG(field, type, def, lo, hi, choices, hashed, desc) NSC_CFGI_##field,
+#include "config.def"
+#undef NSC_CFG
+  NSC_CFG_COUNT
+};
+
+typedef struct {
+  const char *env;     /* "NCCLSHIM_MIN_BYTES" */
+  const char *type;    /* "SIZE" */
+  const char *def;     /* default as written */
+  long long lo, hi;    /* range (INT, SIZE); for FLOAT see flo/fhi */
+  double flo, fhi;
+  const char *choices; /* "off|fp16|bf16" */
+  int hashed;
+  const char *desc;
+} nsc_config_row;
+
+const nsc_config_row *nsc_config_row_at(int i);
+
+/* Parse defaults, then every NCCLSHIM_* entry of envp (NULL-terminated
+ * "NAME=value" strings). Returns 0, or -1 with a message in err. On error
+ * *cfg holds the defaults only: no partially applied value. */
+int nsc_config_parse(char *const *envp, nsc_config *cfg, char *err, size_t errlen);
+
+/* Every setting, one per line: name, value, source. */
+void nsc_config_dump(const nsc_config *cfg, FILE *out, const char *prefix);
+
+/* The effective value of row i as text (for dumps, banners and mismatch messages). */
+void nsc_config_value_str(const nsc_config *cfg, int i, char *buf, size_t len);
+
+/* 62-bit hash of each hashed row's value (0 for rows that are not hashed). */
+int64_t nsc_config_row_hash(const nsc_config *cfg, int i);
+
+/* The README's environment table, in Markdown. */
+void nsc_config_markdown(FILE *out);
+
+#endif

@@ -1,0 +1,136 @@
+/* core.c — activation: read the environment once, resolve real NCCL, decide
+ * whether the shim is active, disabled or failed; fork handling; totals.
+ *
+ * Must not: run before the first intercepted call, exit, or hold a lock while
+ * calling into NCCL (ncclGetVersion is called after the once-block's work is
+ * published, outside any lock of ours). */
+#include "core.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "log.h"
+#include "msg.h"
+#include "real.h"
+
+extern char **environ;
+
+nsc_global_t nsc_g;
+ncclshim_stats_t nsc_totals;
+__thread int nsc_in_shim;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* A child forked after activation is inert: it forwards every call and never
+ * writes the parent's logs (it owns no CUDA context and none of the files). */
+static void in_child(void) {
+  nsc_g.forked_child = 1;
+  nsc_g.state = NSC_DISABLED;
+  nsc_log_forget();
+}
+
+static void fail(ncclResult_t code, const char *msg) {
+  nsc_g.state = NSC_FAILED;
+  nsc_g.fail_code = code;
+  snprintf(nsc_g.fail_msg, sizeof nsc_g.fail_msg, "%s", msg);
+  nsc_warn("%s; every collective will return %s", msg, code == ncclInvalidUsage ? "ncclInvalidUsage" : "ncclSystemError");
+}
+
+static void activate(void) {
+  char err[768];
+  pthread_atfork(NULL, NULL, in_child);
+  /* Resolve first: with a bad setting, collectives fail but destroy and
+   * abort still reach NCCL so the program can clean up. */
+  if (nsc_real_resolve(err, sizeof err)) {
+    fail(ncclSystemError, err);
+    return;
+  }
+  if (nsc_config_parse(environ, &nsc_g.cfg, err, sizeof err)) {
+    fail(ncclInvalidUsage, err);
+    return;
+  }
+  if (nsc_real.GetVersion) {
+    int v = 0;
+    if (nsc_real.GetVersion(&v) == ncclSuccess) nsc_g.nccl_version = v;
+  }
+  if (nsc_g.cfg.dump_config) nsc_config_dump(&nsc_g.cfg, stderr, "ncclshim config: ");
+  if (nsc_g.cfg.disable) {
+    nsc_g.state = NSC_DISABLED;
+    return;
+  }
+  /* ncclBfloat16 exists since NCCL 2.10 (version code 21000). */
+  if (nsc_g.cfg.compress == NSC_COMPRESS_BF16 && nsc_g.nccl_version && nsc_g.nccl_version < 21000) {
+    snprintf(err, sizeof err, "NCCLSHIM_COMPRESS='bf16' needs NCCL >= 2.10 (this NCCL reports %d); use fp16 or off",
+             nsc_g.nccl_version);
+    fail(ncclInvalidUsage, err);
+    return;
+  }
+  nsc_cast_set_threads((int)nsc_g.cfg.cast_threads);
+  nsc_totals.enabled = 1;
+  snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s",
+           nsc_g.cfg.compress == NSC_COMPRESS_FP16 ? "fp16" : nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? "bf16" : "off");
+  nsc_log_init(&nsc_g.cfg);
+  nsc_g.state = NSC_ACTIVE;
+}
+
+int nsc_activate(void) {
+  pthread_once(&once, activate);
+  return nsc_g.state;
+}
+
+size_t nsc_dtype_size(ncclDataType_t dt) {
+  switch (dt) {
+  case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+  case ncclFloat16: case ncclBfloat16: return 2;
+  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+  default: return 0;
+  }
+}
+
+const char *nsc_dtype_name(ncclDataType_t dt) {
+  static const char *n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                            "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+  return (unsigned)dt < sizeof n / sizeof n[0] ? n[dt] : "?";
+}
+
+const char *nsc_op_name(ncclRedOp_t op) {
+  static const char *n[] = {"sum", "prod", "max", "min", "avg"};
+  return (unsigned)op < sizeof n / sizeof n[0] ? n[op] : "premulsum";
+}
+
+/* Public API ---------------------------------------------------------------- */
+#define NSC_API __attribute__((visibility("default")))
+
+NSC_API const char *ncclshim_version(void) { return NCCLSHIM_VERSION_STRING; }
+
+NSC_API int ncclshim_get_stats(ncclshim_stats_t *out) {
+  if (!out) return -1;
+  ncclshim_stats_t s;
+  s.calls = __atomic_load_n(&nsc_totals.calls, __ATOMIC_RELAXED);
+  s.passthrough = __atomic_load_n(&nsc_totals.passthrough, __ATOMIC_RELAXED);
+  s.compressed = __atomic_load_n(&nsc_totals.compressed, __ATOMIC_RELAXED);
+  s.skipped = __atomic_load_n(&nsc_totals.skipped, __ATOMIC_RELAXED);
+  s.fused = __atomic_load_n(&nsc_totals.fused, __ATOMIC_RELAXED);
+  s.real_calls = __atomic_load_n(&nsc_totals.real_calls, __ATOMIC_RELAXED);
+  s.logical_bytes = __atomic_load_n(&nsc_totals.logical_bytes, __ATOMIC_RELAXED);
+  s.wire_bytes = __atomic_load_n(&nsc_totals.wire_bytes, __ATOMIC_RELAXED);
+  nsc_cast_counts c = {0, 0};
+  nsc_backend_host.counts(&c);
+  const nsc_backend *cu = nsc_g.state == NSC_ACTIVE ? nsc_backend_cuda() : NULL;
+  if (cu) {
+    nsc_cast_counts d = {0, 0};
+    cu->counts(&d);
+    c.overflow += d.overflow;
+    c.underflow += d.underflow;
+  }
+  s.overflow = c.overflow;
+  s.underflow = c.underflow;
+  memcpy(s.wire, nsc_totals.wire, sizeof s.wire);
+  if (!s.wire[0]) snprintf(s.wire, sizeof s.wire, "off");
+  s.enabled = nsc_g.state == NSC_ACTIVE;
+  *out = s;
+  return 0;
+}

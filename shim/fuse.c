@@ -1,0 +1,146 @@
+/* fuse.c — fusion of grouped fp32 Sum/Avg all-reduces (NCCLSHIM_FUSE_BYTES).
+ *
+ * Members queued during a group are packed, at the outermost group end and
+ * before the real one, by (communicator, stream, op) in order of first
+ * appearance, into buckets of at most FUSE_BYTES fp32 bytes (a larger member
+ * gets a bucket of its own). A bucket whose total reaches MIN_BYTES is cast
+ * into one wire buffer by one segmented cast and reduced by one real
+ * collective; a smaller one is forwarded member by member in fp32. All of it
+ * depends on the call sequence only, so every rank issues the same real
+ * operations in the same order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "core.h"
+#include "msg.h"
+#include "policy.h"
+#include "real.h"
+#include "shim.h"
+
+static int same_key(const nsc_work *a, const nsc_work *b) {
+  return a->c == b->c && a->stream == b->stream && a->op == b->op && a->be == b->be;
+}
+
+static void forward_members(nsc_work **m, int n, ncclResult_t *r) {
+  for (int i = 0; i < n; i++) {
+    ncclResult_t rr = nsc_forward(m[i]->c, m[i]->src, m[i]->dst, m[i]->count, ncclFloat32, m[i]->op,
+                                  (cudaStream_t)m[i]->stream, NSC_ACT_PASS);
+    if (*r == ncclSuccess && !NSC_OK(rr)) *r = rr;
+  }
+}
+
+/* One bucket: members m[0..n) of one key, total elements T. */
+static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T) {
+  nsc_comm *c = m[0]->c;
+  const nsc_backend *be = m[0]->be;
+  ncclResult_t r = ncclSuccess;
+  if (T * 4 < (size_t)nsc_g.cfg.min_bytes) {
+    forward_members(m, n, &r);
+    return r;
+  }
+  nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
+  nsc_seg *segs = calloc((size_t)n, sizeof *segs);
+  void *stage = NULL;
+  pthread_mutex_lock(&c->lock);
+  int rc = w && segs ? nsc_staging_get(&c->staging, be, m[0]->stream, T * 2, (size_t)nsc_g.cfg.max_staging_bytes, &stage)
+                     : NSC_STAGING_NOMEM;
+  pthread_mutex_unlock(&c->lock);
+  if (rc != NSC_STAGING_OK) {
+    free(segs);
+    if (w) nsc_work_drop(w);
+    nsc_warn("fusion: no staging for %zu bytes (%s); members are forwarded in fp32 on this rank only",
+             T * 2, rc == NSC_STAGING_LIMIT ? "over NCCLSHIM_MAX_STAGING_BYTES" : nsc_backend_error());
+    /* A limit failure happens on every rank alike, so this stays matched;
+     * an allocation failure on one rank cannot, and is reported as an error. */
+    forward_members(m, n, &r);
+    return rc == NSC_STAGING_LIMIT ? r : ncclSystemError;
+  }
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    segs[i] = (nsc_seg){m[i]->src, m[i]->dst, m[i]->count, off};
+    off += m[i]->count;
+  }
+  w->be = be;
+  w->stream = m[0]->stream;
+  w->wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
+  w->op = m[0]->op;
+  w->wirebuf = stage;
+  w->count = T;
+  w->segs = segs;
+  w->nseg = n;
+  w->scale = (float)nsc_g.cfg.prescale;
+  memset(&w->rec, 0, sizeof w->rec);
+  w->rec.seq = c->seq;
+  w->rec.action = NSC_ACT_FUSE;
+  w->rec.dtype = ncclFloat32;
+  w->rec.wire_dtype = nsc_policy_wire_dtype(&nsc_g.cfg);
+  w->rec.op = w->op;
+  w->rec.count = T;
+  w->rec.nmembers = n;
+  w->rec.logical_bytes = T * 4;
+  w->rec.wire_bytes = T * 2;
+  if (nsc_log_on()) nsc_log_begin(&w->rec, be, w->stream);
+  if (be->seg_to_wire(w->stream, w->wire, segs, n, stage, (float)(1.0 / nsc_g.cfg.prescale))) {
+    nsc_warn("fusion: segmented cast failed: %s", nsc_backend_error());
+    nsc_work_drop(w);
+    forward_members(m, n, &r);
+    return ncclSystemError;
+  }
+  NSC_COUNT(fused, (uint64_t)n);
+  NSC_COUNT(logical_bytes, T * 4);
+  NSC_COUNT(wire_bytes, T * 2);
+  return nsc_reduce_wire(c, w, T, 1);
+}
+
+ncclResult_t nsc_fuse_flush(nsc_work **list) {
+  /* Split the list: FUSE members out (in order), everything else stays. */
+  int n = 0, cap = 0;
+  nsc_work **m = NULL, *keep = NULL, **tail = &keep;
+  for (nsc_work *w = *list, *next; w; w = next) {
+    next = w->next;
+    w->next = NULL;
+    if (w->kind != NSC_W_FUSE) { *tail = w; tail = &w->next; continue; }
+    if (n == cap) {
+      cap = cap ? 2 * cap : 16;
+      nsc_work **g = realloc(m, (size_t)cap * sizeof *m);
+      if (!g) { nsc_work_drop(w); continue; } /* cannot happen quietly: see below */
+      m = g;
+    }
+    m[n++] = w;
+  }
+  *list = keep;
+  ncclResult_t r = ncclSuccess;
+  const size_t cap_elems = (size_t)nsc_g.cfg.fuse_bytes / 4;
+  char *done = calloc((size_t)n + 1, 1);
+  nsc_work **bucket = malloc(((size_t)n + 1) * sizeof *bucket);
+  if (!done || !bucket) { n = 0; r = ncclSystemError; }
+  /* Every bucket is issued even after an error, so the real operations stay
+   * matched across ranks; the first error is returned. */
+  for (int i = 0; i < n; i++) {
+    if (done[i]) continue;
+    int nb = 0;
+    size_t T = 0;
+    for (int j = i; j < n; j++) {
+      if (done[j] || !same_key(m[i], m[j])) continue;
+      if (nb > 0 && T + m[j]->count > cap_elems) {
+        ncclResult_t rr = issue_bucket(bucket, nb, T);
+        if (r == ncclSuccess && !NSC_OK(rr)) r = rr;
+        nb = 0;
+        T = 0;
+      }
+      bucket[nb++] = m[j];
+      T += m[j]->count;
+      done[j] = 1;
+    }
+    if (nb) {
+      ncclResult_t rr = issue_bucket(bucket, nb, T);
+      if (r == ncclSuccess && !NSC_OK(rr)) r = rr;
+    }
+  }
+  for (int i = 0; i < n; i++) nsc_work_drop(m[i]);
+  free(m);
+  free(done);
+  free(bucket);
+  return r;
+}

@@ -1,0 +1,120 @@
+/* group.c — see group.h. Per-thread state lives in thread-locals; parked work
+ * of nonblocking communicators lives in the communicator entry under its lock
+ * (never held while calling NCCL or enqueuing casts). */
+#include "group.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "core.h"
+#include "msg.h"
+
+static __thread int depth;
+static __thread nsc_work *q_head, *q_tail;
+
+int nsc_group_depth(void) { return depth; }
+void nsc_group_enter(void) { depth++; }
+int nsc_group_leave(void) { return depth > 0 ? --depth : 0; }
+
+static void append(nsc_work **h, nsc_work **t, nsc_work *w) {
+  w->next = NULL;
+  if (*t) (*t)->next = w;
+  else *h = w;
+  *t = w;
+}
+
+void nsc_group_defer(nsc_work *w) { append(&q_head, &q_tail, w); }
+
+nsc_work *nsc_group_take(void) {
+  nsc_work *w = q_head;
+  q_head = q_tail = NULL;
+  return w;
+}
+
+nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c) {
+  nsc_work *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  w->kind = kind;
+  w->c = c;
+  if (c) nsc_comm_ref(c); /* the item's own: the caller's may go before it runs */
+  return w;
+}
+
+static void work_free(nsc_work *w) {
+  free(w->segs);
+  nsc_comm_put(w->c);
+  free(w);
+}
+
+ncclResult_t nsc_work_run(nsc_work *w) {
+  ncclResult_t r = ncclSuccess;
+  if (w->kind == NSC_W_CASTBACK) {
+    int rc = w->segs ? w->be->seg_from_wire(w->stream, w->wire, w->segs, w->nseg, w->wirebuf, w->scale)
+                     : w->be->from_wire(w->stream, w->wire, w->wirebuf, w->dst, w->count, w->scale);
+    if (rc) {
+      nsc_warn("cast back from the wire type failed: %s", nsc_backend_error());
+      r = ncclSystemError;
+    }
+    nsc_log_mark(&w->rec, NSC_MARK_END);
+    if (w->c) {
+      pthread_mutex_lock(&w->c->lock);
+      nsc_staging_done(&w->c->staging, w->stream);
+      pthread_mutex_unlock(&w->c->lock);
+      w->rec.result = r;
+      nsc_log_commit(&w->c->log, &w->rec);
+    }
+  }
+  work_free(w);
+  return r;
+}
+
+void nsc_work_drop(nsc_work *w) {
+  if (w->c && w->wirebuf) {
+    pthread_mutex_lock(&w->c->lock);
+    nsc_staging_done(&w->c->staging, w->stream);
+    pthread_mutex_unlock(&w->c->lock);
+  }
+  nsc_log_discard(&w->rec);
+  work_free(w);
+}
+
+void nsc_work_drop_list(nsc_work *w) {
+  while (w) {
+    nsc_work *n = w->next;
+    nsc_work_drop(w);
+    w = n;
+  }
+}
+
+void nsc_pending_add(struct nsc_comm *c, nsc_work *w) {
+  pthread_mutex_lock(&c->lock);
+  if (!c->pending) c->pending = calloc(1, sizeof *c->pending);
+  if (c->pending) append(&c->pending->head, &c->pending->tail, w);
+  pthread_mutex_unlock(&c->lock);
+  if (!c->pending) nsc_work_drop(w); /* out of memory: nothing was enqueued for it */
+}
+
+void nsc_pending_drop(struct nsc_pending **p) {
+  if (!*p) return;
+  nsc_work *w = (*p)->head;
+  free(*p);
+  *p = NULL;
+  nsc_work_drop_list(w);
+}
+
+ncclResult_t nsc_pending_finish(struct nsc_comm *c, int ok) {
+  pthread_mutex_lock(&c->lock);
+  nsc_work *w = c->pending ? c->pending->head : NULL;
+  if (c->pending) c->pending->head = c->pending->tail = NULL;
+  pthread_mutex_unlock(&c->lock);
+  if (!ok) { nsc_work_drop_list(w); return ncclSuccess; }
+  ncclResult_t r = ncclSuccess;
+  while (w) {
+    nsc_work *n = w->next;
+    ncclResult_t rr = nsc_work_run(w);
+    if (r == ncclSuccess) r = rr;
+    w = n;
+  }
+  return r;
+}

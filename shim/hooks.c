@@ -1,0 +1,55 @@
+/* hooks.c — the exported NCCL entry points. Thin on purpose: re-entry guard,
+ * activation, then hand over to the function that holds the behaviour.
+ *
+ * A hook entered while this thread is already inside the shim (real NCCL
+ * calling a public API internally) forwards straight to the real function.
+ * Must not: do work of its own, or call anything but nsc_* and nsc_real. */
+#include <nccl.h>
+
+#include "core.h"
+#include "real.h"
+#include "shim.h"
+
+#define NSC_API __attribute__((visibility("default")))
+
+/* Resolve real NCCL (once) and report whether it could be. */
+static ncclResult_t ready(void) {
+  nsc_activate();
+  return nsc_real.AllReduce ? ncclSuccess : ncclSystemError;
+}
+
+#define GUARDED(real_call, shim_call)              \
+  do {                                             \
+    if (nsc_in_shim) return real_call;             \
+    if (ready() != ncclSuccess) return nsc_g.fail_code; \
+    nsc_in_shim = 1;                               \
+    ncclResult_t r_ = shim_call;                   \
+    nsc_in_shim = 0;                               \
+    return r_;                                     \
+  } while (0)
+
+NSC_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  GUARDED(nsc_real.AllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream),
+          nsc_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream));
+}
+
+NSC_API ncclResult_t ncclGroupStart(void) { GUARDED(nsc_real.GroupStart(), nsc_group_start()); }
+
+NSC_API ncclResult_t ncclGroupEnd(void) { GUARDED(nsc_real.GroupEnd(), nsc_group_end()); }
+
+NSC_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  GUARDED(nsc_real.CommDestroy(comm), nsc_comm_end(comm, nsc_real.CommDestroy));
+}
+
+NSC_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  GUARDED(nsc_real.CommAbort(comm), nsc_comm_end(comm, nsc_real.CommAbort));
+}
+
+NSC_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  GUARDED(nsc_real.CommFinalize(comm), nsc_real.CommFinalize ? nsc_real.CommFinalize(comm) : ncclInvalidUsage);
+}
+
+NSC_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  GUARDED(nsc_real.CommGetAsyncError(comm, asyncError), nsc_async_error(comm, asyncError));
+}

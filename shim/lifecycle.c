@@ -1,0 +1,95 @@
+/* lifecycle.c — the calls that close work the shim has open: the outermost
+ * ncclGroupEnd (fusion, queued cast-backs, deferred checks), completion of a
+ * nonblocking communicator (ncclCommGetAsyncError) and the end of a
+ * communicator (destroy/abort: state and staging released, summary written).
+ *
+ * Must not: hold a lock of ours across a real call (the watchdog may abort a
+ * communicator from another thread at any time), or retry a real call. */
+#include "comm.h"
+#include "core.h"
+#include "msg.h"
+#include "real.h"
+#include "shim.h"
+
+ncclResult_t nsc_group_start(void) {
+  int st = nsc_activate();
+  if (st == NSC_FAILED) return nsc_g.fail_code;
+  if (st != NSC_ACTIVE) return nsc_real.GroupStart();
+  nsc_group_enter();
+  ncclResult_t r = nsc_real.GroupStart();
+  if (!NSC_OK(r)) nsc_group_leave();
+  return r;
+}
+
+static nsc_work *concat(nsc_work *a, nsc_work *b) {
+  if (!a) return b;
+  nsc_work *t = a;
+  while (t->next) t = t->next;
+  t->next = b;
+  return a;
+}
+
+/* After a successful real group end: cast-backs, then deferred checks. */
+static ncclResult_t run_after(nsc_work *w, int in_progress) {
+  ncclResult_t r = ncclSuccess;
+  while (w) {
+    nsc_work *n = w->next;
+    w->next = NULL;
+    if (w->kind == NSC_W_CHECK) {
+      nsc_comm *c = w->c;
+      c->check_queued = 0;
+      ncclResult_t rr = in_progress ? ncclSuccess : nsc_check_comm(c, w->be);
+      if (r == ncclSuccess) r = rr;
+      nsc_work_drop(w);
+    } else if (in_progress && w->c) {
+      nsc_pending_add(w->c, w);
+    } else {
+      ncclResult_t rr = nsc_work_run(w);
+      if (r == ncclSuccess) r = rr;
+    }
+    w = n;
+  }
+  return r;
+}
+
+ncclResult_t nsc_group_end(void) {
+  int st = nsc_activate();
+  if (st == NSC_FAILED) return nsc_g.fail_code;
+  if (st != NSC_ACTIVE) return nsc_real.GroupEnd();
+  if (nsc_group_depth() == 0) return nsc_real.GroupEnd(); /* unbalanced: NCCL's answer */
+  if (nsc_group_leave() > 0) return nsc_real.GroupEnd();
+  nsc_work *w = nsc_group_take();
+  ncclResult_t fr = nsc_fuse_flush(&w);   /* fused collectives join the open group */
+  w = concat(w, nsc_group_take());
+  ncclResult_t r = nsc_real.GroupEnd();
+  if (!NSC_OK(r)) {
+    nsc_work_drop_list(w); /* nothing of the group reached the stream */
+    return r;
+  }
+  ncclResult_t ar = run_after(w, r == ncclInProgress);
+  if (r == ncclSuccess && !NSC_OK(fr)) return fr;
+  return r == ncclSuccess ? ar : r;
+}
+
+ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err) {
+  ncclResult_t r = nsc_real.CommGetAsyncError(comm, err);
+  if (r != ncclSuccess || !err || nsc_g.state != NSC_ACTIVE) return r;
+  if (*err == ncclInProgress) return r;
+  nsc_comm *c = nsc_comm_find(comm);
+  if (!c) return r;
+  if (c->pending) {
+    /* Completed: the collectives are on their streams, cast-backs may follow.
+     * Failed: nothing to cast back; the error is the caller's to see. */
+    ncclResult_t pr = nsc_pending_finish(c, *err == ncclSuccess);
+    if (*err == ncclSuccess && pr != ncclSuccess) *err = pr;
+  }
+  nsc_comm_put(c);
+  return r;
+}
+
+ncclResult_t nsc_comm_end(ncclComm_t comm, ncclResult_t (*real_fn)(ncclComm_t)) {
+  nsc_comm *c = nsc_g.state == NSC_ACTIVE ? nsc_comm_detach(comm) : NULL;
+  ncclResult_t r = real_fn(comm);
+  nsc_comm_put(c); /* frees once calls still inside on other threads leave */
+  return r;
+}

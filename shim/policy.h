@@ -1,0 +1,48 @@
+/* policy.h — what the shim does with one ncclAllReduce, as a pure function of
+ * the call's arguments and the configuration (never data, timings, pointer
+ * values or local failures: every rank must reach the same answer).
+ *
+ * Unit-tested without NCCL or a GPU (tests/unit/test_policy.c). */
+#ifndef NSC_POLICY_H
+#define NSC_POLICY_H
+
+#include <nccl.h>
+#include <stddef.h>
+
+#include "config.h"
+
+typedef enum {
+  NSC_ACT_PASS = 0,     /* forward untouched */
+  NSC_ACT_COMPRESS = 1, /* cast to the wire type, reduce, cast back */
+  NSC_ACT_SKIP = 2,     /* accumulation: answer locally, no collective */
+  NSC_ACT_FUSE = 3,     /* in a group: pack with its neighbours at group end */
+  NSC_ACT_COUNT
+} nsc_action;
+
+const char *nsc_action_name(nsc_action a);
+
+typedef struct {
+  size_t count;
+  ncclDataType_t dt;
+  ncclRedOp_t op;
+  int has_buffers; /* sendbuff and recvbuff non-NULL */
+  int in_group;    /* inside ncclGroupStart/End on this thread */
+  int capturing;   /* the stream is being captured into a CUDA graph */
+} nsc_call;
+
+/* fp32, Sum/Avg, valid buffers, count > 0, compression on. Size not checked. */
+int nsc_policy_compressible_kind(const nsc_config *cfg, const nsc_call *c);
+/* Compressed on its own: compressible kind and count*4 >= MIN_BYTES. */
+int nsc_policy_compressible(const nsc_config *cfg, const nsc_call *c);
+/* May be skipped by accumulation: floating type (fp16/bf16/fp32/fp64), Sum or
+ * Avg, bytes >= MIN_BYTES, K > 1, not being captured. */
+int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c);
+
+/* The action before accumulation is consulted: FUSE (in a group, fusion on,
+ * compressible kind of any size), COMPRESS or PASS. */
+nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c);
+
+/* Wire datatype of the configuration (ncclFloat16 or ncclBfloat16). */
+ncclDataType_t nsc_policy_wire_dtype(const nsc_config *cfg);
+
+#endif

@@ -1,0 +1,37 @@
+/* shim.h — what the exported hooks (hooks.c) call: one function per hooked
+ * NCCL entry point, holding the shim's behaviour for it. */
+#ifndef NSC_SHIM_H
+#define NSC_SHIM_H
+
+#include <nccl.h>
+
+#include "backend.h"
+#include "group.h"
+
+struct nsc_comm;
+
+ncclResult_t nsc_allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dt,
+                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t nsc_group_start(void);
+ncclResult_t nsc_group_end(void);
+ncclResult_t nsc_comm_end(ncclComm_t comm, ncclResult_t (*real_fn)(ncclComm_t));
+ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err);
+
+/* check.c: a communicator's first call — rank and size, configuration check
+ * across ranks, banner. Sets c->checked to 1 or -1. */
+ncclResult_t nsc_check_comm(struct nsc_comm *c, const nsc_backend *be);
+/* Fail message for a communicator whose ranks disagree. */
+ncclResult_t nsc_mismatch(struct nsc_comm *c);
+
+/* fuse.c: at the outermost group end, before the real one: pack the queued
+ * FUSE members into wire buffers and issue their collectives; the list comes
+ * back with CASTBACK items in their place. */
+ncclResult_t nsc_fuse_flush(nsc_work **list);
+
+/* allreduce.c helpers shared with fuse.c */
+ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,
+                         ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, int action);
+/* Issue the real collective on a wire buffer and queue (or run) its cast-back. */
+ncclResult_t nsc_reduce_wire(struct nsc_comm *c, nsc_work *castback, size_t count, int in_group);
+
+#endif

@@ -1,0 +1,58 @@
+/* staging.h — wire-type staging memory per (communicator, stream).
+ *
+ * Each stream has an arena: a bump allocator over one block, reused only in
+ * stream order (everything the shim enqueues on a stream runs in order, so the
+ * next call may reuse the block once the previous call's cast-back has been
+ * enqueued). Several live regions (calls inside one group) take successive
+ * pieces; when the block is too small a further block is added and, once
+ * nothing is live, the arena is rebuilt as one block grown geometrically.
+ *
+ * The size limit is checked against the logical need, which depends only on
+ * the sequence of calls on this communicator, so every rank fails the same
+ * call when the limit is exceeded. Callers hold the communicator's lock. */
+#ifndef NSC_STAGING_H
+#define NSC_STAGING_H
+
+#include <stddef.h>
+
+#include "backend.h"
+
+typedef struct nsc_block {
+  void *p;
+  size_t cap;
+  struct nsc_block *next;
+} nsc_block;
+
+typedef struct nsc_arena {
+  nsc_stream stream;
+  const nsc_backend *be;
+  nsc_block *blocks; /* first = current; further ones only while live > 0 */
+  size_t used;       /* bytes handed out in the current block */
+  size_t need;       /* bytes handed out in all blocks since the last reset */
+  size_t peak;
+  int live;
+  struct nsc_arena *next;
+} nsc_arena;
+
+typedef struct {
+  nsc_arena *arenas;
+} nsc_staging;
+
+enum { NSC_STAGING_OK = 0, NSC_STAGING_LIMIT = -1, NSC_STAGING_NOMEM = -2 };
+
+/* Reserve `bytes` on stream s. Returns NSC_STAGING_OK, NSC_STAGING_LIMIT (the
+ * same on every rank) or NSC_STAGING_NOMEM (this rank only). */
+int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes,
+                    size_t limit, void **p);
+/* One region on stream s is no longer needed by the host side (its cast-back
+ * is enqueued); when none is live the arena is reset. */
+void nsc_staging_done(nsc_staging *st, nsc_stream s);
+/* Free every arena (communicator destroy/abort). */
+void nsc_staging_release(nsc_staging *st);
+/* Bytes currently held (for tests and the log). */
+size_t nsc_staging_bytes(const nsc_staging *st);
+
+/* Testing: make the n-th allocation of this process fail (0 = never). */
+void nsc_staging_fault_at(long long n);
+
+#endif
