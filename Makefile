@@ -54,9 +54,6 @@ include $(sort $(wildcard bench/*.mk))
 include $(sort $(wildcard tests/*.mk))
 -include env/module.mk
 
-# Everything the test scripts run (fragments add to TEST_BINS).
-test-build: all $(TEST_BINS)
-
 # One compile rule for every C object; a module sets CC_FOR and EXTRA_CFLAGS
 # on its own objects as target-specific variables.
 CC_FOR ?= $(CC)
@@ -69,7 +66,32 @@ $(B)/obj/%.o: %.c
 deps:
 	@./tests/install-deps.sh
 
+# The two commands of the README. Dependencies are installed first, then the
+# build runs in a sub-make (so a fresh machine gets mpicc before it is used).
+test: deps
+	@$(MAKE) --no-print-directory -j2 test-build
+	@B=$(B) ./tests/run.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory -j2 all
+	@B=$(B) DEMO_GBPS=$(DEMO_GBPS) ./bench/demo.sh
+
+DEMO_GBPS ?= 1
+
+# README's environment table, generated from shim/config.def.
+$(B)/bin/ncclshim-envdoc: shim/tools/envdoc.c $(B)/obj/shim/config.o
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -Ishim -o $@ $^ -lpthread
+env-doc: $(B)/bin/ncclshim-envdoc
+	@$< > $(B)/env-table.md
+	@python3 tests/splice.py README.md env-table $(B)/env-table.md
+	@echo "README.md: environment table regenerated"
+TEST_BINS += $(B)/bin/ncclshim-envdoc
+
 clean:
 	rm -rf build build-san
+
+# Everything the test scripts run (fragments and this file add to TEST_BINS).
+test-build: all $(TEST_BINS)
 
 .SECONDARY:

@@ -57,3 +57,10 @@ mpirun_shim() {
   timeout "${TEST_TIMEOUT:-180}" mpirun -np "$n" -x LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     -x LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}" "$@"
 }
+
+# with K=V... cmd args...: run cmd (a function too) with extra exported variables.
+with() {
+  local kv=()
+  while [[ "${1:-}" == [A-Za-z_]*=* ]]; do kv+=("$1"); shift; done
+  ( [ ${#kv[@]} -eq 0 ] || export "${kv[@]}"; "$@" )
+}

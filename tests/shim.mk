@@ -1,0 +1,12 @@
+# tests/shim.mk — MPI test programs that exercise the shim over the host NCCL
+# (linked against it; the shim comes in through LD_PRELOAD at run time).
+SHIMTEST_PROGS := $(B)/tests/shimtest
+SHIMTEST_OBJS := $(SHIMTEST_PROGS:$(B)/tests/%=$(B)/obj/tests/shim/%.o)
+$(SHIMTEST_OBJS): CC_FOR := $(MPICC)
+$(SHIMTEST_OBJS): EXTRA_CFLAGS := -Ishim $(NCCL_INC)
+
+$(SHIMTEST_PROGS): $(B)/tests/%: $(B)/obj/tests/shim/%.o $(HOSTNCCL_LIB)
+	@mkdir -p $(@D)
+	$(MPICC) -o $@ $< -L$(B)/lib/hostnccl -lnccl $(LDFLAGS_BASE) -lpthread -lm -ldl
+
+TEST_BINS += $(SHIMTEST_PROGS)

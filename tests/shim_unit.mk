@@ -1,0 +1,28 @@
+# tests/shim_unit.mk — cmocka unit tests of the shim's pure parts, linked
+# against the shim's own objects (no NCCL, no MPI, no GPU), and the
+# libFuzzer target for the configuration parser (clang only).
+UNIT_CFLAGS := -Ishim -Icompress $(NCCL_INC)
+SHIM_PURE_OBJS := $(B)/obj/shim/config.o $(B)/obj/shim/policy.o $(B)/obj/shim/real.o
+
+$(B)/obj/tests/unit/test_config.o $(B)/obj/tests/unit/test_core.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
+
+$(B)/tests/test_config: $(B)/obj/tests/unit/test_config.o $(SHIM_PURE_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread
+
+$(B)/tests/test_core: $(B)/obj/tests/unit/test_core.o $(SHIM_PURE_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -ldl
+
+TEST_BINS += $(B)/tests/test_config $(B)/tests/test_core
+
+# libFuzzer: `make fuzz-config FUZZ_SECONDS=600` for a long run; the test
+# suite runs a short one (tests/t/05-unit.sh).
+FUZZ_SECONDS ?= 20
+$(B)/tests/fuzz_config: tests/unit/fuzz_config.c shim/config.c shim/config.h shim/config.def
+	@mkdir -p $(@D)
+	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -Ishim -o $@ tests/unit/fuzz_config.c shim/config.c -lpthread
+
+.PHONY: fuzz-config
+fuzz-config: $(B)/tests/fuzz_config
+	mkdir -p $(B)/fuzz-corpus && $(B)/tests/fuzz_config -max_total_time=$(FUZZ_SECONDS) $(B)/fuzz-corpus

@@ -1,0 +1,15 @@
+# Unit tests of the shim's pure parts (cmocka, TAP output) and a short
+# libFuzzer run of the configuration parser under ASan/UBSan.
+. "$(dirname "$0")/../lib.sh"
+for t in test_config test_core; do
+  if [ -x "$TBIN/$t" ]; then CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/$t" | grep -E '^(ok|not ok) ' | sed "s/^\(ok\|not ok\) [0-9]* - /\1 - $t: /"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || not_ok "$t exited non-zero"
+  else not_ok "$t was not built"; fi
+done
+if command -v clang >/dev/null && make -s -C "$ROOT" B="$B" "$B/tests/fuzz_config" >"$TMPD/fuzz-build.log" 2>&1; then
+  mkdir -p "$TMPD/corpus"
+  check "config parser fuzzed for ${FUZZ_SECONDS:-15} s under ASan+UBSan without a crash" \
+    "$TBIN/fuzz_config" -max_total_time="${FUZZ_SECONDS:-15}" "$TMPD/corpus"
+else
+  not_ok "fuzz_config could not be built (clang with libFuzzer): $(tail -n 3 "$TMPD/fuzz-build.log" 2>/dev/null)"
+fi

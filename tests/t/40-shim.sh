@@ -1,0 +1,88 @@
+# The shim over the host NCCL: bit-identical pass-through, exact and
+# quantized compression, groups and fusion, special values, the banner,
+# bad and mismatched settings, and the library's exports.
+. "$(dirname "$0")/../lib.sh"
+P="$TBIN/shimtest"
+unset NCCLSHIM_COMPRESS NCCLSHIM_LOG
+export NCCLSHIM_LOG=off
+
+# 1. Pass-through is bit-identical to plain NCCL.
+mpirun_host 3 "$P" hash >"$TMPD/plain" 2>"$TMPD/plain.err"
+NCCLSHIM_COMPRESS=off mpirun_shim 3 "$P" hash >"$TMPD/off" 2>"$TMPD/off.err"
+NCCLSHIM_DISABLE=1 mpirun_shim 3 "$P" hash >"$TMPD/disabled" 2>"$TMPD/disabled.err"
+mpirun_shim 3 "$P" hash >"$TMPD/default" 2>"$TMPD/default.err"
+n=$(wc -l <"$TMPD/plain")
+[ "$n" -eq $((12 * 5 * 8 * 2)) ] && ok "hash run covers 12 datatypes x 5 ops x 8 sizes x 2 placements ($n cases)" || not_ok "hash run printed $n cases"
+check "NCCLSHIM_COMPRESS=off: every datatype and op bit-identical to no preload" cmp "$TMPD/plain" "$TMPD/off"
+check "NCCLSHIM_DISABLE=1: bit-identical to no preload" cmp "$TMPD/plain" "$TMPD/disabled"
+# With compression on, everything except fp32 (type 7) Sum/Avg at or above the threshold is untouched.
+untouched() { awk '!($2 == 7 && ($4 == 0 || $4 == 4) && $6 >= 16384)' "$1"; }
+check "default settings: every call not compressed is bit-identical to no preload" \
+  cmp <(untouched "$TMPD/plain") <(untouched "$TMPD/default")
+[ "$(untouched "$TMPD/plain" | wc -l)" -lt "$n" ] && ! cmp -s "$TMPD/plain" "$TMPD/default" \
+  && ok "default settings do compress the fp32 Sum/Avg cases (results differ from fp32 there)" \
+  || not_ok "default settings compressed nothing"
+grep -q "ncclshim" "$TMPD/disabled.err" && not_ok "NCCLSHIM_DISABLE=1 printed something" || ok "NCCLSHIM_DISABLE=1 is silent"
+
+# 2. Compression: wire-exact inputs come back exact; random inputs equal the quantizing reference.
+for np in 2 3 4; do
+  for w in fp16 bf16; do
+    check "exact inputs bit-exact, $w, $np ranks (sizes 0..300001, threshold +-1, in/out of place, offsets)" \
+      with NCCLSHIM_COMPRESS=$w mpirun_shim $np "$P" exact
+    check "random inputs equal the fp32->$w->ring->fp32 reference, $np ranks" \
+      with NCCLSHIM_COMPRESS=$w mpirun_shim $np "$P" quantized
+  done
+done
+check "NCCLSHIM_PRESCALE=4: exact inputs still exact (4 ranks)" with NCCLSHIM_PRESCALE=4 mpirun_shim 4 "$P" exact
+check "NCCLSHIM_PRESCALE=1024: equals the reference that scales the same way (3 ranks)" with NCCLSHIM_PRESCALE=1024 mpirun_shim 3 "$P" quantized
+
+# 3. Groups: cast-backs after the outermost end, fusion, mixed members, two communicators, nesting.
+for np in 2 3 4; do
+  check "grouped calls exact with fusion (default), $np ranks" mpirun_shim $np "$P" group
+done
+check "grouped calls exact, fusion split at FUSE_BYTES=4K" with NCCLSHIM_FUSE_BYTES=4K mpirun_shim 4 "$P" group
+check "grouped calls exact, fusion off (cast-backs queued)" with NCCLSHIM_FUSE_BYTES=0 NCCLSHIM_MIN_BYTES=0 mpirun_shim 3 "$P" group
+check "grouped calls exact, bf16 wire" with NCCLSHIM_COMPRESS=bf16 mpirun_shim 2 "$P" group
+
+# 4. Inf, NaN, -0, subnormals: the same on every rank; fp16 overflow becomes Inf.
+for w in fp16 bf16; do
+  check "special values identical on all ranks and as documented, $w" with NCCLSHIM_COMPRESS=$w mpirun_shim 3 "$P" special
+done
+
+# 5. The banner: once per communicator, from its rank 0.
+NCCLSHIM_LOG=off mpirun_shim 4 "$P" group 2>"$TMPD/banner.err" >/dev/null
+b=$(grep -c "active on communicator" "$TMPD/banner.err")
+[ "$b" -eq 2 ] && ok "banner printed once per communicator (2 communicators, 4 ranks)" || not_ok "banner printed $b times"
+check_grep "banner names the NCCL version and how it was found" "NCCL 2\.[0-9]+\.[0-9]+ via pncclAllReduce from the loaded libnccl.so.2" "$TMPD/banner.err"
+
+# 6. Bad settings stop the job at its first collective with ncclInvalidUsage (5).
+for kv in NCCLSHIM_COMPRESS=fp8 NCCLSHIM_MIN_BYTES=-3 NCCLSHIM_ACCUM_STEPS=abc NCCLSHIM_BOGUS=1 NCCLSHIM_PRESCALE= NCCLSHIM_LOG_RING=1e9; do
+  with "$kv" mpirun_shim 2 "$P" once 5 >"$TMPD/bad.out" 2>"$TMPD/bad.err"
+  rc=$?
+  name=${kv%%=*}
+  if [ $rc -eq 0 ] && grep -q "$name" "$TMPD/bad.err"; then ok "$kv: ncclInvalidUsage and a message naming $name"
+  else not_ok "$kv: rc=$rc"; sed 's/^/#   /' "$TMPD/bad.err" | head -5; fi
+done
+HOSTNCCL_VERSION=20903 NCCLSHIM_COMPRESS=bf16 mpirun_shim 2 "$P" once 5 >/dev/null 2>"$TMPD/old.err" \
+  && grep -q "needs NCCL >= 2.10" "$TMPD/old.err" && ok "bf16 refused on NCCL 2.9 with a clear message" || not_ok "bf16 on NCCL 2.9 not refused"
+
+# 7. Settings that differ between ranks: every rank fails the same call, naming the setting.
+LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" timeout 120 mpirun -np 1 -x NCCLSHIM_MIN_BYTES=1024 "$P" once 5 : \
+  -np 1 "$P" once 5 >"$TMPD/mm.out" 2>"$TMPD/mm.err"
+rc=$?
+m=$(grep -c "NCCLSHIM_MIN_BYTES differs between the ranks" "$TMPD/mm.err")
+[ $rc -eq 0 ] && [ "$m" -eq 2 ] && ok "MIN_BYTES differing between ranks: both ranks fail with ncclInvalidUsage naming it" \
+  || { not_ok "mismatch: rc=$rc, $m messages"; sed 's/^/#   /' "$TMPD/mm.err" | head; }
+LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" timeout 120 mpirun -np 1 -x NCCLSHIM_COMPRESS=bf16 "$P" once 5 : \
+  -np 2 "$P" once 5 >/dev/null 2>"$TMPD/mm2.err" && [ "$(grep -c 'NCCLSHIM_COMPRESS differs' "$TMPD/mm2.err")" -eq 3 ] \
+  && ok "COMPRESS differing on 1 of 3 ranks: all 3 fail naming it" || not_ok "COMPRESS mismatch not detected on every rank"
+
+# 8. The library: exports, no link to NCCL or the CUDA runtime, inert outside NCCL programs.
+exports=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /[TW]/ {print $3}' | sort | tr '\n' ' ')
+want="ncclAllReduce ncclCommAbort ncclCommDestroy ncclCommFinalize ncclCommGetAsyncError ncclGroupEnd ncclGroupStart ncclshim_get_stats ncclshim_version "
+[ "$exports" = "$want" ] && ok "exports exactly the hooked nccl* functions and ncclshim_*" || not_ok "exports: $exports"
+readelf -d "$SHIM" | grep -Eq 'NEEDED.*(libnccl|libcudart|libcuda)' && not_ok "DT_NEEDED on NCCL or CUDA" \
+  || ok "no DT_NEEDED on libnccl, libcudart or libcuda"
+out=$(LD_PRELOAD="$SHIM" /bin/echo inert 2>&1; LD_PRELOAD="$SHIM" python3 -c 'print("inert")' 2>&1)
+[ "$out" = "inert
+inert" ] && ok "inert in programs that never call NCCL (echo, python3)" || not_ok "not inert: $out"
