@@ -124,9 +124,64 @@ ncclResult_t nsc_reduce_wire(nsc_comm *c, nsc_work *w, size_t count, int in_grou
     return r;
   }
   if (in_group) nsc_group_defer(w);
-  else if (r == ncclInProgress) nsc_pending_add(c, w);
+  else if (r == ncclInProgress) {
+    c->nonblocking = 1;
+    nsc_pending_add(c, w);
+  }
   else r = nsc_work_run(w);
   return r;
+}
+
+/* Pipelining (NCCLSHIM_CHUNK_BYTES): the cast of chunk i+1 runs on a helper
+ * stream while chunk i is on the wire; the caller's stream waits for each
+ * chunk's cast before its collective, so stream order holds. Chunk
+ * boundaries depend on count and configuration only. Not used inside a
+ * group (nothing reaches the stream before the group ends, so nothing would
+ * overlap) nor on nonblocking communicators (chunks would each need to be
+ * polled to completion). */
+static size_t chunk_elems(const nsc_comm *c, size_t count, int in_group) {
+  size_t ce = (size_t)nsc_g.cfg.chunk_bytes / 4;
+  if (in_group || c->nonblocking || ce == 0 || count <= ce) return 0;
+  return ce;
+}
+
+static ncclResult_t pipelined(nsc_comm *c, nsc_work *w, const float *send, size_t ce) {
+  const nsc_backend *be = w->be;
+  nsc_stream s = w->stream, side;
+  ncclDataType_t wdt = w->wire == NSC_WIRE_BF16 ? ncclBfloat16 : ncclFloat16;
+  float down = (float)(1.0 / nsc_g.cfg.prescale);
+  uint16_t *stage = w->wirebuf;
+  ncclResult_t r = ncclSuccess;
+  if (be->side_stream(s, &side) || be->join(side, s) || be->to_wire(side, w->wire, send, stage, ce, down)) goto fail;
+  for (size_t off = 0; off < w->count; off += ce) {
+    size_t n = w->count - off < ce ? w->count - off : ce, next = off + n;
+    if (be->join(s, side)) goto fail;
+    r = nsc_real.AllReduce(stage + off, stage + off, n, wdt, w->op, c->comm, (cudaStream_t)s);
+    NSC_COUNT(real_calls, 1);
+    if (r == ncclInProgress) { /* first sign of a nonblocking communicator: finish this call, never pipeline again */
+      c->nonblocking = 1;
+      r = nsc_wait_nonblocking(c->comm);
+    }
+    if (!NSC_OK(r)) break; /* passed up unchanged; no further chunk is issued */
+    if (next < w->count &&
+        be->to_wire(side, w->wire, send + next, stage + next, w->count - next < ce ? w->count - next : ce, down))
+      goto fail;
+    if (be->from_wire(s, w->wire, stage + off, w->dst + off, n, w->scale)) goto fail;
+  }
+  nsc_log_mark(&w->rec, NSC_MARK_END);
+  pthread_mutex_lock(&c->lock);
+  nsc_staging_done(&c->staging, s);
+  pthread_mutex_unlock(&c->lock);
+  w->rec.result = r;
+  if (NSC_OK(r)) nsc_log_commit(&c->log, &w->rec);
+  else nsc_log_discard(&w->rec);
+  w->wirebuf = NULL;
+  nsc_work_drop(w);
+  return r;
+fail:
+  nsc_warn("pipelined compression failed: %s", nsc_backend_error());
+  nsc_work_drop(w);
+  return ncclSystemError;
 }
 
 static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *send, void *recv, size_t count,
@@ -152,6 +207,11 @@ static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *sen
   w->count = count;
   w->scale = (float)nsc_g.cfg.prescale;
   rec_init(&w->rec, c, NSC_ACT_COMPRESS, count, ncclFloat32, nsc_policy_wire_dtype(&nsc_g.cfg), op, be, s);
+  size_t ce = chunk_elems(c, count, in_group);
+  if (ce) {
+    count_call(NSC_ACT_COMPRESS, count * 4, count * 2, 0);
+    return pipelined(c, w, send, ce);
+  }
   if (be->to_wire((nsc_stream)s, wire, send, stage, count, (float)(1.0 / nsc_g.cfg.prescale))) {
     nsc_warn("cast to the wire type failed: %s", nsc_backend_error());
     nsc_work_drop(w);

@@ -62,6 +62,11 @@ typedef struct nsc_backend {
   void (*mark_release)(nsc_mark *m);
   /* Cumulative overflow/underflow counts of to_wire casts so far. */
   void (*counts)(nsc_cast_counts *out);
+  /* Pipelining: a helper stream that runs beside s (host: s itself), and a
+   * join that makes `waiter` wait for everything enqueued so far on
+   * `signaller` (an event record + stream wait on a GPU; host: nothing). */
+  int (*side_stream)(nsc_stream s, nsc_stream *side);
+  int (*join)(nsc_stream waiter, nsc_stream signaller);
   /* A small out-of-band exchange buffer for the shim's own collectives (the
    * configuration check), on a private stream, never the caller's:
    * oob_begin copies `bytes` from host into a new buffer usable by NCCL and

@@ -123,6 +123,17 @@ static int h_oob_end(void *buf, nsc_stream s, void *host, size_t bytes) {
   return 0;
 }
 
+static int h_side_stream(nsc_stream s, nsc_stream *side) {
+  *side = s;
+  return 0;
+}
+
+static int h_join(nsc_stream waiter, nsc_stream signaller) {
+  (void)waiter;
+  (void)signaller;
+  return 0;
+}
+
 const nsc_backend nsc_backend_host = {
     .name = "host",
     .to_wire = h_to_wire,
@@ -138,6 +149,8 @@ const nsc_backend nsc_backend_host = {
     .elapsed = h_elapsed,
     .mark_release = h_mark_release,
     .counts = h_counts,
+    .side_stream = h_side_stream,
+    .join = h_join,
     .oob_begin = h_oob_begin,
     .oob_end = h_oob_end,
 };

@@ -36,8 +36,7 @@ static void banner(const nsc_comm *c) {
            nsc_real.how ? nsc_real.how : "?", settings);
 }
 
-/* Wait for a nonblocking communicator's own operation (the check). */
-static ncclResult_t wait_nonblocking(ncclComm_t comm) {
+ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
   ncclResult_t e = ncclInProgress;
   while (e == ncclInProgress) {
     ncclResult_t r = nsc_real.CommGetAsyncError ? nsc_real.CommGetAsyncError(comm, &e) : ncclSuccess;
@@ -58,7 +57,10 @@ static ncclResult_t exchange(nsc_comm *c, const nsc_backend *be, int64_t *vals, 
   }
   ncclResult_t r = nsc_real.AllReduce(buf, buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)s);
   NSC_COUNT(real_calls, 1);
-  if (r == ncclInProgress) r = wait_nonblocking(c->comm);
+  if (r == ncclInProgress) {
+    c->nonblocking = 1;
+    r = nsc_wait_nonblocking(c->comm);
+  }
   if (be->oob_end(buf, s, vals, bytes) && r == ncclSuccess) r = ncclSystemError;
   return r;
 }

@@ -25,6 +25,7 @@ typedef struct nsc_comm {
   int rank, nranks;
   /* 0 = not yet checked, 1 = checked and usable, -1 = configuration mismatch */
   int checked;
+  int nonblocking;         /* a real call answered ncclInProgress: no pipelining */
   int check_queued;        /* a check waits for the end of the current group */
   char mismatch_msg[256];
   uint64_t seq;            /* intercepted all-reduces on this communicator */

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "msg.h"
 #include "real.h"
+#include "staging.h"
 
 extern char **environ;
 
@@ -68,6 +69,7 @@ static void activate(void) {
     return;
   }
   nsc_cast_set_threads((int)nsc_g.cfg.cast_threads);
+  nsc_staging_fault_at(nsc_g.cfg.fault_alloc);
   nsc_totals.enabled = 1;
   snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s",
            nsc_g.cfg.compress == NSC_COMPRESS_FP16 ? "fp16" : nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? "bf16" : "off");

@@ -20,6 +20,9 @@ ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err);
 /* check.c: a communicator's first call — rank and size, configuration check
  * across ranks, banner. Sets c->checked to 1 or -1. */
 ncclResult_t nsc_check_comm(struct nsc_comm *c, const nsc_backend *be);
+/* Poll a nonblocking communicator until its operations completed (used only
+ * for the shim's own first operations on it, never for the caller's). */
+ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
 /* Fail message for a communicator whose ranks disagree. */
 ncclResult_t nsc_mismatch(struct nsc_comm *c);
 

@@ -33,6 +33,8 @@ for np in 2 3 4; do
       with NCCLSHIM_COMPRESS=$w mpirun_shim $np "$P" quantized
   done
 done
+check "pipelined in 64 KiB chunks (NCCLSHIM_CHUNK_BYTES=64K): exact inputs bit-exact, 3 ranks" with NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 3 "$P" exact
+check "pipelined in 64 KiB chunks: random inputs equal the reference, 2 ranks" with NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$P" quantized
 check "NCCLSHIM_PRESCALE=4: exact inputs still exact (4 ranks)" with NCCLSHIM_PRESCALE=4 mpirun_shim 4 "$P" exact
 check "NCCLSHIM_PRESCALE=1024: equals the reference that scales the same way (3 ranks)" with NCCLSHIM_PRESCALE=1024 mpirun_shim 3 "$P" quantized
 
