@@ -13,3 +13,8 @@ if command -v clang >/dev/null && make -s -C "$ROOT" B="$B" "$B/tests/fuzz_confi
 else
   not_ok "fuzz_config could not be built (clang with libFuzzer): $(tail -n 3 "$TMPD/fuzz-build.log" 2>/dev/null)"
 fi
+if [ -x "$BIN/ncclshim-envdoc" ]; then
+  "$BIN/ncclshim-envdoc" >"$TMPD/env-table.md"
+  check "README's environment table matches shim/config.def (make env-doc)" \
+    python3 "$ROOT/tests/splice.py" "$ROOT/README.md" env-table "$TMPD/env-table.md" --check
+else not_ok "ncclshim-envdoc was not built"; fi
