@@ -55,7 +55,8 @@ ncclResult_t nsc_forward(nsc_comm *c, const void *send, void *recv, size_t count
     return nsc_real.AllReduce(send, recv, count, dt, op, c->comm, stream);
   }
   nsc_rec rec;
-  rec_init(&rec, c, action, count, dt, dt, op, &nsc_backend_host, stream);
+  /* Timed on the buffer's own backend: CUDA events on the caller's stream. */
+  rec_init(&rec, c, action, count, dt, dt, op, nsc_backend_for(recv), stream);
   ncclResult_t r = nsc_real.AllReduce(send, recv, count, dt, op, c->comm, stream);
   count_call(action, rec.logical_bytes, rec.wire_bytes, 1);
   nsc_log_mark(&rec, NSC_MARK_END);
@@ -118,7 +119,8 @@ ncclResult_t nsc_reduce_wire(nsc_comm *c, nsc_work *w, size_t count, int in_grou
   nsc_log_mark(&w->rec, NSC_MARK_CAST_IN);
   ncclResult_t r = nsc_real.AllReduce(w->wirebuf, w->wirebuf, count, wdt, w->op, c->comm, (cudaStream_t)w->stream);
   NSC_COUNT(real_calls, 1);
-  nsc_log_mark(&w->rec, NSC_MARK_COLL);
+  /* The COLL mark is taken by nsc_work_run: after a group end or a
+   * nonblocking completion, where the collective really is on the stream. */
   if (!NSC_OK(r)) {
     nsc_work_drop(w); /* error passed up unchanged, never retried */
     return r;

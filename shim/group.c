@@ -50,6 +50,7 @@ static void work_free(nsc_work *w) {
 ncclResult_t nsc_work_run(nsc_work *w) {
   ncclResult_t r = ncclSuccess;
   if (w->kind == NSC_W_CASTBACK) {
+    nsc_log_mark(&w->rec, NSC_MARK_COLL); /* the collective is enqueued by now */
     int rc = w->segs ? w->be->seg_from_wire(w->stream, w->wire, w->segs, w->nseg, w->wirebuf, w->scale)
                      : w->be->from_wire(w->stream, w->wire, w->wirebuf, w->dst, w->count, w->scale);
     if (rc) {

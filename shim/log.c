@@ -1,26 +1,47 @@
-/* log.c — records and the per-communicator summary (see log.h).
+/* log.c — the log's hot path: records, the per-communicator ring, reading
+ * marks without waiting, totals, and opening/closing a communicator's log
+ * (see log.h; the writers are in log_out.c and log_trace.c).
  *
- * The hook path fills a record and pushes it into a bounded ring; a record's
- * times are resolved from its backend marks only when they are complete
- * (elapsed() never waits). The summary is written when the communicator ends
- * or at process exit. Logging trouble (an unwritable file) is reported once
- * and never stops or slows the job. */
+ * A committed record enters the ring with its marks. Marks are read oldest
+ * first when later records arrive (the host backend's at once), stopping at
+ * the first whose work is not complete: elapsed() never waits, nothing is
+ * synchronised. A read record gives its marks back (CUDA events return to
+ * the pool) and its times are folded into the totals. When the ring is full
+ * the oldest record leaves it: still unread, its marks are read one last time
+ * (timing "unknown" if not complete), and in detail mode it counts as
+ * dropped from detail. Calls, records and bytes are counted at commit and
+ * stay exact whatever the ring size. Summary mode keeps no detail: only
+ * records still waiting for their marks stay in the ring (at most 1024).
+ *
+ * Must not: write files, wait for the device, or allocate per call (the ring
+ * grows geometrically to its bound, then stays). */
 #include "log.h"
 
-#include <stdio.h>
+#include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "comm.h"
 #include "core.h"
-#include "msg.h"
+#include "group.h"
+#include "log_int.h"
 #include "policy.h"
 
-static int log_level;      /* NSC_LOG_* */
-static int forgotten;      /* forked child: write nothing */
+#define SUMMARY_RING_MAX 1024 /* summary mode: records waiting for their marks */
+
+static int level;             /* NSC_LOG_* */
+static int keep;              /* records are kept (level != off or a trace file); 0 in a forked child */
+static int detail;            /* detail kept: calls mode or a trace file */
+static int forgotten;         /* forked child: touch nothing, write nothing */
 static size_t ring_cap = 4096;
+/* CLOCK_REALTIME - CLOCK_MONOTONIC, read at activation and at each
+ * communicator's opening: one clock read per call gives both clocks. */
+static int64_t wall_off;
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static int next_comm_seq;
+static int proc_rank = -1, proc_rank_seq = INT_MAX;
 
 static uint64_t now_ns(clockid_t id) {
   struct timespec ts;
@@ -28,142 +49,371 @@ static uint64_t now_ns(clockid_t id) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void close_all_at_exit(void);
-
-void nsc_log_init(const nsc_config *cfg) {
-  log_level = cfg->log;
-  ring_cap = (size_t)cfg->log_ring;
-  if (log_level != NSC_LOG_OFF) atexit(close_all_at_exit);
+static void refresh_wall_offset(void) {
+  uint64_t m = now_ns(CLOCK_MONOTONIC), w = now_ns(CLOCK_REALTIME);
+  __atomic_store_n(&wall_off, (int64_t)(w - m), __ATOMIC_RELAXED);
 }
 
-void nsc_log_forget(void) { forgotten = 1; }
+static void at_exit(void);
 
-int nsc_log_on(void) { return log_level != NSC_LOG_OFF && !forgotten; }
+void nsc_log_init(const nsc_config *cfg) {
+  level = cfg->log;
+  keep = level != NSC_LOG_OFF || cfg->trace_file[0];
+  detail = level == NSC_LOG_CALLS || cfg->trace_file[0];
+  ring_cap = (size_t)cfg->log_ring;
+  refresh_wall_offset();
+  if (!keep) return;
+  nsc_log_out_init(cfg);
+  nsc_nvtx_init();
+  atexit(at_exit);
+}
+
+void nsc_log_forget(void) {
+  forgotten = 1;
+  keep = 0;
+}
+
+int nsc_log_on(void) { return keep; }
+int nsc_log_detail(void) { return detail; }
+int nsc_log_level(void) { return level; }
+
+int nsc_log_proc_rank(void) {
+  pthread_mutex_lock(&open_lock);
+  int r = proc_rank;
+  pthread_mutex_unlock(&open_lock);
+  return r;
+}
+
+/* Histogram ------------------------------------------------------------- */
+
+static unsigned hist_bin(uint64_t v) {
+  if (v < 16) return (unsigned)v;
+  unsigned e = 63u - (unsigned)__builtin_clzll(v); /* >= 4 */
+  unsigned b = 16u + (e - 4u) * 16u + ((unsigned)(v >> (e - 4u)) & 15u);
+  return b < NSC_LOG_HIST_BINS ? b : NSC_LOG_HIST_BINS - 1;
+}
+
+static uint64_t hist_mid(unsigned b) {
+  if (b < 16) return b;
+  unsigned e = (b - 16u) / 16u + 4u, sub = (b - 16u) % 16u;
+  uint64_t w = 1ull << (e - 4u);
+  return (uint64_t)(16u + sub) * w + w / 2;
+}
+
+void nsc_hist_add(uint64_t *h, uint64_t ns) { h[hist_bin(ns)]++; }
+
+uint64_t nsc_hist_quantile(uint64_t *const *h, int n, double q) {
+  uint64_t total = 0;
+  for (int i = 0; i < n; i++)
+    for (unsigned b = 0; h[i] && b < NSC_LOG_HIST_BINS; b++) total += h[i][b];
+  if (!total) return 0;
+  uint64_t k = (uint64_t)(q * (double)total + 0.999999), seen = 0;
+  if (k < 1) k = 1;
+  for (unsigned b = 0; b < NSC_LOG_HIST_BINS; b++) {
+    for (int i = 0; i < n; i++) seen += h[i] ? h[i][b] : 0;
+    if (seen >= k) return hist_mid(b);
+  }
+  return hist_mid(NSC_LOG_HIST_BINS - 1);
+}
+
+/* Opening ----------------------------------------------------------------- */
+
+static void open_locked(nsc_comm_log *l, uint64_t id, int rank, int nranks) {
+  if (l->open == NSC_LOG_UNOPENED) {
+    /* The entry was zeroed at creation; accumulation counters may already run. */
+    pthread_mutex_init(&l->lock, NULL);
+    l->id = id;
+    l->rank = -1;
+    l->nranks = 0;
+    l->comm_seq = next_comm_seq++;
+    __atomic_store_n(&l->open, NSC_LOG_OPEN, __ATOMIC_RELEASE);
+  }
+  if (l->open == NSC_LOG_OPEN && l->rank < 0 && rank >= 0) {
+    l->rank = rank;
+    l->nranks = nranks;
+    if (l->comm_seq < proc_rank_seq) {
+      proc_rank_seq = l->comm_seq;
+      proc_rank = rank;
+    }
+  }
+}
 
 void nsc_log_comm_open(nsc_comm_log *l, uint64_t id, int rank, int nranks) {
-  if (l->open) return;
-  memset(l, 0, sizeof *l);
-  pthread_mutex_init(&l->lock, NULL);
-  l->id = id;
-  l->rank = rank;
-  l->nranks = nranks;
-  l->open = 1;
+  refresh_wall_offset();
+  pthread_mutex_lock(&open_lock);
+  open_locked(l, id, rank, nranks);
+  pthread_mutex_unlock(&open_lock);
+}
+
+/* A record committed before the communicator's check (a call first seen in
+ * a group) opens its log; every nsc_comm_log is the `log` member of an
+ * nsc_comm (comm.h), which names the communicator. */
+static void open_lazily(nsc_comm_log *l) {
+  const nsc_comm *c = (const nsc_comm *)(const void *)((const char *)l - offsetof(nsc_comm, log));
+  pthread_mutex_lock(&open_lock);
+  open_locked(l, (uint64_t)(uintptr_t)c->comm, c->rank, c->nranks);
+  pthread_mutex_unlock(&open_lock);
+}
+
+/* Marks ------------------------------------------------------------------- */
+
+static void take(nsc_rec *r, int which) {
+  if (r->marked & (1u << which)) r->be->mark_release(&r->m[which]);
+  r->marked &= ~(1u << which);
+  if (r->be == &nsc_backend_host) { /* inline: the host backend's mark is a clock read */
+    r->m[which].host_ns = now_ns(CLOCK_MONOTONIC);
+    r->m[which].ev = NULL;
+    r->marked |= 1u << which;
+  } else if (!r->be->mark(r->stream, &r->m[which])) {
+    r->marked |= 1u << which;
+  }
 }
 
 void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s) {
   r->be = be;
   r->stream = s;
-  r->wall_ns = now_ns(CLOCK_REALTIME);
   r->host_ns = now_ns(CLOCK_MONOTONIC);
-  if (!be->mark(s, &r->m[NSC_MARK_BEGIN])) r->marked |= 1u << NSC_MARK_BEGIN;
+  r->wall_ns = r->host_ns + (uint64_t)__atomic_load_n(&wall_off, __ATOMIC_RELAXED);
+  r->state = NSC_REC_PENDING;
+  int capturing = 0;
+  /* A passthrough inside a group is only queued: its work runs at the group
+   * end, after any mark we could take here. A captured stream takes no
+   * event, and no event is queried while such a record is committed. */
+  if (be != &nsc_backend_host && (be->capturing(s, &capturing) || capturing)) {
+    r->untimed = NSC_UNTIMED_CAPTURE;
+  } else if (r->action == NSC_ACT_PASS && nsc_group_depth() > 0) {
+    r->untimed = NSC_UNTIMED_GROUP;
+  } else if (be == &nsc_backend_host) {
+    r->m[NSC_MARK_BEGIN].host_ns = r->host_ns;
+    r->m[NSC_MARK_BEGIN].ev = NULL;
+    r->marked |= 1u << NSC_MARK_BEGIN;
+  } else {
+    take(r, NSC_MARK_BEGIN);
+  }
+  nsc_nvtx_start(r);
 }
 
 void nsc_log_mark(nsc_rec *r, int which) {
-  if (!r->be || !nsc_log_on()) return;
-  if (!r->be->mark(r->stream, &r->m[which])) r->marked |= 1u << which;
+  if (!r->be || r->untimed || !keep) return;
+  take(r, which);
 }
 
-void nsc_log_discard(nsc_rec *r) {
+static void release_marks(nsc_rec *r) {
+  if (r->be == &nsc_backend_host) { /* clock reads: nothing to give back */
+    r->marked = 0;
+    return;
+  }
   for (int i = 0; i < NSC_NMARKS; i++)
     if (r->be && (r->marked & (1u << i))) r->be->mark_release(&r->m[i]);
   r->marked = 0;
 }
 
-/* Collective time of a record, from the last mark before the collective to
- * the mark after it; 1 when known. */
-static int coll_time(const nsc_rec *r, uint64_t *ns) {
-  int a = (r->marked & (1u << NSC_MARK_CAST_IN)) ? NSC_MARK_CAST_IN : NSC_MARK_BEGIN;
-  int b = (r->marked & (1u << NSC_MARK_COLL)) ? NSC_MARK_COLL : NSC_MARK_END;
-  if (!(r->marked & (1u << a)) || !(r->marked & (1u << b))) return 0;
-  return r->be->elapsed(&r->m[a], &r->m[b], ns) == 1;
+void nsc_log_discard(nsc_rec *r) {
+  if (!forgotten) release_marks(r);
+  r->marked = 0;
+  nsc_nvtx_end(r);
 }
 
-static void fold(nsc_comm_log *l, const nsc_rec *r) {
-  nsc_log_totals *t = &l->by_action[r->action & 3];
-  uint64_t ns;
-  if (!r->untimed && coll_time(r, &ns)) {
-    t->timed++;
-    t->time_ns += ns;
-    if (l->ntimes == l->times_cap) {
-      size_t cap = l->times_cap ? 2 * l->times_cap : 256;
-      if (cap > ring_cap * 4) cap = ring_cap * 4;
-      uint64_t *g = cap > l->times_cap ? realloc(l->times, cap * sizeof *g) : NULL;
-      if (g) { l->times = g; l->times_cap = cap; }
-    }
-    if (l->ntimes < l->times_cap) l->times[l->ntimes++] = ns;
+/* Reading times ------------------------------------------------------------ */
+
+/* The backend's elapsed(), inline for host clock reads (the common case on
+ * the host NCCL, and the one the overhead benchmark measures). */
+static int elapsed(const nsc_rec *r, int a, int b, uint64_t *ns) {
+  if (r->be == &nsc_backend_host) {
+    *ns = r->m[b].host_ns >= r->m[a].host_ns ? r->m[b].host_ns - r->m[a].host_ns : 0;
+    return 1;
   }
+  return r->be->elapsed(&r->m[a], &r->m[b], ns);
+}
+
+static void read_pair(nsc_rec *r, int a, int b, int t) {
+  uint64_t ns;
+  if (!(r->marked & (1u << a)) || !(r->marked & (1u << b))) return;
+  if (elapsed(r, a, b, &ns) != 1) return;
+  r->ns[t] = ns;
+  r->have |= 1u << t;
+}
+
+/* 1: times read (or nothing to read), 0: not complete yet, -1: error. */
+static int read_times(nsc_rec *r) {
+  if (r->untimed || !r->marked) return 1;
+  if (r->marked == (1u << NSC_MARK_BEGIN | 1u << NSC_MARK_END) && r->be == &nsc_backend_host) {
+    elapsed(r, NSC_MARK_BEGIN, NSC_MARK_END, &r->ns[NSC_T_COLL]); /* a passthrough on the host */
+    r->have = 1u << NSC_T_COLL;
+    return 1;
+  }
+  int first = __builtin_ctz(r->marked), last = 31 - __builtin_clz(r->marked);
+  if (first == last) return 1;
+  uint64_t ns;
+  int rc = elapsed(r, first, last, &ns);
+  if (rc != 1) return rc;
+  /* The last mark is complete, so are the earlier ones (stream order). */
+  int a = (r->marked & (1u << NSC_MARK_CAST_IN)) ? NSC_MARK_CAST_IN : NSC_MARK_BEGIN;
+  int b = (r->marked & (1u << NSC_MARK_COLL)) ? NSC_MARK_COLL : NSC_MARK_END;
+  read_pair(r, NSC_MARK_BEGIN, NSC_MARK_CAST_IN, NSC_T_CAST_IN);
+  read_pair(r, a, b, NSC_T_COLL);
+  read_pair(r, NSC_MARK_COLL, NSC_MARK_END, NSC_T_CAST_OUT);
+  return 1;
+}
+
+static void fold_time(nsc_comm_log *l, const nsc_rec *r) {
+  if (r->state == NSC_REC_UNKNOWN) { l->unknown++; return; }
+  if (!(r->have & (1u << NSC_T_COLL))) { l->untimed++; return; }
+  nsc_log_totals *t = &l->by_action[r->action & 3];
+  uint64_t cast = 0;
+  if (r->have & (1u << NSC_T_CAST_IN)) cast += r->ns[NSC_T_CAST_IN];
+  if (r->have & (1u << NSC_T_CAST_OUT)) cast += r->ns[NSC_T_CAST_OUT];
+  if (!t->timed || r->ns[NSC_T_COLL] < t->min_ns) t->min_ns = r->ns[NSC_T_COLL];
+  if (r->ns[NSC_T_COLL] > t->max_ns) t->max_ns = r->ns[NSC_T_COLL];
+  t->timed++;
+  t->timed_bytes += r->logical_bytes;
+  t->time_ns += r->ns[NSC_T_COLL];
+  t->cast_ns += cast;
+  if (!t->hist) t->hist = calloc(NSC_LOG_HIST_BINS, sizeof *t->hist);
+  if (t->hist) nsc_hist_add(t->hist, r->ns[NSC_T_COLL]);
+  uint64_t end = r->host_ns + r->ns[NSC_T_COLL] + cast;
+  if (end > l->end_ns) l->end_ns = end;
+}
+
+/* Read a record's marks; force: whatever the answer (not complete = unknown).
+ * Returns 1 when the record is resolved (marks given back, totals updated). */
+static int resolve(nsc_comm_log *l, nsc_rec *r, int force) {
+  int rc = read_times(r);
+  if (rc == 0 && !force) return 0;
+  r->state = rc == 1 ? NSC_REC_DONE : NSC_REC_UNKNOWN;
+  release_marks(r);
+  fold_time(l, r);
+  return 1;
+}
+
+/* Ring ------------------------------------------------------------------- */
+
+static nsc_rec *at(const nsc_comm_log *l, size_t i) { return &l->ring[(l->ring_head + i) % l->ring_alloc]; }
+
+static int grow(nsc_comm_log *l) {
+  size_t cap = detail || ring_cap < SUMMARY_RING_MAX ? ring_cap : SUMMARY_RING_MAX;
+  if (l->ring_alloc >= cap) return -1;
+  size_t n = l->ring_alloc ? 2 * l->ring_alloc : 16;
+  if (n > cap) n = cap;
+  nsc_rec *g = malloc(n * sizeof *g);
+  if (!g) return -1;
+  for (size_t i = 0; i < l->ring_len; i++) g[i] = *at(l, i);
+  free(l->ring);
+  l->ring = g;
+  l->ring_alloc = n;
+  l->ring_head = 0;
+  return 0;
+}
+
+/* may_query = 0 while a stream is being captured: an unread record leaving
+ * the ring is then "unknown" without asking the device. */
+static void evict_oldest(nsc_comm_log *l, int may_query) {
+  if (l->ring_done == 0) {
+    nsc_rec *o = at(l, 0);
+    if (may_query) {
+      resolve(l, o, 1);
+    } else {
+      o->state = NSC_REC_UNKNOWN;
+      release_marks(o);
+      fold_time(l, o);
+    }
+  } else {
+    l->ring_done--;
+  }
+  if (detail) l->dropped++;
+  l->ring_head = (l->ring_head + 1) % l->ring_alloc;
+  l->ring_len--;
+}
+
+/* Resolve records oldest first until one is not complete. The record just
+ * committed is asked only when its marks are host clock reads: a device
+ * event recorded a moment ago is not complete, and asking costs a query. */
+static void advance(nsc_comm_log *l, int may_query) {
+  while (may_query && l->ring_done < l->ring_len) {
+    nsc_rec *r = at(l, l->ring_done);
+    if (l->ring_done + 1 == l->ring_len && r->marked && r->be != &nsc_backend_host) break;
+    if (!resolve(l, r, 0)) break;
+    l->ring_done++;
+  }
+  if (!detail) { /* nothing to keep once resolved */
+    l->ring_head = (l->ring_head + l->ring_done) % (l->ring_alloc ? l->ring_alloc : 1);
+    l->ring_len -= l->ring_done;
+    l->ring_done = 0;
+  }
+}
+
+static void push(nsc_comm_log *l, nsc_rec *r) {
+  int may_query = r->untimed != NSC_UNTIMED_CAPTURE;
+  if (l->ring_len == l->ring_alloc && grow(l)) {
+    if (!l->ring_alloc) { /* no memory for a ring at all: read it now, whatever the answer */
+      resolve(l, r, 1);  /* (a captured record has no marks: nothing is queried) */
+      return;
+    }
+    evict_oldest(l, may_query);
+  }
+  *at(l, l->ring_len) = *r;
+  l->ring_len++;
+  advance(l, may_query);
 }
 
 void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
-  if (!nsc_log_on() || !l->open) { nsc_log_discard(r); return; }
+  if (!keep || !r->be) { nsc_log_discard(r); return; }
+  if (__atomic_load_n(&l->open, __ATOMIC_ACQUIRE) == NSC_LOG_UNOPENED) open_lazily(l);
+  nsc_nvtx_end(r);
   pthread_mutex_lock(&l->lock);
-  if (!l->first_wall_ns) l->first_wall_ns = r->wall_ns;
-  l->last_wall_ns = now_ns(CLOCK_REALTIME);
+  if (l->open != NSC_LOG_OPEN) { /* closed at exit while this call was running */
+    pthread_mutex_unlock(&l->lock);
+    nsc_log_discard(r);
+    return;
+  }
+  r->lseq = ++l->nrec;
   nsc_log_totals *t = &l->by_action[r->action & 3];
   t->calls += r->action == NSC_ACT_FUSE ? (uint64_t)r->nmembers : 1;
+  t->records++;
   t->logical_bytes += r->logical_bytes;
   t->wire_bytes += r->wire_bytes;
-  fold(l, r);
-  nsc_log_discard(r);
+  if (!l->first_ns || r->host_ns < l->first_ns) {
+    l->first_ns = r->host_ns;
+    l->first_wall_ns = r->wall_ns;
+  }
+  if (r->host_ns > l->end_ns) l->end_ns = r->host_ns;
+  if (!detail && !l->ring_len && (r->be == &nsc_backend_host || !r->marked))
+    resolve(l, r, 1); /* summary mode, nothing waiting, readable now: no copy into the ring */
+  else
+    push(l, r);     /* the ring's copy owns the marks now */
   pthread_mutex_unlock(&l->lock);
+  r->marked = 0;
 }
 
 void nsc_log_accum(nsc_comm_log *l, int synced) {
-  if (synced) l->accum_synced++;
-  else l->accum_skipped++;
+  __atomic_fetch_add(synced ? &l->accum_synced : &l->accum_skipped, 1, __ATOMIC_RELAXED);
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-static void write_summary(nsc_comm_log *l, FILE *out) {
-  uint64_t calls = 0, lb = 0, wb = 0, tns = 0, timed = 0;
-  for (int a = 0; a < 4; a++) {
-    calls += l->by_action[a].calls;
-    lb += l->by_action[a].logical_bytes;
-    wb += l->by_action[a].wire_bytes;
-    tns += l->by_action[a].time_ns;
-    timed += l->by_action[a].timed;
-  }
-  if (!calls) return;
-  qsort(l->times, l->ntimes, sizeof *l->times, cmp_u64);
-  double p50 = l->ntimes ? l->times[l->ntimes / 2] / 1e3 : 0, p99 = l->ntimes ? l->times[(l->ntimes * 99) / 100] / 1e3 : 0;
-  double span = l->last_wall_ns > l->first_wall_ns ? (double)(l->last_wall_ns - l->first_wall_ns) : 0;
-  fprintf(out, "# ncclshim summary: communicator %#llx rank %d of %d\n", (unsigned long long)l->id, l->rank, l->nranks);
-  fprintf(out, "# %-12s %10s %14s %14s %12s %10s %10s %10s\n", "action", "calls", "logical(B)", "wire(B)", "time(us)",
-          "mean(us)", "algbw", "busbw");
-  for (int a = 0; a < 4; a++) {
-    const nsc_log_totals *t = &l->by_action[a];
-    if (!t->calls) continue;
-    double us = t->time_ns / 1e3, mean = t->timed ? us / (double)t->timed : 0;
-    double alg = t->time_ns ? (double)t->logical_bytes / (double)t->time_ns : 0; /* B/ns = GB/s */
-    double bus = l->nranks > 1 ? alg * 2.0 * (l->nranks - 1) / l->nranks : alg;
-    fprintf(out, "  %-12s %10llu %14llu %14llu %12.1f %10.2f %10.3f %10.3f\n", nsc_action_name(a),
-            (unsigned long long)t->calls, (unsigned long long)t->logical_bytes, (unsigned long long)t->wire_bytes, us,
-            mean, alg, bus);
-  }
-  fprintf(out, "  %-12s %10llu %14llu %14llu %12.1f   p50 %.2f us  p99 %.2f us  in collectives %.1f%% of %.3f s\n",
-          "total", (unsigned long long)calls, (unsigned long long)lb, (unsigned long long)wb, tns / 1e3, p50, p99,
-          span > 0 ? 100.0 * (double)tns / span : 0.0, span / 1e9);
-  if (l->accum_synced || l->accum_skipped)
-    fprintf(out, "  accumulation: %llu synced, %llu skipped\n", (unsigned long long)l->accum_synced,
-            (unsigned long long)l->accum_skipped);
-  (void)timed;
-}
+/* Closing ------------------------------------------------------------------ */
 
 void nsc_log_comm_close(nsc_comm_log *l) {
-  if (!l->open) return;
+  if (__atomic_load_n(&l->open, __ATOMIC_ACQUIRE) != NSC_LOG_OPEN) return;
   pthread_mutex_lock(&l->lock);
-  if (nsc_log_on() && l->rank == 0) write_summary(l, stderr);
-  free(l->times);
+  if (l->open != NSC_LOG_OPEN) {
+    pthread_mutex_unlock(&l->lock);
+    return;
+  }
+  l->open = NSC_LOG_CLOSED;
+  if (!forgotten) {
+    /* Last reading: marks not complete now stay unknown (never waited for). */
+    for (; l->ring_done < l->ring_len; l->ring_done++) resolve(l, at(l, l->ring_done), 1);
+    if (keep) nsc_log_out_comm(l);
+  }
   free(l->ring);
-  l->times = NULL;
   l->ring = NULL;
-  l->open = 0;
+  l->ring_alloc = l->ring_len = l->ring_done = l->ring_head = 0;
+  for (int a = 0; a < 4; a++) {
+    free(l->by_action[a].hist);
+    l->by_action[a].hist = NULL;
+  }
+  /* The mutex stays initialised: a late call on another thread at process
+   * exit may still lock it, and finds the log closed. */
   pthread_mutex_unlock(&l->lock);
-  pthread_mutex_destroy(&l->lock);
 }
 
 static void close_one(nsc_comm *c, void *arg) {
@@ -171,7 +421,8 @@ static void close_one(nsc_comm *c, void *arg) {
   nsc_log_comm_close(&c->log);
 }
 
-static void close_all_at_exit(void) {
+static void at_exit(void) {
   if (forgotten) return;
   nsc_comm_foreach(close_one, NULL);
+  nsc_log_out_finish();
 }

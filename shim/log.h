@@ -1,5 +1,5 @@
 /* log.h — per-collective records and what is written from them: the summary
- * table, JSON Lines (NCCLSHIM_LOG=calls) and the Chrome trace.
+ * table, JSON Lines (NCCLSHIM_LOG=calls), the Chrome trace and NVTX ranges.
  *
  * The hook path only fills a record and pushes it into a bounded ring; times
  * are read later from backend marks (CUDA events, never synchronised), and
@@ -15,42 +15,69 @@
 #include "config.h"
 
 enum { NSC_MARK_BEGIN = 0, NSC_MARK_CAST_IN = 1, NSC_MARK_COLL = 2, NSC_MARK_END = 3, NSC_NMARKS = 4 };
+/* Resolved times of a record (ns[]): cast-in, the collective (for a skipped
+ * call: its local work), cast-out. */
+enum { NSC_T_CAST_IN = 0, NSC_T_COLL = 1, NSC_T_CAST_OUT = 2, NSC_NTIMES = 3 };
+/* Why a record is not timed: its work is enqueued by a later group end, or
+ * its stream is being captured into a CUDA graph (then no event is recorded
+ * or queried at all while it is committed). */
+enum { NSC_UNTIMED_GROUP = 1, NSC_UNTIMED_CAPTURE = 2 };
+/* A record's timing state. */
+enum { NSC_REC_PENDING = 0, NSC_REC_DONE = 1, NSC_REC_UNKNOWN = 2 };
 
 typedef struct nsc_rec {
-  uint64_t seq;            /* per-communicator sequence number */
+  uint64_t seq;            /* the shim's call counter of the communicator ("call" in JSON) */
   int action;              /* nsc_action */
   int dtype, wire_dtype, op;
   int nmembers;            /* fused: members in this collective */
-  int untimed;             /* captured into a graph: counted, not timed */
+  int untimed;             /* NSC_UNTIMED_*: counted, not timed */
   size_t count;
   uint64_t logical_bytes, wire_bytes;
-  uint64_t wall_ns;        /* CLOCK_REALTIME at the call */
+  uint64_t wall_ns;        /* CLOCK_REALTIME at the call (monotonic + offset, see log.c) */
   uint64_t host_ns;        /* CLOCK_MONOTONIC at the call */
   ncclResult_t result;
   const nsc_backend *be;
   nsc_stream stream;
   nsc_mark m[NSC_NMARKS];
   unsigned marked;         /* bit i: m[i] was taken */
+  /* Filled by the log. */
+  uint64_t lseq;           /* record number in the communicator, 1-based, commit order ("seq") */
+  uint64_t ns[NSC_NTIMES]; /* valid where bit k of `have` is set */
+  unsigned have;
+  int state;               /* NSC_REC_* */
+  int nvtx_open;           /* an NVTX range was started for it */
+  uint64_t nvtx_id;
 } nsc_rec;
 
-/* Aggregates for one action, in the summary. */
+/* Aggregates for one action. Calls, bytes and records are exact for the whole
+ * run; times cover the records whose marks could be read. */
 typedef struct {
-  uint64_t calls, logical_bytes, wire_bytes, timed;
+  uint64_t calls;          /* intercepted calls (a fused record counts its members) */
+  uint64_t records;        /* records: real collectives, or local answers when skipped */
+  uint64_t logical_bytes, wire_bytes;
+  uint64_t timed, timed_bytes;  /* records with a time, and their logical bytes */
   uint64_t time_ns, cast_ns;
+  uint64_t min_ns, max_ns;      /* of time_ns's records: percentiles are clamped to them */
+  uint64_t *hist;          /* NSC_LOG_HIST_BINS counters of time_ns, allocated at the first timed record */
 } nsc_log_totals;
 
+enum { NSC_LOG_UNOPENED = 0, NSC_LOG_OPEN = 1, NSC_LOG_CLOSED = 2 };
+
 typedef struct nsc_comm_log {
-  int open;
+  int open;                /* NSC_LOG_UNOPENED / NSC_LOG_OPEN / NSC_LOG_CLOSED */
   uint64_t id;             /* communicator pointer value, for names only */
-  int rank, nranks;
-  uint64_t first_wall_ns, last_wall_ns;
+  int rank, nranks;        /* -1 until the communicator's check */
+  int comm_seq;            /* order in which this process first logged the communicator */
+  uint64_t nrec;           /* records committed (the source of lseq) */
+  uint64_t first_ns, end_ns;  /* CLOCK_MONOTONIC: first call, latest known end of work */
+  uint64_t first_wall_ns;
   nsc_log_totals by_action[4];
   uint64_t accum_synced, accum_skipped;
   uint64_t dropped;        /* records folded into totals without detail */
-  nsc_rec *ring;           /* NCCLSHIM_LOG_RING entries */
-  size_t ring_cap, ring_head, ring_len;
-  uint64_t *times;         /* collective times of completed records, for p50/p99 */
-  size_t ntimes, times_cap;
+  uint64_t untimed;        /* records that were counted but never timed */
+  uint64_t unknown;        /* records whose marks were not complete when they had to be read */
+  nsc_rec *ring;           /* oldest first from ring_head; entries [0, ring_done) resolved */
+  size_t ring_alloc, ring_head, ring_len, ring_done;
   pthread_mutex_t lock;
 } nsc_comm_log;
 
@@ -60,8 +87,10 @@ void nsc_log_forget(void);
 /* 1 when records are kept at all (NCCLSHIM_LOG != off or a trace file). */
 int nsc_log_on(void);
 
+/* Name the communicator (rank and size known); a log first opened by a record
+ * committed before the check gets its rank here. */
 void nsc_log_comm_open(nsc_comm_log *l, uint64_t id, int rank, int nranks);
-/* Start a record: wall clock, first mark. */
+/* Start a record: clocks, first mark (none while the stream is captured). */
 void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s);
 void nsc_log_mark(nsc_rec *r, int which);
 /* The record is complete from the host's view (its work is enqueued). */

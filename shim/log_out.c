@@ -1,0 +1,356 @@
+/* log_out.c — where the log goes and what it looks like: output files from
+ * path templates, the per-communicator summary table, and JSON Lines.
+ *
+ * Destinations:
+ *   summary, no NCCLSHIM_LOG_FILE  each communicator's rank 0 prints its table
+ *                                  on stderr (one write, lines prefixed
+ *                                  "ncclshim[host:pid]")
+ *   summary, NCCLSHIM_LOG_FILE     every rank writes its tables to its file
+ *   calls                          tables as above on stderr (rank 0), JSON
+ *                                  Lines in NCCLSHIM_LOG_FILE, by default
+ *                                  ncclshim.%h.%p.jsonl in the working directory
+ *   NCCLSHIM_TRACE_FILE            Chrome trace events (log_trace.c)
+ * Templates expand %h (host), %p (pid), %r (rank in the first communicator
+ * the process used), %% (%). A template with neither %r nor %p gets
+ * ".<rank>" appended, so ranks never share a file.
+ *
+ * Files are opened at the first write (communicator close or process exit,
+ * never during a call) and kept open until exit. A file that cannot be
+ * opened or written is reported once and then left alone: logging trouble
+ * never stops or slows the job. Must not: run on the hook path. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "log_int.h"
+#include "msg.h"
+#include "policy.h"
+
+typedef struct {
+  const char *env;          /* the variable that named it, for messages */
+  char tmpl[NSC_CFG_STR_MAX];
+  char path[NSC_CFG_STR_MAX + 64]; /* expanded, once opened */
+  FILE *f;
+  int failed;
+  int trace;                /* a trace array: opened with its header, closed with "]" */
+} sink;
+
+static sink table_sink = {.env = "NCCLSHIM_LOG_FILE"};
+static sink calls_sink = {.env = "NCCLSHIM_LOG_FILE"};
+static sink trace_sink = {.env = "NCCLSHIM_TRACE_FILE", .trace = 1};
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+static char host[256] = "?";
+
+const char *nsc_log_host(void) { return host; }
+
+/* Expand a template into out; an unknown escape is kept as written (and
+ * reported once). */
+static void expand(const sink *s, char *out, size_t len) {
+  static int warned;
+  int rank = nsc_log_proc_rank(), has_id = 0;
+  size_t n = 0;
+  out[0] = '\0';
+  for (const char *p = s->tmpl; *p && n + 1 < len; p++) {
+    int w;
+    if (p[0] != '%' || !p[1]) {
+      out[n++] = *p;
+      out[n] = '\0';
+      continue;
+    }
+    switch (*++p) {
+    case 'h': w = snprintf(out + n, len - n, "%s", host); break;
+    case 'p': w = snprintf(out + n, len - n, "%d", (int)getpid()); has_id = 1; break;
+    case 'r': w = rank >= 0 ? snprintf(out + n, len - n, "%d", rank) : snprintf(out + n, len - n, "pid%d", (int)getpid());
+      has_id = 1;
+      break;
+    case '%': w = snprintf(out + n, len - n, "%%"); break;
+    default:
+      nsc_warn_once(&warned, "%s='%s': unknown escape '%%%c' kept as written (known: %%h %%p %%r %%%%)", s->env,
+                    s->tmpl, *p);
+      w = snprintf(out + n, len - n, "%%%c", *p);
+      break;
+    }
+    if (w > 0) n += (size_t)w < len - n ? (size_t)w : len - n - 1;
+  }
+  if (!has_id) {
+    if (rank >= 0) snprintf(out + n, len - n, ".%d", rank);
+    else snprintf(out + n, len - n, ".pid%d", (int)getpid());
+  }
+}
+
+static void sink_fail(sink *s, const char *path, const char *what) {
+  nsc_warn("%s: cannot %s '%s': %s; this rank's %s is not written", s->env, what, path, strerror(errno),
+           s->trace ? "trace" : "log");
+  s->failed = 1;
+  if (s->f) fclose(s->f);
+  s->f = NULL;
+}
+
+static FILE *sink_file(sink *s) {
+  if (s->f || s->failed || !s->tmpl[0]) return s->f;
+  expand(s, s->path, sizeof s->path);
+  s->f = fopen(s->path, "w");
+  if (!s->f) {
+    sink_fail(s, s->path, "open");
+    return NULL;
+  }
+  if (s->trace) nsc_log_trace_begin(s->f);
+  return s->f;
+}
+
+/* After a section: flushed, so a fork or a crash later duplicates or loses
+ * nothing; a write error turns the sink off with one message. */
+static void sink_flush(sink *s) {
+  if (!s->f) return;
+  if (fflush(s->f) || ferror(s->f)) sink_fail(s, s->path, "write");
+}
+
+/* A directory we can already tell is unusable is reported at activation. */
+static void precheck(sink *s) {
+  const char *slash = strrchr(s->tmpl, '/');
+  if (!slash || memchr(s->tmpl, '%', (size_t)(slash - s->tmpl))) return;
+  char dir[NSC_CFG_STR_MAX];
+  snprintf(dir, sizeof dir, "%.*s", (int)(slash - s->tmpl > 0 ? slash - s->tmpl : 1), s->tmpl);
+  if (access(dir, W_OK | X_OK)) sink_fail(s, dir, "write into directory");
+}
+
+void nsc_log_out_init(const nsc_config *cfg) {
+  gethostname(host, sizeof host - 1);
+  if (cfg->log == NSC_LOG_SUMMARY) snprintf(table_sink.tmpl, sizeof table_sink.tmpl, "%s", cfg->log_file);
+  if (cfg->log == NSC_LOG_CALLS)
+    snprintf(calls_sink.tmpl, sizeof calls_sink.tmpl, "%s", cfg->log_file[0] ? cfg->log_file : "ncclshim.%h.%p.jsonl");
+  snprintf(trace_sink.tmpl, sizeof trace_sink.tmpl, "%s", cfg->trace_file);
+  sink *all[] = {&table_sink, &calls_sink, &trace_sink};
+  for (int i = 0; i < 3; i++)
+    if (all[i]->tmpl[0]) precheck(all[i]);
+}
+
+/* Formatting helpers ------------------------------------------------------ */
+
+double nsc_log_algbw(uint64_t bytes, uint64_t ns) { return ns ? (double)bytes / (double)ns : 0.0; }
+
+double nsc_log_busbw(double algbw, int nranks) {
+  return nranks > 1 ? algbw * 2.0 * (double)(nranks - 1) / (double)nranks : algbw;
+}
+
+void nsc_log_put_us(FILE *f, uint64_t ns) {
+  fprintf(f, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
+}
+
+void nsc_log_json_str(FILE *f, const char *s) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+}
+
+static const char *action_label(int a) { return nsc_action_name((nsc_action)a); }
+
+/* A percentile from the histogram, clamped to the exact extremes (so one
+ * record's p50 is its own time). */
+static uint64_t quantile(const nsc_log_totals *t, uint64_t *const *h, int nh, double q) {
+  uint64_t v = nsc_hist_quantile(h, nh, q);
+  return v < t->min_ns ? t->min_ns : v > t->max_ns ? t->max_ns : v;
+}
+
+/* The summary table -------------------------------------------------------- */
+
+static void table_row(FILE *f, const char *pre, const char *name, const nsc_log_totals *t, uint64_t *const *h, int nh,
+                      int nranks, int local) {
+  fprintf(f, "%s  %-12s %8" PRIu64 " %7" PRIu64 " %15" PRIu64 " %15" PRIu64, pre, name, t->calls,
+          local ? 0 : t->records, t->logical_bytes, t->wire_bytes);
+  if (!t->timed) {
+    fprintf(f, " %12s %10s %10s %10s %10s %11s %11s\n", "-", "-", "-", "-", "-", "-", "-");
+    return;
+  }
+  double alg = nsc_log_algbw(t->timed_bytes, t->time_ns);
+  fprintf(f, " %12.1f %10.2f %10.2f %10.2f %10.1f", t->time_ns / 1e3, t->time_ns / 1e3 / (double)t->timed,
+          quantile(t, h, nh, 0.5) / 1e3, quantile(t, h, nh, 0.99) / 1e3, t->cast_ns / 1e3);
+  if (local) fprintf(f, " %11s %11s\n", "-", "-");
+  else fprintf(f, " %11.3f %11.3f\n", alg, nsc_log_busbw(alg, nranks));
+}
+
+static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
+  nsc_log_totals all;
+  memset(&all, 0, sizeof all);
+  uint64_t *hs[4];
+  int nh = 0;
+  for (int a = 0; a < 4; a++) {
+    const nsc_log_totals *t = &l->by_action[a];
+    all.calls += t->calls;
+    all.logical_bytes += t->logical_bytes;
+    all.wire_bytes += t->wire_bytes;
+    if (a == NSC_ACT_SKIP) continue; /* the total's times and rates are those of real collectives */
+    all.records += t->records;
+    all.timed += t->timed;
+    all.timed_bytes += t->timed_bytes;
+    all.time_ns += t->time_ns;
+    all.cast_ns += t->cast_ns;
+    if (t->timed && (all.timed == t->timed || t->min_ns < all.min_ns)) all.min_ns = t->min_ns;
+    if (t->max_ns > all.max_ns) all.max_ns = t->max_ns;
+    hs[nh++] = t->hist;
+  }
+  double span = l->end_ns > l->first_ns ? (double)(l->end_ns - l->first_ns) : 0.0;
+  fprintf(f, "%s# ncclshim summary: communicator %d (%#" PRIx64 "), rank %d of %d, %s pid %d\n", pre, l->comm_seq,
+          l->id, l->rank, l->nranks, host, (int)getpid());
+  fprintf(f, "%s# %-12s %8s %7s %15s %15s %12s %10s %10s %10s %10s %11s %11s\n", pre, "action", "calls", "colls",
+          "logical(B)", "wire(B)", "time(us)", "mean(us)", "p50(us)", "p99(us)", "cast(us)", "algbw(GB/s)",
+          "busbw(GB/s)");
+  for (int a = 0; a < 4; a++) {
+    const nsc_log_totals *t = &l->by_action[a];
+    if (!t->calls) continue;
+    uint64_t *h[1] = {t->hist};
+    table_row(f, pre, action_label(a), t, h, 1, l->nranks, a == NSC_ACT_SKIP);
+  }
+  table_row(f, pre, "total", &all, hs, nh, l->nranks, 0);
+  fprintf(f, "%s# in collectives: %.1f%% of %.6f s (first call to last); records: %" PRIu64 " (%zu in detail, %" PRIu64
+          " dropped from detail, %" PRIu64 " untimed, %" PRIu64 " timing unknown); accumulation: %" PRIu64
+          " synced, %" PRIu64 " skipped\n",
+          pre, span > 0 ? 100.0 * (double)all.time_ns / span : 0.0, span / 1e9, l->nrec,
+          nsc_log_detail() ? l->ring_len : (size_t)0, l->dropped, l->untimed, l->unknown,
+          __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
+}
+
+/* The table into one buffer, then one write: lines of several ranks sharing
+ * stderr do not interleave. */
+static void emit_table(const nsc_comm_log *l) {
+  int to_file = table_sink.tmpl[0] != '\0';
+  if (!to_file && l->rank != 0) return;
+  char *buf = NULL, pre[320] = "";
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  if (!m) return;
+  if (!to_file) snprintf(pre, sizeof pre, "ncclshim[%s:%d] ", host, (int)getpid());
+  write_table(m, l, pre);
+  if (fclose(m) || !buf) { free(buf); return; }
+  if (to_file) {
+    FILE *f = sink_file(&table_sink);
+    if (f) fwrite(buf, 1, len, f);
+    sink_flush(&table_sink);
+  } else {
+    for (size_t off = 0; off < len;) {
+      ssize_t w = write(2, buf + off, len - off);
+      if (w <= 0 && errno != EINTR) break;
+      if (w > 0) off += (size_t)w;
+    }
+  }
+  free(buf);
+}
+
+/* JSON Lines ----------------------------------------------------------------- */
+
+static void json_head(FILE *f, const char *kind, const nsc_comm_log *l) {
+  fprintf(f, "{\"kind\":\"%s\",\"rank\":%d,\"nranks\":%d,\"comm\":\"%#" PRIx64 "\",\"comm_seq\":%d,\"host\":\"", kind,
+          l->rank, l->nranks, l->id, l->comm_seq);
+  nsc_log_json_str(f, host);
+  fprintf(f, "\",\"pid\":%d", (int)getpid());
+}
+
+static void json_time(FILE *f, const char *key, const nsc_rec *r, int t) {
+  fprintf(f, ",\"%s\":", key);
+  if (r->have & (1u << t)) nsc_log_put_us(f, r->ns[t]);
+  else fputs("null", f);
+}
+
+static void json_call(FILE *f, const nsc_comm_log *l, const nsc_rec *r) {
+  int skip = r->action == NSC_ACT_SKIP;
+  int timed = r->state == NSC_REC_DONE && (r->have & (1u << NSC_T_COLL));
+  json_head(f, "call", l);
+  fprintf(f,
+          ",\"seq\":%" PRIu64 ",\"call\":%" PRIu64 ",\"op\":\"%s\",\"dtype\":\"%s\",\"wire_dtype\":\"%s\",\"count\":%zu"
+          ",\"logical_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64 ",\"action\":\"%s\",\"members\":%d"
+          ",\"stream\":\"%#" PRIxPTR "\",\"wall_start_us\":",
+          r->lseq, r->seq, nsc_op_name((ncclRedOp_t)r->op), nsc_dtype_name((ncclDataType_t)r->dtype),
+          nsc_dtype_name((ncclDataType_t)r->wire_dtype), r->count, r->logical_bytes, r->wire_bytes,
+          action_label(r->action), r->nmembers, (uintptr_t)r->stream);
+  nsc_log_put_us(f, r->wall_ns);
+  if (skip) {
+    fputs(",\"coll_us\":null", f);
+    json_time(f, "local_us", r, NSC_T_COLL);
+  } else {
+    json_time(f, "coll_us", r, NSC_T_COLL);
+  }
+  json_time(f, "cast_in_us", r, NSC_T_CAST_IN);
+  json_time(f, "cast_out_us", r, NSC_T_CAST_OUT);
+  const char *why = r->state == NSC_REC_UNKNOWN             ? "unknown"
+                    : r->untimed == NSC_UNTIMED_GROUP        ? "grouped"
+                    : r->untimed == NSC_UNTIMED_CAPTURE      ? "captured"
+                    : timed                                  ? "done"
+                                                             : "none";
+  fprintf(f, ",\"untimed\":%s,\"timing\":\"%s\",\"result\":%d}\n", timed ? "false" : "true", why, (int)r->result);
+}
+
+static void json_summary(FILE *f, const nsc_comm_log *l) {
+  json_head(f, "summary", l);
+  fprintf(f, ",\"records\":%" PRIu64 ",\"kept\":%zu,\"dropped\":%" PRIu64 ",\"untimed\":%" PRIu64 ",\"unknown\":%" PRIu64
+          ",\"accum_synced\":%" PRIu64 ",\"accum_skipped\":%" PRIu64 ",\"first_wall_us\":",
+          l->nrec, l->ring_len, l->dropped, l->untimed, l->unknown,
+          __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
+  nsc_log_put_us(f, l->first_wall_ns);
+  fputs(",\"span_us\":", f);
+  nsc_log_put_us(f, l->end_ns > l->first_ns ? l->end_ns - l->first_ns : 0);
+  fputs(",\"actions\":{", f);
+  for (int a = 0, n = 0; a < 4; a++) {
+    const nsc_log_totals *t = &l->by_action[a];
+    uint64_t *h[1] = {t->hist};
+    fprintf(f, "%s\"%s\":{\"calls\":%" PRIu64 ",\"records\":%" PRIu64 ",\"logical_bytes\":%" PRIu64
+            ",\"wire_bytes\":%" PRIu64 ",\"timed\":%" PRIu64 ",\"time_us\":",
+            n++ ? "," : "", action_label(a), t->calls, t->records, t->logical_bytes, t->wire_bytes, t->timed);
+    nsc_log_put_us(f, t->time_ns);
+    fputs(",\"cast_us\":", f);
+    nsc_log_put_us(f, t->cast_ns);
+    if (t->timed) {
+      double alg = nsc_log_algbw(t->timed_bytes, t->time_ns);
+      fputs(",\"p50_us\":", f);
+      nsc_log_put_us(f, quantile(t, h, 1, 0.5));
+      fputs(",\"p99_us\":", f);
+      nsc_log_put_us(f, quantile(t, h, 1, 0.99));
+      if (a == NSC_ACT_SKIP) fputs(",\"algbw_GBps\":null,\"busbw_GBps\":null}", f);
+      else fprintf(f, ",\"algbw_GBps\":%.6g,\"busbw_GBps\":%.6g}", alg, nsc_log_busbw(alg, l->nranks));
+    } else {
+      fputs(",\"p50_us\":null,\"p99_us\":null,\"algbw_GBps\":null,\"busbw_GBps\":null}", f);
+    }
+  }
+  fputs("}}\n", f);
+}
+
+static void emit_calls(const nsc_comm_log *l) {
+  FILE *f = sink_file(&calls_sink);
+  if (!f) return;
+  for (size_t i = 0; i < l->ring_len; i++) json_call(f, l, &l->ring[(l->ring_head + i) % l->ring_alloc]);
+  json_summary(f, l);
+  sink_flush(&calls_sink);
+}
+
+void nsc_log_out_comm(const nsc_comm_log *l) {
+  if (!l->nrec) return;
+  pthread_mutex_lock(&out_lock);
+  int lv = nsc_log_level();
+  if (lv != NSC_LOG_OFF) emit_table(l);
+  if (lv == NSC_LOG_CALLS) emit_calls(l);
+  if (trace_sink.tmpl[0]) {
+    FILE *f = sink_file(&trace_sink);
+    if (f) nsc_log_trace_comm(f, l);
+    sink_flush(&trace_sink);
+  }
+  pthread_mutex_unlock(&out_lock);
+}
+
+void nsc_log_out_finish(void) {
+  pthread_mutex_lock(&out_lock);
+  sink *all[] = {&table_sink, &calls_sink, &trace_sink};
+  for (int i = 0; i < 3; i++) {
+    sink *s = all[i];
+    if (!s->f) continue;
+    if (s->trace) nsc_log_trace_end(s->f);
+    if (fclose(s->f)) nsc_warn("%s: closing its file failed: %s", s->env, strerror(errno));
+    s->f = NULL;
+    s->failed = 1; /* nothing more after exit */
+  }
+  pthread_mutex_unlock(&out_lock);
+}

@@ -1,0 +1,114 @@
+/* log_trace.c — Chrome trace-event JSON (Perfetto, chrome://tracing) from a
+ * communicator's detail records, written at its close into the process's
+ * trace file (NCCLSHIM_TRACE_FILE, opened by log_out.c).
+ *
+ * pid = the process's rank (so files of several ranks can be concatenated
+ * into one view), one track (tid) per communicator and stream. Each timed
+ * record gives up to three slices: cast-in, the collective, cast-out, with
+ * sizes and bandwidth in args; skipped calls (accumulation) and untimed ones
+ * are instant markers. Times are wall-clock microseconds. A slice starts at
+ * the call's host time or at the end of the previous slice of its track,
+ * whichever is later (a stream runs its work in order): on a GPU the work
+ * may start later still, so positions are lower bounds and durations are
+ * device times. Must not: run on the hook path (only at close). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "log_int.h"
+#include "policy.h"
+
+static int trace_pid;
+
+typedef struct {
+  nsc_stream stream;
+  int tid;
+  uint64_t cursor; /* end of the last slice, wall ns */
+} track;
+
+void nsc_log_trace_begin(FILE *f) {
+  int rank = nsc_log_proc_rank();
+  trace_pid = rank >= 0 ? rank : (int)getpid();
+  fprintf(f, "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"ncclshim rank %d (",
+          trace_pid, rank);
+  nsc_log_json_str(f, nsc_log_host());
+  fprintf(f, ":%d)\"}}", (int)getpid());
+}
+
+void nsc_log_trace_end(FILE *f) { fputs("\n]\n", f); }
+
+static void event(FILE *f, const char *name, const char *ph, int tid, uint64_t ts_ns) {
+  fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"ncclshim\",\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", name, ph, trace_pid,
+          tid);
+  nsc_log_put_us(f, ts_ns);
+}
+
+static void args(FILE *f, const nsc_comm_log *l, const nsc_rec *r, int with_bw) {
+  fprintf(f,
+          ",\"args\":{\"seq\":%" PRIu64 ",\"action\":\"%s\",\"count\":%zu,\"dtype\":\"%s\",\"wire_dtype\":\"%s\""
+          ",\"logical_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64 ",\"members\":%d,\"result\":%d",
+          r->lseq, nsc_action_name((nsc_action)r->action), r->count, nsc_dtype_name((ncclDataType_t)r->dtype),
+          nsc_dtype_name((ncclDataType_t)r->wire_dtype), r->logical_bytes, r->wire_bytes, r->nmembers, (int)r->result);
+  if (with_bw) {
+    double alg = nsc_log_algbw(r->logical_bytes, r->ns[NSC_T_COLL]);
+    fprintf(f, ",\"algbw_GBps\":%.6g,\"busbw_GBps\":%.6g", alg, nsc_log_busbw(alg, l->nranks));
+  }
+  fputs("}}", f);
+}
+
+static void slice(FILE *f, const char *name, int tid, uint64_t *t, uint64_t dur) {
+  event(f, name, "X", tid, *t);
+  fputs(",\"dur\":", f);
+  nsc_log_put_us(f, dur);
+  *t += dur;
+}
+
+static track *track_of(FILE *f, const nsc_comm_log *l, track *tr, int *nt, nsc_stream s) {
+  for (int i = 0; i < *nt; i++)
+    if (tr[i].stream == s) return &tr[i];
+  track *t = &tr[(*nt)++];
+  t->stream = s;
+  t->tid = (l->comm_seq + 1) * 1000 + *nt;
+  t->cursor = 0;
+  fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"comm %d (%#" PRIx64
+          ", %d ranks) stream %#" PRIxPTR "\"}}",
+          trace_pid, t->tid, l->comm_seq, l->id, l->nranks, (uintptr_t)s);
+  fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+          trace_pid, t->tid, t->tid);
+  return t;
+}
+
+void nsc_log_trace_comm(FILE *f, const nsc_comm_log *l) {
+  track *tr = calloc(l->ring_len ? l->ring_len : 1, sizeof *tr);
+  if (!tr) return;
+  int nt = 0;
+  char name[64];
+  for (size_t i = 0; i < l->ring_len; i++) {
+    const nsc_rec *r = &l->ring[(l->ring_head + i) % l->ring_alloc];
+    track *t = track_of(f, l, tr, &nt, r->stream);
+    const char *act = nsc_action_name((nsc_action)r->action);
+    int timed = r->state == NSC_REC_DONE && (r->have & (1u << NSC_T_COLL));
+    if (r->action == NSC_ACT_SKIP || !timed) {
+      snprintf(name, sizeof name, "allreduce %s%s", act, r->action == NSC_ACT_SKIP || timed ? "" : " (untimed)");
+      event(f, name, "i", t->tid, r->wall_ns);
+      fputs(",\"s\":\"t\"", f);
+      args(f, l, r, 0);
+      continue;
+    }
+    uint64_t ts = r->wall_ns > t->cursor ? r->wall_ns : t->cursor;
+    if (r->have & (1u << NSC_T_CAST_IN)) {
+      slice(f, "cast-in", t->tid, &ts, r->ns[NSC_T_CAST_IN]);
+      args(f, l, r, 0);
+    }
+    snprintf(name, sizeof name, "allreduce %s", act);
+    slice(f, name, t->tid, &ts, r->ns[NSC_T_COLL]);
+    args(f, l, r, 1);
+    if (r->have & (1u << NSC_T_CAST_OUT)) {
+      slice(f, "cast-out", t->tid, &ts, r->ns[NSC_T_CAST_OUT]);
+      args(f, l, r, 0);
+    }
+    t->cursor = ts;
+  }
+  free(tr);
+}

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""check_log.py — checks of the shim's log files against logtest's known
+workload (tests/log/logtest.c), for tests/t/50-log.sh.
+
+    check_log.py jsonl  [opts] FILE...   JSON Lines (NCCLSHIM_LOG=calls), one file per rank
+    check_log.py trace  [opts] FILE...   Chrome trace files, one per rank
+    check_log.py table  [opts] FILE...   summary tables (text), one file (or stderr capture) each
+
+    opts: --iters N --comms C --nranks R [--ring K] [--accum K] [--label TEXT]
+
+Prints one "ok - ..." / "not ok - ..." line per check (the runner counts
+them); exits 0 unless it crashed. The expected records come from a model of
+logtest's iteration with default shim settings (see logtest.c):
+A compressed, B and C passthrough, G1 fused (3 members), G2 two untimed
+passthroughs; with --accum K, A follows the accumulation schedule of
+shim/accum.c (three learning passes synced, then one sync per K passes).
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+FLOAT, INT32 = "float", "int32"
+
+
+def model(iters, accum):
+    """Expected records of one communicator, in seq order."""
+    recs = []
+    for i in range(1, iters + 1):
+        a_skip = accum > 1 and i > 3 and (i - 1) % accum != accum - 1
+        if a_skip:
+            recs.append(dict(action="skipped", dtype=FLOAT, wire_dtype=FLOAT, count=16384, logical_bytes=65536,
+                             wire_bytes=0, members=1, timed=False))
+        else:
+            recs.append(dict(action="compressed", dtype=FLOAT, wire_dtype="half", count=16384, logical_bytes=65536,
+                             wire_bytes=32768, members=1, timed=True, casts=True))
+        recs.append(dict(action="passthrough", dtype=FLOAT, wire_dtype=FLOAT, count=1000, logical_bytes=4000,
+                         wire_bytes=4000, members=1, timed=True))
+        recs.append(dict(action="passthrough", dtype=INT32, wire_dtype=INT32, count=256, logical_bytes=1024,
+                         wire_bytes=1024, members=1, timed=True))
+        recs.append(dict(action="fused", dtype=FLOAT, wire_dtype="half", count=3 * 8192, logical_bytes=3 * 32768,
+                         wire_bytes=3 * 16384, members=3, timed=True, casts=True))
+        for _ in range(2):
+            recs.append(dict(action="passthrough", dtype=FLOAT, wire_dtype=FLOAT, count=100, logical_bytes=400,
+                             wire_bytes=400, members=1, timed=False))
+    for n, r in enumerate(recs, 1):
+        r["seq"] = n
+    return recs
+
+
+def totals(recs):
+    t = {}
+    for r in recs:
+        a = t.setdefault(r["action"], dict(calls=0, records=0, logical_bytes=0, wire_bytes=0))
+        a["calls"] += r["members"]
+        a["records"] += 1
+        a["logical_bytes"] += r["logical_bytes"]
+        a["wire_bytes"] += r["wire_bytes"]
+    return t
+
+
+class Tap:
+    def __init__(self, label):
+        self.label = label
+
+    def check(self, cond, what, detail=""):
+        print("%s - %s%s%s" % ("ok" if cond else "not ok", self.label, what,
+                               "" if cond or not detail else " (%s)" % detail))
+        return cond
+
+
+CALL_FIELDS = ("rank", "nranks", "comm", "comm_seq", "seq", "op", "dtype", "wire_dtype", "count", "logical_bytes",
+               "wire_bytes", "action", "members", "wall_start_us", "coll_us", "cast_in_us", "cast_out_us",
+               "untimed", "result")
+
+
+def check_jsonl(a, tap):
+    want = model(a.iters, a.accum)
+    keep = want[-a.ring:] if a.ring else want
+    tot = totals(want)
+    by_rank = {}
+    for path in a.files:
+        calls, sums, bad = [], [], 0
+        with open(path) as f:
+            for line in f:
+                try:
+                    o = json.loads(line)
+                except ValueError:
+                    bad += 1
+                    continue
+                (calls if o.get("kind") == "call" else sums).append(o)
+        ranks = {o["rank"] for o in calls + sums}
+        name = "%s" % path.rsplit("/", 1)[-1]
+        tap.check(bad == 0, "%s: every line parses as JSON" % name, "%d bad" % bad)
+        tap.check(len(ranks) == 1, "%s: one rank per file" % name, str(ranks))
+        rank = ranks.pop() if len(ranks) == 1 else -1
+        by_rank[rank] = calls
+        tap.check(len(sums) == a.comms, "%s: one summary line per communicator" % name, "%d" % len(sums))
+        tap.check(len(calls) == a.comms * len(keep), "%s: %d call lines (%d communicators x %d kept)" %
+                  (name, a.comms * len(keep), a.comms, len(keep)), "got %d" % len(calls))
+        missing = [k for o in calls for k in CALL_FIELDS if k not in o]
+        tap.check(not missing, "%s: every call line has all documented fields" % name, str(missing[:5]))
+        errs = []
+        for c in range(a.comms):
+            got = [o for o in calls if o["comm_seq"] == c]
+            if [o["seq"] for o in got] != [w["seq"] for w in keep]:
+                errs.append("comm %d: seqs %s..." % (c, [o["seq"] for o in got][:5]))
+                continue
+            for o, w in zip(got, keep):
+                for k in ("action", "dtype", "wire_dtype", "count", "logical_bytes", "wire_bytes", "members"):
+                    if o[k] != w[k]:
+                        errs.append("comm %d seq %d: %s=%r, expected %r" % (c, w["seq"], k, o[k], w[k]))
+                if o["nranks"] != a.nranks or o["result"] != 0 or o["op"] != "sum":
+                    errs.append("comm %d seq %d: nranks/result/op %r" % (c, w["seq"], (o["nranks"], o["result"], o["op"])))
+                if w["action"] == "skipped":
+                    if o["coll_us"] is not None or o.get("local_us") is None:
+                        errs.append("comm %d seq %d: skipped needs coll_us null and local_us" % (c, w["seq"]))
+                elif w["timed"] != (o["coll_us"] is not None) or o["untimed"] == w["timed"]:
+                    errs.append("comm %d seq %d: timed=%s but coll_us=%r untimed=%r" %
+                                (c, w["seq"], w["timed"], o["coll_us"], o["untimed"]))
+                if w.get("casts") and (o["cast_in_us"] is None or o["cast_out_us"] is None):
+                    errs.append("comm %d seq %d: casts not timed" % (c, w["seq"]))
+                if not w.get("casts") and (o["cast_in_us"] is not None or o["cast_out_us"] is not None):
+                    errs.append("comm %d seq %d: cast time on a record without casts" % (c, w["seq"]))
+                for k in ("coll_us", "cast_in_us", "cast_out_us"):
+                    if o[k] is not None and o[k] < 0:
+                        errs.append("comm %d seq %d: %s < 0" % (c, w["seq"], k))
+            walls = [o["wall_start_us"] for o in got]
+            if any(y < x for x, y in zip(walls, walls[1:])):
+                errs.append("comm %d: wall_start_us not increasing with seq" % c)
+        tap.check(not errs, "%s: each record's seq, action, datatypes, count, bytes, members and timing as issued" %
+                  name, "; ".join(errs[:4]))
+        errs = []
+        for s in sums:
+            for act, w in tot.items():
+                g = s["actions"][act]
+                for k in w:
+                    if g[k] != w[k]:
+                        errs.append("comm %d %s.%s=%d, expected %d" % (s["comm_seq"], act, k, g[k], w[k]))
+            nrec = len(want)
+            if s["records"] != nrec or s["kept"] != len(keep) or s["dropped"] != nrec - len(keep):
+                errs.append("comm %d records/kept/dropped %r" % (s["comm_seq"], (s["records"], s["kept"], s["dropped"])))
+            nun = sum(1 for w in want if not w["timed"] and w["action"] != "skipped")
+            if s["untimed"] != nun or s["unknown"] != 0:
+                errs.append("comm %d untimed/unknown %r, expected (%d, 0)" % (s["comm_seq"], (s["untimed"], s["unknown"]), nun))
+            if a.accum > 1:
+                sk = sum(1 for w in want if w["action"] == "skipped")
+                if (s["accum_synced"], s["accum_skipped"]) != (a.iters - sk, sk):
+                    errs.append("accumulation %r, expected %r" % ((s["accum_synced"], s["accum_skipped"]),
+                                                                  (a.iters - sk, sk)))
+        tap.check(not errs, "%s: summary lines: calls, records and bytes per action exact%s" %
+                  (name, ", %d dropped from detail" % (len(want) - len(keep)) if a.ring else ""), "; ".join(errs[:4]))
+    tap.check(sorted(by_rank) == list(range(a.nranks)), "files of ranks 0..%d" % (a.nranks - 1), str(sorted(by_rank)))
+    # Same seq, same collective on every rank: what the report matches on.
+    keys = {r: [(o["comm_seq"], o["seq"], o["action"], o["count"]) for o in c] for r, c in by_rank.items()}
+    tap.check(len({tuple(v) for v in keys.values()}) == 1, "records agree across ranks by (comm_seq, seq)")
+
+
+def check_trace(a, tap):
+    want = model(a.iters, a.accum)
+    for path in a.files:
+        name = path.rsplit("/", 1)[-1]
+        try:
+            with open(path) as f:
+                ev = json.load(f)
+        except ValueError as e:
+            tap.check(False, "%s: parses as JSON" % name, str(e))
+            continue
+        tap.check(isinstance(ev, list), "%s: parses as a JSON array of trace events" % name)
+        meta = [e for e in ev if e.get("ph") == "M"]
+        x = [e for e in ev if e.get("ph") == "X"]
+        inst = [e for e in ev if e.get("ph") == "i"]
+        tracks = {e["tid"] for e in meta if e["name"] == "thread_name"}
+        tap.check(any(e["name"] == "process_name" for e in meta) and len(tracks) == a.comms,
+                  "%s: process name and one track per communicator and stream (%d)" % (name, a.comms),
+                  "tracks %r" % sorted(tracks))
+
+        def count(n, evs):
+            return sum(1 for e in evs if e["name"] == n)
+
+        per = {}
+        for w in want:
+            if w["action"] == "skipped":
+                per["i:allreduce skipped"] = per.get("i:allreduce skipped", 0) + 1
+            elif not w["timed"]:
+                k = "i:allreduce %s (untimed)" % w["action"]
+                per[k] = per.get(k, 0) + 1
+            else:
+                k = "x:allreduce %s" % w["action"]
+                per[k] = per.get(k, 0) + 1
+                if w.get("casts"):
+                    per["x:cast-in"] = per.get("x:cast-in", 0) + 1
+                    per["x:cast-out"] = per.get("x:cast-out", 0) + 1
+        got = {}
+        for e in x:
+            got["x:" + e["name"]] = got.get("x:" + e["name"], 0) + 1
+        for e in inst:
+            got["i:" + e["name"]] = got.get("i:" + e["name"], 0) + 1
+        exp = {k: v * a.comms for k, v in per.items()}
+        tap.check(got == exp, "%s: slices and markers per kind as issued" % name, "got %r expected %r" % (got, exp))
+        errs = []
+        for e in x:
+            if e["dur"] < 0 or not e["name"].startswith("allreduce"):
+                continue
+            ar = e["args"]
+            if ar["logical_bytes"] <= 0 or "busbw_GBps" not in ar or ar["busbw_GBps"] < 0:
+                errs.append("seq %s args %r" % (ar.get("seq"), ar))
+        for tid in tracks:
+            sl = sorted((e["ts"], e["dur"]) for e in x if e["tid"] == tid)
+            for (t0, d0), (t1, _) in zip(sl, sl[1:]):
+                if t1 + 0.5 < t0 + d0:  # ns in the file; a double holds epoch us to 0.25 us
+                    errs.append("track %d: slice at %.3f overlaps the one before" % (tid, t1))
+                    break
+        tap.check(not errs, "%s: collective slices carry sizes and bandwidth; slices of a track do not overlap" % name,
+                  "; ".join(errs[:3]))
+
+
+ROW = re.compile(r"^(?:ncclshim\[[^]]*\] )?\s+(passthrough|compressed|skipped|fused|total)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
+
+
+def check_table(a, tap):
+    want = totals(model(a.iters, a.accum))
+    exp = {k: (v["calls"], 0 if k == "skipped" else v["records"], v["logical_bytes"], v["wire_bytes"])
+           for k, v in want.items()}
+    allv = [sum(v[i] for v in exp.values()) for i in range(4)]
+    exp["total"] = tuple(allv)
+    for path in a.files:
+        name = path.rsplit("/", 1)[-1]
+        with open(path) as f:
+            text = f.read()
+        heads = re.findall(r"# ncclshim summary: communicator (\d+) \([^)]*\), rank (\d+) of (\d+)", text)
+        tap.check(len(heads) == a.comms and all(int(n) == a.nranks for _, _, n in heads),
+                  "%s: one table per communicator (%d), %d ranks" % (name, a.comms, a.nranks), str(heads))
+        blocks = re.split(r"^.*# ncclshim summary:", text, flags=re.M)[1:]
+        errs = []
+        for b in blocks:
+            rows = {m.group(1): tuple(int(m.group(i)) for i in range(2, 6))
+                    for m in (ROW.match(line) for line in b.splitlines()) if m}
+            if rows != exp:
+                errs.append("rows %r, expected %r" % (rows, exp))
+            m = re.search(r"records: (\d+) \((\d+) in detail, (\d+) dropped", b)
+            if not m or int(m.group(1)) != len(model(a.iters, a.accum)):
+                errs.append("records line %r" % (m.group(0) if m else None))
+        tap.check(blocks and not errs, "%s: calls, collectives, logical and wire bytes per action exact" % name,
+                  "; ".join(errs[:2]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=("jsonl", "trace", "table"))
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--comms", type=int, default=1)
+    ap.add_argument("--nranks", type=int, default=4)
+    ap.add_argument("--ring", type=int, default=0)
+    ap.add_argument("--accum", type=int, default=1)
+    ap.add_argument("--label", default="")
+    a = ap.parse_args()
+    tap = Tap(a.label + ": " if a.label else "")
+    missing = [f for f in a.files if not os.path.isfile(f)]
+    if missing:
+        tap.check(False, "log files exist", "missing: %s" % " ".join(missing[:4]))
+        return 0
+    {"jsonl": check_jsonl, "trace": check_trace, "table": check_table}[a.what](a, tap)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+/* logtest.c — a known all-reduce workload for checking the shim's log
+ * (tests/t/50-log.sh). An MPI program over any libnccl.so.2 (the host NCCL
+ * in tests); the shim comes in through LD_PRELOAD.
+ *
+ *   logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB]
+ *     -i N     iterations per communicator (default 10)
+ *     -n C     communicators used one after the other (default 1); each but
+ *              the last is destroyed after its iterations, the last is left
+ *              to process exit (so both ways of closing a log are exercised)
+ *     -d R:US  rank R sleeps US microseconds before each operation (a
+ *              straggler for the cross-rank report)
+ *     -f       halfway through the last communicator, fork a child that
+ *              exits at once through exit() (running atexit handlers)
+ *     -N LIB   dlopen LIB (RTLD_GLOBAL) before the first NCCL call, as a
+ *              program that uses NVTX would have libnvToolsExt loaded
+ *
+ * One iteration, with default shim settings (MIN_BYTES 64 KiB, fusion on):
+ *   A  fp32 Sum, 16384 elements (64 KiB)        -> compressed
+ *   B  fp32 Sum, 1000 elements                  -> passthrough (below MIN_BYTES)
+ *   C  int32 Sum, 256 elements                  -> passthrough
+ *   G1 group of 3 fp32 Sum x 8192 elements      -> fused: one collective, 96 KiB
+ *   G2 group of 2 fp32 Sum x 100 elements       -> too small to fuse: 2 passthroughs
+ * = 8 calls, 6 records. Inputs are small integers, so every sum is exact in
+ * fp16 and each result is checked element by element (A is not checked when
+ * NCCLSHIM_ACCUM_STEPS > 1: a skipped call answers locally). Exit 0 = pass. */
+#include <dlfcn.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int rank, nranks, delay_rank = -1, delay_us;
+static int failures;
+
+#define NCCL(call)                                                                                       \
+  do {                                                                                                   \
+    ncclResult_t r_ = (call);                                                                            \
+    if (r_ != ncclSuccess) {                                                                             \
+      fprintf(stderr, "rank %d: %s:%d %s -> %s\n", rank, __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
+      MPI_Abort(MPI_COMM_WORLD, 2);                                                                      \
+    }                                                                                                    \
+  } while (0)
+
+static void straggle(void) {
+  if (rank == delay_rank) usleep((useconds_t)delay_us);
+}
+
+static ncclComm_t new_comm(void) {
+  ncclUniqueId id;
+  if (rank == 0) NCCL(ncclGetUniqueId(&id));
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t c;
+  NCCL(ncclCommInitRank(&c, nranks, id, rank));
+  return c;
+}
+
+/* Element i of rank r: (r + 1) * (i % 4 + 1); the sum over ranks is
+ * n(n+1)/2 * (i % 4 + 1). */
+static void fill(float *f, int *n32, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (f) f[i] = (float)((rank + 1) * (int)(i % 4 + 1));
+    if (n32) n32[i] = (rank + 1) * (int)(i % 4 + 1);
+  }
+}
+
+static void check(const char *what, const float *f, const int *n32, size_t n) {
+  long tri = (long)nranks * (nranks + 1) / 2;
+  for (size_t i = 0; i < n; i++) {
+    long want = tri * (long)(i % 4 + 1);
+    double got = f ? (double)f[i] : (double)n32[i];
+    if (got != (double)want) {
+      if (failures++ < 10) fprintf(stderr, "FAIL rank %d: %s element %zu = %g, expected %ld\n", rank, what, i, got, want);
+      return;
+    }
+  }
+}
+
+static void iteration(ncclComm_t c, int check_a) {
+  enum { NA = 16384, NB = 1000, NC = 256, NG1 = 8192, NG2 = 100 };
+  static float a[NA], b[NB], g1[3][NG1], g2[2][NG2];
+  static int ci[NC];
+  fill(a, NULL, NA);
+  straggle();
+  NCCL(ncclAllReduce(a, a, NA, ncclFloat32, ncclSum, c, NULL));
+  if (check_a) check("A", a, NULL, NA);
+  fill(b, NULL, NB);
+  straggle();
+  NCCL(ncclAllReduce(b, b, NB, ncclFloat32, ncclSum, c, NULL));
+  check("B", b, NULL, NB);
+  fill(NULL, ci, NC);
+  straggle();
+  NCCL(ncclAllReduce(ci, ci, NC, ncclInt32, ncclSum, c, NULL));
+  check("C", NULL, ci, NC);
+  straggle();
+  NCCL(ncclGroupStart());
+  for (int k = 0; k < 3; k++) {
+    fill(g1[k], NULL, NG1);
+    NCCL(ncclAllReduce(g1[k], g1[k], NG1, ncclFloat32, ncclSum, c, NULL));
+  }
+  NCCL(ncclGroupEnd());
+  for (int k = 0; k < 3; k++) check("G1", g1[k], NULL, NG1);
+  straggle();
+  NCCL(ncclGroupStart());
+  for (int k = 0; k < 2; k++) {
+    fill(g2[k], NULL, NG2);
+    NCCL(ncclAllReduce(g2[k], g2[k], NG2, ncclFloat32, ncclSum, c, NULL));
+  }
+  NCCL(ncclGroupEnd());
+  for (int k = 0; k < 2; k++) check("G2", g2[k], NULL, NG2);
+}
+
+static void fork_child(void) {
+  fflush(NULL);
+  pid_t p = fork();
+  if (p == 0) exit(0); /* atexit handlers run in the child: the shim's must write nothing */
+  int st = 0;
+  if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    fprintf(stderr, "FAIL rank %d: forked child did not exit cleanly\n", rank);
+    failures++;
+  }
+}
+
+int main(int argc, char **argv) {
+  int iters = 10, ncomms = 1, do_fork = 0, opt;
+  const char *preload = NULL;
+  while ((opt = getopt(argc, argv, "i:n:d:fN:")) != -1) {
+    switch (opt) {
+    case 'i': iters = atoi(optarg); break;
+    case 'n': ncomms = atoi(optarg); break;
+    case 'd': if (sscanf(optarg, "%d:%d", &delay_rank, &delay_us) != 2) return 2; break;
+    case 'f': do_fork = 1; break;
+    case 'N': preload = optarg; break;
+    default: fprintf(stderr, "usage: logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB]\n"); return 2;
+    }
+  }
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (preload && !dlopen(preload, RTLD_NOW | RTLD_GLOBAL)) {
+    fprintf(stderr, "rank %d: dlopen %s: %s\n", rank, preload, dlerror());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  const char *k = getenv("NCCLSHIM_ACCUM_STEPS");
+  int check_a = !k || atoi(k) <= 1;
+  for (int n = 0; n < ncomms; n++) {
+    ncclComm_t c = new_comm();
+    int last = n == ncomms - 1;
+    for (int i = 0; i < iters; i++) {
+      if (last && do_fork && i == iters / 2) fork_child();
+      iteration(c, check_a);
+    }
+    if (!last) NCCL(ncclCommDestroy(c));
+  }
+  int all = 0;
+  MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return all ? 1 : 0;
+}

@@ -1,0 +1,127 @@
+# The timing log: summary tables, JSON Lines, Chrome trace, ring overflow,
+# accumulation counts, fork, unwritable paths, NVTX ranges and the cross-rank
+# report, all against logtest's known workload (tests/log/logtest.c) over the
+# host NCCL. Counts and bytes are asserted exactly; times only for presence,
+# sign and order (never for their size).
+. "$(dirname "$0")/../lib.sh"
+P="$TBIN/logtest"
+CHK="python3 $ROOT/tests/log/check_log.py"
+REPORT="$ROOT/bench/ncclshim-report"
+for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+export NCCLSHIM_BANNER=0
+chk() { $CHK "$@" || not_ok "check_log.py $1 crashed"; }
+
+# 0. The hot path against a fake device backend (cmocka): marks read later, never
+#    while capturing, all given back; ring overflow exact; histogram accuracy.
+if [ -x "$TBIN/test_log_unit" ]; then
+  CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/test_log_unit" | grep -E '^(ok|not ok) ' | sed 's/^\(ok\|not ok\) [0-9]* - /\1 - test_log_unit: /'
+  [ "${PIPESTATUS[0]}" -eq 0 ] || not_ok "test_log_unit exited non-zero"
+else
+  not_ok "test_log_unit was not built"
+fi
+
+# 1. Default (summary): rank 0's table on stderr, exact per action.
+mpirun_shim 4 "$P" -i 10 >"$TMPD/def.out" 2>"$TMPD/def.err"
+check "logtest passes under the shim, default log (4 ranks)" test $? -eq 0
+chk table --iters 10 --comms 1 --label "default summary on stderr" "$TMPD/def.err"
+n=$(grep -c "ncclshim summary" "$TMPD/def.err")
+[ "$n" -eq 1 ] && ok "only rank 0 prints the table when NCCLSHIM_LOG_FILE is unset" || not_ok "$n tables on stderr"
+ls "$TMPD"/*.jsonl >/dev/null 2>&1 && not_ok "summary mode wrote JSON Lines" || ok "summary mode writes no JSON Lines"
+
+# 2. Summary into per-rank files: two communicators, one destroyed, one closed at exit.
+NCCLSHIM_LOG_FILE="$TMPD/sum.%r.txt" mpirun_shim 4 "$P" -i 10 -n 2 >/dev/null 2>"$TMPD/sum.err"
+check "logtest passes with NCCLSHIM_LOG_FILE (2 communicators)" test $? -eq 0
+chk table --iters 10 --comms 2 --label "summary files" "$TMPD"/sum.{0,1,2,3}.txt
+grep -q "ncclshim summary" "$TMPD/sum.err" && not_ok "tables went to stderr too" || ok "with NCCLSHIM_LOG_FILE nothing goes to stderr"
+
+# 3. Calls: JSON Lines per rank, every record as issued; a trace beside it.
+NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/calls.%r.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/trace.%r.json" \
+  mpirun_shim 4 "$P" -i 10 -n 2 >/dev/null 2>"$TMPD/calls.err"
+check "logtest passes with NCCLSHIM_LOG=calls and a trace file" test $? -eq 0
+chk jsonl --iters 10 --comms 2 --label "calls" "$TMPD"/calls.{0,1,2,3}.jsonl
+chk trace --iters 10 --comms 2 --label "trace" "$TMPD"/trace.{0,1,2,3}.json
+chk table --iters 10 --comms 2 --label "calls mode, rank 0's tables on stderr" "$TMPD/calls.err"
+
+# 4. Ring overflow: 16 records of detail kept, totals still exact.
+NCCLSHIM_LOG=calls NCCLSHIM_LOG_RING=16 NCCLSHIM_LOG_FILE="$TMPD/ring.%r.jsonl" mpirun_shim 4 "$P" -i 10 >/dev/null 2>"$TMPD/ring.err"
+check "logtest passes with NCCLSHIM_LOG_RING=16" test $? -eq 0
+chk jsonl --iters 10 --ring 16 --label "ring overflow keeps totals exact" "$TMPD"/ring.{0,1,2,3}.jsonl
+chk table --iters 10 --label "ring overflow, table" "$TMPD/ring.err"
+check_grep "the table says how many records were dropped from detail" "records: 60 \(16 in detail, 44 dropped from detail" "$TMPD/ring.err"
+
+# 5. Accumulation: skipped calls logged as such, synced/skipped counted.
+NCCLSHIM_ACCUM_STEPS=2 NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/acc.%r.jsonl" mpirun_shim 4 "$P" -i 10 >/dev/null 2>"$TMPD/acc.err"
+check "logtest passes with NCCLSHIM_ACCUM_STEPS=2" test $? -eq 0
+chk jsonl --iters 10 --accum 2 --label "accumulation K=2" "$TMPD"/acc.{0,1,2,3}.jsonl
+chk table --iters 10 --accum 2 --label "accumulation K=2, table" "$TMPD/acc.err"
+check_grep "the table counts accumulation: 7 synced, 3 skipped" "accumulation: 7 synced, 3 skipped" "$TMPD/acc.err"
+
+# 6. Trace without a log (NCCLSHIM_LOG=off): the trace alone.
+NCCLSHIM_LOG=off NCCLSHIM_TRACE_FILE="$TMPD/toff.%r.json" mpirun_shim 2 "$P" -i 4 >/dev/null 2>"$TMPD/toff.err"
+chk trace --iters 4 --nranks 2 --label "trace with NCCLSHIM_LOG=off" "$TMPD"/toff.{0,1}.json
+grep -q "ncclshim summary" "$TMPD/toff.err" && not_ok "LOG=off printed a table" || ok "NCCLSHIM_LOG=off prints no table"
+
+# 7. Fork: the child (exit() through atexit) writes nothing, the parent's files stay intact.
+mkdir -p "$TMPD/fork"
+NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/fork/%h.%p.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/fork/%p.trace.json" \
+  mpirun_shim 4 "$P" -i 10 -n 2 -f >/dev/null 2>"$TMPD/fork.err"
+check "logtest passes with a forked child per rank" test $? -eq 0
+n=$(ls "$TMPD/fork" | grep -c jsonl); t=$(ls "$TMPD/fork" | grep -c trace)
+[ "$n" -eq 4 ] && [ "$t" -eq 4 ] && ok "forked children wrote no files of their own (4 logs, 4 traces)" \
+  || not_ok "fork: $n logs and $t traces for 4 ranks: $(ls "$TMPD/fork" | tr '\n' ' ')"
+chk jsonl --iters 10 --comms 2 --label "fork: parent's log intact" "$TMPD"/fork/*.jsonl
+chk trace --iters 10 --comms 2 --label "fork: parent's trace intact" "$TMPD"/fork/*.trace.json
+NCCLSHIM_LOG_FILE="$TMPD/forksum.%r.txt" mpirun_shim 2 "$P" -i 6 -n 2 -f >/dev/null 2>&1
+chk table --iters 6 --comms 2 --nranks 2 --label "fork: summary files hold each table once" "$TMPD"/forksum.{0,1}.txt
+
+# 8. Logging trouble never stops the job: one clear message per rank and file.
+NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE=/nonexistent/ncclshim/x.%r.jsonl mpirun_shim 2 "$P" -i 3 >/dev/null 2>"$TMPD/unw.err"
+check "unwritable NCCLSHIM_LOG_FILE directory: the job still passes" test $? -eq 0
+n=$(grep -c "NCCLSHIM_LOG_FILE: cannot write into directory '/nonexistent/ncclshim'" "$TMPD/unw.err")
+[ "$n" -eq 2 ] && ok "unwritable directory: one message per rank, naming the variable and the directory" \
+  || not_ok "unwritable directory: $n messages: $(grep ncclshim "$TMPD/unw.err" | head -3)"
+mkdir -p "$TMPD/isdir.0" "$TMPD/isdir.1"
+NCCLSHIM_TRACE_FILE="$TMPD/isdir.%r" mpirun_shim 2 "$P" -i 3 -n 2 >/dev/null 2>"$TMPD/isdir.err"
+check "a trace path that cannot be opened: the job still passes" test $? -eq 0
+n=$(grep -c "NCCLSHIM_TRACE_FILE: cannot open '$TMPD/isdir\.[01]'" "$TMPD/isdir.err")
+[ "$n" -eq 2 ] && ok "unopenable file: one message per rank (not one per communicator)" \
+  || not_ok "unopenable file: $n messages: $(grep ncclshim "$TMPD/isdir.err" | head -3)"
+NCCLSHIM_LOG_FILE="$TMPD/esc.%q" mpirun_shim 2 "$P" -i 2 >/dev/null 2>"$TMPD/esc.err"
+[ -s "$TMPD/esc.%q.0" ] && [ -s "$TMPD/esc.%q.1" ] && ok "unknown %-escape kept as written, rank suffix appended (no %r/%p)" \
+  || not_ok "escape: $(ls "$TMPD" | grep esc)"
+check_grep "unknown %-escape reported" "unknown escape '%q'" "$TMPD/esc.err"
+
+# 9. NVTX: with libnvToolsExt.so.1 loaded, one range per record, every range ended.
+NCCLSHIM_LOG=summary FAKE_NVTX_OUT="$TMPD/nvtx" mpirun_shim 2 "$P" -i 5 -N "$TBIN/log/libnvToolsExt.so.1" >/dev/null 2>&1
+bad=$(cat "$TMPD"/nvtx.* 2>/dev/null | grep -vc "^started 30 ended 30 bad 0 shim 30$")
+[ "$(cat "$TMPD"/nvtx.* 2>/dev/null | wc -l)" -eq 2 ] && [ "$bad" -eq 0 ] \
+  && ok "NVTX: 30 ranges per rank (one per record), all ended, all named ncclshim" \
+  || not_ok "NVTX counts: $(cat "$TMPD"/nvtx.* 2>/dev/null | tr '\n' ';')"
+NCCLSHIM_LOG=off FAKE_NVTX_OUT="$TMPD/nvoff" mpirun_shim 2 "$P" -i 2 -N "$TBIN/log/libnvToolsExt.so.1" >/dev/null 2>&1
+[ "$(cat "$TMPD"/nvoff.* 2>/dev/null | grep -c '^started 0 ended 0 ')" -eq 2 ] && ok "NVTX: no range with NCCLSHIM_LOG=off" \
+  || not_ok "NVTX with LOG=off: $(cat "$TMPD"/nvoff.* 2>/dev/null | tr '\n' ';')"
+
+# 10. The cross-rank report names the straggler (rank 2 sleeps 3 ms before each operation).
+NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/slow.%r.jsonl" mpirun_shim 4 "$P" -i 10 -d 2:3000 >/dev/null 2>&1
+check "logtest passes with a delayed rank" test $? -eq 0
+"$REPORT" -o "$TMPD/report" --json "$TMPD/report.json" "$TMPD/slow.*.jsonl" >"$TMPD/report.txt" 2>"$TMPD/report.err"
+check "ncclshim-report runs" test $? -eq 0
+check_grep "the report names rank 2 as the straggler" "straggler: rank 2 \(" "$TMPD/report.txt"
+python3 - "$TMPD/report.json" <<'EOF' && ok "report JSON: straggler 2, last at >= 90% of 60 collectives, exact totals and bytes saved" || not_ok "report JSON: $(head -c 300 "$TMPD/report.json")"
+import json, sys
+c = json.load(open(sys.argv[1]))["communicators"][0]
+s = c["skew"]
+t = c["totals"]
+assert s["straggler"] == 2 and s["matched"] == 60 and s["per_rank"]["2"]["last"] >= 54, s
+# 4 ranks x 10 iterations: compressed saves 32768 B, fused 49152 B per record.
+assert c["bytes_saved"] == 4 * 10 * (32768 + 49152), c["bytes_saved"]
+assert t["passthrough"]["calls"] == 160 and t["compressed"]["records"] == 40 and t["fused"]["calls"] == 120, t
+EOF
+if command -v gnuplot >/dev/null; then
+  n=$(find "$TMPD/report" -name 'comm0-*.png' -size +1k | wc -l)
+  [ "$n" -eq 3 ] && ok "report: three PNG plots (time per record, busbw per size, lateness)" || not_ok "report: $n PNGs"
+else
+  ok "report: gnuplot not installed, PNGs skipped (data files written)"
+fi
+"$REPORT" "$TMPD/calls.*.jsonl" >"$TMPD/report2.txt" 2>&1
+check_grep "report over two communicators lists both" "^# communicator 1: 4 ranks" "$TMPD/report2.txt"
