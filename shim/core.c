@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -103,6 +104,49 @@ const char *nsc_op_name(ncclRedOp_t op) {
   return (unsigned)op < sizeof n / sizeof n[0] ? n[op] : "premulsum";
 }
 
+/* Per-thread counters ------------------------------------------------------ */
+__thread nsc_counts *nsc_my_counts;
+static nsc_counts *live;                   /* blocks of running threads */
+static uint64_t retired[NSC_NCOUNTERS];    /* totals of threads that exited */
+static pthread_mutex_t counts_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t counts_key;
+static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
+
+static void retire(void *p) {
+  nsc_counts *c = p;
+  pthread_mutex_lock(&counts_lock);
+  for (int i = 0; i < NSC_NCOUNTERS; i++) retired[i] += c->v[i];
+  if (c->prev) c->prev->next = c->next;
+  else live = c->next;
+  if (c->next) c->next->prev = c->prev;
+  pthread_mutex_unlock(&counts_lock);
+  free(c);
+}
+
+static void make_key(void) { pthread_key_create(&counts_key, retire); }
+
+nsc_counts *nsc_counts_register(void) {
+  pthread_once(&counts_once, make_key);
+  nsc_counts *c = calloc(1, sizeof *c);
+  if (!c) return NULL; /* counting is best effort; never fail a call for it */
+  pthread_mutex_lock(&counts_lock);
+  c->next = live;
+  if (live) live->prev = c;
+  live = c;
+  pthread_mutex_unlock(&counts_lock);
+  pthread_setspecific(counts_key, c);
+  nsc_my_counts = c;
+  return c;
+}
+
+void nsc_counts_sum(uint64_t v[NSC_NCOUNTERS]) {
+  pthread_mutex_lock(&counts_lock);
+  for (int i = 0; i < NSC_NCOUNTERS; i++) v[i] = retired[i];
+  for (nsc_counts *c = live; c; c = c->next)
+    for (int i = 0; i < NSC_NCOUNTERS; i++) v[i] += __atomic_load_n(&c->v[i], __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&counts_lock);
+}
+
 /* Public API ---------------------------------------------------------------- */
 #define NSC_API __attribute__((visibility("default")))
 
@@ -111,14 +155,12 @@ NSC_API const char *ncclshim_version(void) { return NCCLSHIM_VERSION_STRING; }
 NSC_API int ncclshim_get_stats(ncclshim_stats_t *out) {
   if (!out) return -1;
   ncclshim_stats_t s;
-  s.calls = __atomic_load_n(&nsc_totals.calls, __ATOMIC_RELAXED);
-  s.passthrough = __atomic_load_n(&nsc_totals.passthrough, __ATOMIC_RELAXED);
-  s.compressed = __atomic_load_n(&nsc_totals.compressed, __ATOMIC_RELAXED);
-  s.skipped = __atomic_load_n(&nsc_totals.skipped, __ATOMIC_RELAXED);
-  s.fused = __atomic_load_n(&nsc_totals.fused, __ATOMIC_RELAXED);
-  s.real_calls = __atomic_load_n(&nsc_totals.real_calls, __ATOMIC_RELAXED);
-  s.logical_bytes = __atomic_load_n(&nsc_totals.logical_bytes, __ATOMIC_RELAXED);
-  s.wire_bytes = __atomic_load_n(&nsc_totals.wire_bytes, __ATOMIC_RELAXED);
+  memset(&s, 0, sizeof s);
+  uint64_t v[NSC_NCOUNTERS];
+  nsc_counts_sum(v);
+#define X(f) s.f = v[NSC_C_##f];
+  NSC_COUNTERS(X)
+#undef X
   nsc_cast_counts c = {0, 0};
   nsc_backend_host.counts(&c);
   const nsc_backend *cu = nsc_g.state == NSC_ACTIVE ? nsc_backend_cuda() : NULL;

@@ -33,9 +33,32 @@ extern nsc_global_t nsc_g;
 /* Activate once (thread-safe) and return nsc_g.state. */
 int nsc_activate(void);
 
-/* Process totals (ncclshim_get_stats); updated with relaxed atomics. */
+/* Process totals (ncclshim_get_stats). Each thread adds into its own block
+ * with plain stores (no locked read-modify-write on the per-call path); a
+ * reader sums the blocks, and a thread's block is folded into the retired
+ * totals when the thread exits. */
+#define NSC_COUNTERS(X) X(calls) X(passthrough) X(compressed) X(skipped) X(fused) \
+  X(real_calls) X(logical_bytes) X(wire_bytes)
+enum {
+#define X(f) NSC_C_##f,
+  NSC_COUNTERS(X)
+#undef X
+  NSC_NCOUNTERS
+};
+typedef struct nsc_counts {
+  uint64_t v[NSC_NCOUNTERS];
+  struct nsc_counts *prev, *next;
+} nsc_counts;
+extern __thread nsc_counts *nsc_my_counts;
+nsc_counts *nsc_counts_register(void);
+void nsc_counts_sum(uint64_t v[NSC_NCOUNTERS]);
+static inline void nsc_count_add(int i, uint64_t n) {
+  nsc_counts *c = nsc_my_counts ? nsc_my_counts : nsc_counts_register();
+  if (c) __atomic_store_n(&c->v[i], c->v[i] + n, __ATOMIC_RELAXED);
+}
+#define NSC_COUNT(field, n) nsc_count_add(NSC_C_##field, (uint64_t)(n))
+/* wire type name and enabled flag for ncclshim_get_stats */
 extern ncclshim_stats_t nsc_totals;
-#define NSC_COUNT(field, n) __atomic_fetch_add(&nsc_totals.field, (uint64_t)(n), __ATOMIC_RELAXED)
 
 /* Re-entry guard: a hook entered while this thread is already inside the shim
  * (real NCCL calling a hooked API, or a callback) forwards untouched. */
