@@ -1,0 +1,218 @@
+# env/: the presets parse, set only NCCL_*/NCCLSHIM_* variables the shim
+# knows and never override the user; ncclshim-run composes LD_PRELOAD, gives
+# user values precedence, prints the settings, keeps arguments intact and
+# forwards variables through mpirun; ncclshim-tune --quick on the host NCCL
+# writes an env file the shim accepts and never exceeds its error bound.
+. "$(dirname "$0")/../lib.sh"
+ENV="$ROOT/env"
+RUN="$ENV/ncclshim-run"
+TUNE="$ENV/ncclshim-tune"
+export LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+unset LD_PRELOAD
+# Start from no shim or NCCL settings of the caller's.
+for v in $(compgen -e | grep -E '^NCCL(SHIM)?_'); do unset "$v"; done
+
+# Every NCCLSHIM_* name the shim knows, from its one table.
+sed -n 's/^NSC_CFG(\([a-z0-9_]*\),.*/\1/p' "$ROOT/shim/config.def" | tr '[:lower:]' '[:upper:]' | sed 's/^/NCCLSHIM_/' | sort >"$TMPD/known"
+check "shim/config.def lists NCCLSHIM_COMPRESS (name list is not empty)" grep -qx NCCLSHIM_COMPRESS "$TMPD/known"
+
+# ---- presets ------------------------------------------------------------------
+
+# Names a preset adds when sourced into an empty environment (any variable,
+# exported or not); "$1.bad" gets the ones outside NCCL_*/NCCLSHIM_*.
+preset_names() {
+  env -i PATH="$PATH" bash --norc --noprofile -c '
+    before=$(compgen -v); . "$1" >/dev/null
+    comm -13 <(printf "%s\n" $before | sort) <(compgen -v | sort)' _ "$1" | grep -vx -e _ -e before -e PIPESTATUS
+}
+presets=("$ENV"/*.env)
+check "five presets exist (nvlink infiniband roce ethernet-25g ethernet-1g)" \
+  test -f "$ENV/nvlink.env" -a -f "$ENV/infiniband.env" -a -f "$ENV/roce.env" -a -f "$ENV/ethernet-25g.env" -a -f "$ENV/ethernet-1g.env"
+for p in "${presets[@]}"; do
+  n=$(basename "$p" .env)
+  check "preset $n parses (bash -n, sh -n)" bash -c 'bash -n "$1" && sh -n "$1"' _ "$p"
+  preset_names "$p" >"$TMPD/$n.names"
+  grep -vE '^NCCL(SHIM)?_[A-Z0-9_]+$' "$TMPD/$n.names" >"$TMPD/$n.bad"
+  check "preset $n sets only NCCL_*/NCCLSHIM_* variables" test ! -s "$TMPD/$n.bad"
+  check_grep "preset $n sets NCCLSHIM_COMPRESS" '^NCCLSHIM_COMPRESS$' "$TMPD/$n.names"
+  check "preset $n does not set NCCLSHIM_ACCUM_STEPS" bash -c '! grep -qx NCCLSHIM_ACCUM_STEPS "$1"' _ "$TMPD/$n.names"
+  # Every name mentioned, commented-out lines included, must be one the shim knows.
+  grep -oE 'NCCLSHIM_[A-Z0-9_]+' "$p" | sort -u | comm -23 - "$TMPD/known" >"$TMPD/$n.unknown"
+  check "preset $n names only NCCLSHIM_ variables from shim/config.def" test ! -s "$TMPD/$n.unknown"
+  # Every variable it sets exported, and every one of them left alone when set.
+  check "preset $n exports what it sets and keeps every user-set value" env -i PATH="$PATH" bash --norc -c '
+    names=$(cat "$2")
+    for v in $names; do export "$v=user-$v"; done
+    . "$1" >/dev/null
+    for v in $names; do [ "${!v}" = "user-$v" ] || { echo "$v overridden: ${!v}"; exit 1; }; done
+    unset $names; . "$1" >/dev/null
+    for v in $names; do env | grep -q "^$v=" || { echo "$v not exported"; exit 1; }; done' _ "$p" "$TMPD/$n.names"
+  # The values parse too: the shim runs with them (exit 0, nothing rejected).
+  if [ -x "$BIN/allreduce_perf" ] && [ -f "$SHIM" ]; then
+    "$RUN" --preset "$n" -- timeout 60 mpirun -np 2 "$BIN/allreduce_perf" -b 256K -e 256K -n 2 -w 1 -R 1 >"$TMPD/$n.run" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && ! grep -qiE 'invalid|unknown variable' "$TMPD/$n.run"; then ok "preset $n: allreduce_perf under the shim accepts its values"
+    else not_ok "preset $n: allreduce_perf under the shim exit $rc"; tail -n 8 "$TMPD/$n.run" | sed 's/^/#   /'; fi
+  else not_ok "preset $n: allreduce_perf or the shim was not built"; fi
+done
+
+# ---- ncclshim-run ---------------------------------------------------------------
+
+echo 'int ncclshim_test_dummy;' | gcc -shared -fPIC -x c - -o "$TMPD/libdummy1.so" &&
+  cp "$TMPD/libdummy1.so" "$TMPD/libdummy2.so" && ln -sf "$SHIM" "$TMPD/shimlink.so"
+shim_abs=$(readlink -f "$SHIM")
+
+out=$(LD_PRELOAD="$TMPD/libdummy1.so $TMPD/shimlink.so:$TMPD/libdummy2.so" "$RUN" -- printenv LD_PRELOAD 2>"$TMPD/ld.err")
+want="$shim_abs:$TMPD/libdummy1.so:$TMPD/libdummy2.so"
+if [ "$out" = "$want" ]; then ok "LD_PRELOAD: shim first, existing entries kept in order, the shim's second path dropped"
+else not_ok "LD_PRELOAD is '$out', want '$want'"; sed 's/^/#   /' "$TMPD/ld.err"; fi
+out=$(LD_PRELOAD="$shim_abs" "$RUN" -- printenv LD_PRELOAD)
+if [ "$out" = "$shim_abs" ]; then ok "LD_PRELOAD that holds only the shim stays one entry"; else not_ok "LD_PRELOAD is '$out'"; fi
+
+out=$(NCCLSHIM_COMPRESS=bf16 NCCL_IB_DISABLE=1 "$RUN" --preset infiniband -- \
+  bash -c 'echo "$NCCLSHIM_COMPRESS $NCCL_IB_DISABLE $NCCLSHIM_MIN_BYTES"')
+if [ "$out" = "bf16 1 1M" ]; then ok "user-set NCCLSHIM_COMPRESS and NCCL_IB_DISABLE win over the preset, the rest comes from it"
+else not_ok "preset precedence: got '$out', want 'bf16 1 1M'"; fi
+# A preset written as plain assignments: the user still wins; only NCCL names pass.
+printf 'NCCLSHIM_COMPRESS=fp16\nNCCLSHIM_FUSE_BYTES=1M\nNCCL_SOCKET_NTHREADS=3\nNOT_OURS=1\n' >"$TMPD/plain.env"
+out=$(NCCLSHIM_COMPRESS=off "$RUN" --preset "$TMPD/plain.env" -- \
+  bash -c 'echo "$NCCLSHIM_COMPRESS $NCCLSHIM_FUSE_BYTES $NCCL_SOCKET_NTHREADS ${NOT_OURS-unset}"')
+if [ "$out" = "off 1M 3 unset" ]; then ok "preset given as a path with plain assignments: user wins, non-NCCL names dropped"
+else not_ok "plain preset: got '$out', want 'off 1M 3 unset'"; fi
+
+NCCL_DEBUG=WARN NCCLSHIM_MIN_BYTES=2M "$RUN" --preset roce --print >"$TMPD/print.out" 2>"$TMPD/print.err"
+check "--print without a command exits 0" test $? -eq 0
+check_grep "--print lists the preset's NCCLSHIM_COMPRESS" '^export NCCLSHIM_COMPRESS=fp16 +# preset roce$' "$TMPD/print.out"
+check_grep "--print lists the user's NCCLSHIM_MIN_BYTES" '^export NCCLSHIM_MIN_BYTES=2M +# environment$' "$TMPD/print.out"
+check_grep "--print lists the user's NCCL_DEBUG" '^export NCCL_DEBUG=WARN +# environment$' "$TMPD/print.out"
+check_grep "--print lists the preset's NCCL_IB_ROCE_VERSION_NUM" '^export NCCL_IB_ROCE_VERSION_NUM=2 ' "$TMPD/print.out"
+check_grep "--print lists LD_PRELOAD with the shim" "^export LD_PRELOAD=$shim_abs " "$TMPD/print.out"
+check "--print output is sourceable and sets what it lists" env -i bash -c \
+  '. "$1" && [ "$NCCLSHIM_MIN_BYTES" = 2M ] && [ "$NCCLSHIM_COMPRESS" = fp16 ]' _ "$TMPD/print.out"
+
+out=$("$RUN" -- python3 -c 'import sys,json; print(json.dumps(sys.argv[1:]))' "a b" "c'd" "" '$HOME' '*' 'x"y')
+want='["a b", "c'"'"'d", "", "$HOME", "*", "x\"y"]'
+if [ "$out" = "$want" ]; then ok "arguments with spaces, quotes, \$ and * arrive intact"; else not_ok "argv: got $out, want $want"; fi
+
+mkdir -p "$TMPD/bin"
+printf '#!/bin/sh\nprintf "%%s\\n" "$0" "$@" >"%s/argv"\nprintf "%%s" "$NCCLSHIM_COMPRESS" >"%s/env"\n' "$TMPD" "$TMPD" >"$TMPD/bin/mpirun"
+cp "$TMPD/bin/mpirun" "$TMPD/bin/torchrun"
+chmod +x "$TMPD/bin/mpirun" "$TMPD/bin/torchrun"
+# Expected: -x for each NCCL_*/NCCLSHIM_* that --print lists, then LD_PRELOAD,
+# right after the launcher word; then the command as given.
+PATH="$TMPD/bin:$PATH" NCCL_DEBUG=WARN "$RUN" --preset ethernet-1g --print >"$TMPD/mpi.print"
+{ echo "$TMPD/bin/mpirun"
+  sed -n 's/^export \(NCCL[A-Z0-9_]*\)=.*/\1/p' "$TMPD/mpi.print" | while read -r v; do printf -- '-x\n%s\n' "$v"; done
+  printf -- '-x\nLD_PRELOAD\n-np\n2\nprog\nx y\n'; } >"$TMPD/argv.want"
+PATH="$TMPD/bin:$PATH" NCCL_DEBUG=WARN "$RUN" --preset ethernet-1g -- mpirun -np 2 prog "x y"
+check "mpirun: -x NAME for every NCCL_*/NCCLSHIM_* and LD_PRELOAD, inserted after the mpirun word" \
+  diff "$TMPD/argv.want" "$TMPD/argv"
+check_grep "mpirun: the user's NCCL_DEBUG is forwarded too" '^NCCL_DEBUG$' "$TMPD/argv"
+check "mpirun: the preset's values are in the launcher's environment" test "$(cat "$TMPD/env")" = fp16
+PATH="$TMPD/bin:$PATH" "$RUN" -- torchrun --nproc-per-node 2 train.py "a b"
+printf '%s\n' "$TMPD/bin/torchrun" --nproc-per-node 2 train.py "a b" >"$TMPD/argv.want"
+check "torchrun: command passed unchanged (environment inherited)" diff "$TMPD/argv.want" "$TMPD/argv"
+
+"$RUN" --no-such-option -- true >"$TMPD/usage.out" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q '^usage:' "$TMPD/usage.out"; then ok "unknown option: usage message, exit 2"; else not_ok "unknown option: exit $rc"; fi
+"$RUN" >/dev/null 2>&1; rc=$?
+check "no command and no --print: exit 2" test $rc -eq 2
+check_fails "a missing --lib is an error" "$RUN" --lib "$TMPD/nope.so" -- true
+check_fails "an unknown preset is an error" "$RUN" --preset no-such-fabric -- true
+
+# ---- ncclshim-tune ------------------------------------------------------------------
+
+timeout 120 "$TUNE" --quick -o "$TMPD/tuned.env" >"$TMPD/tune.out" 2>&1
+rc=$?
+check "ncclshim-tune --quick on the host NCCL exits 0" test $rc -eq 0
+sed -n '/^phase /,/^wrote /p' "$TMPD/tune.out" | sed 's/^/#   /'   # the table, for the log
+check_grep "tuned file's table has the uncompressed baseline" '^# compress +compress=off ' "$TMPD/tuned.env"
+check_grep "tuned file's table has fp16" '^# compress +compress=fp16 ' "$TMPD/tuned.env"
+check_grep "tuned file's table has bf16" '^# compress +compress=bf16 ' "$TMPD/tuned.env"
+for v in NCCLSHIM_COMPRESS NCCLSHIM_MIN_BYTES NCCLSHIM_FUSE_BYTES NCCLSHIM_CHUNK_BYTES; do
+  check_grep "tuned file sets $v (user value wins)" "^: \"\\\$\\{$v:=[^}]+\\}\"; export $v\$" "$TMPD/tuned.env"
+done
+check "tuned file assigns nothing else (never NCCLSHIM_ACCUM_STEPS)" \
+  test "$(grep -vc '^#' "$TMPD/tuned.env")" -eq 4
+preset_names "$TMPD/tuned.env" | comm -23 - "$TMPD/known" >"$TMPD/tuned.unknown"
+check "tuned file sets only names from shim/config.def" test ! -s "$TMPD/tuned.unknown"
+( . "$TMPD/tuned.env"; mpirun_shim 2 "$BIN/allreduce_perf" -b 64K -e 1M -f 4 -n 2 -w 1 -R 1 ) >"$TMPD/tuned.run" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && ! grep -qiE 'invalid|unknown variable' "$TMPD/tuned.run"; then ok "the shim accepts the tuned file: allreduce_perf exit 0, nothing invalid"
+else not_ok "allreduce_perf with the tuned file: exit $rc"; tail -n 8 "$TMPD/tuned.run" | sed 's/^/#   /'; fi
+
+# From a log (shim's NCCLSHIM_LOG=calls records, plus lines to be ignored),
+# with a bound no compressed result can meet: the file must say off.
+cat >"$TMPD/calls.jsonl" <<'EOF'
+{"kind":"call","rank":0,"op":"sum","dtype":"float","count":32768,"logical_bytes":131072,"action":"compressed","members":1}
+{"kind":"call","rank":0,"op":"sum","dtype":"float","count":32768,"logical_bytes":131072,"action":"compressed","members":1}
+{"kind":"call","rank":0,"op":"sum","dtype":"float","count":131072,"logical_bytes":524288,"action":"fused","members":4}
+{"kind":"call","rank":0,"op":"sum","dtype":"int32","count":10,"logical_bytes":40,"action":"passthrough","members":1}
+{"kind":"call","rank":0,"op":"max","dtype":"float","count":10,"logical_bytes":40,"action":"passthrough","members":1}
+{"kind":"call","rank":0,"op":"sum","dtype":"float","count":262144,"logical_bytes":1048576,"action":"skipped","members":1}
+{"kind":"call","rank":0,"op":"sum","dtype":"float","count":262144,"logical_bytes":1048576,"action":"compressed","members":1}
+{"kind":"summary","rank":0,"records":7}
+{not json
+EOF
+timeout 120 "$TUNE" --quick --from-log "$TMPD/calls.jsonl" --max-rel-error 1e-6 -o "$TMPD/strict.env" >"$TMPD/strict.out" 2>&1
+rc=$?
+check "ncclshim-tune --from-log exits 0" test $rc -eq 0
+check_grep "log histogram: 7 fp32 sum/avg calls used (6 of 128K counting 4 fused members, 1 of 1M)" \
+  '^# Workload: 8 JSON records in .*: 7 fp32 sum/avg calls that communicated used$' "$TMPD/strict.env"
+check_grep "log histogram: weights 128K x6, 1M x1" '^#   calls per size: 128K x6, 1M x1$' "$TMPD/strict.env"
+check_grep "a bound no compressed result meets (1e-6) yields compression off" \
+  '^: "\$\{NCCLSHIM_COMPRESS:=off\}"' "$TMPD/strict.env"
+check_grep "rows beyond the bound are marked so" 'compress=fp16 .*over the bound' "$TMPD/strict.env"
+printf '{"kind":"summary"}\nplain text\n' >"$TMPD/empty.jsonl"
+check_fails "a log without usable records is an error" "$TUNE" --quick --from-log "$TMPD/empty.jsonl" -o "$TMPD/x.env"
+check "... and writes no file" test ! -e "$TMPD/x.env"
+
+# The search itself on a deterministic model of a machine (no runs, no
+# timing): off costs 50 + s/100 us, fp16 200 + s/200 (it loses below ~30 KB),
+# bf16 the same times a factor, with an error given per case; grouped calls
+# and chunk sizes have fixed times. Checks thresholds, the bound, ties and
+# the fusion/chunk choices exactly.
+cat >"$TMPD/model.py" <<'EOF2'
+import sys, types
+from importlib.machinery import SourceFileLoader
+t = SourceFileLoader("tune", sys.argv[1]).load_module()
+K, M = 1024, 1 << 20
+bf16_factor, bf16_err = float(sys.argv[3]), float(sys.argv[4])
+
+def model(st, s, agg):
+    c = st["NCCLSHIM_COMPRESS"]
+    if agg > 1:  # grouped calls: only the fusion size matters
+        return {0: 100.0, 64 * M: 60.0, M: 50.0, 256 * M: 60.0}[st["NCCLSHIM_FUSE_BYTES"]], 9e-4, c
+    if "NCCLSHIM_CHUNK_BYTES" in st:
+        return {0: 30000.0, 32 * M: 31000.0, 16 * M: 29000.0}[st["NCCLSHIM_CHUNK_BYTES"]], 9e-4, c
+    if c == "off":
+        return 50 + s / 100, 6e-8, "-"
+    f, e = (1.0, 9e-4) if c == "fp16" else (bf16_factor, bf16_err)
+    return f * (200 + s / 200), e, c
+
+class FakeBench:
+    def measure(self, st, sizes, agg=1):
+        return {s: model(st, s, agg)[:2] + (0, model(st, s, agg)[2]) for s in sizes}, None
+    def context(self): return []
+    def kept_settings(self): return []
+
+a = types.SimpleNamespace(max_rel_error=1e-2, margin=0.03, reps=2, quick=False, compress=["off", "fp16", "bf16"],
+                          group=8, output=sys.argv[2], launcher="model", bench="allreduce_perf", iters=5)
+sizes = [16 * K, 64 * K, 256 * K, M, 4 * M, 16 * M, 64 * M]
+w = {s: 1 for s in sizes}
+chosen, table, pick, off, notes = t.tune(a, FakeBench(), sizes, w, {16 * K: 1, 64 * K: 1})
+t.write_env(a.output, t.report(a, FakeBench(), chosen, table, sizes, w, ["model"], pick, off, notes), chosen)
+print(t.describe(chosen))
+EOF2
+model_case() { # desc bf16_factor bf16_err expected
+  local out
+  out=$(PYTHONDONTWRITEBYTECODE=1 python3 "$TMPD/model.py" "$TUNE" "$TMPD/model.env" "$2" "$3" 2>"$TMPD/model.err")
+  if [ "$out" = "$4" ]; then ok "model: $1 -> $4"; else not_ok "model: $1: got '$out', want '$4'"; sed 's/^/#   /' "$TMPD/model.err" | tail -n 5; fi
+}
+model_case "bf16 beyond the bound; fp16 wins from 64K; fusion 1M and chunk 16M beat the defaults" 1.0 2e-2 \
+  "compress=fp16 min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
+check_grep "model: the bf16 row is marked beyond the bound" '^# compress +compress=bf16 min_bytes=0 .* over the bound$' "$TMPD/model.env"
+model_case "bf16 within the bound but only 2% faster: a tie, fp16 kept" 0.98 7e-3 \
+  "compress=fp16 min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
+model_case "bf16 within the bound and 20% faster: bf16, from 64K" 0.8 7e-3 \
+  "compress=bf16 min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
