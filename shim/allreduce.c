@@ -276,6 +276,13 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   nsc_action a = nsc_policy_transform(cfg, &call);
   int acc = nsc_policy_accumulable(cfg, &call);
   if (a == NSC_ACT_PASS && !acc) {
+    if (cfg->accum_steps > 1 && c->accum.mode == NSC_ACC_LEARNING) {
+      pthread_mutex_lock(&c->lock);
+      int fl = (dt == ncclFloat16 || dt == ncclBfloat16 || dt == ncclFloat32 || dt == ncclFloat64) &&
+               (op == ncclSum || op == ncclAvg);
+      nsc_accum_observe(&c->accum, nsc_accum_sig(count, dt, op), fl ? count * nsc_dtype_size(dt) : 0);
+      pthread_mutex_unlock(&c->lock);
+    }
     r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
     goto out;
   }
@@ -292,7 +299,8 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   if (acc) {
     char why[256];
     pthread_mutex_lock(&c->lock);
-    int sync = nsc_accum_next(&c->accum, count * nsc_dtype_size(dt), cfg->accum_steps, why, sizeof why);
+    int sync = nsc_accum_next(&c->accum, nsc_accum_sig(count, dt, op), count * nsc_dtype_size(dt),
+                              cfg->accum_steps, why, sizeof why);
     nsc_log_accum(&c->log, sync);
     pthread_mutex_unlock(&c->lock);
     if (why[0] && c->rank == 0) nsc_info("accumulation on communicator %p: %s", (void *)comm, why);

@@ -34,6 +34,7 @@ nsc_comm *nsc_comm_find(ncclComm_t comm) {
 
 static void free_entry(nsc_comm *c) {
   nsc_pending_drop(&c->pending);
+  nsc_accum_free(&c->accum);
   nsc_staging_release(&c->staging);
   nsc_log_comm_close(&c->log);
   pthread_mutex_destroy(&c->lock);
