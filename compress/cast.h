@@ -18,7 +18,8 @@ typedef enum { NSC_WIRE_FP16 = 0, NSC_WIRE_BF16 = 1 } nsc_wire_t;
 
 /* What a cast to the wire type lost, counted per call (added to, never reset).
  * overflow: finite fp32 values that became +-Inf; underflow: non-zero values
- * that became +-0. */
+ * that became +-0. Both judged on the value being rounded, i.e. after the
+ * multiply by scale (a value the multiply itself makes Inf is not counted). */
 typedef struct {
   uint64_t overflow;
   uint64_t underflow;
@@ -32,7 +33,9 @@ float nsc_bf16_to_f32_ref(uint16_t h);
 
 /* Buffer casts. `scale` multiplies each fp32 value before it is rounded
  * (to_wire) or after it is widened (from_wire); scale == 1.0f does no multiply.
- * Any alignment, any n including 0. counts may be NULL. Never fail. */
+ * Any alignment, any n including 0. counts may be NULL. Never fail. src and dst
+ * must not overlap. fp16 -> fp32 quiets NaNs (as F16C does); bf16 -> fp32 is
+ * the exact bit extension. */
 void nsc_cast_to_wire(nsc_wire_t w, const float *src, uint16_t *dst, size_t n,
                       float scale, nsc_cast_counts *counts);
 void nsc_cast_from_wire(nsc_wire_t w, const uint16_t *src, float *dst, size_t n,
@@ -41,11 +44,13 @@ void nsc_cast_from_wire(nsc_wire_t w, const uint16_t *src, float *dst, size_t n,
 /* dst[i] = src[i] * factor for a floating NCCL-like datatype given by element
  * size and kind, used for results of skipped (accumulated) calls; src == dst
  * allowed. kind: 'f' fp32, 'd' fp64, 'h' fp16, 'b' bf16. Returns 0, or -1 for an
- * unknown kind. fp16/bf16 are widened, multiplied in fp32 and rounded back. */
+ * unknown kind. fp32 multiplies by (float)factor in fp32, fp64 in fp64;
+ * fp16/bf16 are widened, multiplied by (float)factor in fp32 and rounded back. */
 int nsc_scale_buffer(char kind, const void *src, void *dst, size_t n, double factor);
 
 /* Which implementation the buffer casts use ("scalar", "f16c", "avx512"), and a
- * way for tests and benchmarks to force one (returns -1 if the CPU lacks it).
+ * way for tests and benchmarks to force one (returns -1 if the CPU lacks it;
+ * NULL or "auto" restores the automatic choice).
  * nsc_cast_set_threads(t): use up to t threads for buffers of >= 4 MiB (default 1). */
 const char *nsc_cast_impl_name(void);
 int nsc_cast_force_impl(const char *name);

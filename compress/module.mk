@@ -1,5 +1,39 @@
 # compress/ — host casts (scalar reference + vectorised paths chosen at run
-# time) and, when nvcc is present, the CUDA kernels as an embedded fatbin.
+# time) and, when nvcc is present, the CUDA kernels as an embedded fatbin
+# (compress/fatbin.S -> nsc_fatbin, nsc_fatbin_size), plus the driver-API
+# loader and launchers (compress/cu_*.c) that the CUDA backend uses.
 COMPRESS_SRCS := $(sort $(wildcard compress/*.c))
 COMPRESS_OBJS := $(COMPRESS_SRCS:%.c=$(B)/obj/%.o)
 $(COMPRESS_OBJS): EXTRA_CFLAGS := -fvisibility=hidden -Icompress
+# The driver-API files take cuda.h for its types only (libcuda is dlopen'ed).
+$(filter $(B)/obj/compress/cu_%,$(COMPRESS_OBJS)): EXTRA_CFLAGS += -I$(CUDA_HOME)/include
+
+# Kernels: SASS for the architectures we target plus PTX for newer ones.
+KERNELS_FATBIN := $(B)/obj/compress/kernels.fatbin
+NVCC_GENCODE := -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
+  -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89 \
+  -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCC_FLAGS := -O3 -std=c++17 -Icompress -Xptxas=-Werror -Werror all-warnings
+
+# kernels.mode records how the fatbin was made (nvcc and flags, or none), so
+# a build that finds nvcc after one that did not (or the reverse) remakes it.
+KERNELS_MODE := $(if $(HAVE_NVCC),$(NVCC) $(NVCC_GENCODE) $(NVCC_FLAGS),none)
+KERNELS_MODE_FILE := $(B)/obj/compress/kernels.mode
+$(shell mkdir -p $(B)/obj/compress && { [ "$$(cat $(KERNELS_MODE_FILE) 2>/dev/null)" = "$(KERNELS_MODE)" ] || echo "$(KERNELS_MODE)" > $(KERNELS_MODE_FILE); })
+
+ifeq ($(HAVE_NVCC),1)
+$(KERNELS_FATBIN): compress/kernels.cu compress/cast_bits.h compress/cu_abi.h $(KERNELS_MODE_FILE)
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ $<
+else
+$(info compress: nvcc not found, CUDA kernels are not built (the CUDA backend will report itself unavailable))
+$(KERNELS_FATBIN): $(KERNELS_MODE_FILE)
+	@mkdir -p $(@D)
+	@: > $@
+endif
+
+$(B)/obj/compress/fatbin.o: compress/fatbin.S $(KERNELS_FATBIN)
+	@mkdir -p $(@D)
+	$(CC) -c -DNSC_FATBIN='"$(KERNELS_FATBIN)"' -o $@ $<
+
+COMPRESS_OBJS += $(B)/obj/compress/fatbin.o

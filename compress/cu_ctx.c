@@ -1,0 +1,278 @@
+/* cu_ctx.c — the per-context table of cu_ctx.h.
+ *
+ * Readers scan the published entries without a lock (entries are complete
+ * before the count that publishes them is stored with release order); a
+ * mutex serialises creation. The first use of a context loads the module,
+ * which cuModuleLoadData does into the current context, so the entry's
+ * context is pushed for it when it is not the current one.
+ *
+ * Must not: synchronise a stream, free an entry, or exit. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cu_ctx.h"
+
+#define MAX_CTX 64
+#define EV_BLOCK 64
+
+static nsc_cuctx *table[MAX_CTX];
+static int ntable; /* published entries, atomic */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define TRY(call, name)                                                                  \
+  do {                                                                                   \
+    CUresult r_ = (call);                                                                \
+    if (r_ != CUDA_SUCCESS) {                                                            \
+      *what = name;                                                                      \
+      return r_;                                                                         \
+    }                                                                                    \
+  } while (0)
+
+static unsigned long long ctx_id(const nsc_cu_api *cu, CUcontext ctx) {
+  unsigned long long id = 0;
+  if (cu->cuCtxGetId && cu->cuCtxGetId(ctx, &id) != CUDA_SUCCESS) id = 0;
+  return id;
+}
+
+static nsc_cuctx *find(CUcontext ctx, unsigned long long id) {
+  int n = __atomic_load_n(&ntable, __ATOMIC_ACQUIRE);
+  for (int i = n - 1; i >= 0; i--)
+    if (table[i]->ctx == ctx && table[i]->id == id) return table[i];
+  return NULL;
+}
+
+CUresult nsc_cuctx_enter(const nsc_cuctx *c, int *pushed, const char **what) {
+  const nsc_cu_api *cu = nsc_cu_driver();
+  CUcontext cur = NULL;
+  *pushed = 0;
+  TRY(cu->cuCtxGetCurrent(&cur), "cuCtxGetCurrent");
+  if (cur == c->ctx) return CUDA_SUCCESS;
+  TRY(cu->cuCtxPushCurrent(c->ctx), "cuCtxPushCurrent");
+  *pushed = 1;
+  return CUDA_SUCCESS;
+}
+
+void nsc_cuctx_leave(int pushed) {
+  CUcontext dummy;
+  if (pushed) nsc_cu_driver()->cuCtxPopCurrent(&dummy);
+}
+
+/* Fills a new entry for ctx (current on this thread during the call). */
+static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what) {
+  static const char *const names[NSC_K_COUNT] = {
+#define NSC_K_NAME(k) "nsc_k_" #k,
+      NSC_KERNEL_NAMES(NSC_K_NAME)
+#undef NSC_K_NAME
+  };
+  int v = 0;
+  TRY(cu->cuCtxGetDevice(&c->dev), "cuCtxGetDevice");
+  TRY(cu->cuDeviceGetAttribute(&c->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->dev),
+      "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+  if (cu->cuMemAllocAsync && cu->cuMemFreeAsync &&
+      cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, c->dev) ==
+          CUDA_SUCCESS)
+    c->pools = v != 0;
+  TRY(cu->cuModuleLoadData(&c->mod, nsc_fatbin), "cuModuleLoadData(embedded fatbin)");
+  for (int k = 0; k < NSC_K_COUNT; k++) TRY(cu->cuModuleGetFunction(&c->fn[k], c->mod, names[k]), names[k]);
+  void *host = NULL;
+  TRY(cu->cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+      "cuMemHostAlloc(counters)");
+  memset(host, 0, 64);
+  c->counters = host;
+  TRY(cu->cuMemHostGetDevicePointer(&c->counters_dev, host, 0), "cuMemHostGetDevicePointer");
+  return CUDA_SUCCESS;
+}
+
+/* *out if its setup succeeded, else its failure again. */
+static CUresult usable(nsc_cuctx *c, nsc_cuctx **out, const char **what) {
+  if (c->setup == CUDA_SUCCESS) {
+    *out = c;
+    return CUDA_SUCCESS;
+  }
+  *out = NULL;
+  *what = c->setup_what;
+  return c->setup;
+}
+
+static CUresult get_entry(CUcontext ctx, nsc_cuctx **out, const char **what) {
+  const nsc_cu_api *cu = nsc_cu_driver();
+  unsigned long long id = ctx_id(cu, ctx);
+  nsc_cuctx *c = find(ctx, id);
+  if (c) return usable(c, out, what);
+  pthread_mutex_lock(&table_lock);
+  CUresult r = CUDA_SUCCESS;
+  if ((c = find(ctx, id))) {
+    r = usable(c, out, what);
+    goto done;
+  }
+  if (ntable == MAX_CTX) {
+    *what = "context table (64 contexts) full";
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+    goto done;
+  }
+  if (!(c = calloc(1, sizeof *c))) {
+    *what = "calloc";
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+    goto done;
+  }
+  c->ctx = ctx;
+  c->id = id;
+  int pushed;
+  if ((r = nsc_cuctx_enter(c, &pushed, what)) != CUDA_SUCCESS) {
+    free(c);
+    goto done;
+  }
+  /* A failed setup is kept (its driver objects stay with the context) so
+   * later calls fail the same way without trying again. */
+  c->setup = init_entry(cu, c, &c->setup_what);
+  nsc_cuctx_leave(pushed);
+  pthread_mutex_init(&c->lock, NULL);
+  table[ntable] = c;
+  __atomic_store_n(&ntable, ntable + 1, __ATOMIC_RELEASE);
+  r = usable(c, out, what);
+done:
+  pthread_mutex_unlock(&table_lock);
+  return r;
+}
+
+CUresult nsc_cuctx_of(CUstream s, nsc_cuctx **out, const char **what) {
+  CUcontext ctx = NULL;
+  TRY(nsc_cu_driver()->cuStreamGetCtx(s, &ctx), "cuStreamGetCtx");
+  return get_entry(ctx, out, what);
+}
+
+CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what) {
+  CUcontext ctx = NULL;
+  TRY(nsc_cu_driver()->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (!ctx) {
+    *what = "no current CUDA context";
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return get_entry(ctx, out, what);
+}
+
+void nsc_cuctx_counts(uint64_t *overflow, uint64_t *underflow) {
+  int n = __atomic_load_n(&ntable, __ATOMIC_ACQUIRE);
+  *overflow = *underflow = 0;
+  for (int i = 0; i < n; i++)
+    if (table[i]->counters) {
+      *overflow += table[i]->counters[0];
+      *underflow += table[i]->counters[1];
+    }
+}
+
+CUresult nsc_cuctx_private_stream(nsc_cuctx *c, CUstream *s, const char **what) {
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&c->lock);
+  if (!c->priv) {
+    int pushed;
+    if ((r = nsc_cuctx_enter(c, &pushed, what)) == CUDA_SUCCESS) {
+      if ((r = nsc_cu_driver()->cuStreamCreate(&c->priv, CU_STREAM_NON_BLOCKING)) !=
+          CUDA_SUCCESS) {
+        *what = "cuStreamCreate";
+        c->priv = NULL;
+      }
+      nsc_cuctx_leave(pushed);
+    }
+  }
+  *s = c->priv;
+  pthread_mutex_unlock(&c->lock);
+  return r;
+}
+
+CUresult nsc_cuctx_side_stream(nsc_cuctx *c, CUstream s, CUstream *side, const char **what) {
+  const nsc_cu_api *cu = nsc_cu_driver();
+  CUresult r = CUDA_SUCCESS;
+  *side = s;
+  pthread_mutex_lock(&c->lock);
+  for (int i = 0; i < c->nside; i++)
+    if (c->sides[i].of == s) {
+      *side = c->sides[i].side;
+      goto done;
+    }
+  if (c->nside == NSC_CU_MAX_SIDE) goto done; /* no overlap, still correct */
+  int prio = 0, pushed;
+  if ((r = nsc_cuctx_enter(c, &pushed, what)) != CUDA_SUCCESS) goto done;
+  if (cu->cuStreamGetPriority(s, &prio) != CUDA_SUCCESS) prio = 0;
+  CUstream n = NULL;
+  if ((r = cu->cuStreamCreateWithPriority(&n, CU_STREAM_NON_BLOCKING, prio)) != CUDA_SUCCESS)
+    *what = "cuStreamCreateWithPriority";
+  nsc_cuctx_leave(pushed);
+  if (r == CUDA_SUCCESS) {
+    c->sides[c->nside].of = s;
+    c->sides[c->nside++].side = n;
+    *side = n;
+  }
+done:
+  pthread_mutex_unlock(&c->lock);
+  return r;
+}
+
+CUresult nsc_cuctx_join(nsc_cuctx *c, CUstream waiter, CUstream signaller, const char **what) {
+  const nsc_cu_api *cu = nsc_cu_driver();
+  if (waiter == signaller) return CUDA_SUCCESS;
+  int pushed;
+  CUresult r = nsc_cuctx_enter(c, &pushed, what);
+  if (r != CUDA_SUCCESS) return r;
+  /* One event per context under the lock: the wait takes the event's state
+   * at the time of the call, so the event is free again right after. */
+  pthread_mutex_lock(&c->lock);
+  if (!c->join_ev && (r = cu->cuEventCreate(&c->join_ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+    *what = "cuEventCreate";
+    c->join_ev = NULL;
+  }
+  if (r == CUDA_SUCCESS && (r = cu->cuEventRecord(c->join_ev, signaller)) != CUDA_SUCCESS)
+    *what = "cuEventRecord";
+  if (r == CUDA_SUCCESS && (r = cu->cuStreamWaitEvent(waiter, c->join_ev, 0)) != CUDA_SUCCESS)
+    *what = "cuStreamWaitEvent";
+  pthread_mutex_unlock(&c->lock);
+  nsc_cuctx_leave(pushed);
+  return r;
+}
+
+/* Adds a block of events to c's free list; c->lock held. */
+static CUresult grow_pool(nsc_cuctx *c, const char **what) {
+  if (c->nev + EV_BLOCK > NSC_CUEV_MAX) {
+    *what = "event pool exhausted (marks not released?)";
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  nsc_cuev *blk = calloc(EV_BLOCK, sizeof *blk);
+  if (!blk) {
+    *what = "calloc";
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  int pushed;
+  CUresult r = nsc_cuctx_enter(c, &pushed, what);
+  int made = 0;
+  for (; r == CUDA_SUCCESS && made < EV_BLOCK; made++) {
+    if ((r = nsc_cu_driver()->cuEventCreate(&blk[made].ev, CU_EVENT_DEFAULT)) != CUDA_SUCCESS) {
+      *what = "cuEventCreate";
+      break;
+    }
+    blk[made].owner = c;
+    blk[made].next = c->free_ev;
+    c->free_ev = &blk[made];
+  }
+  nsc_cuctx_leave(pushed);
+  c->nev += made;
+  if (!made) free(blk); /* a partly filled block stays: its events are in use */
+  return made ? CUDA_SUCCESS : r;
+}
+
+CUresult nsc_cuev_get(nsc_cuctx *c, nsc_cuev **e, const char **what) {
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&c->lock);
+  if (!c->free_ev) r = grow_pool(c, what);
+  if ((*e = c->free_ev)) c->free_ev = (*e)->next;
+  pthread_mutex_unlock(&c->lock);
+  return *e ? CUDA_SUCCESS : r;
+}
+
+void nsc_cuev_put(nsc_cuev *e) {
+  if (!e) return;
+  nsc_cuctx *c = e->owner;
+  pthread_mutex_lock(&c->lock);
+  e->next = c->free_ev;
+  c->free_ev = e;
+  pthread_mutex_unlock(&c->lock);
+}

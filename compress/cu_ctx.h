@@ -1,0 +1,96 @@
+/* cu_ctx.h — what the CUDA side keeps per CUcontext: the kernel module loaded
+ * from the embedded fatbin and its functions, the device's SM count and
+ * stream-ordered allocation support, the overflow/underflow counters in pinned
+ * host-mapped memory, a private stream and the side streams (created on first
+ * use), and a pool of timing events.
+ *
+ * Entries are created on a context's first use and never freed (a process has
+ * a handful of contexts); lookups take no lock. A context handle reused after
+ * destruction is told apart by its id (cuCtxGetId) where the driver has it.
+ *
+ * Must not: synchronise, or run driver calls that are illegal during stream
+ * capture except on a context's first use (module load, host allocation). */
+#ifndef NSC_CU_CTX_H
+#define NSC_CU_CTX_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cu_abi.h"
+#include "cu_driver.h"
+
+#define NSC_K_ENUM(k) NSC_K_##k,
+enum { NSC_KERNEL_NAMES(NSC_K_ENUM) NSC_K_COUNT };
+#undef NSC_K_ENUM
+
+typedef struct nsc_cuctx nsc_cuctx;
+
+#define NSC_CU_MAX_SIDE 64 /* side streams per context */
+
+/* A pooled event; handed out by nsc_cuev_get, back with nsc_cuev_put. */
+typedef struct nsc_cuev {
+  CUevent ev;
+  nsc_cuctx *owner;
+  struct nsc_cuev *next;
+} nsc_cuev;
+
+struct nsc_cuctx {
+  CUcontext ctx;
+  unsigned long long id;
+  CUresult setup;          /* CUDA_SUCCESS, or why the entry is unusable */
+  const char *setup_what;
+  CUdevice dev;
+  CUmodule mod;
+  CUfunction fn[NSC_K_COUNT];
+  int sms;   /* multiprocessors, for grid sizes */
+  int pools; /* cuMemAllocAsync usable */
+  volatile uint64_t *counters; /* host view: [0] overflow, [1] underflow */
+  CUdeviceptr counters_dev;
+  pthread_mutex_t lock; /* everything below */
+  CUstream priv;
+  nsc_cuev *free_ev;
+  int nev;
+  CUevent join_ev; /* record-then-wait, reusable at once */
+  int nside;
+  struct {
+    CUstream of, side;
+  } sides[NSC_CU_MAX_SIDE];
+};
+
+/* Every function returns CUDA_SUCCESS or the failing call's result with *what
+ * naming it (a static string). */
+
+/* The entry for the context of stream s (the current context for the NULL and
+ * per-thread/legacy handles), created on first use. A context whose setup
+ * failed (module load, say) keeps failing with the same result, untried. */
+CUresult nsc_cuctx_of(CUstream s, nsc_cuctx **out, const char **what);
+/* The entry for the calling thread's current context. */
+CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what);
+
+/* Make c's context current for a few driver calls: *pushed tells leave() to
+ * restore the previous one. Cheap when it is already current. */
+CUresult nsc_cuctx_enter(const nsc_cuctx *c, int *pushed, const char **what);
+void nsc_cuctx_leave(int pushed);
+
+/* Totals over all contexts; may lag kernels still running (never waits). */
+void nsc_cuctx_counts(uint64_t *overflow, uint64_t *underflow);
+
+/* The context's private non-blocking stream, created on first use. */
+CUresult nsc_cuctx_private_stream(nsc_cuctx *c, CUstream *s, const char **what);
+
+/* The side stream of caller stream s: one per caller stream (a shared one
+ * would order the work of unrelated streams, e.g. two communicators, and can
+ * deadlock across ranks), non-blocking, at s's priority; s itself once
+ * NSC_CU_MAX_SIDE are in use. */
+CUresult nsc_cuctx_side_stream(nsc_cuctx *c, CUstream s, CUstream *side, const char **what);
+/* waiter waits for everything enqueued on signaller so far (event record +
+ * stream wait; legal under capture). */
+CUresult nsc_cuctx_join(nsc_cuctx *c, CUstream waiter, CUstream signaller, const char **what);
+
+/* Events (default flags, so they carry timing) from c's pool, which grows in
+ * blocks up to NSC_CUEV_MAX. */
+#define NSC_CUEV_MAX 4096
+CUresult nsc_cuev_get(nsc_cuctx *c, nsc_cuev **e, const char **what);
+void nsc_cuev_put(nsc_cuev *e);
+
+#endif

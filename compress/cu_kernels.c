@@ -1,0 +1,109 @@
+/* cu_kernels.c — the launchers of cu_kernels.h: grid sizes, parameter
+ * blocks, segment tables.
+ *
+ * Grids: one block per tile up to NSC_K_BLOCKS_PER_SM blocks per SM (enough
+ * resident warps to saturate memory); blocks loop over the remaining tiles.
+ *
+ * Must not: synchronise, allocate device memory, or launch for empty work. */
+#include <string.h>
+
+#include "cu_kernels.h"
+
+static unsigned grid_for(const nsc_cuctx *c, uint64_t ntiles) {
+  uint64_t cap = (uint64_t)(c->sms > 0 ? c->sms : 1) * NSC_K_BLOCKS_PER_SM;
+  return (unsigned)(ntiles < cap ? (ntiles ? ntiles : 1) : cap);
+}
+
+static CUresult launch(const nsc_cuctx *c, CUstream s, int k, uint64_t ntiles, void **params,
+                       const char **what) {
+  int pushed;
+  CUresult r = nsc_cuctx_enter(c, &pushed, what);
+  if (r != CUDA_SUCCESS) return r;
+  r = nsc_cu_driver()->cuLaunchKernel(c->fn[k], grid_for(c, ntiles), 1, 1, NSC_K_BLOCK, 1, 1,
+                                      0, s, params, NULL);
+  nsc_cuctx_leave(pushed);
+  if (r != CUDA_SUCCESS) *what = "cuLaunchKernel";
+  return r;
+}
+
+static uint64_t tiles(uint64_t n) { return (n + NSC_K_TILE - 1) / NSC_K_TILE; }
+
+CUresult nsc_cuk_to_wire(nsc_cuctx *c, CUstream s, nsc_wire_t w, const float *src, void *dst,
+                         size_t n, float scale, const char **what) {
+  if (!n) return CUDA_SUCCESS;
+  CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
+  uint64_t n64 = n;
+  CUdeviceptr cnt = c->counters_dev;
+  void *params[] = {&ps, &pd, &n64, &scale, &cnt};
+  return launch(c, s, w == NSC_WIRE_BF16 ? NSC_K_to_bf16 : NSC_K_to_f16, tiles(n), params,
+                what);
+}
+
+CUresult nsc_cuk_from_wire(nsc_cuctx *c, CUstream s, nsc_wire_t w, const void *src,
+                           float *dst, size_t n, float scale, const char **what) {
+  if (!n) return CUDA_SUCCESS;
+  CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
+  uint64_t n64 = n;
+  void *params[] = {&ps, &pd, &n64, &scale};
+  return launch(c, s, w == NSC_WIRE_BF16 ? NSC_K_from_bf16 : NSC_K_from_f16, tiles(n),
+                params, what);
+}
+
+/* Kernel index for a segmented launch: [to_wire][bf16][large]. */
+static const int seg_kernel[2][2][2] = {
+    {{NSC_K_seg_from_f16_s, NSC_K_seg_from_f16_l}, {NSC_K_seg_from_bf16_s, NSC_K_seg_from_bf16_l}},
+    {{NSC_K_seg_to_f16_s, NSC_K_seg_to_f16_l}, {NSC_K_seg_to_bf16_s, NSC_K_seg_to_bf16_l}},
+};
+
+CUresult nsc_cuk_seg(nsc_cuctx *c, CUstream s, int to_wire, nsc_wire_t w,
+                     const nsc_cu_seg *segs, int nseg, void *wire, float scale,
+                     const char **what) {
+  /* The large table is 32 KB: built in place, and its small prefix layout is
+   * the same (nseg, ntiles, then the segments), so a small launch passes the
+   * same memory with the small kernel's parameter size. */
+  _Static_assert(offsetof(nsc_ksegtab_small, s) == offsetof(nsc_ksegtab_large, s),
+                 "segment tables share their header layout");
+  nsc_ksegtab_large tab;
+  CUdeviceptr pw = (CUdeviceptr)(uintptr_t)wire, cnt = c->counters_dev;
+  int i = 0;
+  while (i < nseg) {
+    memset(&tab, 0, offsetof(nsc_ksegtab_large, s));
+    for (; i < nseg && tab.nseg < NSC_KSEG_LARGE; i++) {
+      if (!segs[i].count) continue;
+      nsc_kseg *k = &tab.s[tab.nseg++];
+      k->src = (uint64_t)(uintptr_t)segs[i].src;
+      k->dst = (uint64_t)(uintptr_t)segs[i].dst;
+      k->count = segs[i].count;
+      k->off = segs[i].off;
+      k->tile0 = tab.ntiles;
+      tab.ntiles += tiles(segs[i].count);
+    }
+    if (!tab.nseg) break;
+    int large = tab.nseg > NSC_KSEG_SMALL;
+    /* The small kernel reads sizeof(nsc_ksegtab_small) bytes from &tab. */
+    void *params_to[] = {&tab, &pw, &scale, &cnt};
+    void *params_from[] = {&tab, &pw, &scale};
+    CUresult r = launch(c, s, seg_kernel[to_wire != 0][w == NSC_WIRE_BF16][large], tab.ntiles,
+                        to_wire ? params_to : params_from, what);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult nsc_cuk_scale(nsc_cuctx *c, CUstream s, char kind, const void *src, void *dst,
+                       size_t n, double factor, const char **what) {
+  int k;
+  switch (kind) {
+  case 'f': k = NSC_K_scale_f32; break;
+  case 'd': k = NSC_K_scale_f64; break;
+  case 'h': k = NSC_K_scale_f16; break;
+  case 'b': k = NSC_K_scale_bf16; break;
+  default: *what = "scale: unknown datatype kind"; return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (!n) return CUDA_SUCCESS;
+  CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
+  uint64_t n64 = n;
+  float ff = (float)factor;
+  void *params[] = {&ps, &pd, &n64, kind == 'd' ? (void *)&factor : (void *)&ff};
+  return launch(c, s, k, tiles(n), params, what);
+}

@@ -1,0 +1,299 @@
+// kernels.cu — the GPU side of wire compression: fp32 <-> fp16/bf16 casts
+// (plain and segmented), and dst = src * factor for fp32/fp64/fp16/bf16.
+//
+// Results are bit-identical to the host (cast_bits.h and x86 arithmetic): bf16
+// uses the same integer rounding; fp16 uses the hardware's round-to-nearest-
+// even conversion (exact on subnormals, +-Inf on overflow) with NaNs rewritten
+// to the reference's quiet NaN; products that are NaN are made x86's NaN.
+// Overflow/underflow are counted by the same ranges, summed per block and
+// added with one atomicAdd per block and counter.
+//
+// Work is cut into tiles of NSC_K_TILE elements; blocks take tiles in a
+// grid-stride loop (size_t indices, any count). A tile whose pointers are
+// aligned moves 16-byte (or 8-byte) vectors, with all of a thread's loads in
+// flight before its stores; any other tile goes element by element.
+//
+// Built with `nvcc -fatbin` only (compress/module.mk); launched through the
+// driver API by cu_kernels.c. Must not: allocate, synchronise, use the CUDA
+// runtime, or let src and dst of a cast overlap (scale kernels may be in place).
+#include "cast_bits.h"
+#include "cu_abi.h"
+
+typedef unsigned long long u64;
+
+// ---- element conversions ---------------------------------------------------
+
+__device__ __forceinline__ uint16_t d_to_f16(float y) {
+  uint32_t u = __float_as_uint(y), a = u & 0x7fffffffu;
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(y));
+  uint16_t nan = (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u | ((a >> 13) & 0x3ffu));
+  return a > NSC_F32_INF ? nan : (uint16_t)h;
+}
+
+__device__ __forceinline__ float d_from_f16(uint16_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+  uint32_t nan = (((uint32_t)h & 0x8000u) << 16) | 0x7fc00000u | (((uint32_t)h & 0x3ffu) << 13);
+  return ((uint32_t)h & 0x7fffu) > 0x7c00u ? __uint_as_float(nan) : f;
+}
+
+__device__ __forceinline__ uint16_t d_to_bf16(float y) {
+  return nsc_bits_f32_to_bf16(__float_as_uint(y));
+}
+__device__ __forceinline__ float d_from_bf16(uint16_t h) {
+  return __uint_as_float(nsc_bits_bf16_to_f32(h));
+}
+
+// Products as x86 SSE forms them, so scaled results match the host bit for
+// bit: the GPU returns one canonical NaN for any NaN product, x86 the NaN
+// operand made quiet (the first if both are) or, for Inf * 0, the default NaN
+// with the sign set. Only NaN products take the slow branch.
+__device__ __forceinline__ float mul_x86(float x, float s) {
+  float r = x * s;
+  if (r != r) {
+    uint32_t ux = __float_as_uint(x), us = __float_as_uint(s);
+    r = __uint_as_float((ux & 0x7fffffffu) > NSC_F32_INF   ? ux | 0x400000u
+                        : (us & 0x7fffffffu) > NSC_F32_INF ? us | 0x400000u
+                                                           : 0xffc00000u);
+  }
+  return r;
+}
+__device__ __forceinline__ double mul_x86(double x, double s) {
+  double r = x * s;
+  if (r != r) {
+    const u64 inf = 0x7ff0000000000000ull, q = 0x0008000000000000ull, m = ~(1ull << 63);
+    u64 ux = (u64)__double_as_longlong(x), us = (u64)__double_as_longlong(s);
+    r = __longlong_as_double((long long)((ux & m) > inf   ? ux | q
+                                         : (us & m) > inf ? us | q
+                                                          : 0xfff8000000000000ull));
+  }
+  return r;
+}
+
+// ---- element operations (functors with per-thread counters) --------------
+
+template <int BF16> struct ToWire {
+  float scale;
+  bool do_scale;
+  unsigned ov = 0, uf = 0;
+  __device__ uint16_t operator()(float x) {
+    float y = do_scale ? mul_x86(x, scale) : x;
+    uint32_t a = __float_as_uint(y) & 0x7fffffffu;
+    ov += nsc_bits_is_overflow(a, BF16 ? NSC_BF16_OVF_LO : NSC_F16_OVF_LO);
+    uf += nsc_bits_is_underflow(a, BF16 ? NSC_BF16_UNF_HI : NSC_F16_UNF_HI);
+    return BF16 ? d_to_bf16(y) : d_to_f16(y);
+  }
+};
+
+template <int BF16> struct FromWire {
+  float scale;
+  bool do_scale;
+  __device__ float operator()(uint16_t h) {
+    float x = BF16 ? d_from_bf16(h) : d_from_f16(h);
+    return do_scale ? mul_x86(x, scale) : x;
+  }
+};
+
+template <typename T> struct Mul {
+  T f;
+  __device__ T operator()(T x) { return mul_x86(x, f); }
+};
+// fp16/bf16: widen, multiply in fp32, round back (as nsc_scale_buffer).
+template <int BF16> struct MulWire {
+  float f;
+  __device__ uint16_t operator()(uint16_t h) {
+    float x = mul_x86(BF16 ? d_from_bf16(h) : d_from_f16(h), f);
+    return BF16 ? d_to_bf16(x) : d_to_f16(x);
+  }
+};
+
+// ---- one tile ----------------------------------------------------------------
+
+template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+// dst[i] = op(src[i]) for i < n (n <= NSC_K_TILE), by the whole block.
+template <typename In, typename Out, int V, typename Op>
+__device__ __forceinline__ void map_tile(const In *src, Out *dst, size_t n, Op &op) {
+  typedef Vec<In, V> VI;
+  typedef Vec<Out, V> VO;
+  const int t = threadIdx.x;
+  bool aligned = ((uintptr_t)src % sizeof(VI)) == 0 && ((uintptr_t)dst % sizeof(VO)) == 0;
+  if (aligned && n == NSC_K_TILE) {
+    // Full aligned tile: every load of this thread issued before any store.
+    constexpr int PER = NSC_K_TILE / (V * NSC_K_BLOCK);
+    VI in[PER];
+#pragma unroll
+    for (int k = 0; k < PER; k++) in[k] = reinterpret_cast<const VI *>(src)[t + k * NSC_K_BLOCK];
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+      VO out;
+#pragma unroll
+      for (int j = 0; j < V; j++) out.v[j] = op(in[k].v[j]);
+      reinterpret_cast<VO *>(dst)[t + k * NSC_K_BLOCK] = out;
+    }
+    return;
+  }
+  size_t first = 0;
+  if (aligned) {
+    size_t nv = n / V;
+    for (size_t i = t; i < nv; i += NSC_K_BLOCK) {
+      VI in = reinterpret_cast<const VI *>(src)[i];
+      VO out;
+#pragma unroll
+      for (int j = 0; j < V; j++) out.v[j] = op(in.v[j]);
+      reinterpret_cast<VO *>(dst)[i] = out;
+    }
+    first = nv * V;
+  }
+  for (size_t i = first + t; i < n; i += NSC_K_BLOCK) dst[i] = op(src[i]);
+}
+
+// ---- counters ------------------------------------------------------------------
+
+__device__ __forceinline__ void block_count(unsigned ov, unsigned uf, u64 *counters) {
+  __shared__ u64 s_ov[NSC_K_BLOCK / 32], s_uf[NSC_K_BLOCK / 32];
+  u64 o = ov, u = uf;
+#pragma unroll
+  for (int k = 16; k > 0; k >>= 1) {
+    o += __shfl_down_sync(0xffffffffu, o, k);
+    u += __shfl_down_sync(0xffffffffu, u, k);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    s_ov[threadIdx.x >> 5] = o;
+    s_uf[threadIdx.x >> 5] = u;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    o = u = 0;
+    for (int w = 0; w < NSC_K_BLOCK / 32; w++) {
+      o += s_ov[w];
+      u += s_uf[w];
+    }
+    if (o) atomicAdd(&counters[0], o);
+    if (u) atomicAdd(&counters[1], u);
+  }
+}
+
+// ---- plain kernels ---------------------------------------------------------------
+
+template <typename In, typename Out, int V, typename Op>
+__device__ __forceinline__ void map_all(const In *src, Out *dst, u64 n, Op &op) {
+  u64 ntiles = (n + NSC_K_TILE - 1) / NSC_K_TILE;
+  for (u64 tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    u64 start = tile * NSC_K_TILE;
+    u64 len = n - start < NSC_K_TILE ? n - start : NSC_K_TILE;
+    map_tile<In, Out, V>(src + start, dst + start, (size_t)len, op);
+  }
+}
+
+template <int BF16>
+__device__ __forceinline__ void to_wire(const float *src, uint16_t *dst, u64 n, float scale,
+                                        u64 *counters) {
+  ToWire<BF16> op{scale, scale != 1.0f};
+  map_all<float, uint16_t, 4>(src, dst, n, op);
+  if (counters) block_count(op.ov, op.uf, counters);
+}
+
+template <int BF16>
+__device__ __forceinline__ void from_wire(const uint16_t *src, float *dst, u64 n, float scale) {
+  FromWire<BF16> op{scale, scale != 1.0f};
+  map_all<uint16_t, float, 4>(src, dst, n, op);
+}
+
+// ---- segmented kernels -----------------------------------------------------------
+
+// The segment holding tile t: the last with tile0 <= t (the host drops empty
+// segments, so that one has tiles).
+template <typename Tab> __device__ __forceinline__ int find_seg(const Tab &tab, u64 t) {
+  int lo = 0, hi = (int)tab.nseg - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) >> 1;
+    if (tab.s[mid].tile0 <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+template <int BF16, typename Tab>
+__device__ __forceinline__ void seg_to_wire(const Tab &tab, uint16_t *wire, float scale,
+                                            u64 *counters) {
+  ToWire<BF16> op{scale, scale != 1.0f};
+  for (u64 t = blockIdx.x; t < tab.ntiles; t += gridDim.x) {
+    const nsc_kseg sg = tab.s[find_seg(tab, t)];
+    u64 start = (t - sg.tile0) * NSC_K_TILE;
+    u64 len = sg.count - start < NSC_K_TILE ? sg.count - start : NSC_K_TILE;
+    map_tile<float, uint16_t, 4>((const float *)sg.src + start, wire + sg.off + start,
+                                 (size_t)len, op);
+  }
+  if (counters) block_count(op.ov, op.uf, counters);
+}
+
+template <int BF16, typename Tab>
+__device__ __forceinline__ void seg_from_wire(const Tab &tab, const uint16_t *wire,
+                                              float scale) {
+  FromWire<BF16> op{scale, scale != 1.0f};
+  for (u64 t = blockIdx.x; t < tab.ntiles; t += gridDim.x) {
+    const nsc_kseg sg = tab.s[find_seg(tab, t)];
+    u64 start = (t - sg.tile0) * NSC_K_TILE;
+    u64 len = sg.count - start < NSC_K_TILE ? sg.count - start : NSC_K_TILE;
+    map_tile<uint16_t, float, 4>(wire + sg.off + start, (float *)sg.dst + start, (size_t)len,
+                                 op);
+  }
+}
+
+// ---- entry points ------------------------------------------------------------------
+
+#define K extern "C" __global__ void __launch_bounds__(NSC_K_BLOCK)
+
+K nsc_k_to_f16(const float *__restrict__ src, uint16_t *__restrict__ dst, u64 n, float scale,
+               u64 *counters) {
+  to_wire<0>(src, dst, n, scale, counters);
+}
+K nsc_k_to_bf16(const float *__restrict__ src, uint16_t *__restrict__ dst, u64 n, float scale,
+                u64 *counters) {
+  to_wire<1>(src, dst, n, scale, counters);
+}
+K nsc_k_from_f16(const uint16_t *__restrict__ src, float *__restrict__ dst, u64 n, float scale) {
+  from_wire<0>(src, dst, n, scale);
+}
+K nsc_k_from_bf16(const uint16_t *__restrict__ src, float *__restrict__ dst, u64 n,
+                  float scale) {
+  from_wire<1>(src, dst, n, scale);
+}
+
+#define SEG_KERNELS(sfx, Tab)                                                          \
+  K nsc_k_seg_to_f16_##sfx(const Tab tab, uint16_t *wire, float scale, u64 *counters) {   \
+    seg_to_wire<0>(tab, wire, scale, counters);                                        \
+  }                                                                                    \
+  K nsc_k_seg_to_bf16_##sfx(const Tab tab, uint16_t *wire, float scale, u64 *counters) {  \
+    seg_to_wire<1>(tab, wire, scale, counters);                                        \
+  }                                                                                    \
+  K nsc_k_seg_from_f16_##sfx(const Tab tab, const uint16_t *wire, float scale) {        \
+    seg_from_wire<0>(tab, wire, scale);                                                \
+  }                                                                                    \
+  K nsc_k_seg_from_bf16_##sfx(const Tab tab, const uint16_t *wire, float scale) {       \
+    seg_from_wire<1>(tab, wire, scale);                                                \
+  }
+SEG_KERNELS(s, nsc_ksegtab_small)
+SEG_KERNELS(l, nsc_ksegtab_large)
+
+// Scale kernels may run in place (src == dst): no __restrict__.
+K nsc_k_scale_f32(const float *src, float *dst, u64 n, float f) {
+  Mul<float> op{f};
+  map_all<float, float, 4>(src, dst, n, op);
+}
+K nsc_k_scale_f64(const double *src, double *dst, u64 n, double f) {
+  Mul<double> op{f};
+  map_all<double, double, 2>(src, dst, n, op);
+}
+K nsc_k_scale_f16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
+  MulWire<0> op{f};
+  map_all<uint16_t, uint16_t, 8>(src, dst, n, op);
+}
+K nsc_k_scale_bf16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
+  MulWire<1> op{f};
+  map_all<uint16_t, uint16_t, 8>(src, dst, n, op);
+}
