@@ -1,0 +1,455 @@
+/* comm.c — the host NCCL's communicators: unique ids, init, split, destroy,
+ * abort, finalize, queries, and the nonblocking state machine.
+ *
+ * Init with a unique id uses only the members: the id names its creator's
+ * MPI_COMM_WORLD rank and a tag derived from the id's random bytes; each member
+ * sends (rank, nranks, world rank) to the creator, which answers with the
+ * table of world ranks (or an error status), then all members call
+ * MPI_Comm_create_group on that group. Hence the creator must be a member,
+ * and a process holds at most one rank of a communicator. Each communicator
+ * owns its own MPI communicator, so communicators and threads never mix
+ * messages.
+ *
+ * Nonblocking communicators (config.blocking = 0): init, split, finalize,
+ * collectives and group ends return ncclInProgress; their work is queued. A
+ * poll of ncclCommGetAsyncError answers ncclInProgress once after anything
+ * was queued, and the next poll runs the queued work on the polling thread
+ * and answers its result (ncclInProgress again while another thread runs it).
+ * Destroy and finalize run what is still queued; abort discards it.
+ * (PreMulSum operators live in redop.c.)
+ *
+ * Must not: hold comm->lock across MPI or while running work (the watchdog
+ * thread polls and aborts concurrently). */
+#include "hostnccl.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+/* ---------------- versions, strings ---------------- */
+
+ncclResult_t pncclGetVersion(int *version) {
+  HN_CHECK(hn_init());
+  if (!version) return hn_err(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+  *version = hn_cfg()->version;
+  return ncclSuccess;
+}
+HN_ALIAS(ncclGetVersion);
+
+const char *pncclGetErrorString(ncclResult_t r) {
+  switch (r) {
+  case ncclSuccess: return "success";
+  case ncclUnhandledCudaError: return "CUDA error (never raised by the host NCCL)";
+  case ncclSystemError: return "system error: MPI, host memory, or injected by HOSTNCCL_FAIL_*";
+  case ncclInternalError: return "internal error in the host NCCL";
+  case ncclInvalidArgument: return "invalid argument (ncclGetLastError tells which)";
+  case ncclInvalidUsage: return "invalid usage (ncclGetLastError tells which)";
+  case ncclRemoteError: return "a remote rank failed";
+  case ncclInProgress: return "operation in progress: poll ncclCommGetAsyncError";
+  default: return "unknown result code";
+  }
+}
+HN_ALIAS(ncclGetErrorString);
+
+const char *pncclGetLastError(ncclComm_t comm) {
+  (void)comm; /* like NCCL: the calling thread's last message */
+  return hn_last_error();
+}
+HN_ALIAS(ncclGetLastError);
+
+/* ---------------- unique ids ---------------- */
+
+typedef struct {
+  char magic[8];
+  int32_t root;       /* creator's rank in MPI_COMM_WORLD */
+  uint32_t seq;
+  uint64_t pid, nonce, host;
+} hn_uid;
+_Static_assert(sizeof(hn_uid) <= sizeof(ncclUniqueId), "unique id too large");
+static const char uid_magic[8] = "hostncl1";
+
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Our rank in MPI_COMM_WORLD without initialising MPI: MPI_Init is collective
+ * under mpirun, and the other ranks reach their first NCCL call (init) only
+ * after this id has reached them. */
+static int32_t world_rank(void) {
+  int inited = 0, r = 0;
+  MPI_Initialized(&inited);
+  if (inited) {
+    hn_mpi_lock();
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    hn_mpi_unlock();
+  } else {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+      const char *v = getenv(vars[i]);
+      if (v && *v) { r = atoi(v); break; }
+    }
+  }
+  return r;
+}
+
+ncclResult_t pncclGetUniqueId(ncclUniqueId *out) {
+  static uint32_t seq;
+  HN_CHECK(hn_init());
+  if (!out) return hn_err(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  hn_uid id;
+  memset(&id, 0, sizeof id);
+  memcpy(id.magic, uid_magic, sizeof id.magic);
+  id.root = world_rank();
+  id.seq = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
+  id.pid = (uint64_t)getpid();
+  if (getrandom(&id.nonce, sizeof id.nonce, 0) != (ssize_t)sizeof id.nonce) {
+    struct timespec t;
+    hn_now(&t);
+    id.nonce = (uint64_t)t.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)t.tv_sec;
+  }
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  id.host = fnv1a(host, strlen(host), 0xcbf29ce484222325ull);
+  memset(out, 0, sizeof *out);
+  memcpy(out->internal, &id, sizeof id);
+  return ncclSuccess;
+}
+HN_ALIAS(ncclGetUniqueId);
+
+/* The rendezvous tag: in the upper half of the tag space, away from the
+ * small tags programs use on MPI_COMM_WORLD. */
+static int uid_tag(const hn_uid *id) {
+  int *ub = NULL, flag = 0;
+  hn_mpi_lock();
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  hn_mpi_unlock();
+  int tag_ub = flag && ub ? *ub : 32767, base = tag_ub / 2;
+  return base + (int)(fnv1a(id, sizeof *id, 0xcbf29ce484222325ull) % (uint64_t)(tag_ub - base));
+}
+
+/* ---------------- communicator objects ---------------- */
+
+static ncclResult_t comm_new(MPI_Comm mpi, int blocking, ncclComm_t *out) {
+  ncclComm_t c = calloc(1, sizeof *c);
+  if (!c) {
+    hn_mpi_lock();
+    MPI_Comm_free(&mpi);
+    hn_mpi_unlock();
+    return hn_err(ncclSystemError, "hostnccl: out of host memory");
+  }
+  c->mpi = mpi;
+  c->blocking = blocking;
+  hn_mpi_lock();
+  MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(mpi, &c->rank);
+  MPI_Comm_size(mpi, &c->nranks);
+  hn_mpi_unlock();
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->idle, NULL);
+  if (!blocking) c->report_inprogress = 1; /* init itself "completes" on a poll */
+  if (hn_cfg()->log)
+    hn_log("comm %p rank %d/%d created (%s)", (void *)c, c->rank, c->nranks,
+           blocking ? "blocking" : "nonblocking");
+  *out = c;
+  return ncclSuccess;
+}
+
+static void comm_free(ncclComm_t c) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) {
+    hn_mpi_lock();
+    MPI_Comm_free(&c->mpi);
+    hn_mpi_unlock();
+  }
+  for (size_t i = 0; i < c->npending; i++) hn_batch_unref(c->pending[i]);
+  free(c->pending);
+  free(c->ops);
+  pthread_cond_destroy(&c->idle);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+ncclResult_t hn_check_comm(ncclComm_t comm, const char *fn) {
+  if (!comm) return hn_err(ncclInvalidArgument, "%s: comm is NULL", fn);
+  return ncclSuccess;
+}
+
+void hn_comm_enter(ncclComm_t comm) {
+  pthread_mutex_lock(&comm->lock);
+  comm->busy++;
+  pthread_mutex_unlock(&comm->lock);
+}
+
+void hn_comm_leave(ncclComm_t comm) {
+  pthread_mutex_lock(&comm->lock);
+  if (--comm->busy == 0) pthread_cond_broadcast(&comm->idle);
+  pthread_mutex_unlock(&comm->lock);
+}
+
+void hn_comm_fail(ncclComm_t comm, ncclResult_t res) {
+  pthread_mutex_lock(&comm->lock);
+  if (comm->async_error == ncclSuccess) comm->async_error = res;
+  pthread_mutex_unlock(&comm->lock);
+}
+
+ncclResult_t hn_comm_queue(ncclComm_t comm, hn_batch *b) {
+  pthread_mutex_lock(&comm->lock);
+  if (comm->npending == comm->cappending) {
+    size_t cap = comm->cappending ? 2 * comm->cappending : 8;
+    hn_batch **p = realloc(comm->pending, cap * sizeof *p);
+    if (!p) {
+      pthread_mutex_unlock(&comm->lock);
+      return hn_err(ncclSystemError, "hostnccl: out of host memory");
+    }
+    comm->pending = p;
+    comm->cappending = cap;
+  }
+  hn_batch_ref(b);
+  comm->pending[comm->npending++] = b;
+  comm->report_inprogress = 1;
+  pthread_mutex_unlock(&comm->lock);
+  return ncclSuccess;
+}
+
+/* Run the queued batches in order. wait: also wait for batches another
+ * thread is running (destroy, finalize, split); else answer ncclInProgress. */
+static ncclResult_t drain_run(ncclComm_t comm, int wait) {
+  for (;;) {
+    pthread_mutex_lock(&comm->lock);
+    if (comm->npending == 0) {
+      ncclResult_t r = comm->async_error;
+      pthread_mutex_unlock(&comm->lock);
+      return r;
+    }
+    hn_batch *b = comm->pending[0];
+    hn_batch_ref(b);
+    pthread_mutex_unlock(&comm->lock);
+
+    ncclResult_t res = hn_batch_run(b);
+    if (res == ncclInProgress) {
+      hn_batch_unref(b);
+      if (!wait) return ncclInProgress;
+      sched_yield();
+      continue;
+    }
+    pthread_mutex_lock(&comm->lock);
+    int drop = comm->npending > 0 && comm->pending[0] == b;
+    if (drop) memmove(comm->pending, comm->pending + 1, --comm->npending * sizeof *comm->pending);
+    if (res != ncclSuccess && comm->async_error == ncclSuccess) comm->async_error = res;
+    pthread_mutex_unlock(&comm->lock);
+    if (drop) hn_batch_unref(b);
+    hn_batch_unref(b);
+  }
+}
+
+static ncclResult_t drain(ncclComm_t comm, int wait) {
+  hn_comm_enter(comm); /* an abort from another thread waits for us */
+  ncclResult_t res = drain_run(comm, wait);
+  hn_comm_leave(comm);
+  return res;
+}
+
+/* config == NULL or blocking unset: inherit (default 1 for init). */
+static ncclResult_t config_blocking(const ncclConfig_t *config, int inherit, int *blocking,
+                                    const char *fn) {
+  *blocking = inherit;
+  if (!config) return ncclSuccess;
+  if (config->magic != 0xcafebeef)
+    return hn_err(ncclInvalidArgument, "%s: config not initialised with NCCL_CONFIG_INITIALIZER", fn);
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT) *blocking = config->blocking != 0;
+  return ncclSuccess;
+}
+
+/* ---------------- init ---------------- */
+
+/* Learn the world rank of every member (table[r] for rank r), see the header. */
+static ncclResult_t rendezvous(const hn_uid *id, int nranks, int rank, int *table) {
+  int tag = uid_tag(id), wr = 0, status = 0, dup = 0;
+  ncclResult_t res = ncclSuccess;
+  hn_mpi_lock();
+  MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+  hn_mpi_unlock();
+  int *reply = malloc((size_t)(nranks + 1) * sizeof *reply), *from = calloc((size_t)nranks, sizeof *from);
+  if (!reply || !from) { res = hn_err(ncclSystemError, "hostnccl: out of host memory"); goto out; }
+  MPI_Request req[2];
+  if (wr == id->root) {
+    for (int i = 0; i < nranks; i++) table[i] = -1;
+    table[rank] = wr;
+    for (int k = 1; k < nranks; k++) {
+      int msg[3];
+      hn_mpi_lock();
+      MPI_Irecv(msg, 3, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &req[0]);
+      hn_mpi_unlock();
+      HN_CHECKGOTO(hn_wait(NULL, req, 1), res, out);
+      from[k] = msg[2];
+      if (msg[1] != nranks || msg[0] < 0 || msg[0] >= nranks || table[msg[0]] != -1) status = 1;
+      else table[msg[0]] = msg[2];
+    }
+    for (int i = 0; i < nranks && !status; i++)
+      for (int j = 0; j < i; j++) dup |= table[i] == table[j];
+    if (dup) status = 2;
+    reply[0] = status;
+    memcpy(reply + 1, table, (size_t)nranks * sizeof *table);
+    for (int k = 1; k < nranks; k++) {
+      hn_mpi_lock();
+      MPI_Isend(reply, status ? 1 : nranks + 1, MPI_INT, from[k], tag, MPI_COMM_WORLD, &req[0]);
+      hn_mpi_unlock();
+      HN_CHECKGOTO(hn_wait(NULL, req, 1), res, out);
+    }
+  } else {
+    int msg[3] = {rank, nranks, wr};
+    hn_mpi_lock();
+    MPI_Isend(msg, 3, MPI_INT, id->root, tag, MPI_COMM_WORLD, &req[0]);
+    MPI_Irecv(reply, nranks + 1, MPI_INT, id->root, tag, MPI_COMM_WORLD, &req[1]);
+    hn_mpi_unlock();
+    HN_CHECKGOTO(hn_wait(NULL, req, 2), res, out);
+    status = reply[0];
+    if (!status) memcpy(table, reply + 1, (size_t)nranks * sizeof *table);
+  }
+  if (status == 1)
+    res = hn_err(ncclInvalidArgument, "ncclCommInitRank: members disagree on nranks or hold the same rank");
+  else if (status == 2)
+    res = hn_err(ncclInvalidUsage, "ncclCommInitRank: two ranks in one process (the host NCCL supports one rank per process)");
+out:
+  free(reply);
+  free(from);
+  return res;
+}
+
+ncclResult_t pncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUniqueId commId, int rank,
+                                     ncclConfig_t *config) {
+  const char *fn = "ncclCommInitRank";
+  HN_CHECK(hn_init());
+  if (!newcomm) return hn_err(ncclInvalidArgument, "%s: comm is NULL", fn);
+  *newcomm = NULL;
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return hn_err(ncclInvalidArgument, "%s: rank %d / nranks %d out of range", fn, rank, nranks);
+  int blocking;
+  HN_CHECK(config_blocking(config, 1, &blocking, fn));
+  hn_uid id;
+  memcpy(&id, commId.internal, sizeof id);
+  if (memcmp(id.magic, uid_magic, sizeof id.magic) != 0)
+    return hn_err(ncclInvalidArgument, "%s: not a unique id from this host NCCL's ncclGetUniqueId", fn);
+  HN_CHECK(hn_mpi_init());
+
+  int *table = malloc((size_t)nranks * sizeof *table);
+  if (!table) return hn_err(ncclSystemError, "hostnccl: out of host memory");
+  ncclResult_t res = rendezvous(&id, nranks, rank, table);
+  if (res == ncclSuccess) {
+    MPI_Group world, members;
+    MPI_Comm mpi = MPI_COMM_NULL;
+    int tag = uid_tag(&id);
+    hn_mpi_lock();
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, nranks, table, &members);
+    int rc = MPI_Comm_create_group(MPI_COMM_WORLD, members, tag, &mpi);
+    MPI_Group_free(&members);
+    MPI_Group_free(&world);
+    hn_mpi_unlock();
+    res = rc == MPI_SUCCESS ? comm_new(mpi, blocking, newcomm) : hn_mpi_err(rc, "MPI_Comm_create_group");
+  }
+  free(table);
+  if (res == ncclSuccess && !blocking) return ncclInProgress;
+  return res;
+}
+HN_ALIAS(ncclCommInitRankConfig);
+
+ncclResult_t pncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId commId, int rank) {
+  return pncclCommInitRankConfig(newcomm, nranks, commId, rank, NULL);
+}
+HN_ALIAS(ncclCommInitRank);
+
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                            ncclConfig_t *config) {
+  const char *fn = "ncclCommSplit";
+  HN_CHECK(hn_init());
+  HN_CHECK(hn_check_comm(comm, fn));
+  if (!newcomm) return hn_err(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+  *newcomm = NULL;
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+    return hn_err(ncclInvalidArgument, "%s: color %d is negative", fn, color);
+  int blocking;
+  HN_CHECK(config_blocking(config, comm->blocking, &blocking, fn));
+  /* Queued work on the parent first: a peer may be running it already. */
+  HN_CHECK(drain(comm, 1));
+  MPI_Comm mpi = MPI_COMM_NULL;
+  hn_comm_enter(comm);
+  hn_mpi_lock();
+  int rc = MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &mpi);
+  hn_mpi_unlock();
+  hn_comm_leave(comm);
+  if (rc != MPI_SUCCESS) return hn_mpi_err(rc, "MPI_Comm_split");
+  if (mpi == MPI_COMM_NULL) return ncclSuccess;
+  HN_CHECK(comm_new(mpi, blocking, newcomm));
+  return blocking ? ncclSuccess : ncclInProgress;
+}
+HN_ALIAS(ncclCommSplit);
+
+/* ---------------- teardown ---------------- */
+
+ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  HN_CHECK(hn_check_comm(comm, "ncclCommFinalize"));
+  ncclResult_t res = drain(comm, 1);
+  if (res != ncclSuccess || comm->blocking) return res;
+  pthread_mutex_lock(&comm->lock);
+  comm->report_inprogress = 1;
+  pthread_mutex_unlock(&comm->lock);
+  return ncclInProgress;
+}
+HN_ALIAS(ncclCommFinalize);
+
+ncclResult_t pncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  ncclResult_t res = drain(comm, 1);
+  pthread_mutex_lock(&comm->lock);
+  while (comm->busy > 0) pthread_cond_wait(&comm->idle, &comm->lock);
+  pthread_mutex_unlock(&comm->lock);
+  comm_free(comm);
+  (void)res; /* a failed queued operation was reported by the polls; destroy still frees */
+  return ncclSuccess;
+}
+HN_ALIAS(ncclCommDestroy);
+
+ncclResult_t pncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  __atomic_store_n(&comm->aborting, 1, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&comm->lock);
+  while (comm->busy > 0) pthread_cond_wait(&comm->idle, &comm->lock);
+  pthread_mutex_unlock(&comm->lock);
+  if (hn_cfg()->log) hn_log("comm %p aborted", (void *)comm);
+  comm_free(comm); /* queued batches are dropped unrun */
+  return ncclSuccess;
+}
+HN_ALIAS(ncclCommAbort);
+
+/* ---------------- queries ---------------- */
+
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  HN_CHECK(hn_check_comm(comm, "ncclCommGetAsyncError"));
+  if (!asyncError) return hn_err(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+  pthread_mutex_lock(&comm->lock);
+  int report = comm->report_inprogress;
+  comm->report_inprogress = 0;
+  pthread_mutex_unlock(&comm->lock);
+  *asyncError = report ? ncclInProgress : drain(comm, 0);
+  return ncclSuccess;
+}
+HN_ALIAS(ncclCommGetAsyncError);
+
+#define QUERY(name, field)                                                          \
+  ncclResult_t p##name(const ncclComm_t comm, int *out) {                           \
+    HN_CHECK(hn_check_comm(comm, #name));                                           \
+    if (!out) return hn_err(ncclInvalidArgument, "%s: output is NULL", #name);      \
+    *out = (field);                                                                 \
+    return ncclSuccess;                                                             \
+  }                                                                                 \
+  HN_ALIAS(name)
+
+QUERY(ncclCommCount, comm->nranks);
+QUERY(ncclCommUserRank, comm->rank);
+QUERY(ncclCommCuDevice, 0);

@@ -1,0 +1,194 @@
+/* hostnccl.h — internal interface of the host NCCL (tests/hostnccl/): the NCCL
+ * API implemented on host memory over Open MPI, so that the shim and the
+ * benchmarks run unmodified on a machine without a GPU. It is a test and
+ * emulation substrate: its timings are never GPU numbers.
+ *
+ * The pieces: config.c (environment, errors, log, counters), transport.c (MPI,
+ * thread safety, waits, emulated links), numeric.c (datatypes, reductions),
+ * algo.c (ring and chain algorithms, running a list of operations), comm.c
+ * (communicators, nonblocking state), redop.c (reduction operators),
+ * enqueue.c (the collective entry points and groups).
+ *
+ * Must not: include anything from the project's shim/ or compress/ (the
+ * substrate is the oracle those are tested against), or export anything but
+ * the nccl*, pnccl* and hostnccl_* symbols of hostnccl.map. */
+#ifndef HOSTNCCL_H
+#define HOSTNCCL_H
+
+/* The API declared by nccl.h is what we export (the rest is hidden). */
+#pragma GCC visibility push(default)
+#include <nccl.h>
+#pragma GCC visibility pop
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <time.h>
+
+#define HN_EXPORT __attribute__((visibility("default")))
+/* Real libnccl exports ncclX weak and pncclX strong (the profiling layer);
+ * do the same so that a wrapper defining ncclX can call pncclX. */
+#define HN_ALIAS(name) \
+  extern __typeof__(p##name) name __attribute__((weak, alias("p" #name), visibility("default")))
+
+/* Pass an error up: CHECK(call) returns it, CHECKGOTO(call, res, label) jumps. */
+#define HN_CHECK(call) do { ncclResult_t hn_r_ = (call); if (hn_r_ != ncclSuccess) return hn_r_; } while (0)
+#define HN_CHECKGOTO(call, res, label) do { (res) = (call); if ((res) != ncclSuccess) goto label; } while (0)
+
+/* ---- config.c: environment, errors, log, counters ---- */
+typedef struct {
+  int version;           /* what ncclGetVersion reports */
+  double link_gbps;      /* 0 = unlimited */
+  double link_lat_us;    /* per message */
+  long fail_call;        /* 0 = off */
+  long fail_group_end;   /* 0 = off */
+  int log;
+  int check;             /* compare each collective's arguments across ranks */
+  size_t slice_bytes;    /* largest single MPI message */
+} hn_config;
+
+/* Reads the environment once; returns ncclInvalidUsage (and sets the last
+ * error) on every call if a variable was malformed. */
+ncclResult_t hn_init(void);
+const hn_config *hn_cfg(void);
+/* Set this thread's last error message and return res (logged with HOSTNCCL_LOG). */
+ncclResult_t hn_err(ncclResult_t res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hn_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *hn_last_error(void);
+/* Fault injection: 1 when this call is the one to fail. */
+int hn_fail_this_call(void);
+int hn_fail_this_group_end(void);
+void hn_count_allreduce(ncclDataType_t type, size_t bytes);
+
+/* ---- numeric.c ---- */
+enum hn_redop { HN_SUM = 0, HN_PROD, HN_MAX, HN_MIN };
+size_t hn_type_size(ncclDataType_t t);
+int hn_type_is_float(ncclDataType_t t);
+const char *hn_type_name(ncclDataType_t t);
+/* dst[i] = src[i] (op) dst[i], each result rounded to the datatype. */
+void hn_reduce(void *dst, const void *src, size_t n, ncclDataType_t t, enum hn_redop op);
+/* dst[i] = src[i] * scalar (scalar: one element of type t); dst may equal src. */
+void hn_premul(void *dst, const void *src, size_t n, ncclDataType_t t, const void *scalar);
+/* buf[i] /= d for integer types (truncating). */
+void hn_postdiv(void *buf, size_t n, ncclDataType_t t, int d);
+/* The element of type t nearest to v (RNE), for ncclAvg's 1/nranks. */
+void hn_scalar_from_double(ncclDataType_t t, double v, void *out);
+/* Scalar conversions (also the unit test's subject). */
+float hn_f16_to_f32(uint16_t h);
+uint16_t hn_f32_to_f16(float f);
+float hn_bf16_to_f32(uint16_t h);
+uint16_t hn_f32_to_bf16(float f);
+float hn_e4m3_to_f32(uint8_t b);
+uint8_t hn_f32_to_e4m3(float f);
+float hn_e5m2_to_f32(uint8_t b);
+uint8_t hn_f32_to_e5m2(float f);
+
+/* ---- comm.c ---- */
+/* A reduction resolved at call time (a premulsum op may be destroyed before
+ * a grouped or nonblocking operation runs). */
+typedef struct {
+  enum hn_redop op;
+  int premul;                /* multiply each rank's input by scalar first */
+  int postdiv;               /* integer avg: divide the result by nranks */
+  int user_op;               /* what ranks must agree on: ncclSum..ncclAvg (PreMulSum: ncclSum) */
+  const void *scalar_ptr;    /* ncclScalarDevice: read when the operation runs */
+  unsigned char scalar[8];   /* otherwise the value, one element of the type */
+} hn_red;
+
+struct hn_batch;
+
+typedef struct {
+  int live;
+  ncclDataType_t type;
+  ncclScalarResidence_t residence;
+  const void *ptr;
+  unsigned char value[8];
+} hn_premul_op;
+
+struct ncclComm {
+  MPI_Comm mpi;
+  int rank, nranks;
+  int blocking;
+  int aborting;              /* atomic: waits give up, see hn_wait() */
+  pthread_mutex_t lock;      /* guards the fields below; never held across MPI */
+  pthread_cond_t idle;       /* signalled when busy drops to 0 */
+  int busy;                  /* threads running operations on this comm */
+  int report_inprogress;     /* the next async-error poll says ncclInProgress */
+  struct hn_batch **pending; /* nonblocking work, run by the polls */
+  size_t npending, cappending;
+  ncclResult_t async_error;  /* sticky: a failed operation (MPI error) */
+  hn_premul_op *ops;         /* ncclRedOpCreatePreMulSum; op id = ncclNumOps + index */
+  int nops;
+};
+
+ncclResult_t hn_check_comm(ncclComm_t comm, const char *fn);
+/* Mark a thread as running operations on comm (abort waits for it). */
+void hn_comm_enter(ncclComm_t comm);
+void hn_comm_leave(ncclComm_t comm);
+/* Record a failure: later calls and polls report it (sticky). */
+void hn_comm_fail(ncclComm_t comm, ncclResult_t res);
+/* Queue a batch on a nonblocking comm (takes a reference). */
+ncclResult_t hn_comm_queue(ncclComm_t comm, struct hn_batch *b);
+
+/* ---- redop.c ---- */
+/* Resolve op for type on comm into red (ncclInvalidArgument if unknown). */
+ncclResult_t hn_resolve_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t type, hn_red *red,
+                           const char *fn);
+
+/* ---- algo.c ---- */
+enum hn_kind { HN_ALLREDUCE, HN_REDUCESCATTER, HN_ALLGATHER, HN_BROADCAST, HN_REDUCE, HN_SEND, HN_RECV };
+typedef struct {
+  enum hn_kind kind;
+  ncclComm_t comm;
+  const void *sendbuff;
+  void *recvbuff;
+  size_t count;              /* per-rank count as NCCL defines it for the call */
+  ncclDataType_t type;
+  hn_red red;
+  int peer;                  /* root, or peer of send/recv */
+} hn_op;
+
+/* A list of operations run together: point-to-point posted first, then the
+ * collectives in order, then the point-to-point waited for. Shared by the
+ * nonblocking comms it touches; the first poll to claim it runs it. */
+typedef struct hn_batch {
+  pthread_mutex_t lock;
+  int refs;
+  int state;                 /* HN_QUEUED, HN_RUNNING, HN_DONE */
+  ncclResult_t result;
+  size_t nops;
+  hn_op ops[];
+} hn_batch;
+enum { HN_QUEUED = 0, HN_RUNNING, HN_DONE };
+
+const char *hn_kind_name(enum hn_kind k);
+ncclResult_t hn_run_ops(const hn_op *ops, size_t n);
+hn_batch *hn_batch_new(const hn_op *ops, size_t n);
+void hn_batch_ref(hn_batch *b);
+void hn_batch_unref(hn_batch *b);
+/* Run b unless another thread is running it; returns ncclInProgress then. */
+ncclResult_t hn_batch_run(hn_batch *b);
+
+/* ---- transport.c ---- */
+ncclResult_t hn_mpi_init(void);         /* MPI_Init_thread if the program has not */
+void hn_mpi_lock(void);                 /* serialise MPI when it gives < THREAD_MULTIPLE */
+void hn_mpi_unlock(void);
+ncclResult_t hn_mpi_err(int rc, const char *what);
+/* Wait for n requests; gives up (cancelling them) when comm is being aborted. */
+ncclResult_t hn_wait(ncclComm_t comm, MPI_Request *reqs, int n);
+/* Exchange one message each way (either side may be empty: bytes 0 or rank < 0),
+ * splitting into slices of at most slice_bytes. */
+ncclResult_t hn_sendrecv(ncclComm_t comm, const void *sbuf, size_t sbytes, int dst,
+                         void *rbuf, size_t rbytes, int src, int tag);
+/* Post a message as nonblocking slices, appending requests to *reqs. */
+ncclResult_t hn_post(ncclComm_t comm, int is_send, void *buf, size_t bytes, int peer, int tag,
+                     MPI_Request **reqs, int *nreq, int *capreq);
+/* Emulated links: deadline = start + latency + bytes at the link rate. */
+int hn_link_on(void);
+void hn_now(struct timespec *t);
+void hn_link_deadline(struct timespec *dl, const struct timespec *start, size_t bytes);
+void hn_sleep_until(const struct timespec *dl);
+
+enum { HN_TAG_COLL = 1, HN_TAG_P2P = 2, HN_TAG_CHECK = 3 };
+
+#endif

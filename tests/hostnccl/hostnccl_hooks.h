@@ -1,0 +1,26 @@
+/* hostnccl_hooks.h — test hooks exported by the host NCCL (libnccl.so.2 in
+ * build/lib/hostnccl) besides the NCCL API.
+ *
+ * Counters are per process, over all threads and communicators, and count the
+ * ncclAllReduce calls the host NCCL accepted (arguments valid, not failed by
+ * HOSTNCCL_FAIL_CALL), at call time (also inside a group or on a nonblocking
+ * communicator), with bytes = count * sizeof(datatype). They only grow.
+ *
+ * A test that must also run against the real NCCL looks the hooks up instead
+ * of linking them:
+ *   int (*get)(uint64_t *, uint64_t *) =
+ *       (int (*)(uint64_t *, uint64_t *))dlsym(RTLD_DEFAULT, "hostnccl_get_counters");
+ *   if (get) ... (NULL: not the host NCCL)
+ *
+ * Must not: grow into a second API; hooks observe, they never change behaviour. */
+#ifndef HOSTNCCL_HOOKS_H
+#define HOSTNCCL_HOOKS_H
+
+#include <stdint.h>
+
+/* All datatypes together. Returns 0. */
+int hostnccl_get_counters(uint64_t *allreduce_calls, uint64_t *allreduce_bytes);
+/* One datatype (an ncclDataType_t value). Returns 0, or -1 for an invalid type. */
+int hostnccl_get_type_counters(int datatype, uint64_t *allreduce_calls, uint64_t *allreduce_bytes);
+
+#endif

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# 20-hostnccl.sh — the host NCCL (tests/hostnccl/, build/lib/hostnccl/libnccl.so.2):
+# exports, numeric conversions, every collective with exact expected values on
+# 2, 3 and 4 ranks, API semantics (groups, communicators, split, threads,
+# nonblocking protocol, fault injection, invalid arguments) and the emulated
+# link lower bounds. Counts of 2^31+5 elements: 20-hostnccl-bigcount.sh.
+# Must not: assert timings other than the lower bounds the emulation guarantees.
+source "$(dirname "$0")/../lib.sh"
+LIB="$HOSTNCCL_DIR/libnccl.so.2"
+API="$TBIN/test_hostnccl_api"
+COLL="$TBIN/test_hostnccl_coll"
+
+# Library shape: SONAME, weak nccl* / strong pnccl* pairs, nothing else exported.
+check "libnccl.so.2 has SONAME libnccl.so.2" bash -c "readelf -d '$LIB' | grep -q 'SONAME.*\[libnccl.so.2\]'"
+nm -D --defined-only "$LIB" | awk '{print $2, $3}' >"$TMPD/syms"
+check "exports only nccl*/pnccl*/hostnccl_* (plus version nodes)" \
+  bash -c "! grep -Ev ' (nccl|pnccl|hostnccl_)' '$TMPD/syms' | grep -v ' A ' | grep -q ."
+API_FUNCS="GetVersion GetUniqueId CommInitRank CommInitRankConfig CommSplit CommDestroy CommAbort
+  CommFinalize CommCount CommUserRank CommCuDevice CommGetAsyncError GetErrorString GetLastError
+  AllReduce ReduceScatter AllGather Broadcast Bcast Reduce Send Recv GroupStart GroupEnd
+  RedOpCreatePreMulSum RedOpDestroy"
+missing=""
+for f in $API_FUNCS; do
+  grep -qx "W nccl$f" "$TMPD/syms" && grep -qx "T pnccl$f" "$TMPD/syms" || missing="$missing $f"
+done
+if [ -z "$missing" ]; then ok "all 26 API functions exported as weak ncclX + strong pncclX"
+else not_ok "weak ncclX / strong pncclX missing for:$missing"; fi
+
+# Numeric conversions and kernels (cmocka, TAP lines counted directly).
+CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/test_hostnccl_numeric" || not_ok "test_hostnccl_numeric exited $?"
+
+# Every collective, datatype and op, bit-exact; np=3 also with tiny MPI slices.
+mpirun_host 2 "$COLL" || not_ok "collectives np=2 exited $?"
+mpirun_host 3 -x HOSTNCCL_SLICE_BYTES=248 "$COLL" || not_ok "collectives np=3 (248-byte slices) exited $?"
+mpirun_host 4 "$COLL" || not_ok "collectives np=4 exited $?"
+
+# API semantics.
+api() { local np=$1; shift; mpirun_host "$np" "$@" || not_ok "test_hostnccl_api np=$np ${*: -1} exited $?"; }
+api 3 "$API" basic
+api 2 -x HOSTNCCL_VERSION=20903 "$API" old
+api 4 "$API" group
+api 4 "$API" comms
+api 2 "$API" threads single
+api 3 "$API" threads multiple
+api 3 "$API" nonblocking
+api 3 -x HOSTNCCL_FAIL_CALL=3 "$API" failcall
+api 2 -x HOSTNCCL_FAIL_GROUP_END=2 "$API" failgroup
+api 2 "$API" abort
+api 3 "$API" mismatch
+api 3 "$API" selfinit "$TMPD/uid"
+api 4 -x HOSTNCCL_LINK_LATENCY_US=20000 -x HOSTNCCL_LINK_GBPS=1 "$API" link
+
+# A malformed variable stops every call with a message naming it.
+mpirun_host 2 -x HOSTNCCL_LINK_GBPS=fast "$API" basic >"$TMPD/badenv.log" 2>&1
+check_grep "HOSTNCCL_LINK_GBPS=fast is refused by name" "HOSTNCCL_LINK_GBPS='fast' is not a number" "$TMPD/badenv.log"
+
+# HOSTNCCL_LOG=1 prints each collective.
+mpirun_host 2 -x HOSTNCCL_LOG=1 "$API" failgroup >"$TMPD/log.log" 2>&1
+check_grep "HOSTNCCL_LOG=1 logs collectives" "rank 1/2 AllReduce float32 count 16" "$TMPD/log.log"
