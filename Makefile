@@ -88,6 +88,10 @@ env-doc: $(B)/bin/ncclshim-envdoc
 	@echo "README.md: environment table regenerated"
 TEST_BINS += $(B)/bin/ncclshim-envdoc
 
+# Needs a GPU, its driver and a real libnccl (see tests/gpu/check.sh).
+gpu-check: all
+	@B=$(B) ./tests/gpu/check.sh
+
 clean:
 	rm -rf build build-san
 

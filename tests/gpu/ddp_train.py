@@ -1,0 +1,38 @@
+"""ddp_train.py — a small DDP training run for the GPU check: a 4-layer MLP on
+synthetic data (fixed seed), SGD with momentum, gradient accumulation off,
+--steps optimizer steps; writes one loss per line to --out."""
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=50)
+p.add_argument("--out", required=True)
+a = p.parse_args()
+dist.init_process_group("nccl")
+rank = dist.get_rank()
+torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+torch.manual_seed(1234)
+model = torch.nn.Sequential(
+    torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+    torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
+ddp = DDP(model, bucket_cap_mb=1)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
+g = torch.Generator(device="cuda").manual_seed(42 + rank)
+X = torch.randn(64 * a.steps, 512, device="cuda", generator=g)
+Y = torch.randint(0, 10, (64 * a.steps,), device="cuda", generator=g)
+losses = []
+for s in range(a.steps):
+    x, y = X[64 * s:64 * (s + 1)], Y[64 * s:64 * (s + 1)]
+    loss = torch.nn.functional.cross_entropy(ddp(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+if rank == 0:
+    with open(a.out, "w") as f:
+        f.write("\n".join(f"{l:.8f}" for l in losses) + "\n")
+dist.destroy_process_group()
