@@ -1,0 +1,161 @@
+# Reliability of the shim over the host NCCL: faults (the real call failing,
+# group ends failing, ncclInProgress, staging allocation failing on one rank),
+# arguments at the edges, threads and many communicators, abort and fork,
+# special values, and a soak with logging on. Every MPI run is bounded by
+# TEST_TIMEOUT, so a hang is a failed check. tests/README.md lists what each
+# check proves and the limits accepted.
+#
+# RELIABILITY_QUICK=1 (set by 90-sanitizers.sh): soak of 10^5 calls and no
+# multi-GiB buffers. RELIABILITY_BIG=1: also the 2^31+5-element fp32 case
+# (12 GiB, about 30 s here).
+. "$(dirname "$0")/../lib.sh"
+for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
+F="$TBIN/shimfault" A="$TBIN/shimfault_args" L="$TBIN/shimfault_life" T="$TBIN/shim_threads"
+QUICK=${RELIABILITY_QUICK:-0}
+# Memory checks are skipped by the programs under ASan and valgrind (quarantines).
+flat=$([ "$QUICK" = 1 ] && echo "memory not checked under sanitizers" || echo "VmRSS flat")
+leak=$([ "$QUICK" = 1 ] && echo "leaks checked by the plain run" || echo "no staging leak")
+
+# MPMD runs (settings on some ranks only): each context names the preload.
+X="-x LD_PRELOAD=$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD} -x LD_LIBRARY_PATH=$HOSTNCCL_DIR"
+mpmd() { timeout "$TEST_TIMEOUT" mpirun "$@"; }
+
+# ---- 1. Faults ---------------------------------------------------------------
+# HOSTNCCL_FAIL_CALL=N fails the N-th real all-reduce of each process. With the
+# shim, real call 1 is its configuration check at the first call. Row: N, the
+# user call K that fails, what the host NCCL accepts during K, what the shim
+# attempts during K (one more: the failed attempt, never retried).
+while read -r -u 3 n k hostd shimd what; do
+  check "real call $n fails ($what): ncclSystemError unchanged, outputs untouched, no retry, later calls exact, $leak" \
+    with HOSTNCCL_FAIL_CALL=$n mpirun_shim 2 "$F" failcall "$k" "$hostd" "$shimd"
+done 3<<'EOF'
+1 1 0 1 the configuration check at the first call
+2 1 1 2 the first compressed call
+3 2 0 1 a compressed out-of-place call
+4 3 0 1 an int32 pass-through call
+5 4 0 1 a compressed in-place call
+6 5 0 1 a fused group of two
+EOF
+check "real call 6 fails (group, fusion off: queued cast-backs dropped)" \
+  with HOSTNCCL_FAIL_CALL=6 NCCLSHIM_FUSE_BYTES=0 mpirun_shim 2 "$F" failcall 5 1 2
+# Pipelined (CHUNK_BYTES=64K: 4 chunks a call; real calls: check 1, call 1 = 2-5,
+# call 2 = 6-9, int32 = 10, in-place call = 11-14): no chunk after the failed
+# one is issued; chunks before it may already be final (exact), nothing else.
+check "real call 7 fails (chunk 2 of 4 of a pipelined call): error unchanged, no further chunk, no retry" \
+  with HOSTNCCL_FAIL_CALL=7 NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" failcall 2 1 2 chunked
+check "real call 13 fails (chunk 3 of 4, in place): the same" \
+  with HOSTNCCL_FAIL_CALL=13 NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" failcall 4 2 3 chunked
+check "control without the shim: the same program sees the same failure" \
+  with HOSTNCCL_FAIL_CALL=2 mpirun_host 2 "$F" failcall 2 0 0
+for fb in 64M 0; do
+  check "ncclGroupEnd fails (FUSE_BYTES=$fb): ncclSystemError, no cast-back ran, next groups exact, $leak" \
+    with HOSTNCCL_FAIL_GROUP_END=1 NCCLSHIM_FUSE_BYTES=$fb mpirun_shim 2 "$F" failgroup
+  check "nonblocking communicator (FUSE_BYTES=$fb): results only after ncclCommGetAsyncError reports success" \
+    with NCCLSHIM_FUSE_BYTES=$fb mpirun_shim 2 "$F" inprogress
+done
+check "control without the shim: nonblocking program passes on plain NCCL" mpirun_host 2 "$F" inprogress
+check "staging allocation fails on rank 0 of 2: it returns ncclSystemError, peer gets NaN, no hang, next call exact" \
+  mpmd -np 1 $X -x NCCLSHIM_FAULT_ALLOC=1 "$F" faultalloc single : -np 1 $X "$F" faultalloc single
+check "staging allocation fails on rank 1 of 3 only: the same" \
+  mpmd -np 1 $X "$F" faultalloc single : -np 1 $X -x NCCLSHIM_FAULT_ALLOC=1 "$F" faultalloc single : -np 1 $X "$F" faultalloc single
+check "staging allocation fails on one rank inside a group, fusion off: failed member NaN everywhere, others exact" \
+  mpmd -np 1 $X -x NCCLSHIM_FUSE_BYTES=0 -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc group : \
+    -np 1 $X -x NCCLSHIM_FUSE_BYTES=0 "$F" faultalloc group
+check "staging allocation fails on one rank for a fused group: members NaN everywhere, no hang" \
+  with TEST_TIMEOUT=10 mpmd -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc group : -np 1 $X "$F" faultalloc group
+
+# ---- 2. Arguments ------------------------------------------------------------
+mpirun_host 2 "$A" codes >"$TMPD/codes.plain" 2>"$TMPD/codes.plain.err"
+rc_plain=$?
+mpirun_shim 2 "$A" codes >"$TMPD/codes.shim" 2>"$TMPD/codes.shim.err"
+rc_shim=$?
+ncases=$(wc -l <"$TMPD/codes.shim")
+[ $rc_plain -eq 0 ] && [ $rc_shim -eq 0 ] && [ "$ncases" -eq 34 ] \
+  && ok "argument table ran with and without the shim ($ncases cases; the shim compressed exactly the expected ones)" \
+  || { not_ok "argument table: rc $rc_plain/$rc_shim, $ncases cases"; tail -5 "$TMPD/codes.shim.err" | sed 's/^/#   /'; }
+check "count 0/1/odd, threshold +-1, NULL buffers, op 99/-1, datatype 42/12/-1, NULL comm, PreMulSum, groups, unbalanced group end: same codes and buffers as plain NCCL" \
+  cmp "$TMPD/codes.plain" "$TMPD/codes.shim"
+[ "$(grep -c 'call 4 ' "$TMPD/codes.shim")" -eq 17 ] && ok "the 17 invalid calls all return ncclInvalidArgument (4)" \
+  || not_ok "invalid calls: $(grep -c 'call 4 ' "$TMPD/codes.shim") of 17 return 4"
+for w in fp16 bf16; do
+  check "pointers offset by 0..3 elements, in/out of place, odd sizes ($w): exact, sendbuff unchanged, nothing written outside" \
+    with NCCLSHIM_COMPRESS=$w mpirun_shim 2 "$A" misaligned
+done
+check "call above NCCLSHIM_MAX_STAGING_BYTES: ncclInvalidUsage on every rank, buffer intact, no hang" \
+  with NCCLSHIM_MAX_STAGING_BYTES=64K mpirun_shim 2 "$A" big 100000 f32 limit
+avail_gib=$(( $(awk '/MemAvailable/ {print $2}' /proc/meminfo) / 1048576 ))
+big() { # need_gib description args...
+  local need=$1 desc=$2; shift 2
+  if [ "$QUICK" = 1 ]; then ok "$desc # SKIP RELIABILITY_QUICK"
+  elif [ "$avail_gib" -lt "$need" ]; then ok "$desc # SKIP needs $need GiB, $avail_gib available"
+  else check "$desc" with TEST_TIMEOUT=240 "$@"; fi
+}
+big 8 "fp32 Sum of 2^30+3 elements (4 GiB + 12 B, wire 2 GiB), 1 rank: compressed, exact, 64-bit byte counts" \
+  mpirun_shim 1 "$A" big 1073741827 f32 compressed
+big 4 "int8 Sum of 2^31+5 elements, 1 rank: passed through untouched, exact" \
+  mpirun_shim 1 "$A" big 2147483653 i8 passthrough
+if [ "${RELIABILITY_BIG:-0}" = 1 ]; then
+  big 14 "fp32 Sum of 2^31+5 elements (8 GiB, wire 4 GiB + 10 B), 1 rank, MAX_STAGING_BYTES=8G: exact" \
+    with NCCLSHIM_MAX_STAGING_BYTES=8G mpirun_shim 1 "$A" big 2147483653 f32 compressed
+fi
+
+# ---- 3. Threads, communicators, abort, fork -----------------------------------
+for w in fp16 bf16; do
+  check "8 threads x own communicator (MPI_THREAD_MULTIPLE), $w: exact, counters add up" \
+    with NCCLSHIM_COMPRESS=$w mpirun_shim 2 "$T" threads 8
+done
+for fb in 64M 0; do
+  check "2 communicators x 2 interleaved streams, in/out of groups (FUSE_BYTES=$fb): exact, $flat" \
+    with NCCLSHIM_FUSE_BYTES=$fb mpirun_shim 2 "$T" streams
+done
+NCCLSHIM_BANNER=1 mpirun_shim 2 "$L" churn 200 >"$TMPD/churn.out" 2>"$TMPD/churn.err"
+rc=$?
+want=$(awk '{for (i = 1; i < NF; i++) if ($i == "banners") s += $(i + 1)} END {print s + 0}' "$TMPD/churn.out")
+got=$(grep -c "active on communicator" "$TMPD/churn.err")
+[ $rc -eq 0 ] && ok "200 communicators created/destroyed/aborted: exact, fresh state at reused addresses, fds and $flat ($(grep '^banners' "$TMPD/churn.out"))" \
+  || { not_ok "churn: rc=$rc"; grep -v "active on" "$TMPD/churn.err" | tail -8 | sed 's/^/#   /'; }
+[ "$want" -eq 300 ] && [ "$got" -eq "$want" ] && ok "a banner for every new communicator, reused addresses included ($got)" \
+  || not_ok "banners: $got printed, $want expected (300)"
+check "nonblocking communicator polled by a watchdog thread too: each result final when the caller's poll says done" \
+  mpirun_shim 2 "$T" nbwatch 150
+check "ncclCommAbort from a watchdog thread while a compressed call is blocked: error returned, no deadlock (5 rounds)" \
+  with NCCLSHIM_MIN_BYTES=0 mpirun_shim 2 "$T" abort 5
+mkdir -p "$TMPD/fork"
+NCCLSHIM_LOG=summary NCCLSHIM_LOG_FILE="$TMPD/fork/log.%p" mpirun_shim 2 "$L" fork "$TMPD/fork" \
+  >"$TMPD/fork.out" 2>"$TMPD/fork.err"
+rc=$?
+[ $rc -eq 0 ] && ok "fork after init: child's calls untouched and uncounted, shim disabled there; parent exact after" \
+  || { not_ok "fork: rc=$rc"; tail -8 "$TMPD/fork.err" | sed 's/^/#   /'; }
+children=$(awk '/^child / {print $2}' "$TMPD/fork.out" | tr '\n' ' ')
+leaked=""
+for p in $children; do [ -e "$TMPD/fork/log.$p" ] && leaked+=" log.$p"; done
+[ -n "$children" ] && [ -z "$leaked" ] && ! grep -q ncclshim "$TMPD"/fork/child-*.err \
+  && ok "forked children wrote no log file and no shim line on stderr (children: $children)" \
+  || not_ok "forked children: log files [$leaked], stderr: $(cat "$TMPD"/fork/child-*.err 2>/dev/null | head -3)"
+grep -qs "summary" "$TMPD"/fork/log.* "$TMPD/fork.err" && ok "the parents still wrote their summaries (control)" \
+  || not_ok "no parent summary found (log files: $(ls "$TMPD/fork"))"
+
+# ---- 4. Values -----------------------------------------------------------------
+for w in fp16 bf16; do
+  for op in sum avg; do
+    for np in 2 3; do
+      check "Inf/NaN/-0/subnormals/overflow, $w $op, $np ranks: same bits everywhere, = NCCL on the wire type, counted" \
+        with NCCLSHIM_COMPRESS=$w mpirun_shim $np "$A" special $op
+    done
+  done
+done
+
+# ---- 5. Soak ---------------------------------------------------------------------
+soak=$([ "$QUICK" = 1 ] && echo 100000 || echo 1000000)
+NCCLSHIM_MIN_BYTES=0 NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/soak.%p.log" TEST_TIMEOUT=180 \
+  mpirun_shim 2 "$L" soak $soak >"$TMPD/soak.out" 2>"$TMPD/soak.err"
+rc=$?
+[ $rc -eq 0 ] && ok "soak: $soak compressed calls with NCCLSHIM_LOG=calls, all exact, $flat ($(cat "$TMPD/soak.out"))" \
+  || { not_ok "soak: rc=$rc"; tail -8 "$TMPD/soak.err" | sed 's/^/#   /'; }
+files=$(ls "$TMPD"/soak.*.log 2>/dev/null | wc -l)
+whole=$(grep -l "\"compressed\":{\"calls\":$soak," "$TMPD"/soak.*.log 2>/dev/null | wc -l)
+detail=$(cat "$TMPD"/soak.*.log 2>/dev/null | grep -c '"kind":"call"')
+[ "$files" -eq 2 ] && [ "$whole" -eq 2 ] && [ "$detail" -le $((2 * 4096)) ] \
+  && ok "each rank's log file counts all $soak calls and keeps $detail records in detail (bounded by NCCLSHIM_LOG_RING)" \
+  || not_ok "soak logs: $files files, $whole with $soak calls, $detail detail records"

@@ -1,0 +1,96 @@
+# The multi-rank shim suite again under sanitizers and memcheck:
+#   1. everything built with ASan+UBSan (make SAN=1 test-build, in build-san/),
+#      then tests/t/40-shim.sh and 70-reliability.sh run on that build (the
+#      latter with RELIABILITY_QUICK=1: 10^5-call soak, no multi-GiB buffers);
+#      any sanitizer report aborts its process, and the reports' log files
+#      must not exist at the end (zero reports, failed check or not);
+#   2. the shim, the host NCCL and the thread tests built with ThreadSanitizer
+#      (make B=build-san/tsan SANFLAGS=-fsanitize=thread: no Makefile mode of
+#      its own), run on threads, interleaved streams, abort from a watchdog
+#      thread and nonblocking polls;
+#   3. valgrind memcheck (plain build) on a subset of the reliability runs,
+#      with Open MPI's suppressions and tests/valgrind.supp.
+# Leak detection is off (Open MPI leaks at exit). Open MPI's own libraries are
+# not instrumented: TSan ignores what happens inside them
+# (ignore_noninstrumented_modules), so races through MPI are not seen.
+. "$(dirname "$0")/../lib.sh"
+export ROOT
+for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:verify_asan_link_order=0:log_path=$TMPD/asan"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$TMPD/ubsan"
+export TSAN_OPTIONS="halt_on_error=1:ignore_noninstrumented_modules=1:log_path=$TMPD/tsan"
+export TEST_TIMEOUT=${TEST_TIMEOUT:-120}
+
+# Sanitizer reports written so far (files named by log_path).
+reports() { ls "$TMPD"/asan.* "$TMPD"/ubsan.* "$TMPD"/tsan.* 2>/dev/null; }
+no_reports() { # description
+  local r; r=$(reports)
+  if [ -z "$r" ]; then ok "$1"; else
+    not_ok "$1 ($(echo "$r" | wc -l) report files)"; head -n 30 $r | sed 's/^/#   /'
+    rm -f $r
+  fi
+}
+
+# ---- 1. ASan + UBSan ------------------------------------------------------------
+# -k: a target that fails to build is reported, the suites still run on what built.
+if make -C "$ROOT" --no-print-directory -k B=build-san SAN=1 -j2 test-build >"$TMPD/build-san.log" 2>&1; then
+  ok "make SAN=1 test-build (ASan+UBSan, build-san/)"
+else
+  not_ok "make SAN=1 test-build failed"; grep -E 'error:|\*\*\*' "$TMPD/build-san.log" | head -n 8 | sed 's/^/#   /'
+fi
+S="$ROOT/build-san"
+if [ -e "$S/lib/libncclshim.so" ] && [ -e "$S/lib/hostnccl/libnccl.so.2" ] && [ -x "$S/tests/shimtest" ] \
+   && [ -x "$S/tests/shimfault" ] && [ -x "$S/tests/shim_threads" ]; then
+  for t in 40-shim 70-reliability; do
+    mkdir -p "$TMPD/$t"
+    env -u NCCLSHIM_LOG -u NCCLSHIM_BANNER B=build-san RELIABILITY_QUICK=1 TMPD="$TMPD/$t" \
+      bash "$ROOT/tests/t/$t.sh" 2>&1 \
+      | sed -n "s/^\(ok\|not ok\) - /\1 - asan+ubsan $t: /p; /^#   /p"
+  done
+  no_reports "no ASan/UBSan report from the multi-rank suite"
+else
+  not_ok "the ASan+UBSan shim, host NCCL or test programs were not built: suite not run"
+fi
+
+# ---- 2. ThreadSanitizer -------------------------------------------------------------
+TS=build-san/tsan
+if make -C "$ROOT" --no-print-directory -j2 B=$TS SANFLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+     $TS/lib/libncclshim.so $TS/lib/hostnccl/libnccl.so.2 $TS/tests/shim_threads $TS/tests/shimfault \
+     >"$TMPD/build-tsan.log" 2>&1; then
+  tsan() { # description command... (mpirun_shim picks up the TSan shim and host NCCL)
+    local desc=$1; shift
+    check "tsan: $desc" with SHIM="$ROOT/$TS/lib/libncclshim.so" HOSTNCCL_DIR="$ROOT/$TS/lib/hostnccl" "$@"
+  }
+  tsan "8 threads x own communicator" mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" threads 8
+  tsan "8 threads, fusion off (cast-backs queued per thread)" \
+    with NCCLSHIM_FUSE_BYTES=0 mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" threads 8
+  tsan "interleaved streams and communicators" mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" streams
+  tsan "abort from a watchdog thread polling ncclCommGetAsyncError" \
+    with NCCLSHIM_MIN_BYTES=0 mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" abort 3
+  tsan "nonblocking communicator, cast-backs at completion" mpirun_shim 2 "$ROOT/$TS/tests/shimfault" inprogress
+  no_reports "no ThreadSanitizer report"
+else
+  not_ok "ThreadSanitizer build failed"; tail -n 20 "$TMPD/build-tsan.log" | sed 's/^/#   /'
+fi
+
+# ---- 3. valgrind memcheck ---------------------------------------------------------------
+if command -v valgrind >/dev/null; then
+  make -C "$ROOT" --no-print-directory -s -j2 B="$B" "$B/tests/shimfault" "$B/tests/shimfault_args" \
+    "$B/tests/shimfault_life" "$B/tests/shim_threads" >"$TMPD/build-vg.log" 2>&1
+  vg=(valgrind -q --error-exitcode=9 --suppressions="$ROOT/tests/valgrind.supp")
+  [ -r /usr/share/openmpi/openmpi-valgrind.supp ] && vg+=(--suppressions=/usr/share/openmpi/openmpi-valgrind.supp)
+  memcheck() { # description [K=V...] program args...
+    local desc=$1; shift
+    check "memcheck: $desc" with "$@"
+  }
+  memcheck "nonblocking communicator" mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault" inprogress
+  memcheck "real call failing" HOSTNCCL_FAIL_CALL=3 mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault" failcall 2 0 1
+  memcheck "group end failing with queued cast-backs" HOSTNCCL_FAIL_GROUP_END=1 NCCLSHIM_FUSE_BYTES=0 \
+    mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault" failgroup
+  memcheck "misaligned pointers" mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault_args" misaligned
+  memcheck "40 communicators created and destroyed" mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault_life" churn 40
+  memcheck "4 threads x own communicator" mpirun_shim 2 "${vg[@]}" "$TBIN/shim_threads" threads 4
+else
+  not_ok "valgrind is not installed (make deps)"
+fi
