@@ -239,12 +239,13 @@ static ncclResult_t queue_fuse(nsc_comm *c, const nsc_backend *be, const void *s
 
 /* A communicator first seen inside a group is checked right after that group;
  * until then its calls pass through, alike on every rank. */
-static void defer_check(nsc_comm *c, const nsc_backend *be) {
+static void defer_check(nsc_comm *c, const nsc_backend *be, cudaStream_t s) {
   if (c->check_queued) return;
   nsc_work *w = nsc_work_new(NSC_W_CHECK, c);
   if (!w) return;
   c->check_queued = 1;
   w->be = be;
+  w->stream = (nsc_stream)s;
   nsc_group_defer(w);
 }
 
@@ -265,11 +266,11 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   if (c->checked <= 0) {
     const nsc_backend *be = nsc_backend_for(recv);
     if (c->checked == 0 && call.in_group) {
-      defer_check(c, be);
+      defer_check(c, be, stream);
       r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
       goto out;
     }
-    r = nsc_check_comm(c, be);
+    r = nsc_check_comm(c, be, (nsc_stream)stream);
     if (r != ncclSuccess) goto out;
   }
   c->seq++;

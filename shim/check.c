@@ -47,7 +47,7 @@ ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
   return e;
 }
 
-static ncclResult_t exchange(nsc_comm *c, const nsc_backend *be, int64_t *vals, int n) {
+ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, int64_t *vals, int n) {
   size_t bytes = (size_t)n * sizeof *vals;
   void *buf = NULL;
   nsc_stream s = NULL;
@@ -65,7 +65,7 @@ static ncclResult_t exchange(nsc_comm *c, const nsc_backend *be, int64_t *vals, 
   return r;
 }
 
-ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be) {
+ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   if (c->checked) return c->checked > 0 ? ncclSuccess : nsc_mismatch(c);
   int n = 1, r = 0;
   if (nsc_real.CommCount) nsc_real.CommCount(c->comm, &n);
@@ -78,12 +78,34 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be) {
     banner(c);
     return ncclSuccess;
   }
-  int64_t vals[2 * NSC_CFG_COUNT];
+  /* The same exchange agrees on an initial fusion block for this stream:
+   * every rank keeps it only if every rank got it. */
+  size_t fuse0 = (size_t)nsc_g.cfg.fuse_bytes / 2;
+  if (fuse0 > ((size_t)4 << 20)) fuse0 = (size_t)4 << 20;
+  if (fuse0 > (size_t)nsc_g.cfg.max_staging_bytes) fuse0 = (size_t)nsc_g.cfg.max_staging_bytes;
+  int want_fuse = nsc_g.cfg.compress != NSC_COMPRESS_OFF && fuse0 > 0;
+  int64_t vals[2 * NSC_CFG_COUNT + 1];
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
     vals[i] = nsc_config_row_hash(&nsc_g.cfg, i);
     vals[NSC_CFG_COUNT + i] = -vals[i];
   }
-  ncclResult_t res = exchange(c, be, vals, 2 * NSC_CFG_COUNT);
+  int got = 1;
+  if (want_fuse) {
+    pthread_mutex_lock(&c->lock);
+    got = nsc_staging_fuse_reserve(&c->staging, be, s, fuse0);
+    pthread_mutex_unlock(&c->lock);
+  }
+  vals[2 * NSC_CFG_COUNT] = got ? 0 : 1;
+  ncclResult_t res = nsc_exchange_max(c, be, vals, 2 * NSC_CFG_COUNT + 1);
+  if (want_fuse) {
+    int all = res == ncclSuccess && vals[2 * NSC_CFG_COUNT] == 0;
+    pthread_mutex_lock(&c->lock);
+    nsc_staging_fuse_agreed(&c->staging, be, s, all);
+    pthread_mutex_unlock(&c->lock);
+    if (res == ncclSuccess && !all && (c->rank == 0 || !got))
+      nsc_warn("fusion disabled on communicator %p: a rank could not allocate its fusion buffer "
+               "(grouped all-reduces are compressed one by one)", (void *)c->comm);
+  }
   if (res != ncclSuccess) return res; /* passed up unchanged; the next call checks again */
   c->checked = 1;
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
@@ -106,4 +128,29 @@ ncclResult_t nsc_mismatch(nsc_comm *c) {
   static int once;
   nsc_warn_once(&once, "%s (every call on it fails with ncclInvalidUsage)", c->mismatch_msg);
   return ncclInvalidUsage;
+}
+
+/* Fusion block growth: every rank reports whether its allocation succeeded;
+ * all see the same maximum of the failures, so all keep or drop alike. */
+static int agree(int ok, const nsc_backend *be, void *arg) {
+  nsc_comm *c = arg;
+  int64_t v = ok ? 0 : 1;
+  ncclResult_t r = nsc_exchange_max(c, be, &v, 1);
+  if (r != ncclSuccess || v != 0) {
+    if (c->rank == 0 || !ok)
+      nsc_warn("fusion disabled on communicator %p: %s", (void *)c->comm,
+               r != ncclSuccess ? "the agreement on its buffer failed"
+                                : "a rank could not allocate the fusion buffer (fused groups are forwarded in fp32)");
+    return 0;
+  }
+  return 1;
+}
+
+void nsc_fuse_settle(nsc_comm *c, int grow) {
+  pthread_mutex_lock(&c->lock);
+  c->fuse_grow = 0;
+  pthread_mutex_unlock(&c->lock);
+  /* Not under the communicator's lock: agreeing calls into NCCL. The arena
+   * list is only changed by this thread's calls on this communicator. */
+  nsc_staging_fuse_settle(&c->staging, grow ? (size_t)nsc_g.cfg.max_staging_bytes : 0, agree, c);
 }

@@ -38,6 +38,7 @@ static void free_entry(nsc_comm *c) {
   nsc_staging_release(&c->staging);
   nsc_log_comm_close(&c->log);
   pthread_mutex_destroy(&c->lock);
+  pthread_mutex_destroy(&c->finish_lock);
   free(c);
 }
 
@@ -50,6 +51,7 @@ nsc_comm *nsc_comm_get(ncclComm_t comm) {
   fresh->refs = 2; /* the table's and the caller's */
   fresh->rank = -1;
   pthread_mutex_init(&fresh->lock, NULL);
+  pthread_mutex_init(&fresh->finish_lock, NULL);
   nsc_accum_init(&fresh->accum);
   pthread_mutex_lock(&table_lock);
   c = lookup_locked(comm);
@@ -63,7 +65,11 @@ nsc_comm *nsc_comm_get(ncclComm_t comm) {
     fresh = NULL;
   }
   pthread_mutex_unlock(&table_lock);
-  if (fresh) { pthread_mutex_destroy(&fresh->lock); free(fresh); }
+  if (fresh) {
+    pthread_mutex_destroy(&fresh->lock);
+    pthread_mutex_destroy(&fresh->finish_lock);
+    free(fresh);
+  }
   return c;
 }
 

@@ -26,6 +26,7 @@ typedef struct nsc_comm {
   /* 0 = not yet checked, 1 = checked and usable, -1 = configuration mismatch */
   int checked;
   int nonblocking;         /* a real call answered ncclInProgress: no pipelining */
+  int fuse_grow;           /* a fused buffer did not fit: settle after the group */
   int check_queued;        /* a check waits for the end of the current group */
   char mismatch_msg[256];
   uint64_t seq;            /* intercepted all-reduces on this communicator */
@@ -33,6 +34,7 @@ typedef struct nsc_comm {
   nsc_staging staging;
   nsc_comm_log log;
   pthread_mutex_t lock;    /* guards pending, staging and log of this entry */
+  pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */
   struct nsc_pending *pending;    /* nonblocking: work to run once NCCL reports completion */
   struct nsc_comm *next;
 } nsc_comm;

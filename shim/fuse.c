@@ -45,18 +45,17 @@ static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T) {
   nsc_seg *segs = calloc((size_t)n, sizeof *segs);
   void *stage = NULL;
   pthread_mutex_lock(&c->lock);
-  int rc = w && segs ? nsc_staging_get(&c->staging, be, m[0]->stream, T * 2, (size_t)nsc_g.cfg.max_staging_bytes, &stage)
-                     : NSC_STAGING_NOMEM;
+  int rc = nsc_staging_fuse_take(&c->staging, be, m[0]->stream, T * 2, &stage);
   pthread_mutex_unlock(&c->lock);
-  if (rc != NSC_STAGING_OK) {
+  if (rc || !w || !segs) {
+    /* Not (yet) agreed space for this fused buffer: forwarded in fp32 this
+     * time, alike on every rank; the block grows after the group. */
     free(segs);
     if (w) nsc_work_drop(w);
-    nsc_warn("fusion: no staging for %zu bytes (%s); members are forwarded in fp32 on this rank only",
-             T * 2, rc == NSC_STAGING_LIMIT ? "over NCCLSHIM_MAX_STAGING_BYTES" : nsc_backend_error());
-    /* A limit failure happens on every rank alike, so this stays matched;
-     * an allocation failure on one rank cannot, and is reported as an error. */
     forward_members(m, n, &r);
-    return rc == NSC_STAGING_LIMIT ? r : ncclSystemError;
+    if (!rc) return ncclSystemError; /* a few bytes of host memory: the process is failing */
+    c->fuse_grow = 1;
+    return r;
   }
   size_t off = 0;
   for (int i = 0; i < n; i++) {
@@ -68,6 +67,7 @@ static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T) {
   w->wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
   w->op = m[0]->op;
   w->wirebuf = stage;
+  w->from_fuse_block = 1;
   w->count = T;
   w->segs = segs;
   w->nseg = n;
@@ -95,7 +95,7 @@ static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T) {
   return nsc_reduce_wire(c, w, T, 1);
 }
 
-ncclResult_t nsc_fuse_flush(nsc_work **list) {
+ncclResult_t nsc_fuse_flush(nsc_work **list, nsc_comm **touched, int *ntouched, int max) {
   /* Split the list: FUSE members out (in order), everything else stays. */
   int n = 0, cap = 0;
   nsc_work **m = NULL, *keep = NULL, **tail = &keep;
@@ -134,6 +134,15 @@ ncclResult_t nsc_fuse_flush(nsc_work **list) {
       bucket[nb++] = m[j];
       T += m[j]->count;
       done[j] = 1;
+    }
+    /* Remember the communicator (with a reference) for the settling after
+     * the group; more communicators than `max` in one group are settled at
+     * their next group. */
+    int seen = 0;
+    for (int t = 0; t < *ntouched; t++) seen |= touched[t] == m[i]->c;
+    if (!seen && *ntouched < max && m[i]->c) {
+      nsc_comm_ref(m[i]->c);
+      touched[(*ntouched)++] = m[i]->c;
     }
     if (nb) {
       ncclResult_t rr = issue_bucket(bucket, nb, T);

@@ -60,7 +60,7 @@ ncclResult_t nsc_work_run(nsc_work *w) {
     nsc_log_mark(&w->rec, NSC_MARK_END);
     if (w->c) {
       pthread_mutex_lock(&w->c->lock);
-      nsc_staging_done(&w->c->staging, w->stream);
+      if (!w->from_fuse_block) nsc_staging_done(&w->c->staging, w->stream);
       pthread_mutex_unlock(&w->c->lock);
       w->rec.result = r;
       nsc_log_commit(&w->c->log, &w->rec);
@@ -71,7 +71,7 @@ ncclResult_t nsc_work_run(nsc_work *w) {
 }
 
 void nsc_work_drop(nsc_work *w) {
-  if (w->c && w->wirebuf) {
+  if (w->c && w->wirebuf && !w->from_fuse_block) {
     pthread_mutex_lock(&w->c->lock);
     nsc_staging_done(&w->c->staging, w->stream);
     pthread_mutex_unlock(&w->c->lock);
@@ -91,7 +91,10 @@ void nsc_work_drop_list(nsc_work *w) {
 void nsc_pending_add(struct nsc_comm *c, nsc_work *w) {
   pthread_mutex_lock(&c->lock);
   if (!c->pending) c->pending = calloc(1, sizeof *c->pending);
-  if (c->pending) append(&c->pending->head, &c->pending->tail, w);
+  if (c->pending) {
+    w->pseq = ++c->pending->last_seq;
+    append(&c->pending->head, &c->pending->tail, w);
+  }
   pthread_mutex_unlock(&c->lock);
   if (!c->pending) nsc_work_drop(w); /* out of memory: nothing was enqueued for it */
 }
@@ -104,18 +107,39 @@ void nsc_pending_drop(struct nsc_pending **p) {
   nsc_work_drop_list(w);
 }
 
-ncclResult_t nsc_pending_finish(struct nsc_comm *c, int ok) {
+uint64_t nsc_pending_mark(struct nsc_comm *c) {
   pthread_mutex_lock(&c->lock);
-  nsc_work *w = c->pending ? c->pending->head : NULL;
-  if (c->pending) c->pending->head = c->pending->tail = NULL;
+  uint64_t m = c->pending ? c->pending->last_seq : 0;
   pthread_mutex_unlock(&c->lock);
-  if (!ok) { nsc_work_drop_list(w); return ncclSuccess; }
-  ncclResult_t r = ncclSuccess;
-  while (w) {
-    nsc_work *n = w->next;
-    ncclResult_t rr = nsc_work_run(w);
-    if (r == ncclSuccess) r = rr;
-    w = n;
+  return m;
+}
+
+ncclResult_t nsc_pending_finish(struct nsc_comm *c, int ok, uint64_t upto) {
+  pthread_mutex_lock(&c->finish_lock);
+  pthread_mutex_lock(&c->lock);
+  nsc_work *w = NULL, **tail = &w;
+  if (c->pending) {
+    while (c->pending->head && c->pending->head->pseq <= upto) {
+      nsc_work *x = c->pending->head;
+      c->pending->head = x->next;
+      x->next = NULL;
+      *tail = x;
+      tail = &x->next;
+    }
+    if (!c->pending->head) c->pending->tail = NULL;
   }
+  pthread_mutex_unlock(&c->lock);
+  ncclResult_t r = ncclSuccess;
+  if (!ok) {
+    nsc_work_drop_list(w);
+  } else {
+    while (w) {
+      nsc_work *n = w->next;
+      ncclResult_t rr = nsc_work_run(w);
+      if (r == ncclSuccess) r = rr;
+      w = n;
+    }
+  }
+  pthread_mutex_unlock(&c->finish_lock);
   return r;
 }

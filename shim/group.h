@@ -31,6 +31,7 @@ typedef struct nsc_work {
   nsc_wire_t wire;
   ncclRedOp_t op;
   void *wirebuf;            /* staging region (CASTBACK) */
+  int from_fuse_block;      /* wirebuf is in the agreed fusion block (not an arena region) */
   const float *src;         /* FUSE: member's sendbuff */
   float *dst;               /* CASTBACK: recvbuff; FUSE: member's recvbuff */
   size_t count;
@@ -38,11 +39,13 @@ typedef struct nsc_work {
   nsc_seg *segs;            /* CASTBACK of a fused collective */
   int nseg;
   nsc_rec rec;
+  uint64_t pseq;            /* order in the communicator's parked list */
   struct nsc_work *next;
 } nsc_work;
 
 typedef struct nsc_pending {
   nsc_work *head, *tail;
+  uint64_t last_seq;        /* pseq of the last item parked */
 } nsc_pending_list;
 
 /* The calling thread's group depth (hooks keep it). */
@@ -66,7 +69,13 @@ void nsc_work_drop_list(nsc_work *w);
 /* Nonblocking communicators: park work until completion is reported. */
 void nsc_pending_add(struct nsc_comm *c, nsc_work *w);
 void nsc_pending_drop(struct nsc_pending **p);
-/* Run (ok != 0) or drop the communicator's parked work. */
-ncclResult_t nsc_pending_finish(struct nsc_comm *c, int ok);
+/* The pseq of the last item parked so far (0 if none): taken before polling
+ * NCCL, so a completion only releases work that was parked before the poll. */
+uint64_t nsc_pending_mark(struct nsc_comm *c);
+/* Run (ok != 0) or drop the parked work with pseq <= upto. Finishing is
+ * serialised per communicator, and a caller returns only after any other
+ * thread's finishing has ended, so a poll that reports success never
+ * overtakes a cast-back still running on another thread. */
+ncclResult_t nsc_pending_finish(struct nsc_comm *c, int ok, uint64_t upto);
 
 #endif

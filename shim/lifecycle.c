@@ -38,7 +38,7 @@ static ncclResult_t run_after(nsc_work *w, int in_progress) {
     if (w->kind == NSC_W_CHECK) {
       nsc_comm *c = w->c;
       c->check_queued = 0;
-      ncclResult_t rr = in_progress ? ncclSuccess : nsc_check_comm(c, w->be);
+      ncclResult_t rr = in_progress ? ncclSuccess : nsc_check_comm(c, w->be, w->stream);
       if (r == ncclSuccess) r = rr;
       nsc_work_drop(w);
     } else if (in_progress && w->c) {
@@ -59,28 +59,32 @@ ncclResult_t nsc_group_end(void) {
   if (nsc_group_depth() == 0) return nsc_real.GroupEnd(); /* unbalanced: NCCL's answer */
   if (nsc_group_leave() > 0) return nsc_real.GroupEnd();
   nsc_work *w = nsc_group_take();
-  ncclResult_t fr = nsc_fuse_flush(&w);   /* fused collectives join the open group */
+  nsc_comm *touched[16];
+  int nt = 0;
+  ncclResult_t fr = nsc_fuse_flush(&w, touched, &nt, 16); /* fused collectives join the open group */
   w = concat(w, nsc_group_take());
   ncclResult_t r = nsc_real.GroupEnd();
-  if (!NSC_OK(r)) {
-    nsc_work_drop_list(w); /* nothing of the group reached the stream */
-    return r;
+  if (!NSC_OK(r)) nsc_work_drop_list(w); /* nothing of the group reached the stream */
+  ncclResult_t ar = NSC_OK(r) ? run_after(w, r == ncclInProgress) : ncclSuccess;
+  /* Outside any group now: fusion space is settled alike on every rank. */
+  for (int i = 0; i < nt; i++) {
+    nsc_fuse_settle(touched[i], r == ncclSuccess);
+    nsc_comm_put(touched[i]);
   }
-  ncclResult_t ar = run_after(w, r == ncclInProgress);
+  if (!NSC_OK(r)) return r;
   if (r == ncclSuccess && !NSC_OK(fr)) return fr;
   return r == ncclSuccess ? ar : r;
 }
 
 ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err) {
+  nsc_comm *c = nsc_g.state == NSC_ACTIVE && err ? nsc_comm_find(comm) : NULL;
+  /* Only work parked before this poll may be released by its answer. */
+  uint64_t upto = c ? nsc_pending_mark(c) : 0;
   ncclResult_t r = nsc_real.CommGetAsyncError(comm, err);
-  if (r != ncclSuccess || !err || nsc_g.state != NSC_ACTIVE) return r;
-  if (*err == ncclInProgress) return r;
-  nsc_comm *c = nsc_comm_find(comm);
-  if (!c) return r;
-  if (c->pending) {
+  if (c && r == ncclSuccess && *err != ncclInProgress) {
     /* Completed: the collectives are on their streams, cast-backs may follow.
      * Failed: nothing to cast back; the error is the caller's to see. */
-    ncclResult_t pr = nsc_pending_finish(c, *err == ncclSuccess);
+    ncclResult_t pr = nsc_pending_finish(c, *err == ncclSuccess, upto);
     if (*err == ncclSuccess && pr != ncclSuccess) *err = pr;
   }
   nsc_comm_put(c);

@@ -18,18 +18,26 @@ ncclResult_t nsc_comm_end(ncclComm_t comm, ncclResult_t (*real_fn)(ncclComm_t));
 ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err);
 
 /* check.c: a communicator's first call — rank and size, configuration check
- * across ranks, banner. Sets c->checked to 1 or -1. */
-ncclResult_t nsc_check_comm(struct nsc_comm *c, const nsc_backend *be);
+ * across ranks, an initial fusion block for stream s agreed by all ranks,
+ * banner. Sets c->checked to 1 or -1. */
+ncclResult_t nsc_check_comm(struct nsc_comm *c, const nsc_backend *be, nsc_stream s);
 /* Poll a nonblocking communicator until its operations completed (used only
  * for the shim's own first operations on it, never for the caller's). */
 ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
+/* An ncclInt64 Max all-reduce of n values on a private buffer and stream,
+ * waited for (the shim's own agreements between ranks, never the caller's data). */
+ncclResult_t nsc_exchange_max(struct nsc_comm *c, const nsc_backend *be, int64_t *vals, int n);
+/* After the outermost group end: reset the communicator's per-group fusion
+ * counts and, when grow (the group succeeded) and a fused buffer did not fit,
+ * grow the fusion block by agreement of all ranks. */
+void nsc_fuse_settle(struct nsc_comm *c, int grow);
 /* Fail message for a communicator whose ranks disagree. */
 ncclResult_t nsc_mismatch(struct nsc_comm *c);
 
 /* fuse.c: at the outermost group end, before the real one: pack the queued
  * FUSE members into wire buffers and issue their collectives; the list comes
  * back with CASTBACK items in their place. */
-ncclResult_t nsc_fuse_flush(nsc_work **list);
+ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *ntouched, int max);
 
 /* allreduce.c helpers shared with fuse.c */
 ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,

@@ -217,10 +217,11 @@ static int cmd_quantized(void) {
 }
 
 /* ---- group: cast-backs after group end, fusion, mixed members ----------- */
-/* Run twice: the first group is where the communicators are first seen
- * (passed through, checked after the group); the second is fused. */
+/* Three rounds: the first group is where the communicators are first seen
+ * (passed through, checked after the group, which also agrees on a fusion
+ * block); the second and third are fused. */
 static int cmd_group(void) {
-  for (int round = 0; round < 2; round++) {
+  for (int round = 0; round < 3; round++) {
   enum { M = 12 };
   size_t sizes[M] = {1, 5, 100, 1000, 4096, 16384, 3, 70000, 2, 9999, 17, 300000};
   float *s[M], *r[M];
