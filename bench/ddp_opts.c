@@ -39,22 +39,6 @@ static const char usage[] =
 
 const char *ddp_usage(void) { return usage; }
 
-static int fail(char *err, size_t len, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, len, fmt, ap);
-  va_end(ap);
-  return -1;
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || errno || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
 
 enum { O_PARAMS = 256, O_WARMUP, O_STEPS, O_NOSYNC, O_VIEW, O_FINDUNUSED, O_FIRSTCAP, O_CAP, O_QUANT,
        O_QUANTMIN, O_DROP, O_NOALIGN, O_QUIET, O_DUMP, O_AGAINST, O_TOL };
@@ -79,36 +63,36 @@ int ddp_parse_args(int argc, char **argv, ddp_opts *o, char *err, size_t errlen)
     switch (c) {
     case O_PARAMS: case O_FIRSTCAP: case O_CAP: case O_QUANTMIN:
       if ((d = perf_parse_size(optarg)) < 0 || d > (double)(1LL << 40))
-        return fail(err, errlen, "invalid size for --%s: '%s'", argv[optind - 1] + 2, optarg);
+        return perf_fail(err, errlen, "invalid size for --%s: '%s'", argv[optind - 1] + 2, optarg);
       if (c == O_PARAMS) o->nparams = (size_t)d;
       else if (c == O_FIRSTCAP) o->first_cap = (size_t)d;
       else if (c == O_CAP) o->cap = (size_t)d;
       else o->quant_min = (size_t)d;
       break;
     case 'K':
-      if (parse_long(optarg, 1, 1 << 16, &v)) return fail(err, errlen, "invalid --accum '%s' (1..65536)", optarg);
+      if (perf_parse_int(optarg, 1, 1 << 16, &v)) return perf_fail(err, errlen, "invalid --accum '%s' (1..65536)", optarg);
       o->K = (int)v;
       break;
     case O_WARMUP: case O_STEPS:
-      if (parse_long(optarg, c == O_STEPS ? 1 : 0, 1 << 20, &v))
-        return fail(err, errlen, "invalid --%s '%s'", c == O_STEPS ? "steps" : "warmup", optarg);
+      if (perf_parse_int(optarg, c == O_STEPS ? 1 : 0, 1 << 20, &v))
+        return perf_fail(err, errlen, "invalid --%s '%s'", c == O_STEPS ? "steps" : "warmup", optarg);
       *(c == O_STEPS ? &o->steps : &o->warmup) = (int)v;
       break;
     case O_DROP:
-      if (parse_long(optarg, 0, 1L << 40, &v)) return fail(err, errlen, "invalid --drop-at '%s'", optarg);
+      if (perf_parse_int(optarg, 0, 1L << 40, &v)) return perf_fail(err, errlen, "invalid --drop-at '%s'", optarg);
       o->drop_at = v;
       break;
     case O_QUANT:
       if (!strcmp(optarg, "off")) o->quant = DDP_QUANT_OFF;
       else if (!strcmp(optarg, "fp16")) o->quant = DDP_QUANT_FP16;
       else if (!strcmp(optarg, "bf16")) o->quant = DDP_QUANT_BF16;
-      else return fail(err, errlen, "invalid --quant '%s' (off|fp16|bf16)", optarg);
+      else return perf_fail(err, errlen, "invalid --quant '%s' (off|fp16|bf16)", optarg);
       break;
     case O_TOL: {
       char *end;
       errno = 0;
       o->tol = strtod(optarg, &end);
-      if (end == optarg || *end || errno || !(o->tol >= 0)) return fail(err, errlen, "invalid --tol '%s'", optarg);
+      if (end == optarg || *end || errno || !(o->tol >= 0)) return perf_fail(err, errlen, "invalid --tol '%s'", optarg);
       break;
     }
     case O_NOSYNC: o->nosync = 1; break;
@@ -118,15 +102,15 @@ int ddp_parse_args(int argc, char **argv, ddp_opts *o, char *err, size_t errlen)
     case O_QUIET: o->quiet = 1; break;
     case O_DUMP: o->dump = optarg; break;
     case O_AGAINST: o->against = optarg; break;
-    case 'h': fail(err, errlen, "%s", usage); return 1;
-    default: return fail(err, errlen, "unknown or incomplete option '%s'\n%s", argv[optind - 1], usage);
+    case 'h': perf_fail(err, errlen, "%s", usage); return 1;
+    default: return perf_fail(err, errlen, "unknown or incomplete option '%s'\n%s", argv[optind - 1], usage);
     }
   }
-  if (optind < argc) return fail(err, errlen, "unexpected argument '%s'", argv[optind]);
-  if (o->nparams < 4096) return fail(err, errlen, "--params must be at least 4096 floats");
-  if (o->first_cap == 0 || o->cap == 0) return fail(err, errlen, "bucket caps must be > 0");
+  if (optind < argc) return perf_fail(err, errlen, "unexpected argument '%s'", argv[optind]);
+  if (o->nparams < 4096) return perf_fail(err, errlen, "--params must be at least 4096 floats");
+  if (o->first_cap == 0 || o->cap == 0) return perf_fail(err, errlen, "bucket caps must be > 0");
   if (o->drop_at >= (long)(o->warmup + o->steps) * o->K)
-    return fail(err, errlen, "--drop-at %ld is past the last micro-step (%ld)", o->drop_at,
+    return perf_fail(err, errlen, "--drop-at %ld is past the last micro-step (%ld)", o->drop_at,
                 (long)(o->warmup + o->steps) * o->K - 1);
   return 0;
 }

@@ -21,6 +21,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
 SHIM="$BUILD/lib/libncclshim.so"
+# Emulation overheads that are not the link (the host NCCL's cross-rank
+# argument check, busy-polling ranks on oversubscribed cores) are turned off
+# for every variant alike.
+export HOSTNCCL_CHECK=${HOSTNCCL_CHECK:-0} OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
 
 ngpu=0
 if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); fi
@@ -37,16 +41,21 @@ fi
 echo "# ncclshim demo: $where"
 echo "# outputs in $OUT"
 
-# One allreduce_perf run; $1 = variant name, then extra environment for mpirun.
+# run KIND NAME [VAR=value...] -- program args...: one mpirun of a benchmark
+# (the shim preloaded unless NAME is "plain"), output in $OUT/KIND-NAME.txt.
+run() {
+  local kind=$1 name=$2; shift 2
+  local envs=() pre=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  [ "$name" != plain ] && pre=(-x LD_PRELOAD="$SHIM")
+  env "${envs[@]}" timeout 600 mpirun -np "$NP" -x LD_LIBRARY_PATH="$LIBPATH" "${pre[@]}" "$@" \
+    >"$OUT/$kind-$name.txt" 2>&1 \
+    || { echo "demo: $kind ($name) failed, see $OUT/$kind-$name.txt" >&2; tail -5 "$OUT/$kind-$name.txt" >&2; exit 1; }
+}
 perf() {
   local name=$1; shift
-  local pre=()
-  [ "$name" != plain ] && pre=(-x LD_PRELOAD="$SHIM")
-  env "$@" timeout 600 mpirun -np "$NP" -x LD_LIBRARY_PATH="$LIBPATH" "${pre[@]}" \
-    "$BUILD/bin/allreduce_perf" -b 1M -e 64M -f 2 -n "${DEMO_ITERS:-2}" -w 1 -J "$OUT/ap-$name.json" \
-    >"$OUT/ap-$name.txt" 2>&1
-  local rc=$?
-  [ $rc -eq 0 ] || { echo "demo: allreduce_perf ($name) failed, see $OUT/ap-$name.txt" >&2; tail -5 "$OUT/ap-$name.txt" >&2; exit 1; }
+  run ap "$name" "$@" -- "$BUILD/bin/allreduce_perf" -b 1M -e 64M -f 2 -n "${DEMO_ITERS:-2}" -w 1 -J "$OUT/ap-$name.json"
 }
 
 echo "# running allreduce_perf: no shim, shim fp16, shim bf16 ..."
@@ -62,11 +71,7 @@ echo
 echo "# ddp_step: plain DDP vs shim fp16 vs shim fp16 + K=4 (per optimizer step)"
 ddp() {
   local name=$1; shift
-  local pre=()
-  [ "$name" != plain ] && pre=(-x LD_PRELOAD="$SHIM")
-  env "$@" timeout 600 mpirun -np "$NP" -x LD_LIBRARY_PATH="$LIBPATH" "${pre[@]}" \
-    "$BUILD/bin/ddp_step" --params "${DEMO_PARAMS:-2M}" --accum 4 --warmup 1 --steps 2 >"$OUT/ddp-$name.txt" 2>&1 \
-    || { echo "demo: ddp_step ($name) failed, see $OUT/ddp-$name.txt" >&2; tail -5 "$OUT/ddp-$name.txt" >&2; exit 1; }
+  run ddp "$name" "$@" -- "$BUILD/bin/ddp_step" --params "${DEMO_PARAMS:-2M}" --accum 4 --warmup 1 --steps 2
 }
 ddp plain
 ddp fp16 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_LOG=off

@@ -56,7 +56,7 @@ double perf_parse_size(const char *s) {
   return *end ? -1 : v * unit;
 }
 
-static int fail(char *err, size_t len, const char *fmt, ...) {
+int perf_fail(char *err, size_t len, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, len, fmt, ap);
@@ -64,8 +64,7 @@ static int fail(char *err, size_t len, const char *fmt, ...) {
   return -1;
 }
 
-/* Integer flag value in [lo, hi]; 0 on success. */
-static int parse_int(const char *s, long lo, long hi, long *out) {
+int perf_parse_int(const char *s, long lo, long hi, long *out) {
   char *end;
   errno = 0;
   long v = strtol(s, &end, 0);
@@ -115,43 +114,43 @@ int perf_parse_args(int argc, char **argv, perf_opts_t *o, char *err, size_t err
     double sz;
     switch (c) {
     case 't': case 'g':
-      if (parse_int(optarg, 1, 1, &v)) return fail(err, errlen, "-%c %s: only 1 is supported (one rank per process)", c, optarg);
+      if (perf_parse_int(optarg, 1, 1, &v)) return perf_fail(err, errlen, "-%c %s: only 1 is supported (one rank per process)", c, optarg);
       break;
     case 'b': case 'e':
-      if ((sz = perf_parse_size(optarg)) < 0) return fail(err, errlen, "invalid size for -%c: '%s'", c, optarg);
+      if ((sz = perf_parse_size(optarg)) < 0) return perf_fail(err, errlen, "invalid size for -%c: '%s'", c, optarg);
       *(c == 'b' ? &o->min_bytes : &o->max_bytes) = (size_t)sz;
       break;
     case 'i':
-      if ((sz = perf_parse_size(optarg)) < 0) return fail(err, errlen, "invalid size for -i: '%s'", optarg);
+      if ((sz = perf_parse_size(optarg)) < 0) return perf_fail(err, errlen, "invalid size for -i: '%s'", optarg);
       o->step_bytes = (size_t)sz;
       break;
     case 'f':
-      if (parse_int(optarg, 1, 1 << 20, &v)) return fail(err, errlen, "invalid -f '%s' (integer >= 1)", optarg);
+      if (perf_parse_int(optarg, 1, 1 << 20, &v)) return perf_fail(err, errlen, "invalid -f '%s' (integer >= 1)", optarg);
       o->step_factor = v;
       break;
     case 'n': case 'w': case 'm': case 'c': case 'G': {
       long lo = (c == 'n' || c == 'm') ? 1 : 0;
-      if (parse_int(optarg, lo, 1 << 30, &v)) return fail(err, errlen, "invalid -%c '%s' (integer >= %ld)", c, optarg, lo);
+      if (perf_parse_int(optarg, lo, 1 << 30, &v)) return perf_fail(err, errlen, "invalid -%c '%s' (integer >= %ld)", c, optarg, lo);
       int *dst = c == 'n' ? &o->iters : c == 'w' ? &o->warmup : c == 'm' ? &o->agg
                : c == 'c' ? &o->check : &o->graph_launches;
       *dst = (int)v;
       break;
     }
     case 'a':
-      if (parse_int(optarg, 0, 3, &v)) return fail(err, errlen, "invalid -a '%s' (0 rank 0, 1 mean, 2 min, 3 max)", optarg);
+      if (perf_parse_int(optarg, 0, 3, &v)) return perf_fail(err, errlen, "invalid -a '%s' (0 rank 0, 1 mean, 2 min, 3 max)", optarg);
       o->average = (int)v;
       break;
     case 'z': case 'R':
-      if (parse_int(optarg, 0, 1, &v)) return fail(err, errlen, "invalid -%c '%s' (0 or 1)", c, optarg);
+      if (perf_parse_int(optarg, 0, 1, &v)) return perf_fail(err, errlen, "invalid -%c '%s' (0 or 1)", c, optarg);
       *(c == 'z' ? &o->blocking : &o->random) = (int)v;
       break;
     case 'o':
       if (parse_list(optarg, perf_op_index, perf_nops, o->ops, &o->nops))
-        return fail(err, errlen, "invalid -o '%s' (sum, prod, min, max, avg or all)", optarg);
+        return perf_fail(err, errlen, "invalid -o '%s' (sum, prod, min, max, avg or all)", optarg);
       break;
     case 'd':
       if (parse_list(optarg, perf_type_index, perf_ntypes, o->types, &o->ntypes))
-        return fail(err, errlen, "invalid -d '%s' (int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 or all)", optarg);
+        return perf_fail(err, errlen, "invalid -d '%s' (int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 or all)", optarg);
       break;
     case 'J':
       o->json_path = optarg;
@@ -160,20 +159,20 @@ int perf_parse_args(int argc, char **argv, perf_opts_t *o, char *err, size_t err
       snprintf(err, errlen, "%s", usage_text);
       return 1;
     case ':':
-      return fail(err, errlen, "option -%c needs a value", optopt);
+      return perf_fail(err, errlen, "option -%c needs a value", optopt);
     default:
-      if (optopt) return fail(err, errlen, "unknown option -%c", optopt);
-      return fail(err, errlen, "unknown option '%s'", argv[optind - 1]);
+      if (optopt) return perf_fail(err, errlen, "unknown option -%c", optopt);
+      return perf_fail(err, errlen, "unknown option '%s'", argv[optind - 1]);
     }
   }
-  if (optind < argc) return fail(err, errlen, "unexpected argument '%s'", argv[optind]);
+  if (optind < argc) return perf_fail(err, errlen, "unexpected argument '%s'", argv[optind]);
   if (o->max_bytes < o->min_bytes)
-    return fail(err, errlen, "maxbytes (%zu) is smaller than minbytes (%zu)", o->max_bytes, o->min_bytes);
+    return perf_fail(err, errlen, "maxbytes (%zu) is smaller than minbytes (%zu)", o->max_bytes, o->min_bytes);
   if (o->step_factor <= 1 && o->step_bytes == 0 && o->max_bytes > o->min_bytes)
-    return fail(err, errlen, "stepbytes is 0 and stepfactor 1: the size would never grow");
+    return perf_fail(err, errlen, "stepbytes is 0 and stepfactor 1: the size would never grow");
   if (o->step_factor > 1 && o->min_bytes == 0 && o->max_bytes > 0)
-    return fail(err, errlen, "minbytes 0 with a step factor: the size would never grow");
+    return perf_fail(err, errlen, "minbytes 0 with a step factor: the size would never grow");
   if (o->blocking && o->graph_launches)
-    return fail(err, errlen, "-z 1 and -G cannot be combined (no synchronisation inside a graph capture)");
+    return perf_fail(err, errlen, "-z 1 and -G cannot be combined (no synchronisation inside a graph capture)");
   return 0;
 }

@@ -32,6 +32,11 @@ int perf_parse_args(int argc, char **argv, perf_opts_t *o, char *err, size_t err
 
 /* "1024", "1K", "1.5M", "2G" (powers of 1024, as nccl-tests). -1 if invalid. */
 double perf_parse_size(const char *s);
+/* Integer flag value in [lo, hi] (decimal, or 0x... / 0... as strtol reads
+ * them); 0 on success, -1 otherwise. */
+int perf_parse_int(const char *s, long lo, long hi, long *out);
+/* Format a one-line message into err; returns -1 (for `return perf_fail(...)`). */
+int perf_fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* The usage text, for -h and errors. */
 const char *perf_usage(void);

@@ -32,30 +32,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../shim/testmpi.h"
+
 static int rank, nranks, delay_rank = -1, delay_us;
 static int failures;
 
-#define NCCL(call)                                                                                       \
-  do {                                                                                                   \
-    ncclResult_t r_ = (call);                                                                            \
-    if (r_ != ncclSuccess) {                                                                             \
-      fprintf(stderr, "rank %d: %s:%d %s -> %s\n", rank, __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
-      MPI_Abort(MPI_COMM_WORLD, 2);                                                                      \
-    }                                                                                                    \
-  } while (0)
 
 static void straggle(void) {
   if (rank == delay_rank) usleep((useconds_t)delay_us);
 }
 
-static ncclComm_t new_comm(void) {
-  ncclUniqueId id;
-  if (rank == 0) NCCL(ncclGetUniqueId(&id));
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  ncclComm_t c;
-  NCCL(ncclCommInitRank(&c, nranks, id, rank));
-  return c;
-}
 
 /* Element i of rank r: (r + 1) * (i % 4 + 1); the sum over ranks is
  * n(n+1)/2 * (i % 4 + 1). */
@@ -84,31 +70,31 @@ static void iteration(ncclComm_t c, int check_a) {
   static int ci[NC];
   fill(a, NULL, NA);
   straggle();
-  NCCL(ncclAllReduce(a, a, NA, ncclFloat32, ncclSum, c, NULL));
+  NCCL_OK(ncclAllReduce(a, a, NA, ncclFloat32, ncclSum, c, NULL));
   if (check_a) check("A", a, NULL, NA);
   fill(b, NULL, NB);
   straggle();
-  NCCL(ncclAllReduce(b, b, NB, ncclFloat32, ncclSum, c, NULL));
+  NCCL_OK(ncclAllReduce(b, b, NB, ncclFloat32, ncclSum, c, NULL));
   check("B", b, NULL, NB);
   fill(NULL, ci, NC);
   straggle();
-  NCCL(ncclAllReduce(ci, ci, NC, ncclInt32, ncclSum, c, NULL));
+  NCCL_OK(ncclAllReduce(ci, ci, NC, ncclInt32, ncclSum, c, NULL));
   check("C", NULL, ci, NC);
   straggle();
-  NCCL(ncclGroupStart());
+  NCCL_OK(ncclGroupStart());
   for (int k = 0; k < 3; k++) {
     fill(g1[k], NULL, NG1);
-    NCCL(ncclAllReduce(g1[k], g1[k], NG1, ncclFloat32, ncclSum, c, NULL));
+    NCCL_OK(ncclAllReduce(g1[k], g1[k], NG1, ncclFloat32, ncclSum, c, NULL));
   }
-  NCCL(ncclGroupEnd());
+  NCCL_OK(ncclGroupEnd());
   for (int k = 0; k < 3; k++) check("G1", g1[k], NULL, NG1);
   straggle();
-  NCCL(ncclGroupStart());
+  NCCL_OK(ncclGroupStart());
   for (int k = 0; k < 2; k++) {
     fill(g2[k], NULL, NG2);
-    NCCL(ncclAllReduce(g2[k], g2[k], NG2, ncclFloat32, ncclSum, c, NULL));
+    NCCL_OK(ncclAllReduce(g2[k], g2[k], NG2, ncclFloat32, ncclSum, c, NULL));
   }
-  NCCL(ncclGroupEnd());
+  NCCL_OK(ncclGroupEnd());
   for (int k = 0; k < 2; k++) check("G2", g2[k], NULL, NG2);
 }
 
@@ -146,13 +132,13 @@ int main(int argc, char **argv) {
   const char *k = getenv("NCCLSHIM_ACCUM_STEPS");
   int check_a = !k || atoi(k) <= 1;
   for (int n = 0; n < ncomms; n++) {
-    ncclComm_t c = new_comm();
+    ncclComm_t c = tm_comm_world();
     int last = n == ncomms - 1;
     for (int i = 0; i < iters; i++) {
       if (last && do_fork && i == iters / 2) fork_child();
       iteration(c, check_a);
     }
-    if (!last) NCCL(ncclCommDestroy(c));
+    if (!last) NCCL_OK(ncclCommDestroy(c));
   }
   int all = 0;
   MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -35,7 +35,7 @@ typedef struct {
 
 static void *thread_main(void *p) {
   thread_arg *a = p;
-  ncclComm_t c = sf_comm_over(a->mpi);
+  ncclComm_t c = tm_comm_over(a->mpi);
   size_t n = 16384 + (size_t)a->t * 9973; /* each thread its own size */
   float *s = malloc(n * 4), *r = malloc(n * 4), *s2 = malloc(n * 4), *r2 = malloc(n * 4);
   char what[64];
@@ -70,7 +70,7 @@ static int cmd_threads(int T) {
   /* One communicator made and dropped on the main thread first: the host
    * NCCL initialises its MPI state at the first init, and does not guard
    * that against concurrent first calls (a test-substrate limit, reported). */
-  NCCL_OK(ncclCommDestroy(sf_comm_world()));
+  NCCL_OK(ncclCommDestroy(tm_comm_world()));
   /* Duplicates are made here, in the same order on every rank. */
   for (int t = 0; t < T; t++) {
     args[t].t = t;
@@ -95,7 +95,7 @@ static int cmd_threads(int T) {
 /* ---- streams ------------------------------------------------------------------ */
 
 static int cmd_streams(void) {
-  ncclComm_t A = sf_comm_world(), B = sf_comm_world();
+  ncclComm_t A = tm_comm_world(), B = tm_comm_world();
   cudaStream_t s1 = (cudaStream_t)0x1, s2 = (cudaStream_t)0x2;
   enum { SN = 40000, ROUNDS = 40, SLOTS = 6 };
   float *x[SLOTS], *y[SLOTS];
@@ -172,7 +172,7 @@ static int cmd_abort(int rounds) {
   for (int round = 0; round < rounds; round++) {
     abort_state st;
     memset(&st, 0, sizeof st);
-    st.comm = sf_comm_world();
+    st.comm = tm_comm_world();
     st.calls = 20 + round + (rank == 0); /* rank 0's last call never completes */
     st.settle = 20 + round;
     pthread_t a, w;
@@ -190,7 +190,7 @@ static int cmd_abort(int rounds) {
     }
     /* The process is still usable: a fresh communicator works. */
     MPI_Barrier(MPI_COMM_WORLD);
-    ncclComm_t c = sf_comm_world();
+    ncclComm_t c = tm_comm_world();
     float s[AN], r[AN];
     sf_fill(s, AN, rank, 99);
     NCCL_OK(ncclAllReduce(s, r, AN, ncclFloat32, ncclSum, c, NULL));
@@ -240,7 +240,7 @@ static void *nb_poller(void *p) {
 static int cmd_nbwatch(int iters) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
-  nbwatch_state st = {sf_comm_over_cfg(MPI_COMM_WORLD, &cfg), 0, 0};
+  nbwatch_state st = {tm_comm_over_cfg(MPI_COMM_WORLD, &cfg), 0, 0};
   enum { NN = 131072 };
   float *s = malloc(NN * 4), *r = malloc(NN * 4);
   /* First call on the main thread alone: the configuration check. */

@@ -224,7 +224,7 @@ static int cmd_failgroup(void) {
 static int cmd_inprogress(void) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
-  ncclComm_t nb = sf_comm_over_cfg(MPI_COMM_WORLD, &cfg);
+  ncclComm_t nb = tm_comm_over_cfg(MPI_COMM_WORLD, &cfg);
   enum { Q = 3 };
   float *s[Q], *r[Q];
   for (int q = 0; q < Q; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
@@ -351,7 +351,7 @@ static int cmd_faultalloc(int grouped) {
 int main(int argc, char **argv) {
   sf_init(&argc, &argv, 0);
   const char *cmd = argc > 1 ? argv[1] : "";
-  if (strcmp(cmd, "inprogress") != 0) comm = sf_comm_world();
+  if (strcmp(cmd, "inprogress") != 0) comm = tm_comm_world();
   partial_ok = argc > 5 && !strcmp(argv[5], "chunked");
   if (!strcmp(cmd, "failcall") && argc >= 5)
     cmd_failcall(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));

@@ -316,7 +316,7 @@ static int cmd_special(int avg) {
 int main(int argc, char **argv) {
   sf_init(&argc, &argv, 0);
   const char *cmd = argc > 1 ? argv[1] : "";
-  comm = sf_comm_world();
+  comm = tm_comm_world();
   if (!strcmp(cmd, "codes")) cmd_codes();
   else if (!strcmp(cmd, "misaligned")) cmd_misaligned();
   else if (!strcmp(cmd, "big") && argc == 5) cmd_big(strtoull(argv[2], NULL, 0), !strcmp(argv[3], "f32"), argv[4]);

@@ -42,7 +42,7 @@ static int cmd_churn(int n) {
   int fd_q = 0, fd_end;
   for (int i = 0; i < n; i++) {
     int world = i % 2 == 0;
-    ncclComm_t c = world ? sf_comm_world() : sf_comm_self();
+    ncclComm_t c = world ? tm_comm_world() : sf_comm_self();
     int cn = world ? nranks : 1, cr = world ? rank : 0;
     for (int k = 0; k < nseen; k++)
       if (seen[k].addr == (void *)c) {
@@ -100,7 +100,7 @@ static int same_stats(const ncclshim_stats_t *a, const ncclshim_stats_t *b) {
 }
 
 static int cmd_fork(const char *dir) {
-  ncclComm_t c = sf_comm_world();
+  ncclComm_t c = tm_comm_world();
   float *s = malloc(CN * 4), *r = malloc(CN * 4);
   for (int k = 0; k < 3; k++) {
     sf_fill(s, CN, rank, k);
@@ -160,7 +160,7 @@ static int cmd_fork(const char *dir) {
 /* ---- soak ------------------------------------------------------------------------ */
 
 static int cmd_soak(long n) {
-  ncclComm_t c = sf_comm_world();
+  ncclComm_t c = tm_comm_world();
   enum { SN = 8 };
   float s[SN], r[SN], want[4][SN];
   for (int k = 0; k < 4; k++)

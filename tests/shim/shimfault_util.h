@@ -25,21 +25,11 @@
 #include <string.h>
 
 #include "ncclshim.h"
+#include "testmpi.h"
 
 static int rank, nranks;
 static int failures;
 
-/* A call that must succeed: on failure say where and stop the whole job
- * (an MPI job with one rank gone would otherwise wait for the timeout). */
-#define NCCL_OK(call)                                                                              \
-  do {                                                                                             \
-    ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess) {                                                                       \
-      fprintf(stderr, "rank %d: %s:%d %s -> %d (%s)\n", rank, __FILE__, __LINE__, #call, (int)r_, \
-              ncclGetErrorString(r_));                                                             \
-      MPI_Abort(MPI_COMM_WORLD, 2);                                                                \
-    }                                                                                              \
-  } while (0)
 
 /* EXPECT(cond, fmt, ...): count and report a failed expectation, go on
  * (from any thread; one write per line). */
@@ -72,27 +62,6 @@ static inline int sf_finish(void) {
   return any;
 }
 
-/* A communicator over the members of m (unique id from m's rank 0). */
-static inline ncclComm_t sf_comm_over_cfg(MPI_Comm m, ncclConfig_t *cfg) {
-  int r, n;
-  MPI_Comm_rank(m, &r);
-  MPI_Comm_size(m, &n);
-  ncclUniqueId id;
-  if (r == 0) NCCL_OK(ncclGetUniqueId(&id));
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, m);
-  ncclComm_t c = NULL;
-  ncclResult_t res = ncclCommInitRankConfig(&c, n, id, r, cfg);
-  if (res == ncclInProgress) { /* nonblocking: completes on polls */
-    ncclResult_t e = ncclInProgress;
-    while (e == ncclInProgress) NCCL_OK(ncclCommGetAsyncError(c, &e));
-    res = e;
-  }
-  NCCL_OK(res);
-  return c;
-}
-
-static inline ncclComm_t sf_comm_over(MPI_Comm m) { return sf_comm_over_cfg(m, NULL); }
-static inline ncclComm_t sf_comm_world(void) { return sf_comm_over(MPI_COMM_WORLD); }
 
 /* A communicator of this rank alone. */
 static inline ncclComm_t sf_comm_self(void) {

@@ -25,32 +25,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "testmpi.h"
+
 static int rank, nranks;
 static ncclComm_t comm, comm2;
 static int failures;
 
-#define NCCL(call)                                                                             \
-  do {                                                                                         \
-    ncclResult_t r_ = (call);                                                                  \
-    if (r_ != ncclSuccess) {                                                                   \
-      fprintf(stderr, "rank %d: %s:%d %s -> %s\n", rank, __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
-      MPI_Abort(MPI_COMM_WORLD, 2);                                                            \
-    }                                                                                          \
-  } while (0)
 
 static void fail(const char *what, size_t i, double got, double want) {
   if (failures++ < 20)
     fprintf(stderr, "FAIL rank %d: %s: element %zu = %.9g, expected %.9g\n", rank, what, i, got, want);
 }
 
-static ncclComm_t new_comm(void) {
-  ncclUniqueId id;
-  if (rank == 0) NCCL(ncclGetUniqueId(&id));
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  ncclComm_t c;
-  NCCL(ncclCommInitRank(&c, nranks, id, rank));
-  return c;
-}
 
 /* Our own fp32 -> fp16/bf16 round-to-nearest-even (independent of compress/). */
 static uint16_t to_half(float f) {
@@ -141,7 +127,7 @@ static int cmd_hash(void) {
           fill_bytes(s, bytes - 8, (ncclDataType_t)t, (unsigned)(rank * 977 + t * 31 + op * 7 + k));
           memset(r, 0xa5, bytes);
           if (inplace) memcpy(r, s, bytes);
-          NCCL(ncclAllReduce(inplace ? r : s, r, n, (ncclDataType_t)t, (ncclRedOp_t)op, comm, NULL));
+          NCCL_OK(ncclAllReduce(inplace ? r : s, r, n, (ncclDataType_t)t, (ncclRedOp_t)op, comm, NULL));
           uint64_t h = fnv(r, bytes);
           if (rank == 0) printf("type %d op %d count %zu inplace %d hash %016llx\n", t, op, n, inplace, (unsigned long long)h);
           free(s);
@@ -158,7 +144,7 @@ static void check_exact(size_t n, ncclRedOp_t op, int inplace, size_t offset) {
   float *s = sb + offset, *r = inplace ? s : rb + offset;
   for (size_t i = 0; i < n; i++) s[i] = exact_val(rank, i);
   if (!inplace) for (size_t i = 0; i < n; i++) r[i] = -12345.0f;
-  NCCL(ncclAllReduce(s, r, n, ncclFloat32, op, comm, NULL));
+  NCCL_OK(ncclAllReduce(s, r, n, ncclFloat32, op, comm, NULL));
   char what[96];
   snprintf(what, sizeof what, "exact n=%zu op=%d inplace=%d offset=%zu", n, (int)op, inplace, offset);
   for (size_t i = 0; i < n; i++) {
@@ -198,9 +184,9 @@ static int cmd_quantized(void) {
       srand((unsigned)(rank * 1000 + k * 10 + op));
       for (size_t i = 0; i < n; i++) x[i] = ((float)rand() / RAND_MAX - 0.5f) * (i % 97 == 0 ? 3e4f : 1.0f);
       for (size_t i = 0; i < n; i++) w[i] = bf ? to_bf16(x[i] * (1.0f / F)) : to_half(x[i] * (1.0f / F));
-      NCCL(ncclAllReduce(x, got, n, ncclFloat32, rop, comm, NULL));
+      NCCL_OK(ncclAllReduce(x, got, n, ncclFloat32, rop, comm, NULL));
       /* The reference: a wire-type all-reduce (never transformed by the shim). */
-      NCCL(ncclAllReduce(w, w, n, bf ? ncclBfloat16 : ncclFloat16, rop, comm, NULL));
+      NCCL_OK(ncclAllReduce(w, w, n, bf ? ncclBfloat16 : ncclFloat16, rop, comm, NULL));
       char what[64];
       snprintf(what, sizeof what, "quantized n=%zu op=%d", n, op);
       double maxrel = 0;
@@ -233,18 +219,18 @@ static int cmd_group(void) {
     for (size_t i = 0; i < sizes[m]; i++) s[m][i] = exact_val(rank + m, i);
   }
   for (int i = 0; i < 64; i++) { is[i] = rank + i; mx[i] = (float)(rank * 64 + i); }
-  NCCL(ncclGroupStart());
+  NCCL_OK(ncclGroupStart());
   for (int m = 0; m < M; m++) {
     if (m == 4) { /* nested group with non-compressible members */
-      NCCL(ncclGroupStart());
-      NCCL(ncclAllReduce(is, ir, 64, ncclInt32, ncclSum, comm, NULL));
-      NCCL(ncclAllReduce(mx, mxr, 64, ncclFloat32, ncclMax, comm2, NULL));
-      NCCL(ncclGroupEnd());
+      NCCL_OK(ncclGroupStart());
+      NCCL_OK(ncclAllReduce(is, ir, 64, ncclInt32, ncclSum, comm, NULL));
+      NCCL_OK(ncclAllReduce(mx, mxr, 64, ncclFloat32, ncclMax, comm2, NULL));
+      NCCL_OK(ncclGroupEnd());
     }
     ncclComm_t c = m % 3 == 2 ? comm2 : comm;
-    NCCL(ncclAllReduce(s[m], m % 2 ? s[m] : r[m], sizes[m], ncclFloat32, ncclSum, c, NULL));
+    NCCL_OK(ncclAllReduce(s[m], m % 2 ? s[m] : r[m], sizes[m], ncclFloat32, ncclSum, c, NULL));
   }
-  NCCL(ncclGroupEnd());
+  NCCL_OK(ncclGroupEnd());
   for (int m = 0; m < M; m++) {
     float *out = m % 2 ? s[m] : r[m];
     char what[64];
@@ -283,7 +269,7 @@ static int cmd_special(void) {
     default: x[i] = 0.5f; break;
     }
   }
-  NCCL(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, NULL));
+  NCCL_OK(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, NULL));
   MPI_Allgather(x, (int)n * 4, MPI_BYTE, all, (int)n * 4, MPI_BYTE, MPI_COMM_WORLD);
   for (int q = 0; q < nranks; q++)
     if (memcmp(all, all + (size_t)q * n, n * 4)) { fail("ranks disagree on special values", (size_t)q, 0, 0); break; }
@@ -321,8 +307,8 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   const char *cmd = argc > 1 ? argv[1] : "exact";
-  comm = new_comm();
-  comm2 = new_comm();
+  comm = tm_comm_world();
+  comm2 = tm_comm_world();
   int rc = 2;
   if (!strcmp(cmd, "hash")) rc = cmd_hash();
   else if (!strcmp(cmd, "exact")) rc = cmd_exact();
