@@ -95,7 +95,8 @@ set terminal pngcairo size 900,560 noenhanced
 set output '{d}/busbw.png'
 set title 'all-reduce bus bandwidth vs size (4 ranks; see demo header for the link)'
 set logscale x 2
-set xlabel 'size (bytes)'
+set xlabel 'size'
+set format x '%.0b %BB'
 set ylabel 'busbw (GB/s, logical bytes)'
 set key left top
 plot '{d}/perf.tsv' using 1:5 with linespoints title 'no shim', \
