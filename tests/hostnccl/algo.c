@@ -236,16 +236,6 @@ static ncclResult_t run_collective(const hn_op *op) {
   }
 }
 
-static void cancel_all(MPI_Request *reqs, int n) {
-  hn_mpi_lock();
-  for (int i = 0; i < n; i++) {
-    if (reqs[i] == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&reqs[i]);
-    MPI_Request_free(&reqs[i]);
-  }
-  hn_mpi_unlock();
-}
-
 ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
   ncclResult_t res = ncclSuccess;
   MPI_Request *reqs = NULL;
@@ -277,7 +267,7 @@ ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
     if (end > first[i]) res = hn_wait(ops[i].comm, reqs + first[i], end - first[i]);
   }
   if (res != ncclSuccess) {
-    cancel_all(reqs, nreq);
+    hn_cancel_all(reqs, nreq);
     for (size_t i = 0; i < n && res == ncclSystemError; i++) hn_comm_fail(ops[i].comm, res);
   } else if (any_p2p) {
     hn_sleep_until(&dl);

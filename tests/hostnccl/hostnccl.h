@@ -175,6 +175,8 @@ void hn_mpi_lock(void);                 /* serialise MPI when it gives < THREAD_
 void hn_mpi_unlock(void);
 ncclResult_t hn_mpi_err(int rc, const char *what);
 /* Wait for n requests; gives up (cancelling them) when comm is being aborted. */
+/* Cancel and free every pending request (abort paths). */
+void hn_cancel_all(MPI_Request *reqs, int n);
 ncclResult_t hn_wait(ncclComm_t comm, MPI_Request *reqs, int n);
 /* Exchange one message each way (either side may be empty: bytes 0 or rank < 0),
  * splitting into slices of at most slice_bytes. */

@@ -68,6 +68,16 @@ ncclResult_t hn_mpi_err(int rc, const char *what) {
   return hn_err(ncclSystemError, "hostnccl: %s failed: %s", what, msg);
 }
 
+void hn_cancel_all(MPI_Request *reqs, int n) {
+  hn_mpi_lock();
+  for (int i = 0; i < n; i++) {
+    if (reqs[i] == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&reqs[i]);
+    MPI_Request_free(&reqs[i]);
+  }
+  hn_mpi_unlock();
+}
+
 ncclResult_t hn_wait(ncclComm_t comm, MPI_Request *reqs, int n) {
   for (unsigned spins = 0;; spins++) {
     int done = 0;
@@ -77,13 +87,7 @@ ncclResult_t hn_wait(ncclComm_t comm, MPI_Request *reqs, int n) {
     if (rc != MPI_SUCCESS) return hn_mpi_err(rc, "MPI_Testall");
     if (done) return ncclSuccess;
     if (comm && __atomic_load_n(&comm->aborting, __ATOMIC_ACQUIRE)) {
-      hn_mpi_lock();
-      for (int i = 0; i < n; i++) {
-        if (reqs[i] == MPI_REQUEST_NULL) continue;
-        MPI_Cancel(&reqs[i]);
-        MPI_Request_free(&reqs[i]);
-      }
-      hn_mpi_unlock();
+      hn_cancel_all(reqs, n);
       return hn_err(ncclSystemError, "hostnccl: communicator %p aborted during an operation", (void *)comm);
     }
     if (spins >= 64) sched_yield(); /* ranks are often oversubscribed here */
