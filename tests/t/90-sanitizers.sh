@@ -1,6 +1,6 @@
 # The multi-rank shim suite again under sanitizers and memcheck:
 #   1. everything built with ASan+UBSan (make SAN=1 test-build, in build-san/),
-#      then tests/t/40-shim.sh and 70-reliability.sh run on that build (the
+#      then tests/t/40-shim.sh, 40-accum.sh, 50-log.sh and 70-reliability.sh run on that build (the
 #      latter with RELIABILITY_QUICK=1: 10^5-call soak, no multi-GiB buffers);
 #      any sanitizer report aborts its process, and the reports' log files
 #      must not exist at the end (zero reports, failed check or not);
@@ -42,7 +42,7 @@ fi
 S="$ROOT/build-san"
 if [ -e "$S/lib/libncclshim.so" ] && [ -e "$S/lib/hostnccl/libnccl.so.2" ] && [ -x "$S/tests/shimtest" ] \
    && [ -x "$S/tests/shimfault" ] && [ -x "$S/tests/shim_threads" ]; then
-  for t in 40-shim 70-reliability; do
+  for t in 40-shim 40-accum 50-log 70-reliability; do
     mkdir -p "$TMPD/$t"
     env -u NCCLSHIM_LOG -u NCCLSHIM_BANNER B=build-san RELIABILITY_QUICK=1 TMPD="$TMPD/$t" \
       bash "$ROOT/tests/t/$t.sh" 2>&1 \
