@@ -26,6 +26,7 @@
 
 #include "core.h"
 #include "log_int.h"
+#include "ncclshim.h"
 #include "msg.h"
 #include "policy.h"
 
@@ -214,6 +215,12 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
           pre, span > 0 ? 100.0 * (double)all.time_ns / span : 0.0, span / 1e9, l->nrec,
           nsc_log_detail() ? l->ring_len : (size_t)0, l->dropped, l->untimed, l->unknown,
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
+  /* What the casts lost, counted on the device without synchronising (GPU)
+   * or in the host casts; process totals, all communicators together. */
+  ncclshim_stats_t st;
+  if (ncclshim_get_stats(&st) == 0 && st.compressed + st.fused > 0)
+    fprintf(f, "%s# casts to %s in this process: %" PRIu64 " values overflowed to +-Inf, %" PRIu64
+            " non-zero values flushed to zero\n", pre, st.wire, st.overflow, st.underflow);
 }
 
 /* The table into one buffer, then one write: lines of several ranks sharing
