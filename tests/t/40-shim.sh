@@ -88,3 +88,9 @@ readelf -d "$SHIM" | grep -Eq 'NEEDED.*(libnccl|libcudart|libcuda)' && not_ok "D
 out=$(LD_PRELOAD="$SHIM" /bin/echo inert 2>&1; LD_PRELOAD="$SHIM" python3 -c 'print("inert")' 2>&1)
 [ "$out" = "inert
 inert" ] && ok "inert in programs that never call NCCL (echo, python3)" || not_ok "not inert: $out"
+
+# 9. What the casts lost is counted: the 'special' run has 2500 values beyond
+# fp16's range and 2500 fp32 subnormals per rank (20000 elements, i % 8 == 5 and 3).
+with NCCLSHIM_LOG=summary mpirun_shim 2 "$P" special >/dev/null 2>"$TMPD/counts.err"
+check_grep "summary counts 2500 values overflowed to Inf and 2500 flushed to zero (rank 0)" \
+  "casts to fp16 in this process: 2500 values overflowed to \+-Inf, 2500 non-zero values flushed to zero" "$TMPD/counts.err"
