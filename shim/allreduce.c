@@ -249,6 +249,30 @@ static void defer_check(nsc_comm *c, const nsc_backend *be, cudaStream_t s) {
   nsc_group_defer(w);
 }
 
+/* Accumulation's view of one call: an accumulable call moves the micro-step
+ * counter and gets its decision (1 sync, 0 answer locally); any other call
+ * is only evidence while the pass size is being learned. */
+static int accum_feed(nsc_comm *c, const nsc_call *call, int acc) {
+  const nsc_config *cfg = &nsc_g.cfg;
+  if (cfg->accum_steps <= 1) return 1;
+  uint64_t sig = nsc_accum_sig(call->count, call->dt, call->op);
+  size_t bytes = call->count * nsc_dtype_size(call->dt);
+  int sync = 1;
+  char why[256] = "";
+  pthread_mutex_lock(&c->lock);
+  if (acc) {
+    sync = nsc_accum_next(&c->accum, sig, bytes, cfg->accum_steps, why, sizeof why);
+    nsc_log_accum(&c->log, sync);
+  } else if (c->accum.mode == NSC_ACC_LEARNING) {
+    int fl = (call->dt == ncclFloat16 || call->dt == ncclBfloat16 || call->dt == ncclFloat32 ||
+              call->dt == ncclFloat64) && (call->op == ncclSum || call->op == ncclAvg);
+    nsc_accum_observe(&c->accum, sig, fl ? bytes : 0);
+  }
+  pthread_mutex_unlock(&c->lock);
+  if (why[0] && c->rank == 0) nsc_info("accumulation on communicator %p: %s", (void *)c->comm, why);
+  return sync;
+}
+
 ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   int st = nsc_activate();
@@ -267,6 +291,10 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
     const nsc_backend *be = nsc_backend_for(recv);
     if (c->checked == 0 && call.in_group) {
       defer_check(c, be, stream);
+      /* Passed through, but it is part of a backward pass all the same: the
+       * micro-step count starts at the job's first pass (learning: syncs). */
+      if (cfg->accum_steps > 1 && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
+      (void)accum_feed(c, &call, nsc_policy_accumulable(cfg, &call));
       r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
       goto out;
     }
@@ -277,13 +305,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   nsc_action a = nsc_policy_transform(cfg, &call);
   int acc = nsc_policy_accumulable(cfg, &call);
   if (a == NSC_ACT_PASS && !acc) {
-    if (cfg->accum_steps > 1 && c->accum.mode == NSC_ACC_LEARNING) {
-      pthread_mutex_lock(&c->lock);
-      int fl = (dt == ncclFloat16 || dt == ncclBfloat16 || dt == ncclFloat32 || dt == ncclFloat64) &&
-               (op == ncclSum || op == ncclAvg);
-      nsc_accum_observe(&c->accum, nsc_accum_sig(count, dt, op), fl ? count * nsc_dtype_size(dt) : 0);
-      pthread_mutex_unlock(&c->lock);
-    }
+    (void)accum_feed(c, &call, 0);
     r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
     goto out;
   }
@@ -297,18 +319,9 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
     a = nsc_policy_transform(cfg, &call);
     acc = nsc_policy_accumulable(cfg, &call);
   }
-  if (acc) {
-    char why[256];
-    pthread_mutex_lock(&c->lock);
-    int sync = nsc_accum_next(&c->accum, nsc_accum_sig(count, dt, op), count * nsc_dtype_size(dt),
-                              cfg->accum_steps, why, sizeof why);
-    nsc_log_accum(&c->log, sync);
-    pthread_mutex_unlock(&c->lock);
-    if (why[0] && c->rank == 0) nsc_info("accumulation on communicator %p: %s", (void *)comm, why);
-    if (!sync) {
-      r = answer_locally(c, be, send, recv, count, dt, op, stream);
-      goto out;
-    }
+  if (!accum_feed(c, &call, acc)) {
+    r = answer_locally(c, be, send, recv, count, dt, op, stream);
+    goto out;
   }
   switch (a) {
   case NSC_ACT_COMPRESS: r = compress(c, be, send, recv, count, op, stream, call.in_group); break;

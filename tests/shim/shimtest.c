@@ -13,6 +13,8 @@
  *                                two communicators, nested groups
  *   shimtest special             Inf, NaN, -0 and subnormals: same on every rank
  *   shimtest once EXPECT         one fp32 all-reduce; exit 0 iff it returns EXPECT
+ *   shimtest accumgroup K        fused groups as backward passes with
+ *                                NCCLSHIM_ACCUM_STEPS=K: synced or local, exactly
  *
  * Inputs are built from the rank and the element index, so every rank can
  * compute every expected value without communicating. Exit status 0 = pass;
@@ -292,6 +294,41 @@ static int cmd_special(void) {
   return failures != 0;
 }
 
+/* ---- accumgroup: fusion together with accumulation -------------------------
+ * Each "backward pass" is one group of M fp32 Sum all-reduces (fused by the
+ * shim), run with NCCLSHIM_ACCUM_STEPS=K. The shim learns P after 4 passes
+ * (all synced); from then on pass i syncs iff i mod K == K-1 and the others
+ * are answered locally: Sum -> nranks * own input. Every member is checked
+ * exactly against the one it must be, so a wrong skip or a fused member left
+ * out of the count shows. */
+static int cmd_accumgroup(int K) {
+  enum { M = 5, PASSES = 14 };
+  size_t sizes[M] = {16384, 20000, 16400, 70000, 16385};
+  float *x[M];
+  for (int m = 0; m < M; m++) x[m] = malloc(sizes[m] * 4);
+  for (int pass = 0; pass < PASSES; pass++) {
+    for (int m = 0; m < M; m++)
+      for (size_t i = 0; i < sizes[m]; i++) x[m][i] = exact_val(rank + m + pass, i);
+    NCCL_OK(ncclGroupStart());
+    for (int m = 0; m < M; m++) NCCL_OK(ncclAllReduce(x[m], x[m], sizes[m], ncclFloat32, ncclSum, comm, NULL));
+    NCCL_OK(ncclGroupEnd());
+    int synced = pass < 4 || pass % K == K - 1;
+    char what[64];
+    snprintf(what, sizeof what, "accumgroup pass %d (%s) member", pass, synced ? "synced" : "skipped");
+    for (int m = 0; m < M; m++)
+      for (size_t i = 0; i < sizes[m]; i++) {
+        double want = 0;
+        if (synced)
+          for (int q = 0; q < nranks; q++) want += exact_val(q + m + pass, i);
+        else
+          want = (double)nranks * exact_val(rank + m + pass, i);
+        if (x[m][i] != (float)want) { fail(what, i, x[m][i], want); break; }
+      }
+  }
+  for (int m = 0; m < M; m++) free(x[m]);
+  return failures != 0;
+}
+
 static int cmd_once(int expect) {
   size_t n = 1 << 16;
   float *x = calloc(n, 4);
@@ -316,6 +353,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "group")) rc = cmd_group();
   else if (!strcmp(cmd, "special")) rc = cmd_special();
   else if (!strcmp(cmd, "once")) rc = cmd_once(argc > 2 ? atoi(argv[2]) : 0);
+  else if (!strcmp(cmd, "accumgroup")) rc = cmd_accumgroup(argc > 2 ? atoi(argv[2]) : 2);
   else fprintf(stderr, "unknown command %s\n", cmd);
   int all = 0;
   MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -94,3 +94,15 @@ inert" ] && ok "inert in programs that never call NCCL (echo, python3)" || not_o
 with NCCLSHIM_LOG=summary mpirun_shim 2 "$P" special >/dev/null 2>"$TMPD/counts.err"
 check_grep "summary counts 2500 values overflowed to Inf and 2500 flushed to zero (rank 0)" \
   "casts to fp16 in this process: 2500 values overflowed to \+-Inf, 2500 non-zero values flushed to zero" "$TMPD/counts.err"
+
+# 10. Fusion together with accumulation: fused groups as backward passes.
+# The first group (communicator not yet checked) counts as pass 0 too.
+for K in 2 3; do
+  for np in 2 3; do
+    check "fused groups + NCCLSHIM_ACCUM_STEPS=$K, $np ranks: synced passes exact sums, skipped ones W*x" \
+      with NCCLSHIM_ACCUM_STEPS=$K mpirun_shim $np "$P" accumgroup $K
+  done
+done
+with NCCLSHIM_ACCUM_STEPS=2 NCCLSHIM_LOG=summary mpirun_shim 2 "$P" accumgroup 2 >/dev/null 2>"$TMPD/accfuse.err"
+check_grep "... and the synced passes were fused (summary has a fused row)" "^ncclshim\[[^]]*\] +fused +[1-9]" "$TMPD/accfuse.err"
+check_grep "... and the others skipped (summary has a skipped row)" "^ncclshim\[[^]]*\] +skipped +[1-9]" "$TMPD/accfuse.err"
