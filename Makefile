@@ -3,7 +3,7 @@
 #   make            build the shim, the host NCCL (test substrate) and the benchmarks
 #   make demo       install what is missing, build, run the 4-rank demo
 #   make test       install what is missing, build, run every test (ends "N passed, N failed")
-#   make test-san   the multi-rank suite again under ASan+UBSan (part of `make test`)
+#   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
 #   make deps       apt-get only what is missing
 #   make env-doc    regenerate the README's environment table from shim/config.def
 #   make gpu-check  on a machine with a GPU: kernels, real NCCL, DDP (tests/gpu/check.sh)
@@ -24,7 +24,11 @@ NVCC ?= $(if $(NVCC_PATH),$(NVCC_PATH),$(wildcard $(CUDA_HOME)/bin/nvcc))
 # B: build directory; SAN=1 builds everything with ASan+UBSan into build-san.
 SAN ?=
 ifeq ($(SAN),1)
-  B ?= build-san
+  # A B inherited from the environment (tests/run.sh exports one) must not
+  # put sanitizer objects into the normal build; only `make B=... SAN=1` may.
+  ifneq ($(origin B),command line)
+    B := build-san
+  endif
   SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else
   B ?= build
@@ -71,6 +75,11 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory -j2 test-build
 	@B=$(B) ./tests/run.sh
+
+# Only the sanitizer part of the suite (it builds build-san/ itself).
+test-san: deps
+	@$(MAKE) --no-print-directory -j2 test-build
+	@B=$(B) ./tests/run.sh 90-sanitizers
 
 demo: deps
 	@$(MAKE) --no-print-directory -j2 all
