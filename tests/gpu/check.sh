@@ -37,7 +37,16 @@ if timeout 180 "$ROOT/$B/tests/check_kernels" >"$OUT/kernels.txt" 2>&1; then ok 
 else not_ok "kernels (see $OUT/kernels.txt)"; fi
 grep -iE "GB/s|ratio|copy" "$OUT/kernels.txt" | head -20 | sed 's/^/#   /'
 
-# 2. allreduce_perf on real NCCL, 1 rank
+# 2. allreduce_perf on real NCCL, 1 rank (an MPI program: needs mpicc and mpirun;
+#    a GPU image without them can carry Debian's openmpi packages, unpacked
+#    with dpkg -x, as the device tool's README shows for other packages)
+have_mpi=0
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+  make -C "$ROOT" --no-print-directory B="$B" "$B/bin/allreduce_perf" >"$OUT/build-ap.log" 2>&1 && have_mpi=1
+fi
+if [ $have_mpi = 0 ]; then
+  not_ok "allreduce_perf not built (no mpicc/mpirun here, or build failed: $OUT/build-ap.log): sections 2 skipped"
+else
 ap() { # name, then env assignments, then -- args
   local name=$1; shift; local envs=()
   while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
@@ -62,6 +71,7 @@ if [ -n "$w" ] && [ -n "$p" ]; then
   awk -v r="$r" 'BEGIN{exit !(r <= 1.1)}' && ok "pipelined compressed all-reduce <= 1.1x the plain wire-type one ($r)" \
     || not_ok "pipelined compressed all-reduce $r x the plain wire-type one (goal 1.1)"
 else not_ok "pipelining measurement missing"; fi
+fi
 
 # 3. no synchronisation in the shim's call path (static: only the private-stream check may wait)
 syncs=$(grep -nE "cu(Stream|Ctx|Event)Synchronize" shim/*.c compress/cu_*.c | grep -v "^\S*:[0-9]*: *\*\|//\|/\*" | wc -l)
