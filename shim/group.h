@@ -43,10 +43,10 @@ typedef struct nsc_work {
   struct nsc_work *next;
 } nsc_work;
 
-typedef struct nsc_pending {
+struct nsc_pending {
   nsc_work *head, *tail;
   uint64_t last_seq;        /* pseq of the last item parked */
-} nsc_pending_list;
+};
 
 /* The calling thread's group depth (hooks keep it). */
 int nsc_group_depth(void);

@@ -1,4 +1,4 @@
-/* msg.h — the shim's own messages on stderr and its error-passing macros.
+/* msg.h — the shim's own messages on stderr, and NSC_OK for result codes.
  *
  * Every line starts "ncclshim[host:pid]" so it can be grepped out of a job's
  * interleaved output. Messages are for humans; nothing parses them. */
@@ -17,17 +17,7 @@ void nsc_msg(const char *level, const char *fmt, ...) __attribute__((format(prin
     if (!__atomic_exchange_n((flagp), 1, __ATOMIC_RELAXED)) nsc_warn(__VA_ARGS__); \
   } while (0)
 
-/* Pass an ncclResult_t up; ncclInProgress is not an error. */
+/* ncclInProgress is not an error. */
 #define NSC_OK(r) ((r) == ncclSuccess || (r) == ncclInProgress)
-#define NSC_CHECK(call)                        \
-  do {                                         \
-    ncclResult_t r_ = (call);                  \
-    if (!NSC_OK(r_)) return r_;                \
-  } while (0)
-#define NSC_CHECKGOTO(call, res, label)        \
-  do {                                         \
-    (res) = (call);                            \
-    if (!NSC_OK(res)) goto label;              \
-  } while (0)
 
 #endif

@@ -164,10 +164,3 @@ void nsc_staging_release(nsc_staging *st) {
   }
   st->arenas = NULL;
 }
-
-size_t nsc_staging_bytes(const nsc_staging *st) {
-  size_t t = 0;
-  for (const nsc_arena *a = st->arenas; a; a = a->next)
-    for (const nsc_block *b = a->blocks; b; b = b->next) t += b->cap;
-  return t;
-}

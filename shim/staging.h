@@ -78,8 +78,6 @@ int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream 
 void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok);
 /* Free every arena (communicator destroy/abort). */
 void nsc_staging_release(nsc_staging *st);
-/* Bytes currently held (for tests and the log). */
-size_t nsc_staging_bytes(const nsc_staging *st);
 
 /* Testing: make the n-th allocation of this process fail (0 = never). */
 void nsc_staging_fault_at(long long n);
