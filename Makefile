@@ -5,7 +5,7 @@
 #   make test       install what is missing, build, run every test (ends "N passed, N failed")
 #   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
 #   make deps       apt-get only what is missing
-#   make env-doc    regenerate the README's environment table from shim/config.def
+#   make env-doc    regenerate the README's environment table from shim/misc/config.def
 #   make gpu-check  on a machine with a GPU: kernels, real NCCL, DDP (tests/gpu/check.sh)
 #
 # Each directory contributes a module.mk; this file holds only what they share.
@@ -49,6 +49,9 @@ OPT     ?= -O2
 WARN    := -Wall -Wextra -Werror
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SANFLAGS) -D_GNU_SOURCE
 NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_HOME)/include
+# The shim's folders, one concern each (shim/module.mk).
+SHIM_DIRS := shim shim/accum shim/backend shim/coll shim/log shim/misc
+SHIM_INC := $(addprefix -I,$(SHIM_DIRS))
 LDFLAGS_BASE := $(SANFLAGS)
 
 HAVE_NVCC := $(if $(NVCC),1,)
@@ -95,10 +98,10 @@ demo: deps
 
 DEMO_GBPS ?= 1
 
-# README's environment table, generated from shim/config.def.
-$(B)/bin/ncclshim-envdoc: shim/tools/envdoc.c $(B)/obj/shim/config.o
+# README's environment table, generated from shim/misc/config.def.
+$(B)/bin/ncclshim-envdoc: shim/tools/envdoc.c $(B)/obj/shim/misc/config.o
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -Ishim -o $@ $^ -lpthread
+	$(CC) $(CFLAGS_BASE) $(SHIM_INC) -o $@ $^ -lpthread
 env-doc: $(B)/bin/ncclshim-envdoc
 	@$< > $(B)/env-table.md
 	@python3 tests/splice.py README.md env-table $(B)/env-table.md

@@ -31,7 +31,7 @@ AP_OBJS := $(AP_SRCS:%.c=$(B)/obj/%.o)
 AP_SELFTEST_OBJS := $(B)/obj/bench/perf_selftest.o $(B)/obj/bench/perf_data.o $(B)/obj/bench/perf_args.o
 
 $(AP_OBJS) $(AP_SELFTEST_OBJS): CC_FOR := $(MPICC)
-$(AP_OBJS) $(AP_SELFTEST_OBJS): EXTRA_CFLAGS := -Ibench -Ishim $(NCCL_INC) $(AP_CUDA_DEFS)
+$(AP_OBJS) $(AP_SELFTEST_OBJS): EXTRA_CFLAGS := -Ibench $(SHIM_INC) $(NCCL_INC) $(AP_CUDA_DEFS)
 
 $(AP_BIN): $(AP_OBJS) $(AP_NCCL_DEP)
 	@mkdir -p $(@D)

@@ -23,7 +23,7 @@ ifeq ($(DDP_NCCL_LIBS),)
 endif
 
 $(DDP_OBJS): CC_FOR := $(MPICC)
-$(DDP_OBJS): EXTRA_CFLAGS := -Ibench -Ishim $(NCCL_INC)
+$(DDP_OBJS): EXTRA_CFLAGS := -Ibench $(SHIM_INC) $(NCCL_INC)
 
 $(DDP_BIN): $(DDP_OBJS) $(DDP_SHARED_OBJS) $(DDP_NCCL_DEP)
 	@mkdir -p $(@D)

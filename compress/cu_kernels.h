@@ -17,7 +17,7 @@
 #include "cu_ctx.h"
 
 /* One fp32 tensor of a fused group: the same fields, in the same order, as
- * nsc_seg in shim/backend.h (which asserts it). */
+ * nsc_seg in shim/backend/backend.h (which asserts it). */
 typedef struct {
   const float *src;
   float *dst;

@@ -3,7 +3,7 @@
 SHIMTEST_PROGS := $(B)/tests/shimtest $(B)/tests/shimfault $(B)/tests/shimfault_args $(B)/tests/shimfault_life $(B)/tests/shim_threads
 SHIMTEST_OBJS := $(SHIMTEST_PROGS:$(B)/tests/%=$(B)/obj/tests/shim/%.o)
 $(SHIMTEST_OBJS): CC_FOR := $(MPICC)
-$(SHIMTEST_OBJS): EXTRA_CFLAGS := -Ishim $(NCCL_INC)
+$(SHIMTEST_OBJS): EXTRA_CFLAGS := $(SHIM_INC) $(NCCL_INC)
 
 $(SHIMTEST_PROGS): $(B)/tests/%: $(B)/obj/tests/shim/%.o $(HOSTNCCL_LIB)
 	@mkdir -p $(@D)

@@ -1,8 +1,8 @@
 # tests/shim_unit.mk — cmocka unit tests of the shim's pure parts, linked
 # against the shim's own objects (no NCCL, no MPI, no GPU), and the
 # libFuzzer target for the configuration parser (clang only).
-UNIT_CFLAGS := -Ishim -Icompress $(NCCL_INC)
-SHIM_PURE_OBJS := $(B)/obj/shim/config.o $(B)/obj/shim/policy.o $(B)/obj/shim/real.o
+UNIT_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
+SHIM_PURE_OBJS := $(B)/obj/shim/misc/config.o $(B)/obj/shim/policy.o $(B)/obj/shim/real.o
 
 $(B)/obj/tests/unit/test_config.o $(B)/obj/tests/unit/test_core.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 
@@ -19,9 +19,9 @@ TEST_BINS += $(B)/tests/test_config $(B)/tests/test_core
 # libFuzzer: `make fuzz-config FUZZ_SECONDS=600` for a long run; the test
 # suite runs a short one (tests/t/05-unit.sh).
 FUZZ_SECONDS ?= 20
-$(B)/tests/fuzz_config: tests/unit/fuzz_config.c shim/config.c shim/config.h shim/config.def
+$(B)/tests/fuzz_config: tests/unit/fuzz_config.c shim/misc/config.c shim/misc/config.h shim/misc/config.def
 	@mkdir -p $(@D)
-	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -Ishim -o $@ tests/unit/fuzz_config.c shim/config.c -lpthread
+	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined $(SHIM_INC) -o $@ tests/unit/fuzz_config.c shim/misc/config.c -lpthread
 
 .PHONY: fuzz-config
 fuzz-config: $(B)/tests/fuzz_config

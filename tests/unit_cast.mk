@@ -17,9 +17,9 @@ CHECK_KERNELS := $(B)/tests/check_kernels
 CK_CUDART := $(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart.so $(CUDA_HOME)/lib/libcudart.so))
 .PHONY: gpu-kernels-check
 ifneq ($(and $(HAVE_NVCC),$(CK_CUDART)),)
-$(B)/obj/tests/gpu/check_kernels.o: EXTRA_CFLAGS := -Ishim -Icompress $(NCCL_INC)
-$(CHECK_KERNELS): $(B)/obj/tests/gpu/check_kernels.o $(B)/obj/shim/backend_cuda.o \
-                  $(B)/obj/shim/backend_host.o $(COMPRESS_OBJS)
+$(B)/obj/tests/gpu/check_kernels.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
+$(CHECK_KERNELS): $(B)/obj/tests/gpu/check_kernels.o $(B)/obj/shim/backend/backend_cuda.o \
+                  $(B)/obj/shim/backend/backend_host.o $(COMPRESS_OBJS)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_BASE) -L$(dir $(CK_CUDART)) -Wl,-rpath,$(dir $(CK_CUDART)) \
 	  -lcudart -lpthread -lm -ldl

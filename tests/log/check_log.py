@@ -13,7 +13,7 @@ them); exits 0 unless it crashed. The expected records come from a model of
 logtest's iteration with default shim settings (see logtest.c):
 A compressed, B and C passthrough, G1 fused (3 members), G2 two untimed
 passthroughs; with --accum K, A follows the accumulation schedule of
-shim/accum.c (three learning passes synced, then one sync per K passes).
+shim/accum/accum.c (three learning passes synced, then one sync per K passes).
 """
 import argparse
 import json

@@ -21,7 +21,7 @@
  *       in every element, nobody hangs, the next call is exact everywhere
  *
  * Must not: rely on timings, or on anything but documented behaviour of the
- * shim (ncclshim.h, shim/config.def) and of the host NCCL (its README and
+ * shim (ncclshim.h, shim/misc/config.def) and of the host NCCL (its README and
  * hostnccl_hooks.h). */
 #include "shimfault_util.h"
 

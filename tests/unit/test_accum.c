@@ -1,4 +1,4 @@
-/* test_accum.c — the accumulation state machine (shim/accum.c) as a pure
+/* test_accum.c — the accumulation state machine (shim/accum/accum.c) as a pure
  * function of a sequence of accumulable call sizes, and the policy's
  * accumulable() predicate (shim/policy.c) for every datatype, op, size edge
  * and the captured-stream case.
