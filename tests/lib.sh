@@ -20,6 +20,23 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=no
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+# The host NCCL never lets mismatched collectives pass: it prints a
+# HOSTNCCL-MISMATCH line naming both calls, appends it to HOSTNCCL_REPORT_FILE
+# and aborts the job. Every line there is a failed check of its own, whatever
+# the run's exit status and whatever the test expected the call to return:
+# reported on this script's stdout (fd 9, so also from inside `check`) after
+# each MPI run of the helpers below, and at exit for any other run.
+export HOSTNCCL_REPORT_FILE="$TMPD/hostnccl-report.log"
+exec 9>&1
+hn_reports() {
+  [ -s "$HOSTNCCL_REPORT_FILE" ] || return 0
+  echo "not ok - the host NCCL reported mismatched collectives ($(wc -l <"$HOSTNCCL_REPORT_FILE") lines): $(head -n 1 "$HOSTNCCL_REPORT_FILE")" >&9
+  cat "$HOSTNCCL_REPORT_FILE" >>"$HOSTNCCL_REPORT_FILE.seen"
+  : >"$HOSTNCCL_REPORT_FILE"
+  return 1
+}
+trap 'hn_reports || true' EXIT
+
 ok()     { echo "ok - $*"; }
 not_ok() { echo "not ok - $*"; }
 
@@ -44,18 +61,44 @@ check_grep() {
   if grep -Eq -- "$2" "$3"; then ok "$1"; else not_ok "$1 (no /$2/ in $3)"; sed 's/^/#   /' "$3" | tail -n 15; fi
 }
 
+# mpirun_checked ARGS...: mpirun under TEST_TIMEOUT; exit 86 (and a failed
+# check) when the host NCCL reported mismatched collectives, whatever mpirun's
+# status. Every MPI run of a test goes through it (MPMD runs directly).
+mpirun_checked() {
+  timeout "${TEST_TIMEOUT:-180}" mpirun "$@"
+  local rc=$?
+  hn_reports || rc=86
+  return $rc
+}
+
 # Run N ranks of an MPI program against the host NCCL (no shim).
 mpirun_host() {
   local n=$1; shift
-  timeout "${TEST_TIMEOUT:-180}" mpirun -np "$n" -x LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
+  mpirun_checked -np "$n" -x LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
 }
 
 # The same with the shim preloaded (extra NCCLSHIM_* variables come from the
 # environment; mpirun forwards the whole environment to local ranks).
 mpirun_shim() {
   local n=$1; shift
-  timeout "${TEST_TIMEOUT:-180}" mpirun -np "$n" -x LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  mpirun_checked -np "$n" -x LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     -x LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}" "$@"
+}
+
+# expect_mismatch "description" A B mpirun-args...: the host NCCL's own check,
+# tested: the run must fail (job aborted) with a HOSTNCCL-MISMATCH line naming
+# both calls (EREs A and B, either order), kept apart from the reports that
+# fail a test.
+expect_mismatch() {
+  local desc=$1 pat="($2.*$3|$3.*$2)"; shift 3
+  local f="$TMPD/expected-mismatch.$RANDOM.log"
+  HOSTNCCL_REPORT_FILE=$f timeout "${TEST_TIMEOUT:-180}" mpirun "$@" >"$f.out" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ] && grep -Eq "HOSTNCCL-MISMATCH:.*$pat" "$f" && grep -Eq "HOSTNCCL-MISMATCH:.*$pat" "$f.out"; then
+    ok "$desc"
+  else
+    not_ok "$desc (exit $rc, no /$pat/ reported)"; sed 's/^/#   /' "$f.out" | tail -n 10
+  fi
 }
 
 # with K=V... cmd args...: run cmd (a function too) with extra exported variables.

@@ -24,6 +24,7 @@
  * above), or hold a lock while communicating. */
 #include "hostnccl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,34 +194,70 @@ out:
   return res;
 }
 
-/* HOSTNCCL_CHECK: before its data moves, every collective compares a hash of
- * what must match across ranks (kind, datatype, count, op, root; not
- * buffers or PreMulSum scalars), by passing (min, max) around the ring on
- * its own tag, unlinked from the emulated clock. Ranks that disagree all
- * return ncclInvalidUsage instead of hanging or mixing data. */
+/* HOSTNCCL_CHECK: before its data moves, every collective compares what must
+ * match across ranks (kind, datatype, count, op, root; not buffers or
+ * PreMulSum scalars), by passing the signatures with the smallest and the
+ * largest hash around the ring on its own tag, unlinked from the emulated
+ * clock. Real NCCL has no such check: there ranks that disagree hang or mix
+ * data. So a mismatch is never an answer a program could pass with: every
+ * rank reports it (one HOSTNCCL-MISMATCH line on stderr naming both calls,
+ * also appended to HOSTNCCL_REPORT_FILE), waits until every rank has
+ * reported, and the whole job is aborted (MPI_Abort, exit code 86). */
+typedef struct {
+  uint64_t h, count;
+  int32_t rank, kind, type, op, root, pad;
+} sig_t;
+
+static void sig_str(const sig_t *g, char *out, size_t len) {
+  int rooted = g->kind == HN_BROADCAST || g->kind == HN_REDUCE;
+  int reducing = g->kind == HN_ALLREDUCE || g->kind == HN_REDUCESCATTER || g->kind == HN_REDUCE;
+  int n = snprintf(out, len, "rank %d: nccl%s(count %llu, %s", (int)g->rank, hn_kind_name(g->kind),
+                   (unsigned long long)g->count, hn_type_name(g->type));
+  static const char *const ops[] = {"sum", "prod", "max", "min", "avg"};
+  if (reducing && n > 0 && (size_t)n < len)
+    n += snprintf(out + n, len - (size_t)n, ", %s", g->op >= 0 && g->op < 5 ? ops[g->op] : "op?");
+  if (rooted && n > 0 && (size_t)n < len) n += snprintf(out + n, len - (size_t)n, ", root %d", (int)g->root);
+  if (n > 0 && (size_t)n < len) snprintf(out + n, len - (size_t)n, ")");
+}
+
 static ncclResult_t check_same(const hn_op *op) {
   ncclComm_t comm = op->comm;
   int n = comm->nranks;
   if (!hn_cfg()->check || n == 1 || op->kind == HN_SEND || op->kind == HN_RECV) return ncclSuccess;
+  uint64_t seq = __atomic_add_fetch(&comm->coll_seq, 1, __ATOMIC_RELAXED);
   int rooted = op->kind == HN_BROADCAST || op->kind == HN_REDUCE;
   int reducing = op->kind == HN_ALLREDUCE || op->kind == HN_REDUCESCATTER || op->kind == HN_REDUCE;
-  uint64_t sig[5] = {(uint64_t)op->kind, (uint64_t)op->type, (uint64_t)op->count,
-                     reducing ? (uint64_t)op->red.user_op : 0, rooted ? (uint64_t)op->peer : 0};
-  uint64_t h = 0xcbf29ce484222325ull, mm[2], in[2];
-  for (size_t i = 0; i < sizeof sig; i++) h = (h ^ ((const unsigned char *)sig)[i]) * 0x100000001b3ull;
-  mm[0] = mm[1] = h;
+  sig_t me = {0, (uint64_t)op->count, comm->rank, (int32_t)op->kind, (int32_t)op->type,
+              reducing ? op->red.user_op : -1, rooted ? op->peer : -1, 0};
+  uint64_t fields[5] = {(uint64_t)me.kind, (uint64_t)me.type, me.count, (uint64_t)(int64_t)me.op,
+                        (uint64_t)(int64_t)me.root};
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < sizeof fields; i++) h = (h ^ ((const unsigned char *)fields)[i]) * 0x100000001b3ull;
+  me.h = h;
+  sig_t mm[2] = {me, me}, in[2]; /* smallest and largest hash seen so far */
   for (int s = 0; s < n - 1; s++) {
     HN_CHECK(hn_sendrecv(comm, mm, sizeof mm, mod(comm->rank + 1, n), in, sizeof in,
                          mod(comm->rank - 1, n), HN_TAG_CHECK));
-    if (in[0] < mm[0]) mm[0] = in[0];
-    if (in[1] > mm[1]) mm[1] = in[1];
+    if (in[0].h < mm[0].h) mm[0] = in[0];
+    if (in[1].h > mm[1].h) mm[1] = in[1];
   }
-  if (mm[0] == mm[1]) return ncclSuccess;
-  return hn_err(ncclInvalidUsage,
-                "%s: ranks of communicator %p called different collectives (here: %s count %zu op %d root %d); "
-                "nothing was exchanged (HOSTNCCL_CHECK=0 skips this check)",
-                hn_kind_name(op->kind), (void *)comm, hn_type_name(op->type), op->count,
-                reducing ? op->red.user_op : -1, rooted ? op->peer : -1);
+  if (mm[0].h == mm[1].h) return ncclSuccess;
+  char a[160], b[160], line[640];
+  /* Name this rank's call and the one furthest from it. */
+  const sig_t *other = mm[0].h == me.h ? &mm[1] : &mm[0];
+  sig_str(&me, a, sizeof a);
+  sig_str(other, b, sizeof b);
+  snprintf(line, sizeof line,
+           "HOSTNCCL-MISMATCH: the ranks of a communicator issued different collectives as its collective #%llu "
+           "(%s; %s; seen by rank %d of %d, communicator %p); real NCCL would hang or mix data: aborting the job",
+           (unsigned long long)seq, a, b, comm->rank, n, (void *)comm);
+  hn_report(line);
+  /* Every rank has reported once every rank passed this ring again. */
+  char tok = 0, got = 0;
+  for (int s = 0; s < n - 1; s++)
+    if (hn_sendrecv(comm, &tok, 1, mod(comm->rank + 1, n), &got, 1, mod(comm->rank - 1, n), HN_TAG_CHECK)) break;
+  MPI_Abort(MPI_COMM_WORLD, 86);
+  return ncclInvalidUsage; /* not reached */
 }
 
 static ncclResult_t run_collective(const hn_op *op) {

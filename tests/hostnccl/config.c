@@ -11,6 +11,7 @@
 #include "hostnccl_hooks.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -101,6 +102,22 @@ void hn_log(const char *fmt, ...) {
   va_start(ap, fmt);
   vlog("", fmt, ap);
   va_end(ap);
+}
+
+void hn_report(const char *line) {
+  char buf[768];
+  int n = snprintf(buf, sizeof buf, "hostnccl[%d] %s\n", (int)getpid(), line);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof buf) n = sizeof buf - 1, buf[n - 1] = '\n';
+  fputs(buf, stderr); /* one call: lines of ranks do not interleave */
+  fflush(stderr);
+  const char *path = getenv("HOSTNCCL_REPORT_FILE");
+  int fd = path && *path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
+  if (fd >= 0) {
+    ssize_t w = write(fd, buf, (size_t)n); /* O_APPEND: one line per write, never interleaved */
+    (void)w;
+    close(fd);
+  }
 }
 
 /* Fault injection counts per process, over all threads. */

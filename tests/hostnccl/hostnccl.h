@@ -54,6 +54,9 @@ const hn_config *hn_cfg(void);
 /* Set this thread's last error message and return res (logged with HOSTNCCL_LOG). */
 ncclResult_t hn_err(ncclResult_t res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hn_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A line that must fail the test run: to stderr, and appended to the file
+ * HOSTNCCL_REPORT_FILE names (tests/lib.sh sets it and fails on any line). */
+void hn_report(const char *line);
 const char *hn_last_error(void);
 /* Fault injection: 1 when this call is the one to fail. */
 int hn_fail_this_call(void);
@@ -117,6 +120,7 @@ struct ncclComm {
   struct hn_batch **pending; /* nonblocking work, run by the polls */
   size_t npending, cappending;
   ncclResult_t async_error;  /* sticky: a failed operation (MPI error) */
+  uint64_t coll_seq;         /* collectives checked so far (HOSTNCCL_CHECK; atomic) */
   hn_premul_op *ops;         /* ncclRedOpCreatePreMulSum; op id = ncclNumOps + index */
   int nops;
 };

@@ -10,7 +10,9 @@
  * link             HOSTNCCL_LINK_*: calls take at least the modelled time
  * bigcount         2^31 + 5 elements (MPI counts are int)
  * abort            ncclCommAbort from another thread unblocks a waiting call
- * mismatch         ranks calling different collectives all get ncclInvalidUsage
+ * mismatch CASE    ranks calling different collectives (CASE: count, datatype,
+ *                  op, root, kind, count0): the job is aborted with a report;
+ *                  premul: Sum here and PreMulSum elsewhere is no mismatch
  * selfinit FILE    the program never calls MPI_Init: the host NCCL initialises
  *                  MPI (and finalises it at exit); the id travels through FILE
  * Rank 0 prints one "ok - ..." / "not ok - ..." line per check.
@@ -577,30 +579,40 @@ static void case_abort(void) {
 
 /* --------------------------------------------------------------- mismatch */
 
-static void case_mismatch(void) {
+/* One mismatch per run (the host NCCL aborts the job on it: 20-hostnccl.sh
+ * checks the exit status and the HOSTNCCL-MISMATCH line naming both calls);
+ * "premul" is the legitimate difference: Sum here, PreMulSum elsewhere. */
+static void case_mismatch(const char *which) {
   ncclComm_t comm = t_comm(t_rank, NULL);
   float in[16], out[16];
   ncclRedOp_t pre;
   float scalar = (float)(t_rank + 1); /* differs per rank: legitimate */
   for (int i = 0; i < 16; i++) in[i] = 1, out[i] = -1;
   int last = t_rank == t_nranks - 1;
-  returns(ncclAllReduce(in, out, last ? 8 : 16, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage, "count");
-  returns(ncclAllReduce(in, out, last ? 16 : 8, last ? ncclFloat16 : ncclFloat32, ncclSum, comm, NULL),
-          ncclInvalidUsage, "datatype, same bytes");
-  returns(ncclAllReduce(in, out, 16, ncclFloat32, last ? ncclMax : ncclSum, comm, NULL), ncclInvalidUsage, "op");
-  returns(ncclBroadcast(in, out, 16, ncclFloat32, last ? 1 : 0, comm, NULL), ncclInvalidUsage, "root");
-  returns(last ? ncclAllGather(in, out, 4, ncclFloat32, comm, NULL)
-               : ncclReduceScatter(in, out, 4, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage, "kind");
-  returns(ncclAllReduce(in, out, last ? 0 : 4, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage, "count 0 and 4");
-  expect(all_eq(out, 16, -1), "a mismatched call wrote recvbuff");
-  expect(strstr(ncclGetLastError(comm), "different collectives") != NULL, "message: %s", ncclGetLastError(comm));
-  NCCL_OK(ncclRedOpCreatePreMulSum(&pre, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
-  NCCL_OK(ncclAllReduce(in, out, 16, ncclFloat32, t_rank == 0 ? ncclSum : pre, comm, NULL));
-  float want = 1;
-  for (int r = 1; r < t_nranks; r++) want += (float)(r + 1);
-  expect(all_eq(out, 16, want), "Sum on rank 0 with PreMulSum elsewhere: %g want %g", out[0], want);
-  NCCL_OK(ncclRedOpDestroy(pre, comm));
-  report("ranks calling different collectives all get ncclInvalidUsage, nothing moves; the comm still works");
+  ncclResult_t r = ncclSuccess;
+  if (!strcmp(which, "premul")) {
+    NCCL_OK(ncclRedOpCreatePreMulSum(&pre, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
+    NCCL_OK(ncclAllReduce(in, out, 16, ncclFloat32, t_rank == 0 ? ncclSum : pre, comm, NULL));
+    float want = 1;
+    for (int q = 1; q < t_nranks; q++) want += (float)(q + 1);
+    expect(all_eq(out, 16, want), "Sum on rank 0 with PreMulSum elsewhere: %g want %g", out[0], want);
+    NCCL_OK(ncclRedOpDestroy(pre, comm));
+    report("Sum on one rank and PreMulSum on the others is no mismatch");
+    NCCL_OK(ncclCommDestroy(comm));
+    return;
+  }
+  if (!strcmp(which, "count")) r = ncclAllReduce(in, out, last ? 8 : 16, ncclFloat32, ncclSum, comm, NULL);
+  else if (!strcmp(which, "datatype"))
+    r = ncclAllReduce(in, out, last ? 16 : 8, last ? ncclFloat16 : ncclFloat32, ncclSum, comm, NULL);
+  else if (!strcmp(which, "op")) r = ncclAllReduce(in, out, 16, ncclFloat32, last ? ncclMax : ncclSum, comm, NULL);
+  else if (!strcmp(which, "root")) r = ncclBroadcast(in, out, 16, ncclFloat32, last ? 1 : 0, comm, NULL);
+  else if (!strcmp(which, "kind"))
+    r = last ? ncclAllGather(in, out, 4, ncclFloat32, comm, NULL)
+             : ncclReduceScatter(in, out, 4, ncclFloat32, ncclSum, comm, NULL);
+  else if (!strcmp(which, "count0")) r = ncclAllReduce(in, out, last ? 0 : 4, ncclFloat32, ncclSum, comm, NULL);
+  else expect(0, "unknown mismatch case '%s'", which);
+  expect(0, "mismatched collectives (%s) returned %d instead of stopping the job", which, (int)r);
+  report("mismatched collectives stop the job");
   NCCL_OK(ncclCommDestroy(comm));
 }
 
@@ -664,7 +676,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(c, "link")) case_link();
   else if (!strcmp(c, "bigcount")) case_bigcount();
   else if (!strcmp(c, "abort")) case_abort();
-  else if (!strcmp(c, "mismatch")) case_mismatch();
+  else if (!strcmp(c, "mismatch")) case_mismatch(argc > 2 ? argv[2] : "");
   else {
     if (t_rank == 0) fprintf(stderr, "unknown case '%s'\n", c);
     t_failures = 1;

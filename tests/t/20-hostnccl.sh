@@ -46,7 +46,20 @@ api 3 "$API" nonblocking
 api 3 -x HOSTNCCL_FAIL_CALL=3 "$API" failcall
 api 2 -x HOSTNCCL_FAIL_GROUP_END=2 "$API" failgroup
 api 2 "$API" abort
-api 3 "$API" mismatch
+api 3 "$API" mismatch premul
+# Mismatched collectives: real NCCL hangs or mixes data, so the host NCCL
+# aborts the job with a HOSTNCCL-MISMATCH line naming both calls.
+while read -r -u 3 np what a b; do
+  expect_mismatch "mismatched $what on $np ranks: job aborted, both calls named" "$a" "$b" \
+    -np "$np" -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" "$API" mismatch "$what"
+done 3<<'EOF'
+3 count    rank.2:.ncclAllReduce\(count.8,.float32,.sum\)    rank.[01]:.ncclAllReduce\(count.16,.float32,.sum\)
+2 datatype ncclAllReduce\(count.16,.float16,.sum\)              ncclAllReduce\(count.8,.float32,.sum\)
+2 op       ncclAllReduce\(count.16,.float32,.max\)              ncclAllReduce\(count.16,.float32,.sum\)
+2 root     ncclBroadcast\(count.16,.float32,.root.1\)           ncclBroadcast\(count.16,.float32,.root.0\)
+2 kind     ncclAllGather\(count.4,.float32\)                    ncclReduceScatter\(count.4,.float32,.sum\)
+2 count0   ncclAllReduce\(count.0,                               ncclAllReduce\(count.4,
+EOF
 api 3 "$API" selfinit "$TMPD/uid"
 api 4 -x HOSTNCCL_LINK_LATENCY_US=20000 -x HOSTNCCL_LINK_GBPS=1 "$API" link
 
@@ -57,3 +70,10 @@ check_grep "HOSTNCCL_LINK_GBPS=fast is refused by name" "HOSTNCCL_LINK_GBPS='fas
 # HOSTNCCL_LOG=1 prints each collective.
 mpirun_host 2 -x HOSTNCCL_LOG=1 "$API" failgroup >"$TMPD/log.log" 2>&1
 check_grep "HOSTNCCL_LOG=1 logs collectives" "rank 1/2 AllReduce float32 count 16" "$TMPD/log.log"
+
+# A mismatch fails a test whatever the test expected: here a check that wants
+# the run to fail (check_fails) still yields "not ok" from tests/lib.sh.
+TMPD="$TMPD/meta" bash -c 'mkdir -p "$TMPD"; . "$0"; check_fails "expects failure" mpirun_host 2 "$1" mismatch count' \
+  "$ROOT/tests/lib.sh" "$API" >"$TMPD/meta.log" 2>&1
+check_grep "a mismatch inside check_fails still fails the script (tests/lib.sh)" \
+  "^not ok - the host NCCL reported mismatched collectives" "$TMPD/meta.log"
