@@ -15,6 +15,7 @@
 #include "log.h"
 #include "msg.h"
 #include "real.h"
+#include "shim.h"
 #include "staging.h"
 
 extern char **environ;
@@ -40,6 +41,20 @@ static void fail(ncclResult_t code, const char *msg) {
   nsc_warn("%s; every collective will return %s", msg, code == ncclInvalidUsage ? "ncclInvalidUsage" : "ncclSystemError");
 }
 
+/* A setting is invalid: say so once, naming it, and keep taking part in the
+ * configuration checks (with the defaults, logs and banner off) so that the
+ * peers fail with this rank instead of waiting for it. */
+static void bad_setting(const char *msg) {
+  nsc_config_parse(NULL, &nsc_g.cfg, NULL, 0);
+  nsc_g.cfg.log = NSC_LOG_OFF;
+  nsc_g.cfg.banner = 0;
+  nsc_g.bad_setting = 1;
+  nsc_g.fail_code = ncclInvalidUsage;
+  snprintf(nsc_g.fail_msg, sizeof nsc_g.fail_msg, "%s", msg);
+  nsc_warn("%s; every collective will return ncclInvalidUsage, on every rank of its communicator", msg);
+  nsc_g.state = NSC_ACTIVE;
+}
+
 static void activate(void) {
   char err[768];
   pthread_atfork(NULL, NULL, in_child);
@@ -50,7 +65,7 @@ static void activate(void) {
     return;
   }
   if (nsc_config_parse(environ, &nsc_g.cfg, err, sizeof err)) {
-    fail(ncclInvalidUsage, err);
+    bad_setting(err);
     return;
   }
   if (nsc_real.GetVersion) {
@@ -66,11 +81,12 @@ static void activate(void) {
   if (nsc_g.cfg.compress == NSC_COMPRESS_BF16 && nsc_g.nccl_version && nsc_g.nccl_version < 21000) {
     snprintf(err, sizeof err, "NCCLSHIM_COMPRESS='bf16' needs NCCL >= 2.10 (this NCCL reports %d); use fp16 or off",
              nsc_g.nccl_version);
-    fail(ncclInvalidUsage, err);
+    bad_setting(err);
     return;
   }
   nsc_cast_set_threads((int)nsc_g.cfg.cast_threads);
   nsc_staging_fault_at(nsc_g.cfg.fault_alloc);
+  nsc_exchange_fault_at(nsc_g.cfg.fault_oob);
   nsc_totals.enabled = 1;
   snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s",
            nsc_g.cfg.compress == NSC_COMPRESS_FP16 ? "fp16" : nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? "bf16" : "off");
@@ -174,7 +190,7 @@ NSC_API int ncclshim_get_stats(ncclshim_stats_t *out) {
   s.underflow = c.underflow;
   memcpy(s.wire, nsc_totals.wire, sizeof s.wire);
   if (!s.wire[0]) snprintf(s.wire, sizeof s.wire, "off");
-  s.enabled = nsc_g.state == NSC_ACTIVE;
+  s.enabled = nsc_g.state == NSC_ACTIVE && !nsc_g.bad_setting;
   *out = s;
   return 0;
 }

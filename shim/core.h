@@ -26,6 +26,11 @@ typedef struct {
   nsc_config cfg;
   int nccl_version;         /* ncclGetVersion of the real library, 0 if unknown */
   int forked_child;         /* set in a child after fork: inert, writes nothing */
+  /* An invalid setting (fail_msg says which): the state stays NSC_ACTIVE with
+   * the defaults and nothing transformed, so that this rank still takes part
+   * in each communicator's configuration check, where every rank then fails
+   * alike (check.c); no logs, no banner. */
+  int bad_setting;
 } nsc_global_t;
 
 extern nsc_global_t nsc_g;

@@ -25,12 +25,21 @@ ncclResult_t nsc_check_comm(struct nsc_comm *c, const nsc_backend *be, nsc_strea
  * for the shim's own first operations on it, never for the caller's). */
 ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
 /* An ncclInt64 Max all-reduce of n values on a private buffer and stream,
- * waited for (the shim's own agreements between ranks, never the caller's data). */
-ncclResult_t nsc_exchange_max(struct nsc_comm *c, const nsc_backend *be, int64_t *vals, int n);
-/* After the outermost group end: reset the communicator's per-group fusion
- * counts and, when grow (the group succeeded) and a fused buffer did not fit,
- * grow the fusion block by agreement of all ranks. */
-void nsc_fuse_settle(struct nsc_comm *c, int grow);
+ * waited for (the shim's own agreements between ranks, never the caller's
+ * data). Issued even when this rank has no private buffer: then on an
+ * all-ones buffer on `caller` (every value reads -1 on every rank), and this
+ * rank returns ncclSystemError. */
+ncclResult_t nsc_exchange_max(struct nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n);
+/* Testing (NCCLSHIM_FAULT_CAST): 1 when this cast to the wire type is the
+ * one to fail (the message is set). */
+int nsc_cast_fault(void);
+/* Testing (NCCLSHIM_FAULT_OOB): the n-th exchange buffer of this process fails. */
+void nsc_exchange_fault_at(long long n);
+/* After the outermost group end, whatever it answered: reset the
+ * communicator's per-group fusion counts and, when a fused buffer did not
+ * fit, grow the fusion block by agreement of all ranks (the same on every
+ * rank: it depends on the call sequence only). */
+void nsc_fuse_settle(struct nsc_comm *c);
 /* Fail message for a communicator whose ranks disagree. */
 ncclResult_t nsc_mismatch(struct nsc_comm *c);
 
@@ -42,7 +51,12 @@ ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *nto
 /* allreduce.c helpers shared with fuse.c */
 ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,
                          ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, int action);
-/* Issue the real collective on a wire buffer and queue (or run) its cast-back. */
-ncclResult_t nsc_reduce_wire(struct nsc_comm *c, nsc_work *castback, size_t count, int in_group);
+/* Issue the real collective(s) on a wire buffer — one, or one per chunk of ce
+ * elements — and queue (or run) its cast-back. A poisoned cast-back (a local
+ * failure) still issues them all and returns ncclSystemError. */
+ncclResult_t nsc_reduce_wire(struct nsc_comm *c, nsc_work *castback, size_t count, size_t ce, int in_group);
+/* The real wire collectives alone (see allreduce.c). */
+ncclResult_t nsc_wire_calls(struct nsc_comm *c, void *buf, int advance, size_t count, size_t ce,
+                            ncclDataType_t wdt, ncclRedOp_t op, cudaStream_t s, int in_group);
 
 #endif

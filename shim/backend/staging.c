@@ -99,65 +99,65 @@ void nsc_staging_done(nsc_staging *st, nsc_stream s) {
 
 int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p) {
   size_t want = (bytes + ALIGN - 1) / ALIGN * ALIGN;
-  nsc_arena *a = arena_for(st, be, s);
-  if (!a) return -1; /* cannot happen on one rank only without the process failing */
-  a->fwant += want;
-  if (a->fdisabled || !a->fblock || a->fused + want > a->fcap) return -1;
-  *p = (char *)a->fblock + a->fused;
-  a->fused += want;
-  return 0;
+  if (st->fbe && be != st->fbe) return -1; /* another memory kind: never fused, never grown */
+  st->fwant += want;
+  if (st->fdisabled || !st->fblock || st->fused + want > st->fcap) return -1;
+  *p = (char *)st->fblock + st->fused;
+  st->fused += want;
+  if (st->fstream == s) return 0;
+  int rc = be->join(s, st->fstream) ? 1 : 0;
+  st->fstream = s;
+  return rc;
 }
 
 int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes) {
-  nsc_arena *a = arena_for(st, be, s);
-  if (!a || a->fblock) return a != NULL;
+  if (st->fblock) return 1;
   void *p = NULL;
   if (backend_alloc(be, s, bytes, &p)) return 0;
-  a->fblock = p;
-  a->freserved = bytes;
+  st->fbe = be;
+  st->fstream = s;
+  st->fblock = p;
+  st->freserved = bytes;
   return 1;
 }
 
 void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok) {
-  nsc_arena *a = arena_for(st, be, s);
-  if (!a) return;
-  if (ok && a->fblock) {
-    a->fcap = a->freserved;
+  (void)be;
+  (void)s;
+  if (ok && st->fblock) {
+    st->fcap = st->freserved;
     return;
   }
-  if (a->fblock) a->be->release(a->stream, a->fblock);
-  a->fblock = NULL;
-  a->fcap = 0;
-  a->fdisabled = 1;
+  if (st->fblock) st->fbe->release(st->fstream, st->fblock);
+  st->fblock = NULL;
+  st->fcap = 0;
+  st->fdisabled = 1;
 }
 
 int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, void *arg),
                             void *arg) {
-  int grown = 0;
-  for (nsc_arena *a = st->arenas; a; a = a->next) {
-    size_t want = a->fwant;
-    a->fused = a->fwant = 0;
-    if (a->fdisabled || want <= a->fcap || want > limit) continue;
-    void *p = NULL;
-    int ok = backend_alloc(a->be, a->stream, want, &p) == 0;
-    if (agree(ok, a->be, arg)) {
-      if (a->fblock) a->be->release(a->stream, a->fblock);
-      a->fblock = p;
-      a->fcap = want;
-      grown++;
-    } else {
-      if (p) a->be->release(a->stream, p);
-      a->fdisabled = 1;
-    }
+  size_t want = st->fwant;
+  st->fused = st->fwant = 0;
+  if (st->fdisabled || !st->fbe || want <= st->fcap || want > limit) return 0;
+  void *p = NULL;
+  int ok = backend_alloc(st->fbe, st->fstream, want, &p) == 0;
+  if (agree(ok, st->fbe, arg)) {
+    if (st->fblock) st->fbe->release(st->fstream, st->fblock);
+    st->fblock = p;
+    st->fcap = want;
+    return 1;
   }
-  return grown;
+  if (p) st->fbe->release(st->fstream, p);
+  st->fdisabled = 1;
+  return 0;
 }
 
 void nsc_staging_release(nsc_staging *st) {
+  if (st->fblock) st->fbe->release(st->fstream, st->fblock);
+  st->fblock = NULL;
   nsc_arena *a = st->arenas;
   while (a) {
     nsc_arena *n = a->next;
-    if (a->fblock) a->be->release(a->stream, a->fblock);
     free_blocks(a, a->blocks);
     free(a);
     a = n;

@@ -31,21 +31,26 @@ typedef struct nsc_arena {
   size_t need;       /* bytes handed out in all blocks since the last reset */
   size_t peak;
   int live;
-  /* Fusion has a block of its own whose size every rank agreed on (see
-   * nsc_staging_fuse_*): a fused collective is issued only when its wire
-   * buffer fits there, so a failed allocation on one rank can never make
-   * ranks issue different collectives. */
-  void *fblock;
-  size_t fcap;      /* agreed and allocated */
-  size_t freserved; /* allocated at the first call, before agreement */
-  size_t fused;     /* handed out in the current group */
-  size_t fwant;     /* asked for in the current group, fitting or not */
-  int fdisabled;    /* an agreement failed: no fusion on this stream */
   struct nsc_arena *next;
 } nsc_arena;
 
 typedef struct {
   nsc_arena *arenas;
+  /* Fusion has a block of its own per communicator, whatever streams the
+   * callers use, whose size every rank agreed on (see nsc_staging_fuse_*): a
+   * fused collective is issued only when its wire buffer fits there, so
+   * neither a failed allocation on one rank nor the callers' choice of
+   * streams can make ranks issue different collectives. The block is used in
+   * stream order: a use on another stream than the last one first waits for
+   * it (a join through the backend). */
+  const nsc_backend *fbe;
+  nsc_stream fstream; /* stream of the block's last use (or allocation) */
+  void *fblock;
+  size_t fcap;      /* agreed and allocated */
+  size_t freserved; /* allocated at the first call, before agreement */
+  size_t fused;     /* handed out in the current group */
+  size_t fwant;     /* asked for in the current group, fitting or not */
+  int fdisabled;    /* an agreement failed: no fusion on this communicator */
 } nsc_staging;
 
 enum { NSC_STAGING_OK = 0, NSC_STAGING_LIMIT = -1, NSC_STAGING_NOMEM = -2 };
@@ -57,23 +62,24 @@ int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t
 /* One region on stream s is no longer needed by the host side (its cast-back
  * is enqueued); when none is live the arena is reset. */
 void nsc_staging_done(nsc_staging *st, nsc_stream s);
-/* Fusion: a wire buffer of `bytes` from the agreed fusion block of stream
- * s, or -1 when it does not fit (the caller forwards the members in fp32
- * and the block grows after the group, by agreement). Only the agreed size,
- * the same on every rank, decides. */
+/* Fusion: a wire buffer of `bytes` from the communicator's agreed fusion
+ * block, for use on stream s; -1 when it does not fit (the caller forwards
+ * the members in fp32 and the block grows after the group, by agreement).
+ * Only the agreed size and the call sequence, the same on every rank,
+ * decide. Returns 1 (the buffer is handed out all the same) when s could not
+ * be made to wait for the block's previous stream: the caller poisons it. */
 int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p);
-/* After the outermost group end: for each arena that wanted more fusion
- * space than agreed (and not more than limit), allocate a block of that size
- * and call agree(ok, arg) -> 1 when every rank succeeded; on agreement the
- * new block replaces the old one, else fusion is disabled on that stream (on
- * every rank alike). Resets the per-group counts of every arena. Returns the
- * number of arenas that were grown. */
+/* After the outermost group end: when the group wanted more fusion space
+ * than agreed (and not more than limit), allocate a block of that size and
+ * call agree(ok, arg) -> 1 when every rank succeeded; on agreement the new
+ * block replaces the old one, else fusion is disabled on the communicator
+ * (on every rank alike). Resets the per-group counts. Returns 1 if grown. */
 int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, void *arg),
                             void *arg);
-/* At a communicator's first call: allocate an initial fusion block for
- * stream s (returns 1 if this rank got it); nsc_staging_fuse_agreed() then
+/* At a communicator's first call: allocate an initial fusion block in stream
+ * order on s (returns 1 if this rank got it); nsc_staging_fuse_agreed() then
  * applies what every rank agreed (ok = all got it): keep it, or free it and
- * disable fusion on that stream. */
+ * disable fusion on the communicator. */
 int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes);
 void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok);
 /* Free every arena (communicator destroy/abort). */

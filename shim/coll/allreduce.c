@@ -98,29 +98,52 @@ static ncclResult_t get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t
   return rc == NSC_STAGING_OK ? ncclSuccess : rc == NSC_STAGING_LIMIT ? ncclInvalidUsage : ncclSystemError;
 }
 
-/* This rank could not get staging but its peers did: it still issues the same
- * collective (on recvbuff's own bytes, filled with all-ones = NaN in fp16,
- * bf16 and fp32), so nobody hangs, every peer's result is NaN rather than
- * silently wrong, and this rank returns the error. */
-static ncclResult_t poisoned(nsc_comm *c, void *recv, size_t count, ncclRedOp_t op, cudaStream_t s,
-                             const nsc_backend *be) {
-  ncclDataType_t wdt = nsc_policy_wire_dtype(&nsc_g.cfg);
-  be->fill_ones((nsc_stream)s, recv, count * 4);
-  ncclResult_t r = nsc_real.AllReduce(recv, recv, count, wdt, op, c->comm, s);
-  NSC_COUNT(real_calls, 1);
-  be->fill_ones((nsc_stream)s, recv, count * 4);
-  nsc_warn("rank %d could not stage a compressed all-reduce: it contributed NaN and fails this call "
-           "(the collective itself returned %d)", c->rank, (int)r);
-  return ncclSystemError;
+int nsc_cast_fault(void) {
+  static long long k;
+  long long n = nsc_g.cfg.fault_cast;
+  if (!n || __atomic_add_fetch(&k, 1, __ATOMIC_RELAXED) != n) return 0;
+  nsc_backend_set_error("cast %lld to the wire type failed (NCCLSHIM_FAULT_CAST)", n);
+  return 1;
 }
 
-ncclResult_t nsc_reduce_wire(nsc_comm *c, nsc_work *w, size_t count, int in_group) {
-  ncclDataType_t wdt = w->wire == NSC_WIRE_BF16 ? ncclBfloat16 : ncclFloat16;
-  nsc_log_mark(&w->rec, NSC_MARK_CAST_IN);
-  ncclResult_t r = nsc_real.AllReduce(w->wirebuf, w->wirebuf, count, wdt, w->op, c->comm, (cudaStream_t)w->stream);
-  NSC_COUNT(real_calls, 1);
-  /* The COLL mark is taken by nsc_work_run: after a group end or a
-   * nonblocking completion, where the collective really is on the stream. */
+/* Chunks of a compressed call (NCCLSHIM_CHUNK_BYTES): decided by count and
+ * configuration alone — never by group depth, ncclInProgress answers or
+ * local failures — so every rank issues the same chunk collectives whether
+ * it pipelines, runs inside a group, on a nonblocking communicator, or has
+ * failed locally. 0: one collective. */
+static size_t chunk_elems(size_t count) {
+  size_t ce = (size_t)nsc_g.cfg.chunk_bytes / 4;
+  return ce == 0 || count <= ce ? 0 : ce;
+}
+
+/* The real collectives of one compressed call: count wire elements in chunks
+ * of ce (0: one), at buf (advancing by each chunk, or all on buf when
+ * !advance: a poisoned buffer of one chunk). Outside a group a chunk that
+ * answers ncclInProgress is waited for before the next one is issued; the
+ * last answer is returned. A failing real call ends the sequence: its error
+ * is NCCL's, passed up unchanged and never retried. */
+ncclResult_t nsc_wire_calls(nsc_comm *c, void *buf, int advance, size_t count, size_t ce, ncclDataType_t wdt,
+                            ncclRedOp_t op, cudaStream_t s, int in_group) {
+  size_t step = ce ? ce : count;
+  ncclResult_t r = ncclSuccess;
+  for (size_t off = 0; off < count || (off == 0 && count == 0); off += step) {
+    size_t n = count - off < step ? count - off : step;
+    if (r == ncclInProgress && !in_group) {
+      c->nonblocking = 1;
+      r = nsc_wait_nonblocking(c->comm);
+      if (r != ncclSuccess) return r;
+    }
+    r = nsc_real.AllReduce((uint16_t *)buf + (advance ? off : 0), (uint16_t *)buf + (advance ? off : 0), n, wdt, op,
+                           c->comm, s);
+    NSC_COUNT(real_calls, 1);
+    if (!NSC_OK(r) || count == 0) return r;
+  }
+  return r;
+}
+
+/* Run, defer to the group end, or park until completion, a cast-back whose
+ * collectives answered r. */
+static ncclResult_t finish_castback(nsc_comm *c, nsc_work *w, ncclResult_t r, int in_group) {
   if (!NSC_OK(r)) {
     nsc_work_drop(w); /* error passed up unchanged, never retried */
     return r;
@@ -129,46 +152,98 @@ ncclResult_t nsc_reduce_wire(nsc_comm *c, nsc_work *w, size_t count, int in_grou
   else if (r == ncclInProgress) {
     c->nonblocking = 1;
     nsc_pending_add(c, w);
-  }
-  else r = nsc_work_run(w);
+  } else r = nsc_work_run(w);
   return r;
 }
 
-/* Pipelining (NCCLSHIM_CHUNK_BYTES): the cast of chunk i+1 runs on a helper
- * stream while chunk i is on the wire; the caller's stream waits for each
- * chunk's cast before its collective, so stream order holds. Chunk
- * boundaries depend on count and configuration only. Not used inside a
- * group (nothing reaches the stream before the group ends, so nothing would
- * overlap) nor on nonblocking communicators (chunks would each need to be
- * polled to completion). */
-static size_t chunk_elems(const nsc_comm *c, size_t count, int in_group) {
-  size_t ce = (size_t)nsc_g.cfg.chunk_bytes / 4;
-  if (in_group || c->nonblocking || ce == 0 || count <= ce) return 0;
-  return ce;
+/* This rank could not stage (or cast) but its peers did: it still issues
+ * the very collectives they issue (same chunks), on a buffer of the same kind
+ * as theirs (a staging-like buffer of one chunk from the backend, filled with
+ * all-ones = NaN in fp16, bf16 and fp32), so nobody hangs and every peer's
+ * result is NaN rather than silently wrong; this rank's recvbuff becomes NaN
+ * once the collectives are enqueued, and it returns ncclSystemError. Only if
+ * even that buffer cannot be had are recvbuff's own bytes reduced (the user's
+ * buffer, which may be registered with NCCL: the peers' algorithm choice may
+ * then differ, but the collectives still match). */
+static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, void *recv, size_t count, ncclRedOp_t op,
+                             cudaStream_t s, int in_group) {
+  ncclDataType_t wdt = nsc_policy_wire_dtype(&nsc_g.cfg);
+  size_t ce = chunk_elems(count), per = ce ? ce : count;
+  nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
+  void *buf = NULL;
+  if (w && be->alloc((nsc_stream)s, per * 2, &buf)) buf = NULL;
+  void *p = buf ? buf : recv;
+  be->fill_ones((nsc_stream)s, p, per * 2);
+  ncclResult_t r = nsc_wire_calls(c, p, 0, count, ce, wdt, op, s, in_group);
+  if (w) {
+    w->be = be;
+    w->stream = (nsc_stream)s;
+    w->dst = recv;
+    w->count = count;
+    w->poison = 1;
+    w->own = buf;
+    r = finish_castback(c, w, r, in_group);
+  } else {
+    be->fill_ones((nsc_stream)s, recv, count * 4);
+  }
+  nsc_warn("rank %d could not stage a compressed all-reduce: it contributed NaN and fails this call "
+           "(the collective itself returned %d)", c->rank, (int)r);
+  return ncclSystemError;
 }
 
+ncclResult_t nsc_reduce_wire(nsc_comm *c, nsc_work *w, size_t count, size_t ce, int in_group) {
+  ncclDataType_t wdt = w->wire == NSC_WIRE_BF16 ? ncclBfloat16 : ncclFloat16;
+  nsc_log_mark(&w->rec, NSC_MARK_CAST_IN);
+  int poison = w->poison;
+  ncclResult_t r = nsc_wire_calls(c, w->wirebuf, 1, count, ce, wdt, w->op, (cudaStream_t)w->stream, in_group);
+  /* The COLL mark is taken by nsc_work_run: after a group end or a
+   * nonblocking completion, where the collective really is on the stream. */
+  r = finish_castback(c, w, r, in_group);
+  return poison && NSC_OK(r) ? ncclSystemError : r;
+}
+
+/* Pipelining: the cast of chunk i+1 runs on a helper stream while chunk i is
+ * on the wire; the caller's stream waits for each chunk's cast before its
+ * collective, so stream order holds. Used outside groups on communicators
+ * that never answered ncclInProgress; elsewhere the same chunk collectives
+ * are issued after one cast (nothing would overlap). A local failure from
+ * chunk k on poisons the staging from k (NaN on every rank there) and this
+ * rank's whole result, but every chunk is still issued. */
 static ncclResult_t pipelined(nsc_comm *c, nsc_work *w, const float *send, size_t ce) {
   const nsc_backend *be = w->be;
-  nsc_stream s = w->stream, side;
+  nsc_stream s = w->stream, side = s;
   ncclDataType_t wdt = w->wire == NSC_WIRE_BF16 ? ncclBfloat16 : ncclFloat16;
   float down = (float)(1.0 / nsc_g.cfg.prescale);
   uint16_t *stage = w->wirebuf;
   ncclResult_t r = ncclSuccess;
-  if (be->side_stream(s, &side) || be->join(side, s) || be->to_wire(side, w->wire, send, stage, ce, down)) goto fail;
+  int bad = be->side_stream(s, &side) || be->join(side, s) || nsc_cast_fault() ||
+            be->to_wire(side, w->wire, send, stage, ce, down);
+  if (bad) be->fill_ones(s, stage, w->count * 2);
   for (size_t off = 0; off < w->count; off += ce) {
     size_t n = w->count - off < ce ? w->count - off : ce, next = off + n;
-    if (be->join(s, side)) goto fail;
+    if (!bad && be->join(s, side)) {
+      bad = 1;
+      be->fill_ones(s, stage + off, (w->count - off) * 2);
+    }
     r = nsc_real.AllReduce(stage + off, stage + off, n, wdt, w->op, c->comm, (cudaStream_t)s);
     NSC_COUNT(real_calls, 1);
-    if (r == ncclInProgress) { /* first sign of a nonblocking communicator: finish this call, never pipeline again */
+    if (r == ncclInProgress) { /* first sign of a nonblocking communicator: finish this call */
       c->nonblocking = 1;
       r = nsc_wait_nonblocking(c->comm);
     }
-    if (!NSC_OK(r)) break; /* passed up unchanged; no further chunk is issued */
-    if (next < w->count &&
-        be->to_wire(side, w->wire, send + next, stage + next, w->count - next < ce ? w->count - next : ce, down))
-      goto fail;
-    if (be->from_wire(s, w->wire, stage + off, w->dst + off, n, w->scale)) goto fail;
+    if (!NSC_OK(r)) break; /* NCCL's error, the same on every rank: passed up, no further chunk */
+    if (!bad && next < w->count && (nsc_cast_fault() ||
+        be->to_wire(side, w->wire, send + next, stage + next, w->count - next < ce ? w->count - next : ce, down))) {
+      bad = 1;
+      be->fill_ones(s, stage + next, (w->count - next) * 2);
+    }
+    if (!bad && be->from_wire(s, w->wire, stage + off, w->dst + off, n, w->scale)) bad = 1;
+  }
+  if (bad) {
+    nsc_warn("pipelined compression failed on rank %d: %s; its chunks from there on are NaN on every rank and "
+             "this rank's result is NaN", c->rank, nsc_backend_error());
+    be->fill_ones(s, w->dst, w->count * 4);
+    if (NSC_OK(r)) r = ncclSystemError;
   }
   nsc_log_mark(&w->rec, NSC_MARK_END);
   pthread_mutex_lock(&c->lock);
@@ -180,10 +255,6 @@ static ncclResult_t pipelined(nsc_comm *c, nsc_work *w, const float *send, size_
   w->wirebuf = NULL;
   nsc_work_drop(w);
   return r;
-fail:
-  nsc_warn("pipelined compression failed: %s", nsc_backend_error());
-  nsc_work_drop(w);
-  return ncclSystemError;
 }
 
 static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *send, void *recv, size_t count,
@@ -191,14 +262,14 @@ static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *sen
   nsc_wire_t wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
   void *stage = NULL;
   ncclResult_t r = get_staging(c, be, s, count * 2, &stage);
-  if (r == ncclSystemError) return poisoned(c, recv, count, op, s, be);
+  if (r == ncclSystemError) return poisoned(c, be, recv, count, op, s, in_group);
   if (r != ncclSuccess) return r;
   nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
   if (!w) {
     pthread_mutex_lock(&c->lock);
     nsc_staging_done(&c->staging, (nsc_stream)s);
     pthread_mutex_unlock(&c->lock);
-    return poisoned(c, recv, count, op, s, be);
+    return poisoned(c, be, recv, count, op, s, in_group);
   }
   w->be = be;
   w->stream = (nsc_stream)s;
@@ -209,18 +280,16 @@ static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *sen
   w->count = count;
   w->scale = (float)nsc_g.cfg.prescale;
   rec_init(&w->rec, c, NSC_ACT_COMPRESS, count, ncclFloat32, nsc_policy_wire_dtype(&nsc_g.cfg), op, be, s);
-  size_t ce = chunk_elems(c, count, in_group);
-  if (ce) {
-    count_call(NSC_ACT_COMPRESS, count * 4, count * 2, 0);
-    return pipelined(c, w, send, ce);
-  }
-  if (be->to_wire((nsc_stream)s, wire, send, stage, count, (float)(1.0 / nsc_g.cfg.prescale))) {
-    nsc_warn("cast to the wire type failed: %s", nsc_backend_error());
-    nsc_work_drop(w);
-    return poisoned(c, recv, count, op, s, be);
-  }
+  size_t ce = chunk_elems(count);
   count_call(NSC_ACT_COMPRESS, count * 4, count * 2, 0);
-  return nsc_reduce_wire(c, w, count, in_group);
+  if (ce && !in_group && !c->nonblocking) return pipelined(c, w, send, ce);
+  if (nsc_cast_fault() || be->to_wire((nsc_stream)s, wire, send, stage, count, (float)(1.0 / nsc_g.cfg.prescale))) {
+    nsc_warn("cast to the wire type failed on rank %d: %s; it contributes NaN and fails this call", c->rank,
+             nsc_backend_error());
+    be->fill_ones((nsc_stream)s, stage, count * 2);
+    w->poison = 1;
+  }
+  return nsc_reduce_wire(c, w, count, ce, in_group);
 }
 
 static ncclResult_t queue_fuse(nsc_comm *c, const nsc_backend *be, const void *send, void *recv, size_t count,

@@ -3,12 +3,21 @@
  * active.
  *
  * The configuration check is one ncclInt64 Max all-reduce of [h, -h] for the
- * hash h of each setting that changes which collectives are issued, on a
- * private buffer and stream (never the caller's stream), issued by every rank
- * at the same point (its first intercepted call on the communicator, or right
- * after the group in which it first appeared). Every rank then sees the same
+ * hash h of each setting that changes which collectives are issued, plus the
+ * fusion-block slot and a status slot, on a private buffer and stream (never
+ * the caller's stream), issued by every rank at the same point (its first
+ * intercepted call on the communicator, or right after the group in which it
+ * first appeared). It cannot be switched off, and it is issued whatever
+ * happens locally: a rank whose settings are invalid takes part with status 1
+ * (every rank then fails every call on the communicator with
+ * ncclInvalidUsage), a rank that cannot build its exchange buffer reduces an
+ * all-ones buffer (status -1: every rank fails this call with
+ * ncclSystemError and checks again at the next). Every rank sees the same
  * maxima and minima, so all fail the same call, naming the same setting.
- * NCCLSHIM_DISABLE cannot be checked this way: a disabled rank issues nothing. */
+ * NCCLSHIM_DISABLE cannot be checked this way: a disabled rank issues nothing.
+ *
+ * Must not: depend on anything but the configuration and the call sequence
+ * to decide whether the exchange is issued. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,20 +56,45 @@ ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
   return e;
 }
 
-ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, int64_t *vals, int n) {
-  size_t bytes = (size_t)n * sizeof *vals;
-  void *buf = NULL;
-  nsc_stream s = NULL;
-  if (be->oob_begin(vals, bytes, &buf, &s)) {
-    nsc_warn("configuration check on communicator %p: no buffer (%s)", (void *)c->comm, nsc_backend_error());
-    return ncclSystemError;
-  }
+static long long oob_fault_n, oob_count;
+
+void nsc_exchange_fault_at(long long n) { oob_fault_n = n; }
+
+static ncclResult_t exchange_call(nsc_comm *c, void *buf, int n, nsc_stream s) {
   ncclResult_t r = nsc_real.AllReduce(buf, buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)s);
   NSC_COUNT(real_calls, 1);
   if (r == ncclInProgress) {
     c->nonblocking = 1;
     r = nsc_wait_nonblocking(c->comm);
   }
+  return r;
+}
+
+ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n) {
+  size_t bytes = (size_t)n * sizeof *vals;
+  void *buf = NULL;
+  nsc_stream s = NULL;
+  long long k = __atomic_add_fetch(&oob_count, 1, __ATOMIC_RELAXED);
+  int rc = oob_fault_n && k == oob_fault_n ? (nsc_backend_set_error("exchange buffer %lld failed (NCCLSHIM_FAULT_OOB)", k), -1)
+                                           : be->oob_begin(vals, bytes, &buf, &s);
+  if (rc) {
+    /* The peers issue this exchange: issue it too, on an all-ones buffer of
+     * the same kind on the caller's stream (nothing is read back), so that
+     * every rank sees the poison and fails alike. */
+    void *p = NULL;
+    if (be->alloc(caller, bytes, &p)) {
+      nsc_warn("exchange between the ranks of communicator %p: no buffer on rank %d (%s), and none for a poisoned "
+               "exchange either: its peers will wait for it", (void *)c->comm, c->rank, nsc_backend_error());
+      return ncclSystemError;
+    }
+    nsc_warn("exchange between the ranks of communicator %p: no buffer on rank %d (%s); it sends poison, so "
+             "every rank fails this call", (void *)c->comm, c->rank, nsc_backend_error());
+    be->fill_ones(caller, p, bytes);
+    ncclResult_t r = exchange_call(c, p, n, caller);
+    be->release(caller, p);
+    return NSC_OK(r) ? ncclSystemError : r;
+  }
+  ncclResult_t r = exchange_call(c, buf, n, s);
   if (be->oob_end(buf, s, vals, bytes) && r == ncclSuccess) r = ncclSystemError;
   return r;
 }
@@ -73,18 +107,15 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   c->nranks = n;
   c->rank = r;
   nsc_log_comm_open(&c->log, (uint64_t)(uintptr_t)c->comm, r, n);
-  if (!nsc_g.cfg.check_config) {
-    c->checked = 1;
-    banner(c);
-    return ncclSuccess;
-  }
   /* The same exchange agrees on an initial fusion block for this stream:
    * every rank keeps it only if every rank got it. */
   size_t fuse0 = (size_t)nsc_g.cfg.fuse_bytes / 2;
   if (fuse0 > ((size_t)4 << 20)) fuse0 = (size_t)4 << 20;
   if (fuse0 > (size_t)nsc_g.cfg.max_staging_bytes) fuse0 = (size_t)nsc_g.cfg.max_staging_bytes;
-  int want_fuse = nsc_g.cfg.compress != NSC_COMPRESS_OFF && fuse0 > 0;
-  int64_t vals[2 * NSC_CFG_COUNT + 1];
+  int want_fuse = nsc_g.cfg.compress != NSC_COMPRESS_OFF && fuse0 > 0 && !nsc_g.bad_setting;
+  enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, NSLOTS };
+  enum { ST_OK = -2, ST_POISON = -1, ST_BAD_SETTING = 1 }; /* all-ones bytes read as -1 */
+  int64_t vals[NSLOTS];
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
     vals[i] = nsc_config_row_hash(&nsc_g.cfg, i);
     vals[NSC_CFG_COUNT + i] = -vals[i];
@@ -95,10 +126,16 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
     got = nsc_staging_fuse_reserve(&c->staging, be, s, fuse0);
     pthread_mutex_unlock(&c->lock);
   }
-  vals[2 * NSC_CFG_COUNT] = got ? 0 : 1;
-  ncclResult_t res = nsc_exchange_max(c, be, vals, 2 * NSC_CFG_COUNT + 1);
+  vals[SLOT_FUSE] = got ? 0 : 1;
+  vals[SLOT_STATUS] = nsc_g.bad_setting ? ST_BAD_SETTING : ST_OK;
+  ncclResult_t res = nsc_exchange_max(c, be, s, vals, NSLOTS);
+  if (res == ncclSuccess && vals[SLOT_STATUS] == ST_POISON) {
+    nsc_warn("configuration check on communicator %p: a rank could not take part properly (it said why); "
+             "this call fails on every rank and the next one checks again", (void *)c->comm);
+    res = ncclSystemError;
+  }
   if (want_fuse) {
-    int all = res == ncclSuccess && vals[2 * NSC_CFG_COUNT] == 0;
+    int all = res == ncclSuccess && vals[SLOT_FUSE] == 0;
     pthread_mutex_lock(&c->lock);
     nsc_staging_fuse_agreed(&c->staging, be, s, all);
     pthread_mutex_unlock(&c->lock);
@@ -108,6 +145,17 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   }
   if (res != ncclSuccess) return res; /* passed up unchanged; the next call checks again */
   c->checked = 1;
+  if (vals[SLOT_STATUS] == ST_BAD_SETTING) {
+    if (nsc_g.bad_setting)
+      snprintf(c->mismatch_msg, sizeof c->mismatch_msg, "%.200s", nsc_g.fail_msg);
+    else
+      snprintf(c->mismatch_msg, sizeof c->mismatch_msg,
+               "an NCCLSHIM_* setting is invalid on another rank of communicator %p (that rank printed which); "
+               "fix it there", (void *)c->comm);
+    c->checked = -1;
+    nsc_warn("%s", c->mismatch_msg);
+    return ncclInvalidUsage;
+  }
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
     if (vals[i] == -vals[NSC_CFG_COUNT + i]) continue;
     const nsc_config_row *row = nsc_config_row_at(i);
@@ -134,9 +182,9 @@ ncclResult_t nsc_mismatch(nsc_comm *c) {
  * all see the same maximum of the failures, so all keep or drop alike. */
 static int agree(int ok, const nsc_backend *be, void *arg) {
   nsc_comm *c = arg;
-  int64_t v = ok ? 0 : 1;
-  ncclResult_t r = nsc_exchange_max(c, be, &v, 1);
-  if (r != ncclSuccess || v != 0) {
+  int64_t v[2] = {ok ? 0 : 1, -2}; /* v[1] != -2: a rank sent poison */
+  ncclResult_t r = nsc_exchange_max(c, be, c->staging.fstream, v, 2);
+  if (r != ncclSuccess || v[0] != 0 || v[1] != -2) {
     if (c->rank == 0 || !ok)
       nsc_warn("fusion disabled on communicator %p: %s", (void *)c->comm,
                r != ncclSuccess ? "the agreement on its buffer failed"
@@ -146,11 +194,11 @@ static int agree(int ok, const nsc_backend *be, void *arg) {
   return 1;
 }
 
-void nsc_fuse_settle(nsc_comm *c, int grow) {
+void nsc_fuse_settle(nsc_comm *c) {
   pthread_mutex_lock(&c->lock);
   c->fuse_grow = 0;
   pthread_mutex_unlock(&c->lock);
   /* Not under the communicator's lock: agreeing calls into NCCL. The arena
    * list is only changed by this thread's calls on this communicator. */
-  nsc_staging_fuse_settle(&c->staging, grow ? (size_t)nsc_g.cfg.max_staging_bytes : 0, agree, c);
+  nsc_staging_fuse_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, agree, c);
 }

@@ -1,13 +1,19 @@
 /* fuse.c — fusion of grouped fp32 Sum/Avg all-reduces (NCCLSHIM_FUSE_BYTES).
  *
  * Members queued during a group are packed, at the outermost group end and
- * before the real one, by (communicator, stream, op) in order of first
+ * before the real one, by (communicator, op, memory kind) in order of first
  * appearance, into buckets of at most FUSE_BYTES fp32 bytes (a larger member
  * gets a bucket of its own). A bucket whose total reaches MIN_BYTES is cast
  * into one wire buffer by one segmented cast and reduced by one real
  * collective; a smaller one is forwarded member by member in fp32. All of it
- * depends on the call sequence only, so every rank issues the same real
- * operations in the same order. */
+ * depends on the sequence of (count, datatype, op) only — never on the
+ * callers' stream handles, which are local to each rank — so every rank
+ * issues the same real operations in the same order. A bucket runs on its
+ * communicator's home stream for this group (its first fused member's); the
+ * other members' streams are joined to it with events (home waits for them
+ * before the cast-in, they wait for home after the cast-back), as NCCL
+ * itself joins the streams of one group. A local failure (a cast, a join,
+ * host memory) poisons the bucket: the same collective is issued on NaN. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +25,7 @@
 #include "shim.h"
 
 static int same_key(const nsc_work *a, const nsc_work *b) {
-  return a->c == b->c && a->stream == b->stream && a->op == b->op && a->be == b->be;
+  return a->c == b->c && a->op == b->op && a->be == b->be;
 }
 
 static void forward_members(nsc_work **m, int n, ncclResult_t *r) {
@@ -32,8 +38,8 @@ static void forward_members(nsc_work **m, int n, ncclResult_t *r) {
   nsc_group_leave();
 }
 
-/* One bucket: members m[0..n) of one key, total elements T. */
-static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T) {
+/* One bucket: members m[0..n) of one key, total elements T, reduced on home. */
+static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T, nsc_stream home) {
   nsc_comm *c = m[0]->c;
   const nsc_backend *be = m[0]->be;
   ncclResult_t r = ncclSuccess;
@@ -43,56 +49,78 @@ static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T) {
   }
   nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
   nsc_seg *segs = calloc((size_t)n, sizeof *segs);
+  nsc_stream *joins = calloc((size_t)n, sizeof *joins);
   void *stage = NULL;
   pthread_mutex_lock(&c->lock);
-  int rc = nsc_staging_fuse_take(&c->staging, be, m[0]->stream, T * 2, &stage);
+  int rc = nsc_staging_fuse_take(&c->staging, be, home, T * 2, &stage);
   pthread_mutex_unlock(&c->lock);
-  if (rc || !w || !segs) {
+  if (rc < 0) {
     /* Not (yet) agreed space for this fused buffer: forwarded in fp32 this
      * time, alike on every rank; the block grows after the group. */
     free(segs);
+    free(joins);
     if (w) nsc_work_drop(w);
     forward_members(m, n, &r);
-    if (!rc) return ncclSystemError; /* a few bytes of host memory: the process is failing */
     c->fuse_grow = 1;
     return r;
   }
+  int bad = rc > 0 || !w || !segs || !joins, nj = 0;
   size_t off = 0;
   for (int i = 0; i < n; i++) {
-    segs[i] = (nsc_seg){m[i]->src, m[i]->dst, m[i]->count, off};
+    if (segs) segs[i] = (nsc_seg){m[i]->src, m[i]->dst, m[i]->count, off};
     off += m[i]->count;
+    int seen = m[i]->stream == home;
+    for (int j = 0; j < nj && !seen; j++) seen = joins[j] == m[i]->stream;
+    if (!seen && joins) {
+      joins[nj++] = m[i]->stream;
+      if (be->join(home, m[i]->stream)) bad = 1;
+    }
+  }
+  ncclDataType_t wdt = nsc_policy_wire_dtype(&nsc_g.cfg);
+  nsc_wire_t wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
+  float down = (float)(1.0 / nsc_g.cfg.prescale);
+  if (!bad && (nsc_cast_fault() || be->seg_to_wire(home, wire, segs, n, stage, down))) bad = 1;
+  if (bad) {
+    nsc_warn("fusion: a fused collective could not be prepared on rank %d (%s); it contributes NaN and fails "
+             "the group's members", c->rank, nsc_backend_error());
+    be->fill_ones(home, stage, T * 2);
+  }
+  NSC_COUNT(fused, (uint64_t)n);
+  NSC_COUNT(logical_bytes, T * 4);
+  NSC_COUNT(wire_bytes, T * 2);
+  if (!w || !segs || !joins) { /* no item to carry the cast-back: NaN now, the same collective all the same */
+    for (int i = 0; i < n; i++) be->fill_ones(home, m[i]->dst, m[i]->count * 4);
+    free(segs);
+    free(joins);
+    if (w) nsc_work_drop(w);
+    ncclResult_t rr = nsc_wire_calls(c, stage, 1, T, 0, wdt, m[0]->op, (cudaStream_t)home, 1);
+    return NSC_OK(rr) ? ncclSystemError : rr;
   }
   w->be = be;
-  w->stream = m[0]->stream;
-  w->wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
+  w->stream = home;
+  w->wire = wire;
   w->op = m[0]->op;
   w->wirebuf = stage;
   w->from_fuse_block = 1;
   w->count = T;
   w->segs = segs;
   w->nseg = n;
+  w->joins = joins;
+  w->njoin = nj;
+  w->poison = bad;
   w->scale = (float)nsc_g.cfg.prescale;
   memset(&w->rec, 0, sizeof w->rec);
   w->rec.seq = c->seq;
   w->rec.action = NSC_ACT_FUSE;
   w->rec.dtype = ncclFloat32;
-  w->rec.wire_dtype = nsc_policy_wire_dtype(&nsc_g.cfg);
+  w->rec.wire_dtype = wdt;
   w->rec.op = w->op;
   w->rec.count = T;
   w->rec.nmembers = n;
   w->rec.logical_bytes = T * 4;
   w->rec.wire_bytes = T * 2;
   if (nsc_log_on()) nsc_log_begin(&w->rec, be, w->stream);
-  if (be->seg_to_wire(w->stream, w->wire, segs, n, stage, (float)(1.0 / nsc_g.cfg.prescale))) {
-    nsc_warn("fusion: segmented cast failed: %s", nsc_backend_error());
-    nsc_work_drop(w);
-    forward_members(m, n, &r);
-    return ncclSystemError;
-  }
-  NSC_COUNT(fused, (uint64_t)n);
-  NSC_COUNT(logical_bytes, T * 4);
-  NSC_COUNT(wire_bytes, T * 2);
-  return nsc_reduce_wire(c, w, T, 1);
+  return nsc_reduce_wire(c, w, T, 0, 1);
 }
 
 ncclResult_t nsc_fuse_flush(nsc_work **list, nsc_comm **touched, int *ntouched, int max) {
@@ -123,10 +151,13 @@ ncclResult_t nsc_fuse_flush(nsc_work **list, nsc_comm **touched, int *ntouched, 
     if (done[i]) continue;
     int nb = 0;
     size_t T = 0;
+    nsc_stream home = m[i]->stream; /* the communicator's first fused member's stream */
+    for (int k = 0; k < i; k++)
+      if (m[k]->c == m[i]->c) { home = m[k]->stream; break; }
     for (int j = i; j < n; j++) {
       if (done[j] || !same_key(m[i], m[j])) continue;
       if (nb > 0 && T + m[j]->count > cap_elems) {
-        ncclResult_t rr = issue_bucket(bucket, nb, T);
+        ncclResult_t rr = issue_bucket(bucket, nb, T, home);
         if (r == ncclSuccess && !NSC_OK(rr)) r = rr;
         nb = 0;
         T = 0;
@@ -145,7 +176,7 @@ ncclResult_t nsc_fuse_flush(nsc_work **list, nsc_comm **touched, int *ntouched, 
       touched[(*ntouched)++] = m[i]->c;
     }
     if (nb) {
-      ncclResult_t rr = issue_bucket(bucket, nb, T);
+      ncclResult_t rr = issue_bucket(bucket, nb, T, home);
       if (r == ncclSuccess && !NSC_OK(rr)) r = rr;
     }
   }

@@ -42,7 +42,9 @@ nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c) {
 }
 
 static void work_free(nsc_work *w) {
+  if (w->own) w->be->release(w->stream, w->own); /* stream-ordered: after what is queued */
   free(w->segs);
+  free(w->joins);
   nsc_comm_put(w->c);
   free(w);
 }
@@ -51,8 +53,14 @@ ncclResult_t nsc_work_run(nsc_work *w) {
   ncclResult_t r = ncclSuccess;
   if (w->kind == NSC_W_CASTBACK) {
     nsc_log_mark(&w->rec, NSC_MARK_COLL); /* the collective is enqueued by now */
-    int rc = w->segs ? w->be->seg_from_wire(w->stream, w->wire, w->segs, w->nseg, w->wirebuf, w->scale)
-                     : w->be->from_wire(w->stream, w->wire, w->wirebuf, w->dst, w->count, w->scale);
+    int rc = 0;
+    if (w->poison) /* the error was returned by the call itself */
+      for (int i = 0; i < (w->segs ? w->nseg : 1); i++)
+        rc |= w->be->fill_ones(w->stream, w->segs ? w->segs[i].dst : w->dst, 4 * (w->segs ? w->segs[i].count : w->count));
+    else
+      rc = w->segs ? w->be->seg_from_wire(w->stream, w->wire, w->segs, w->nseg, w->wirebuf, w->scale)
+                   : w->be->from_wire(w->stream, w->wire, w->wirebuf, w->dst, w->count, w->scale);
+    for (int j = 0; j < w->njoin; j++) rc |= w->be->join(w->joins[j], w->stream);
     if (rc) {
       nsc_warn("cast back from the wire type failed: %s", nsc_backend_error());
       r = ncclSystemError;
@@ -60,9 +68,9 @@ ncclResult_t nsc_work_run(nsc_work *w) {
     nsc_log_mark(&w->rec, NSC_MARK_END);
     if (w->c) {
       pthread_mutex_lock(&w->c->lock);
-      if (!w->from_fuse_block) nsc_staging_done(&w->c->staging, w->stream);
+      if (w->wirebuf && !w->from_fuse_block) nsc_staging_done(&w->c->staging, w->stream);
       pthread_mutex_unlock(&w->c->lock);
-      w->rec.result = r;
+      w->rec.result = w->poison ? ncclSystemError : r;
       nsc_log_commit(&w->c->log, &w->rec);
     }
   }

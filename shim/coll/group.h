@@ -32,12 +32,17 @@ typedef struct nsc_work {
   ncclRedOp_t op;
   void *wirebuf;            /* staging region (CASTBACK) */
   int from_fuse_block;      /* wirebuf is in the agreed fusion block (not an arena region) */
+  int poison;               /* CASTBACK of a rank that failed locally: fill dst (or the
+                             * segments' dsts) with all-ones (NaN) instead of casting back */
+  void *own;                /* a buffer of the item's own, released on its stream when it ends */
   const float *src;         /* FUSE: member's sendbuff */
   float *dst;               /* CASTBACK: recvbuff; FUSE: member's recvbuff */
   size_t count;
   float scale;
   nsc_seg *segs;            /* CASTBACK of a fused collective */
   int nseg;
+  nsc_stream *joins;        /* streams that wait for `stream` after the cast-back (fused) */
+  int njoin;
   nsc_rec rec;
   uint64_t pseq;            /* order in the communicator's parked list */
   struct nsc_work *next;
@@ -60,7 +65,8 @@ void nsc_group_defer(nsc_work *w);
 nsc_work *nsc_group_take(void);
 
 nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c);
-/* Run a CASTBACK (enqueue the cast, release staging, commit the record). */
+/* Run a CASTBACK (enqueue the cast, or the NaN fill of a poisoned item,
+ * release staging, commit the record). */
 ncclResult_t nsc_work_run(nsc_work *w);
 /* Drop one item: staging returned, record discarded, reference released. */
 void nsc_work_drop(nsc_work *w);

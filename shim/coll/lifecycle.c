@@ -29,7 +29,11 @@ static nsc_work *concat(nsc_work *a, nsc_work *b) {
   return a;
 }
 
-/* After a successful real group end: cast-backs, then deferred checks. */
+/* After a successful real group end: cast-backs, then deferred checks. A
+ * deferred check is issued whatever the group end answered (ncclSuccess or
+ * ncclInProgress is timing on a nonblocking communicator, not a decision):
+ * after an ncclInProgress the group's work is first waited for, so that the
+ * check is the communicator's next operation, as on every other rank. */
 static ncclResult_t run_after(nsc_work *w, int in_progress) {
   ncclResult_t r = ncclSuccess;
   while (w) {
@@ -38,8 +42,13 @@ static ncclResult_t run_after(nsc_work *w, int in_progress) {
     if (w->kind == NSC_W_CHECK) {
       nsc_comm *c = w->c;
       c->check_queued = 0;
-      ncclResult_t rr = in_progress ? ncclSuccess : nsc_check_comm(c, w->be, w->stream);
-      if (r == ncclSuccess) r = rr;
+      ncclResult_t wr = ncclSuccess;
+      if (in_progress) {
+        c->nonblocking = 1;
+        wr = nsc_wait_nonblocking(c->comm);
+      }
+      ncclResult_t rr = nsc_check_comm(c, w->be, w->stream);
+      if (r == ncclSuccess) r = wr != ncclSuccess ? wr : rr;
       nsc_work_drop(w);
     } else if (in_progress && w->c) {
       nsc_pending_add(w->c, w);
@@ -66,9 +75,10 @@ ncclResult_t nsc_group_end(void) {
   ncclResult_t r = nsc_real.GroupEnd();
   if (!NSC_OK(r)) nsc_work_drop_list(w); /* nothing of the group reached the stream */
   ncclResult_t ar = NSC_OK(r) ? run_after(w, r == ncclInProgress) : ncclSuccess;
-  /* Outside any group now: fusion space is settled alike on every rank. */
+  /* Outside any group now: fusion space is settled alike on every rank,
+   * whatever this rank's group end answered. */
   for (int i = 0; i < nt; i++) {
-    nsc_fuse_settle(touched[i], r == ncclSuccess);
+    nsc_fuse_settle(touched[i]);
     nsc_comm_put(touched[i]);
   }
   if (!NSC_OK(r)) return r;

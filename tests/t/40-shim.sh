@@ -69,13 +69,13 @@ HOSTNCCL_VERSION=20903 NCCLSHIM_COMPRESS=bf16 mpirun_shim 2 "$P" once 5 >/dev/nu
   && grep -q "needs NCCL >= 2.10" "$TMPD/old.err" && ok "bf16 refused on NCCL 2.9 with a clear message" || not_ok "bf16 on NCCL 2.9 not refused"
 
 # 7. Settings that differ between ranks: every rank fails the same call, naming the setting.
-LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" timeout 120 mpirun -np 1 -x NCCLSHIM_MIN_BYTES=1024 "$P" once 5 : \
+LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" TEST_TIMEOUT=120 mpirun_checked -np 1 -x NCCLSHIM_MIN_BYTES=1024 "$P" once 5 : \
   -np 1 "$P" once 5 >"$TMPD/mm.out" 2>"$TMPD/mm.err"
 rc=$?
 m=$(grep -c "NCCLSHIM_MIN_BYTES differs between the ranks" "$TMPD/mm.err")
 [ $rc -eq 0 ] && [ "$m" -eq 2 ] && ok "MIN_BYTES differing between ranks: both ranks fail with ncclInvalidUsage naming it" \
   || { not_ok "mismatch: rc=$rc, $m messages"; sed 's/^/#   /' "$TMPD/mm.err" | head; }
-LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" timeout 120 mpirun -np 1 -x NCCLSHIM_COMPRESS=bf16 "$P" once 5 : \
+LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" TEST_TIMEOUT=120 mpirun_checked -np 1 -x NCCLSHIM_COMPRESS=bf16 "$P" once 5 : \
   -np 2 "$P" once 5 >/dev/null 2>"$TMPD/mm2.err" && [ "$(grep -c 'NCCLSHIM_COMPRESS differs' "$TMPD/mm2.err")" -eq 3 ] \
   && ok "COMPRESS differing on 1 of 3 ranks: all 3 fail naming it" || not_ok "COMPRESS mismatch not detected on every rank"
 

@@ -19,7 +19,7 @@ leak=$([ "$QUICK" = 1 ] && echo "leaks checked by the plain run" || echo "no sta
 
 # MPMD runs (settings on some ranks only): each context names the preload.
 X="-x LD_PRELOAD=$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD} -x LD_LIBRARY_PATH=$HOSTNCCL_DIR"
-mpmd() { timeout "$TEST_TIMEOUT" mpirun "$@"; }
+mpmd() { mpirun_checked "$@"; }
 
 # ---- 1. Faults ---------------------------------------------------------------
 # HOSTNCCL_FAIL_CALL=N fails the N-th real all-reduce of each process. With the
