@@ -135,14 +135,32 @@ void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream 
 }
 
 int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, void *arg),
-                            void *arg) {
+                            void *arg, int parked) {
   size_t want = st->fwant;
   st->fused = st->fwant = 0;
+  if (!parked) {
+    for (nsc_block *b = st->fretired, *n; b; b = n) {
+      n = b->next;
+      st->fbe->release(st->fstream, b->p);
+      free(b);
+    }
+    st->fretired = NULL;
+  }
   if (st->fdisabled || !st->fbe || want <= st->fcap || want > limit) return 0;
   void *p = NULL;
   int ok = backend_alloc(st->fbe, st->fstream, want, &p) == 0;
   if (agree(ok, st->fbe, arg)) {
-    if (st->fblock) st->fbe->release(st->fstream, st->fblock);
+    nsc_block *old = st->fblock && parked ? calloc(1, sizeof *old) : NULL;
+    if (old) {
+      old->p = st->fblock;
+      old->next = st->fretired;
+      st->fretired = old;
+    } else if (st->fblock && parked) {
+      st->fbe->release(st->fstream, p); /* no host memory to retire the old one: keep it, do not grow */
+      return 0;
+    } else if (st->fblock) {
+      st->fbe->release(st->fstream, st->fblock);
+    }
     st->fblock = p;
     st->fcap = want;
     return 1;
@@ -155,6 +173,12 @@ int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, 
 void nsc_staging_release(nsc_staging *st) {
   if (st->fblock) st->fbe->release(st->fstream, st->fblock);
   st->fblock = NULL;
+  for (nsc_block *b = st->fretired, *n; b; b = n) {
+    n = b->next;
+    st->fbe->release(st->fstream, b->p);
+    free(b);
+  }
+  st->fretired = NULL;
   nsc_arena *a = st->arenas;
   while (a) {
     nsc_arena *n = a->next;

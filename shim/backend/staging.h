@@ -51,6 +51,7 @@ typedef struct {
   size_t fused;     /* handed out in the current group */
   size_t fwant;     /* asked for in the current group, fitting or not */
   int fdisabled;    /* an agreement failed: no fusion on this communicator */
+  nsc_block *fretired; /* replaced blocks that parked cast-backs may still read */
 } nsc_staging;
 
 enum { NSC_STAGING_OK = 0, NSC_STAGING_LIMIT = -1, NSC_STAGING_NOMEM = -2 };
@@ -73,9 +74,11 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
  * than agreed (and not more than limit), allocate a block of that size and
  * call agree(ok, arg) -> 1 when every rank succeeded; on agreement the new
  * block replaces the old one, else fusion is disabled on the communicator
- * (on every rank alike). Resets the per-group counts. Returns 1 if grown. */
+ * (on every rank alike). Resets the per-group counts. Returns 1 if grown.
+ * parked: cast-backs of a nonblocking communicator still wait (they may read
+ * the block being replaced): the old block is kept until a settle without. */
 int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, void *arg),
-                            void *arg);
+                            void *arg, int parked);
 /* At a communicator's first call: allocate an initial fusion block in stream
  * order on s (returns 1 if this rank got it); nsc_staging_fuse_agreed() then
  * applies what every rank agreed (ok = all got it): keep it, or free it and

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "group.h"
 #include "core.h"
 #include "msg.h"
 #include "real.h"
@@ -197,8 +198,9 @@ static int agree(int ok, const nsc_backend *be, void *arg) {
 void nsc_fuse_settle(nsc_comm *c) {
   pthread_mutex_lock(&c->lock);
   c->fuse_grow = 0;
+  int parked = c->pending && c->pending->head;
   pthread_mutex_unlock(&c->lock);
   /* Not under the communicator's lock: agreeing calls into NCCL. The arena
    * list is only changed by this thread's calls on this communicator. */
-  nsc_staging_fuse_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, agree, c);
+  nsc_staging_fuse_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, agree, c, parked);
 }

@@ -18,7 +18,17 @@
  *       run with NCCLSHIM_FAULT_ALLOC on some ranks only (MPMD): a rank whose
  *       staging allocation fails returns ncclSystemError, every rank's result
  *       of that call (group: of the members that allocation was for) is NaN
- *       in every element, nobody hangs, the next call is exact everywhere
+ *       in every element, nobody hangs, the next call is exact everywhere;
+ *       also with NCCLSHIM_FAULT_CAST (a cast fails) and, pipelined
+ *       (NCCLSHIM_CHUNK_BYTES), per chunk: from the failed chunk on NaN
+ *   The same collectives on every rank (the host NCCL aborts on a mismatch):
+ *   shimfault nbmix       blocking on even ranks, nonblocking on odd ones
+ *   shimfault streams     group members on two streams here, one elsewhere
+ *   shimfault groupmix    rank 0 groups what the others issue one by one
+ *   shimfault badsetting  MPMD, an invalid setting on some ranks: every rank
+ *       gets ncclInvalidUsage, grouped first call, second communicator
+ *   shimfault faultoob    MPMD, NCCLSHIM_FAULT_OOB=1 on some ranks
+ *   shimfault offcalls    NCCLSHIM_COMPRESS=off: one extra call per communicator
  *
  * Must not: rely on timings, or on anything but documented behaviour of the
  * shim (ncclshim.h, shim/misc/config.def) and of the host NCCL (its README and
@@ -300,9 +310,46 @@ static size_t count_nan(const float *x, size_t n) {
  * wrong), the same way on every rank, and at least one must be NaN. A fused
  * group is one allocation, so all its members are NaN; without fusion only
  * the member whose allocation failed is. Round 1: exact everywhere. */
+static int env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+/* Elements of a pipelined call come in chunks (NCCLSHIM_CHUNK_BYTES, when
+ * set): a local failure from chunk k on poisons chunks k.. on every rank. */
+static size_t chunk_of(void) {
+  const char *v = getenv("NCCLSHIM_CHUNK_BYTES");
+  char *e = NULL;
+  size_t b = v ? (size_t)strtoull(v, &e, 10) : 0;
+  if (e && (*e == 'K' || *e == 'k')) b <<= 10;
+  else if (e && (*e == 'M' || *e == 'm')) b <<= 20;
+  size_t ce = b / 4;
+  return ce && ce < N ? ce : N;
+}
+
+/* Member x (salt) after a local failure somewhere: each chunk exact or all
+ * NaN; returns 1 when any chunk is NaN. A faulty rank's own result is NaN
+ * throughout when any chunk is. */
+static int exact_or_nan(const float *x, int salt, int faulty) {
+  size_t ce = chunk_of(), nan_chunks = 0;
+  for (size_t off = 0; off < N; off += ce) {
+    size_t n = N - off < ce ? N - off : ce;
+    if (count_nan(x + off, n) == n) nan_chunks++;
+    else {
+      float *want = malloc(n * 4);
+      for (size_t i = 0; i < n; i++) want[i] = sf_want(off + i, salt, nranks, 0);
+      size_t wrong = 0;
+      for (size_t i = 0; i < n; i++) wrong += x[off + i] != want[i];
+      EXPECT(wrong == 0, "chunk at %zu: %zu of %zu elements neither exact nor NaN", off, wrong, n);
+      free(want);
+    }
+  }
+  EXPECT(!faulty || nan_chunks == 0 || nan_chunks * ce >= N, "faulty rank: only %zu chunks NaN", nan_chunks);
+  return nan_chunks > 0;
+}
+
 static int cmd_faultalloc(int grouped) {
-  const char *fa = getenv("NCCLSHIM_FAULT_ALLOC");
-  int faulty = fa && *fa && strcmp(fa, "0") != 0;
+  int faulty = env_set("NCCLSHIM_FAULT_ALLOC") || env_set("NCCLSHIM_FAULT_CAST");
   enum { M = 3 };
   float *s[M], *r[M];
   for (int q = 0; q < M; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
@@ -330,10 +377,8 @@ static int cmd_faultalloc(int grouped) {
     int nan_members = 0;
     for (int q = 0; q < n; q++) {
       float *out = q == 1 ? s[q] : r[q];
-      size_t nn = count_nan(out, N);
-      if (round == 0 && nn == N) nan_members |= 1 << q;
-      else sf_check(out, N, 80 + q, nranks, 0, round ? "the call after the failed allocation"
-                                                   : "a member neither exact nor all NaN");
+      if (round == 0) nan_members |= exact_or_nan(out, 80 + q, faulty && res != ncclSuccess) << q;
+      else sf_check(out, N, 80 + q, nranks, 0, "the call after the failed allocation");
     }
     if (round == 0) {
       int lo = 0, hi = 0;
@@ -348,18 +393,172 @@ static int cmd_faultalloc(int grouped) {
   return 0;
 }
 
+/* ---- the same collectives on every rank ---------------------------------------- */
+
+/* A communicator blocking on even ranks and nonblocking on odd ones: the same
+ * program, where on a real NCCL ncclSuccess vs ncclInProgress is timing.
+ * Run with NCCLSHIM_FUSE_BYTES=256K (initial fusion block 128 KiB) and
+ * NCCLSHIM_CHUNK_BYTES=64K: a grouped first call (deferred check), a group
+ * that outgrows the fusion block (forwarded, then grown by agreement), the
+ * same group again (fused), two pipelined calls. Every result exact. */
+static int cmd_nbmix(void) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = rank % 2 == 0;
+  ncclComm_t c = tm_comm_over_cfg(MPI_COMM_WORLD, &cfg);
+  float *s[2], *r[2];
+  for (int q = 0; q < 2; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
+  for (int step = 0; step < 5; step++) {
+    int members = step == 0 ? 1 : step <= 2 ? 2 : 1, grouped = step <= 2;
+    for (int q = 0; q < members; q++) sf_fill(s[q], N, rank, 100 + 10 * step + q), sf_poison(r[q], N);
+    ncclResult_t res = ncclSuccess;
+    if (grouped) NCCL_OK(ncclGroupStart());
+    for (int q = 0; q < members; q++) {
+      ncclResult_t m = ncclAllReduce(s[q], r[q], N, ncclFloat32, ncclSum, c, NULL);
+      if (res == ncclSuccess || res == ncclInProgress) res = m;
+    }
+    if (grouped) res = ncclGroupEnd();
+    EXPECT(res == ncclSuccess || res == ncclInProgress, "step %d returned %d", step, (int)res);
+    EXPECT(sf_poll(c) == ncclSuccess, "step %d: poll", step);
+    for (int q = 0; q < members; q++) {
+      char what[48];
+      snprintf(what, sizeof what, "nbmix step %d member %d", step, q);
+      sf_check(r[q], N, 100 + 10 * step + q, nranks, 0, what);
+    }
+  }
+  ncclshim_stats_t st = sf_stats();
+  long long fused = (long long)st.fused, lo = 0, hi = 0;
+  MPI_Allreduce(&fused, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&fused, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  /* step 1: two buckets of 128 KiB wire, the first fits the initial block, the
+   * second is forwarded and the block grows; step 2: both fused */
+  EXPECT(lo == hi && (!sf_shim_loaded() || hi == 3), "fused members differ between ranks or are not 3: %lld..%lld", lo, hi);
+  NCCL_OK(ncclCommDestroy(c));
+  for (int q = 0; q < 2; q++) free(s[q]), free(r[q]);
+  return 0;
+}
+
+/* A group whose members use two streams on rank 0 and one stream elsewhere
+ * (legal: streams are local to a rank), then the streams swapped: the shim
+ * must fuse alike on every rank. Streams are handles the host NCCL ignores. */
+static int cmd_streams(void) {
+  float *s[3], *r[3];
+  for (int q = 0; q < 3; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
+  for (int round = 0; round < 3; round++) {
+    for (int q = 0; q < 3; q++) sf_fill(s[q], N, rank, 150 + 3 * round + q), sf_poison(r[q], N);
+    NCCL_OK(ncclGroupStart());
+    for (int q = 0; q < 3; q++) {
+      uintptr_t h = rank == 0 ? (uintptr_t)(1 + (q + round) % 2) : (uintptr_t)(3 + round);
+      NCCL_OK(ncclAllReduce(s[q], r[q], N, ncclFloat32, ncclSum, comm, (cudaStream_t)h));
+    }
+    NCCL_OK(ncclGroupEnd());
+    for (int q = 0; q < 3; q++) sf_check(r[q], N, 150 + 3 * round + q, nranks, 0, "member of a mixed-stream group");
+  }
+  for (int q = 0; q < 3; q++) free(s[q]), free(r[q]);
+  return 0;
+}
+
+/* Rank 0 groups three calls (fp32 over several chunks, int32, fp32) that the
+ * other ranks issue one by one, after a first ungrouped call. Supported with
+ * NCCLSHIM_FUSE_BYTES=0 (exact); with fusion on it is not (README's rules). */
+static int cmd_groupmix(void) {
+  enum { NB = 100003 };
+  float *a = malloc(NB * 4), *ra = malloc(NB * 4), *b = malloc(N * 4), *rb = malloc(N * 4);
+  int32_t is[NINT], ir[NINT];
+  sf_fill(a, NB, rank, 170);
+  NCCL_OK(ncclAllReduce(a, ra, NB, ncclFloat32, ncclSum, comm, NULL));
+  sf_check(ra, NB, 170, nranks, 0, "first, ungrouped call");
+  sf_fill(a, NB, rank, 171), sf_fill(b, N, rank, 172), sf_poison(ra, NB), sf_poison(rb, N);
+  for (int i = 0; i < NINT; i++) is[i] = rank + i, ir[i] = -7;
+  if (rank == 0) NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(a, ra, NB, ncclFloat32, ncclSum, comm, NULL));
+  NCCL_OK(ncclAllReduce(is, ir, NINT, ncclInt32, ncclSum, comm, NULL));
+  NCCL_OK(ncclAllReduce(b, rb, N, ncclFloat32, ncclSum, comm, NULL));
+  if (rank == 0) NCCL_OK(ncclGroupEnd());
+  sf_check(ra, NB, 171, nranks, 0, "large call, grouped on rank 0 only");
+  sf_check(rb, N, 172, nranks, 0, "second call, grouped on rank 0 only");
+  EXPECT(ir[1] == nranks * (nranks - 1) / 2 + nranks, "int32 call %d", ir[1]);
+  free(a), free(ra), free(b), free(rb);
+  return 0;
+}
+
+/* A setting may be invalid on some ranks only: every rank's first call on
+ * each communicator (grouped or not) and every later one returns
+ * ncclInvalidUsage (5), and nobody waits for the bad rank. */
+static int cmd_badsetting(void) {
+  float *x = malloc(N * 4), *y = malloc(N * 4);
+  sf_fill(x, N, rank, 180);
+  NCCL_OK(ncclGroupStart());
+  ncclResult_t m = ncclAllReduce(x, y, N, ncclFloat32, ncclSum, comm, NULL);
+  ncclResult_t g = ncclGroupEnd();
+  EXPECT((m == ncclSuccess || m == ncclInvalidUsage) && (m != ncclSuccess || g == ncclInvalidUsage),
+         "grouped first call: member %d, group end %d (expected ncclInvalidUsage)", (int)m, (int)g);
+  ncclComm_t other = tm_comm_world();
+  ncclResult_t r = ncclAllReduce(x, y, N, ncclFloat32, ncclSum, other, NULL);
+  EXPECT(r == ncclInvalidUsage, "first call on a second communicator returned %d", (int)r);
+  r = ncclAllReduce(x, y, N, ncclFloat32, ncclSum, comm, NULL);
+  EXPECT(r == ncclInvalidUsage, "later call returned %d", (int)r);
+  NCCL_OK(ncclCommDestroy(other));
+  free(x), free(y);
+  return 0;
+}
+
+/* NCCLSHIM_FAULT_OOB=1 on some ranks: the first call's configuration check
+ * has no exchange buffer there; every rank fails that call with
+ * ncclSystemError (recvbuff untouched), the next call checks again: exact. */
+static int cmd_faultoob(void) {
+  float *x = malloc(N * 4), *y = malloc(N * 4);
+  sf_fill(x, N, rank, 190);
+  sf_poison(y, N);
+  ncclResult_t r = ncclAllReduce(x, y, N, ncclFloat32, ncclSum, comm, NULL);
+  EXPECT(r == ncclSystemError, "first call returned %d, expected ncclSystemError on every rank", (int)r);
+  EXPECT(sf_count_not(y, N, SF_SENTINEL) == 0, "the failed first call wrote recvbuff");
+  NCCL_OK(ncclAllReduce(x, y, N, ncclFloat32, ncclSum, comm, NULL));
+  sf_check(y, N, 190, nranks, 0, "the call after the failed check");
+  free(x), free(y);
+  return 0;
+}
+
+/* NCCLSHIM_COMPRESS=off: what the shim adds is exactly one configuration
+ * check per communicator (the host NCCL counts the all-reduces it accepted). */
+static int cmd_offcalls(void) {
+  float *x = malloc(N * 4), *y = malloc(N * 4);
+  sf_fill(x, N, rank, 195);
+  uint64_t before = sf_host_calls();
+  ncclComm_t other = tm_comm_world();
+  for (int k = 0; k < 3; k++) {
+    NCCL_OK(ncclAllReduce(x, y, N, ncclFloat32, ncclSum, comm, NULL));
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclAllReduce(x, y, N, ncclFloat32, ncclSum, other, NULL));
+    NCCL_OK(ncclAllReduce(x, y, N, ncclFloat32, ncclSum, other, NULL));
+    NCCL_OK(ncclGroupEnd());
+  }
+  uint64_t got = sf_host_calls() - before, want = 9 + (sf_shim_loaded() ? 2 : 0);
+  EXPECT(got == want, "%llu real all-reduces for 9 calls on 2 communicators, expected %llu",
+         (unsigned long long)got, (unsigned long long)want);
+  sf_check(y, N, 195, nranks, 0, "COMPRESS=off result");
+  NCCL_OK(ncclCommDestroy(other));
+  free(x), free(y);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   sf_init(&argc, &argv, 0);
   const char *cmd = argc > 1 ? argv[1] : "";
-  if (strcmp(cmd, "inprogress") != 0) comm = tm_comm_world();
+  if (strcmp(cmd, "inprogress") != 0 && strcmp(cmd, "nbmix") != 0) comm = tm_comm_world();
   partial_ok = argc > 5 && !strcmp(argv[5], "chunked");
   if (!strcmp(cmd, "failcall") && argc >= 5)
     cmd_failcall(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
   else if (!strcmp(cmd, "failgroup")) cmd_failgroup();
   else if (!strcmp(cmd, "inprogress")) cmd_inprogress();
   else if (!strcmp(cmd, "faultalloc") && argc == 3) cmd_faultalloc(!strcmp(argv[2], "group"));
+  else if (!strcmp(cmd, "nbmix")) cmd_nbmix();
+  else if (!strcmp(cmd, "streams")) cmd_streams();
+  else if (!strcmp(cmd, "groupmix")) cmd_groupmix();
+  else if (!strcmp(cmd, "badsetting")) cmd_badsetting();
+  else if (!strcmp(cmd, "faultoob")) cmd_faultoob();
+  else if (!strcmp(cmd, "offcalls")) cmd_offcalls();
   else EXPECT(0, "usage: shimfault failcall K HOSTD SHIMD [chunked] | failgroup | inprogress | "
-                 "faultalloc single|group");
+                 "faultalloc single|group | nbmix | streams | groupmix | badsetting | faultoob | offcalls");
   if (comm) ncclCommDestroy(comm);
   return sf_finish();
 }

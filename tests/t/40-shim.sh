@@ -58,7 +58,7 @@ b=$(grep -c "active on communicator" "$TMPD/banner.err")
 check_grep "banner names the NCCL version and how it was found" "NCCL 2\.[0-9]+\.[0-9]+ via pncclAllReduce from the loaded libnccl.so.2" "$TMPD/banner.err"
 
 # 6. Bad settings stop the job at its first collective with ncclInvalidUsage (5).
-for kv in NCCLSHIM_COMPRESS=fp8 NCCLSHIM_MIN_BYTES=-3 NCCLSHIM_ACCUM_STEPS=abc NCCLSHIM_BOGUS=1 NCCLSHIM_PRESCALE= NCCLSHIM_LOG_RING=1e9; do
+for kv in NCCLSHIM_COMPRESS=fp8 NCCLSHIM_MIN_BYTES=-3 NCCLSHIM_ACCUM_STEPS=abc NCCLSHIM_BOGUS=1 NCCLSHIM_PRESCALE= NCCLSHIM_PRESCALE=1e-40 NCCLSHIM_LOG_RING=1e9; do
   with "$kv" mpirun_shim 2 "$P" once 5 >"$TMPD/bad.out" 2>"$TMPD/bad.err"
   rc=$?
   name=${kv%%=*}

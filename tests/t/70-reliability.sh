@@ -72,6 +72,49 @@ rc=$?
   || { not_ok "fusion block allocation fails on one rank: rc $rc"; tail -n 8 "$TMPD/fusefail.log" | sed 's/^/#   /'; }
 check_grep "... the failing rank says why fusion is off" "fusion disabled on communicator .* could not allocate" "$TMPD/fusefail.log"
 
+# Every failure of our own after a decision still issues every collective the
+# peers issue (the host NCCL aborts the job on any mismatch, see tests/lib.sh).
+C64="-x NCCLSHIM_CHUNK_BYTES=64K"
+check "pipelined call (CHUNK_BYTES=64K), staging fails on rank 0 of 2: the same 4 chunk collectives on a poisoned buffer, NaN everywhere, next call exact" \
+  mpmd -np 1 $X $C64 -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc single : -np 1 $X $C64 "$F" faultalloc single
+check "the same on rank 1 of 3" \
+  mpmd -np 1 $X $C64 "$F" faultalloc single : -np 1 $X $C64 -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc single : -np 1 $X $C64 "$F" faultalloc single
+check "cast of chunk 3 of 4 fails on rank 0 (FAULT_CAST=3): every chunk issued, chunks from it on NaN everywhere, rank 0 NaN, next call exact" \
+  mpmd -np 1 $X $C64 -x NCCLSHIM_FAULT_CAST=3 "$F" faultalloc single : -np 1 $X $C64 "$F" faultalloc single
+check "cast of an unpipelined call fails on rank 0 (FAULT_CAST=1): its collective still issued on NaN" \
+  mpmd -np 1 $X -x NCCLSHIM_FAULT_CAST=1 "$F" faultalloc single : -np 1 $X "$F" faultalloc single
+check "segmented cast of a fused group fails on rank 0 (FAULT_CAST=2): the fused collective still issued, every member NaN everywhere" \
+  mpmd -np 1 $X -x NCCLSHIM_FAULT_CAST=2 "$F" faultalloc group : -np 1 $X "$F" faultalloc group
+check "grouped call of pipelined size, fusion off, staging fails on rank 0: the same chunks inside the group" \
+  mpmd -np 1 $X $C64 -x NCCLSHIM_FUSE_BYTES=0 -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc group : \
+    -np 1 $X $C64 -x NCCLSHIM_FUSE_BYTES=0 "$F" faultalloc group
+check "no exchange buffer for the configuration check on rank 0 (FAULT_OOB=1): it reduces poison, every rank fails that call with ncclSystemError, next call exact" \
+  mpmd -np 1 $X -x NCCLSHIM_FAULT_OOB=1 "$F" faultoob : -np 1 $X "$F" faultoob
+
+# Nothing local decides what is issued: ncclSuccess vs ncclInProgress, stream
+# handles, grouping (fusion off), settings that are invalid on one rank.
+check "blocking on rank 0, nonblocking on rank 1: grouped first call (deferred check), fusion growth, pipelined calls alike, exact" \
+  with NCCLSHIM_FUSE_BYTES=256K NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" nbmix
+check "group members on two streams on rank 0, one on rank 1: fused alike (one block per communicator, streams joined)" \
+  mpirun_shim 2 "$F" streams
+check "rank 0 groups what rank 1 issues one by one, FUSE_BYTES=0 (pipelined sizes too): supported, exact" \
+  with NCCLSHIM_FUSE_BYTES=0 NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" groupmix
+expect_mismatch "... with fusion on it is not supported (README): the host NCCL reports the mismatch" \
+  'ncclAllReduce\(count 1000, int32' 'float16' -np 2 $X "$F" groupmix
+while read -r -u 3 kv pat; do
+  mpmd -np 1 $X "$F" badsetting : -np 1 $X -x "$kv" "$F" badsetting >"$TMPD/bad1.log" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && grep -Eq -- "$pat" "$TMPD/bad1.log" && grep -q "setting is invalid on another rank" "$TMPD/bad1.log"; then
+    ok "$kv on rank 1 only: every rank fails with ncclInvalidUsage (grouped first call, second communicator), nobody waits; rank 1 names it"
+  else not_ok "$kv on rank 1 only: rc $rc"; tail -n 6 "$TMPD/bad1.log" | sed 's/^/#   /'; fi
+done 3<<'EOF'
+NCCLSHIM_COMPRESS=fp61 NCCLSHIM_COMPRESS='fp61' is invalid: expected one of off\|fp16\|bf16
+NCCLSHIM_CHECK_CONFIG=0 unknown variable NCCLSHIM_CHECK_CONFIG
+NCCLSHIM_PRESCALE=1e-40 NCCLSHIM_PRESCALE='1e-40' is invalid: expected a finite number > 1e-38
+EOF
+check "NCCLSHIM_COMPRESS=off: the shim adds exactly one real all-reduce per communicator (its configuration check)" \
+  with NCCLSHIM_COMPRESS=off mpirun_shim 2 "$F" offcalls
+
 # ---- 2. Arguments ------------------------------------------------------------
 mpirun_host 2 "$A" codes >"$TMPD/codes.plain" 2>"$TMPD/codes.plain.err"
 rc_plain=$?
