@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -54,6 +55,8 @@ static void good_values(void **state) {
   assert_int_equal(cfg.fuse_bytes, 0);
   assert_int_equal(parse1("NCCLSHIM_PRESCALE=0.5", &cfg, err, sizeof err), 0);
   assert_true(cfg.prescale == 0.5);
+  assert_int_equal(parse1("NCCLSHIM_PRESCALE=2e-38", &cfg, err, sizeof err), 0);
+  assert_true(isfinite((float)(1.0 / cfg.prescale))); /* the smallest accepted F keeps 1/F finite in fp32 */
   assert_int_equal(parse1("NCCLSHIM_DISABLE=true", &cfg, err, sizeof err), 0);
   assert_int_equal(cfg.disable, 1);
   assert_int_equal(parse1("NCCLSHIM_ACCUM_STEPS=65536", &cfg, err, sizeof err), 0);
@@ -95,8 +98,11 @@ static void bad_values(void **state) {
   expect_bad("NCCLSHIM_MIN_BYTES=-1", "[0, ");
   expect_bad("NCCLSHIM_ACCUM_STEPS=-4", "[1, 65536]");
   expect_bad("NCCLSHIM_ACCUM_STEPS=0", "[1, 65536]");
-  expect_bad("NCCLSHIM_PRESCALE=-2", "> 0");
-  expect_bad("NCCLSHIM_PRESCALE=0", "> 0");
+  expect_bad("NCCLSHIM_PRESCALE=-2", "> 1e-38");
+  expect_bad("NCCLSHIM_PRESCALE=0", "> 1e-38");
+  /* 1/F must be finite in fp32 (else every exact zero becomes 0 * Inf = NaN) */
+  expect_bad("NCCLSHIM_PRESCALE=1e-40", "> 1e-38");
+  expect_bad("NCCLSHIM_PRESCALE=1e-38", "> 1e-38");
   /* overflow */
   expect_bad("NCCLSHIM_MIN_BYTES=99999999999999999999999", "out of range");
   expect_bad("NCCLSHIM_MIN_BYTES=9000000000000000000K", "out of range");
