@@ -29,12 +29,14 @@ static nsc_work *concat(nsc_work *a, nsc_work *b) {
   return a;
 }
 
-/* After a successful real group end: cast-backs, then deferred checks. A
- * deferred check is issued whatever the group end answered (ncclSuccess or
- * ncclInProgress is timing on a nonblocking communicator, not a decision):
- * after an ncclInProgress the group's work is first waited for, so that the
- * check is the communicator's next operation, as on every other rank. */
-static ncclResult_t run_after(nsc_work *w, int in_progress) {
+/* After the real group end: cast-backs, then deferred checks. A deferred
+ * check is issued whatever the group end answered (ncclSuccess or
+ * ncclInProgress is timing on a nonblocking communicator, not a decision,
+ * and a failure may be this rank's alone): after an ncclInProgress the
+ * group's work is first waited for, so that the check is the communicator's
+ * next operation, as on every other rank. When the group end failed (ok = 0)
+ * nothing of the group reached the stream: cast-backs are dropped. */
+static ncclResult_t run_after(nsc_work *w, int in_progress, int ok) {
   ncclResult_t r = ncclSuccess;
   while (w) {
     nsc_work *n = w->next;
@@ -49,6 +51,8 @@ static ncclResult_t run_after(nsc_work *w, int in_progress) {
       }
       ncclResult_t rr = nsc_check_comm(c, w->be, w->stream);
       if (r == ncclSuccess) r = wr != ncclSuccess ? wr : rr;
+      nsc_work_drop(w);
+    } else if (!ok) {
       nsc_work_drop(w);
     } else if (in_progress && w->c) {
       nsc_pending_add(w->c, w);
@@ -73,8 +77,7 @@ ncclResult_t nsc_group_end(void) {
   ncclResult_t fr = nsc_fuse_flush(&w, touched, &nt, 16); /* fused collectives join the open group */
   w = concat(w, nsc_group_take());
   ncclResult_t r = nsc_real.GroupEnd();
-  if (!NSC_OK(r)) nsc_work_drop_list(w); /* nothing of the group reached the stream */
-  ncclResult_t ar = NSC_OK(r) ? run_after(w, r == ncclInProgress) : ncclSuccess;
+  ncclResult_t ar = run_after(w, r == ncclInProgress, NSC_OK(r));
   /* Outside any group now: fusion space is settled alike on every rank,
    * whatever this rank's group end answered. */
   for (int i = 0; i < nt; i++) {
