@@ -126,7 +126,7 @@ ncclResult_t nsc_wire_calls(nsc_comm *c, void *buf, int advance, size_t count, s
                             ncclRedOp_t op, cudaStream_t s, int in_group) {
   size_t step = ce ? ce : count;
   ncclResult_t r = ncclSuccess;
-  for (size_t off = 0; off < count || (off == 0 && count == 0); off += step) {
+  for (size_t off = 0; off < count; off += step) { /* count > 0: compressed calls only */
     size_t n = count - off < step ? count - off : step;
     if (r == ncclInProgress && !in_group) {
       c->nonblocking = 1;
@@ -136,7 +136,7 @@ ncclResult_t nsc_wire_calls(nsc_comm *c, void *buf, int advance, size_t count, s
     r = nsc_real.AllReduce((uint16_t *)buf + (advance ? off : 0), (uint16_t *)buf + (advance ? off : 0), n, wdt, op,
                            c->comm, s);
     NSC_COUNT(real_calls, 1);
-    if (!NSC_OK(r) || count == 0) return r;
+    if (!NSC_OK(r)) return r;
   }
   return r;
 }
