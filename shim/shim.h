@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "group.h"
+#include "policy.h"
 
 struct nsc_comm;
 
@@ -27,6 +28,13 @@ ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
 /* An ncclInt64 Max all-reduce of n values on a private buffer and stream,
  * waited for (the shim's own agreements between ranks, never the caller's data). */
 ncclResult_t nsc_exchange_max(struct nsc_comm *c, const nsc_backend *be, int64_t *vals, int n);
+/* The same in two halves: begin issues it (x->live once a buffer was taken,
+ * even if the collective failed), end waits for it, copies the result back
+ * and frees the buffer; end returns the collective's result. */
+struct nsc_xchg;
+ncclResult_t nsc_exchange_begin(struct nsc_comm *c, const nsc_backend *be, const int64_t *vals, int n,
+                                struct nsc_xchg *x);
+ncclResult_t nsc_exchange_end(struct nsc_xchg *x, int64_t *vals);
 /* After the outermost group end: reset the communicator's per-group fusion
  * counts and, when grow (the group succeeded) and a fused buffer did not fit,
  * grow the fusion block by agreement of all ranks. */
@@ -38,6 +46,16 @@ ncclResult_t nsc_mismatch(struct nsc_comm *c);
  * FUSE members into wire buffers and issue their collectives; the list comes
  * back with CASTBACK items in their place. */
 ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *ntouched, int max);
+
+/* accumulate.c: accumulation's view of one call (call, buffers, accumulable
+ * or not): 1 = sync, 0 = answer locally; *agree = 1 when an agreement must be
+ * issued right after this call — by nsc_accum_after(), which issues it now or
+ * queues it for the outermost group end (nsc_accum_issue()). */
+int nsc_accum_feed(struct nsc_comm *c, const nsc_call *call, const void *send, void *recv, int acc, int *agree);
+void nsc_accum_after(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group);
+void nsc_accum_issue(struct nsc_comm *c, const nsc_backend *be);
+/* A destroyed communicator's pending agreement: its buffer freed, no wait. */
+void nsc_accum_release(struct nsc_comm *c);
 
 /* allreduce.c helpers shared with fuse.c */
 ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,

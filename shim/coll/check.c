@@ -47,22 +47,40 @@ ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
   return e;
 }
 
-ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, int64_t *vals, int n) {
+ncclResult_t nsc_exchange_begin(nsc_comm *c, const nsc_backend *be, const int64_t *vals, int n, nsc_xchg *x) {
+  memset(x, 0, sizeof *x);
   size_t bytes = (size_t)n * sizeof *vals;
-  void *buf = NULL;
-  nsc_stream s = NULL;
-  if (be->oob_begin(vals, bytes, &buf, &s)) {
-    nsc_warn("configuration check on communicator %p: no buffer (%s)", (void *)c->comm, nsc_backend_error());
+  if (be->oob_begin(vals, bytes, &x->buf, &x->s)) {
+    nsc_warn("agreement on communicator %p: no buffer (%s)", (void *)c->comm, nsc_backend_error());
     return ncclSystemError;
   }
-  ncclResult_t r = nsc_real.AllReduce(buf, buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)s);
+  x->be = be;
+  x->n = n;
+  x->live = 1;
+  ncclResult_t r = nsc_real.AllReduce(x->buf, x->buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)x->s);
   NSC_COUNT(real_calls, 1);
   if (r == ncclInProgress) {
     c->nonblocking = 1;
     r = nsc_wait_nonblocking(c->comm);
   }
-  if (be->oob_end(buf, s, vals, bytes) && r == ncclSuccess) r = ncclSystemError;
+  x->r = r;
   return r;
+}
+
+ncclResult_t nsc_exchange_end(nsc_xchg *x, int64_t *vals) {
+  if (!x->live) return ncclInternalError;
+  x->live = 0;
+  ncclResult_t r = x->r;
+  if (x->be->oob_end(x->buf, x->s, vals, (size_t)x->n * sizeof *vals) && r == ncclSuccess) r = ncclSystemError;
+  return r;
+}
+
+ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, int64_t *vals, int n) {
+  nsc_xchg x;
+  ncclResult_t r = nsc_exchange_begin(c, be, vals, n, &x);
+  if (!x.live) return r;
+  ncclResult_t e = nsc_exchange_end(&x, vals);
+  return r != ncclSuccess ? r : e;
 }
 
 ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {

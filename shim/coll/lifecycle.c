@@ -29,7 +29,8 @@ static nsc_work *concat(nsc_work *a, nsc_work *b) {
   return a;
 }
 
-/* After a successful real group end: cast-backs, then deferred checks. */
+/* After a successful real group end: cast-backs, deferred checks and
+ * accumulation agreements, in the order they were queued. */
 static ncclResult_t run_after(nsc_work *w, int in_progress) {
   ncclResult_t r = ncclSuccess;
   while (w) {
@@ -40,6 +41,11 @@ static ncclResult_t run_after(nsc_work *w, int in_progress) {
       c->check_queued = 0;
       ncclResult_t rr = in_progress ? ncclSuccess : nsc_check_comm(c, w->be, w->stream);
       if (r == ncclSuccess) r = rr;
+      nsc_work_drop(w);
+    } else if (w->kind == NSC_W_AGREE) {
+      /* Issued on every rank; a nonblocking group end completes first. */
+      if (in_progress && nsc_wait_nonblocking(w->c->comm) != ncclSuccess) w->c->agree_queued = 0;
+      else nsc_accum_issue(w->c, w->be);
       nsc_work_drop(w);
     } else if (in_progress && w->c) {
       nsc_pending_add(w->c, w);
