@@ -422,12 +422,29 @@ static void no_convergence(void **state) {
   sim_free(&s);
 }
 
-/* Never a repeated buffer: learning ends after NSC_ACC_LEARN_MAX calls. */
+/* Fresh buffers every call (a metric allocated anew each time): the first
+ * call's signature comes again, which counts as passes: learning ends after
+ * 16 of them without a lock. */
+static void fresh_buffers(void **state) {
+  (void)state;
+  sim s;
+  sim_init(&s, 2, 2);
+  for (size_t i = 0; i < 17; i++) {
+    assert_int_equal(sim_call(&s, 0x100000 + 64 * i, 1000), 1);
+    assert_int_equal(sim_call(&s, 0x200000 + 64 * i, 2000), 1);
+  }
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "no stable backward pass after 16 passes"));
+  assert_int_equal(s.off_at, 2 * 16 + 2);
+  sim_free(&s);
+}
+
+/* Never a repeated buffer or signature: learning ends after NSC_ACC_LEARN_MAX calls. */
 static void learning_cap(void **state) {
   (void)state;
   sim s;
   sim_init(&s, 1, 4);
-  for (size_t i = 0; i < NSC_ACC_LEARN_MAX; i++) assert_int_equal(sim_call(&s, 0x100000 + 64 * i, 1000), 1);
+  for (size_t i = 0; i < NSC_ACC_LEARN_MAX; i++) assert_int_equal(sim_call(&s, 0x100000 + 64 * i, 1000 + i), 1);
   assert_int_equal(s.a[0].mode, NSC_ACC_LEARNING);
   assert_int_equal(sim_call(&s, 5, 1000), 1);
   assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
@@ -554,6 +571,7 @@ int main(void) {
       cmocka_unit_test(moved_while_learning),
       cmocka_unit_test(moved_after_lock),
       cmocka_unit_test(no_convergence),
+      cmocka_unit_test(fresh_buffers),
       cmocka_unit_test(learning_cap),
       cmocka_unit_test(failed_agreement),
       cmocka_unit_test(policy_types_and_ops),
