@@ -49,10 +49,11 @@ ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *nto
 
 /* accumulate.c: accumulation's view of one call (call, buffers, accumulable
  * or not): 1 = sync, 0 = answer locally; *agree = 1 when an agreement must be
- * issued right after this call — by nsc_accum_after(), which issues it now or
- * queues it for the outermost group end (nsc_accum_issue()). */
+ * issued right after this call — by nsc_accum_after() (last: what the call
+ * returned), which issues it now or queues it for the outermost group end
+ * (nsc_accum_issue()). */
 int nsc_accum_feed(struct nsc_comm *c, const nsc_call *call, const void *send, void *recv, int acc, int *agree);
-void nsc_accum_after(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group);
+void nsc_accum_after(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group, ncclResult_t last);
 void nsc_accum_issue(struct nsc_comm *c, const nsc_backend *be);
 /* A destroyed communicator's pending agreement: its buffer freed, no wait. */
 void nsc_accum_release(struct nsc_comm *c);

@@ -103,8 +103,11 @@ int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *re
   return sync;
 }
 
-void nsc_accum_after(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group) {
+void nsc_accum_after(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group, ncclResult_t last) {
   if (!in_group) {
+    /* A nonblocking communicator takes the next call once this one completed
+     * (only the timing depends on ncclInProgress, never what is issued). */
+    if (last == ncclInProgress) (void)nsc_wait_nonblocking(c->comm); /* an error shows in the agreement */
     nsc_accum_issue(c, be);
     return;
   }

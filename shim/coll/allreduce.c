@@ -273,7 +273,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
       if (cfg->accum_steps > 1 && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
       (void)nsc_accum_feed(c, &call, send, recv, nsc_policy_accumulable(cfg, &call), &agree);
       r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
-      if (agree) nsc_accum_after(c, be, stream, 1);
+      if (agree) nsc_accum_after(c, be, stream, 1, r);
       goto out;
     }
     r = nsc_check_comm(c, be, (nsc_stream)stream);
@@ -304,7 +304,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   default: r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS); break;
   }
   /* Issued whatever this call returned: every rank issues it here. */
-  if (agree) nsc_accum_after(c, be, stream, call.in_group);
+  if (agree) nsc_accum_after(c, be, stream, call.in_group, r);
 out:
   nsc_comm_put(c);
   return r;

@@ -50,12 +50,6 @@ ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
 ncclResult_t nsc_exchange_begin(nsc_comm *c, const nsc_backend *be, const int64_t *vals, int n, nsc_xchg *x) {
   memset(x, 0, sizeof *x);
   size_t bytes = (size_t)n * sizeof *vals;
-  /* A nonblocking communicator takes the next call only once the last one
-   * completed (only the timing depends on this, never what is issued). */
-  if (c->nonblocking) {
-    ncclResult_t w = nsc_wait_nonblocking(c->comm);
-    if (w != ncclSuccess) return w;
-  }
   if (be->oob_begin(vals, bytes, &x->buf, &x->s)) {
     nsc_warn("agreement on communicator %p: no buffer (%s)", (void *)c->comm, nsc_backend_error());
     return ncclSystemError;

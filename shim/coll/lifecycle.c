@@ -44,8 +44,7 @@ static ncclResult_t run_after(nsc_work *w, int in_progress) {
       nsc_work_drop(w);
     } else if (w->kind == NSC_W_AGREE) {
       /* Issued on every rank; a nonblocking group end completes first. */
-      if (in_progress && nsc_wait_nonblocking(w->c->comm) != ncclSuccess) w->c->agree_queued = 0;
-      else nsc_accum_issue(w->c, w->be);
+      if (!in_progress || nsc_wait_nonblocking(w->c->comm) == ncclSuccess) nsc_accum_issue(w->c, w->be);
       nsc_work_drop(w);
     } else if (in_progress && w->c) {
       nsc_pending_add(w->c, w);

@@ -5,6 +5,7 @@
  *
  *   accumtest CASE [ARG]
  *     plain          DDP default: one whole-model pass, then rebuilt buckets
+ *     nonblocking    the same on a nonblocking communicator (config.blocking=0)
  *     unused         find_unused_parameters=True: buckets from the start and an
  *                    int32 used-map after every pass
  *     static         static_graph=True: a used-map, two whole-model passes, rebuild
@@ -48,6 +49,7 @@ static char trace[8192];
 static size_t tlen;
 static long local_after;    /* buckets answered locally at micro-step >= expect_local_from */
 static long expect_local_from = -1;
+static int nonblocking;     /* the communicator answers ncclInProgress: poll before reading */
 
 static void fail(const char *fmt, const char *what, long a) {
   if (failures++ < 20) {
@@ -68,7 +70,13 @@ static float f_of(size_t i, int tag) { return (float)((long)(i * 3 + (size_t)tag
 static int reduce(ncclComm_t c, float *buf, size_t n, int tag, int must_sync, char tc) {
   float mine = (float)(1 << rank);
   for (size_t i = 0; i < n; i++) buf[i] = mine * f_of(i, tag);
-  NCCL_OK(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, c, NULL));
+  ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, c, NULL);
+  if (nonblocking && r == ncclInProgress) {
+    ncclResult_t e = ncclInProgress;
+    while (e == ncclInProgress) NCCL_OK(ncclCommGetAsyncError(c, &e));
+    r = e;
+  }
+  NCCL_OK(r);
   int sum = 1, loc = 1;
   for (size_t i = 0; i < n; i++) {
     float f = f_of(i, tag);
@@ -332,9 +340,12 @@ int main(int argc, char **argv) {
   K = k ? atoi(k) : 1;
   if (K < 2) K = 2;
   const char *cmd = argc > 1 ? argv[1] : "plain";
-  ncclComm_t c = tm_comm_world();
+  nonblocking = !strcmp(cmd, "nonblocking");
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t c = nonblocking ? tm_comm_over_cfg(MPI_COMM_WORLD, &cfg) : tm_comm_world();
   int rc = 2;
-  if (!strcmp(cmd, "plain")) rc = case_plain(c);
+  if (!strcmp(cmd, "plain") || nonblocking) rc = case_plain(c);
   else if (!strcmp(cmd, "unused")) rc = case_unused(c);
   else if (!strcmp(cmd, "static")) rc = case_static(c);
   else if (!strcmp(cmd, "foreign")) rc = case_foreign(c);

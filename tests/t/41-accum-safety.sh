@@ -25,6 +25,8 @@ acc() {
 for NPK in 2:4 3:2; do
   IFS=: read -r np k <<<"$NPK"
   check "plain DDP, $np ranks, K=$k: passes before a step synced, later passes accumulated" acc $np $k plain
+  check "plain DDP on a nonblocking communicator, $np ranks, K=$k: the same, agreements polled to completion" \
+    acc $np $k nonblocking
   check "find_unused, $np ranks, K=$k: accumulated after learning, used-map untouched" acc $np $k unused
   check "static_graph (two whole-model passes), $np ranks, K=$k: accumulates" acc $np $k static
   check "foreign calls of a bucket's size at every position, $np ranks, K=$k: true sums, accumulation goes on" \
