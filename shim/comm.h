@@ -45,7 +45,7 @@ typedef struct nsc_comm {
   int agree_queued;        /* ... one is queued for the current group's end */
   nsc_staging staging;
   nsc_comm_log log;
-  pthread_mutex_t lock;    /* guards pending, staging and log of this entry */
+  pthread_mutex_t lock;    /* guards pending, staging, log, accum and agree of this entry */
   pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */
   struct nsc_pending *pending;    /* nonblocking: work to run once NCCL reports completion */
   struct nsc_comm *next;

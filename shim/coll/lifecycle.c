@@ -43,8 +43,10 @@ static ncclResult_t run_after(nsc_work *w, int in_progress) {
       if (r == ncclSuccess) r = rr;
       nsc_work_drop(w);
     } else if (w->kind == NSC_W_AGREE) {
-      /* Issued on every rank; a nonblocking group end completes first. */
-      if (!in_progress || nsc_wait_nonblocking(w->c->comm) == ncclSuccess) nsc_accum_issue(w->c, w->be);
+      /* Issued on every rank; a nonblocking group end completes first (an
+       * error there shows in the agreement). */
+      if (in_progress) (void)nsc_wait_nonblocking(w->c->comm);
+      nsc_accum_issue(w->c, w->be);
       nsc_work_drop(w);
     } else if (in_progress && w->c) {
       nsc_pending_add(w->c, w);
