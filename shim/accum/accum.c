@@ -36,9 +36,9 @@
  *    candidate, position, micro-step, preamble, proposal), the proposal, the
  *    "late" flag and the passes seen. All ranks lock only if all proposed the
  *    same hash; all reject alike; all give up when some rank has seen
- *    NSC_ACC_LEARN_PASSES passes (delimited by buffers, or by the first
- *    call's signature coming again), or after NSC_ACC_LEARN_MAX calls (a
- *    count of signatures). Decisions use only the agreed outcome.
+ *    NSC_ACC_LEARN_PASSES passes, or after NSC_ACC_LEARN_MAX calls (a count
+ *    of signatures: calls on fresh buffers every time never form a pass).
+ *    Decisions use only the agreed outcome.
  * R3 Micro-steps are counted per communicator from its first accumulable
  *    call: each whole-model pass before the rebuild is one, then each pass of
  *    the learned sequence (a pass begins at its first bucket). Pass m syncs
@@ -301,10 +301,7 @@ void nsc_accum_agree_vals(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N]) {
   v[1] = -h;
   v[2] = a->mode == NSC_ACC_LEARNING ? -(int64_t)(p.verdict == V_LOCK) : 0;
   v[3] = a->mode == NSC_ACC_LEARNING ? a->late : a->stop;
-  /* Passes seen: by buffers, or (signatures alone) how often the first call's
-   * signature came again, so that calls on fresh buffers also end learning. */
-  long long seen = a->passes_local > a->first_sig_reps ? a->passes_local : a->first_sig_reps;
-  v[4] = a->mode == NSC_ACC_LEARNING ? seen : 0;
+  v[4] = a->mode == NSC_ACC_LEARNING ? a->passes_local : 0;
   v[5] = a->mode == NSC_ACC_LEARNING ? -(int64_t)(p.verdict == V_REJECT) : 0;
 }
 
@@ -402,7 +399,6 @@ static int learning_next(nsc_accum *a, const nsc_accum_el *e, char *why, size_t 
   }
   a->hist[a->n] = (nsc_accum_ent){*e, 0, 0};
   a->n++;
-  if (a->n > 1 && sig_eq(e, &a->hist[0].el)) a->first_sig_reps++;
   learn_step(a, a->n - 1);
   a->due = 1; /* R2 */
   return 1;

@@ -51,7 +51,6 @@ typedef struct {
   int reps;                 /* learning: complete identical passes in a row */
   size_t anchor_at, prev_anchor_at; /* learning: hist index of the last two L[0] */
   long long passes_local;   /* learning: passes this rank has delimited */
-  long long first_sig_reps; /* learning: calls since the first with the first call's signature */
   /* locked */
   long long m;              /* micro-step of the current pass */
   int stop;                 /* a learned bucket came out of order or went missing: no more skips */

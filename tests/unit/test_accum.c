@@ -422,20 +422,39 @@ static void no_convergence(void **state) {
   sim_free(&s);
 }
 
-/* Fresh buffers every call (a metric allocated anew each time): the first
- * call's signature comes again, which counts as passes: learning ends after
- * 16 of them without a lock. */
+/* Fresh buffers every call (a metric allocated anew each time, at a new
+ * address): no pass ever forms, nothing is skipped, and the ranks keep
+ * agreeing after every call until NSC_ACC_LEARN_MAX (learning_cap). */
 static void fresh_buffers(void **state) {
   (void)state;
   sim s;
   sim_init(&s, 2, 2);
-  for (size_t i = 0; i < 17; i++) {
+  for (size_t i = 0; i < 40; i++) {
     assert_int_equal(sim_call(&s, 0x100000 + 64 * i, 1000), 1);
     assert_int_equal(sim_call(&s, 0x200000 + 64 * i, 2000), 1);
   }
-  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
-  assert_non_null(strstr(s.why, "no stable backward pass after 16 passes"));
-  assert_int_equal(s.off_at, 2 * 16 + 2);
+  assert_int_equal(s.a[0].mode, NSC_ACC_LEARNING);
+  assert_int_equal(s.a[0].passes_local, 0);
+  assert_int_equal(s.agreements, 80);
+  assert_int_equal(s.a[1].skipped, 0);
+  sim_free(&s);
+}
+
+/* Equal-sized buckets with find_unused_parameters, many of them: learned
+ * (the count of equal signatures is no pass count). */
+static void many_equal_buckets(void **state) {
+  (void)state;
+  sim s;
+  sim_init(&s, 2, 2);
+  for (int p = 0; p < 3; p++) {
+    for (uintptr_t b = 0; b < 40; b++) assert_int_equal(sim_call(&s, 0x300000 + 0x1000 * b, 512), 1);
+    sim_other(&s, 1, 0);
+  }
+  for (int p = 3; p < 9; p++) {
+    for (uintptr_t b = 0; b < 40; b++) assert_int_equal(sim_call(&s, 0x300000 + 0x1000 * b, 512), p % 2 == 1);
+    sim_other(&s, 1, 0);
+  }
+  assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
   sim_free(&s);
 }
 
@@ -572,6 +591,7 @@ int main(void) {
       cmocka_unit_test(moved_after_lock),
       cmocka_unit_test(no_convergence),
       cmocka_unit_test(fresh_buffers),
+      cmocka_unit_test(many_equal_buckets),
       cmocka_unit_test(learning_cap),
       cmocka_unit_test(failed_agreement),
       cmocka_unit_test(policy_types_and_ops),
