@@ -8,7 +8,7 @@
 # Every variant runs the same naive loop (backward K times, step once); the
 # rounds interleave the variants and each number is the median over rounds of
 # ddp_step's per-optimizer-step medians (measured after its warm-up steps, so
-# the shim has learned P). Prints calls, real calls, wire bytes and the time
+# the shim has learned the pass). Prints calls, real calls, wire bytes and the time
 # inside ncclAllReduce per optimizer step with ratios to plain, and checks
 # that every variant ends with the same parameters (the inputs are exact in
 # fp16, so they must). Exit 1 on a failed run or differing parameters; the

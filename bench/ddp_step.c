@@ -175,8 +175,8 @@ static void report(run_t *r) {
       for (int s = 0; s < o->steps; s++) v[s] = rows[o->warmup + s][k];
       col[k] = median(v, o->steps);
     }
-    printf("# per optimizer step: medians over %d measured step(s) after %d warm-up step(s) (the shim learns P "
-           "in the first 3 passes); comm = wall time inside ncclAllReduce (bucket: the gradient buckets' calls), "
+    printf("# per optimizer step: medians over %d measured step(s) after %d warm-up step(s) (the shim learns the pass "
+           "in the first 4 passes); comm = wall time inside ncclAllReduce (bucket: the gradient buckets' calls), "
            "mean over ranks\n",
            o->steps, o->warmup);
     printf("summary: calls=%.0f real_calls=%.0f skipped=%.0f compressed=%.0f logical_bytes=%.0f wire_bytes=%.0f "

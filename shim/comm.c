@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "group.h"
+#include "shim.h"
 
 #define NBUCKETS 256
 static nsc_comm *table[NBUCKETS];
@@ -34,6 +35,7 @@ nsc_comm *nsc_comm_find(ncclComm_t comm) {
 
 static void free_entry(nsc_comm *c) {
   nsc_pending_drop(&c->pending);
+  nsc_accum_release(c);
   nsc_accum_free(&c->accum);
   nsc_staging_release(&c->staging);
   nsc_log_comm_close(&c->log);

@@ -19,6 +19,16 @@
 
 struct nsc_pending; /* group.h: work waiting for a nonblocking communicator */
 
+/* One of the shim's own small all-reduces, issued and not yet collected. */
+typedef struct nsc_xchg {
+  const nsc_backend *be;
+  void *buf;
+  nsc_stream s;
+  int n;
+  int live;           /* buf is held */
+  ncclResult_t r;     /* the collective's result at issue */
+} nsc_xchg;
+
 typedef struct nsc_comm {
   ncclComm_t comm;
   int refs;
@@ -31,9 +41,11 @@ typedef struct nsc_comm {
   char mismatch_msg[256];
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;
+  nsc_xchg agree;          /* accumulation: the agreement waiting to be collected */
+  int agree_queued;        /* ... one is queued for the current group's end */
   nsc_staging staging;
   nsc_comm_log log;
-  pthread_mutex_t lock;    /* guards pending, staging and log of this entry */
+  pthread_mutex_t lock;    /* guards pending, staging, log, accum and agree of this entry */
   pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */
   struct nsc_pending *pending;    /* nonblocking: work to run once NCCL reports completion */
   struct nsc_comm *next;

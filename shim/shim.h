@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "group.h"
+#include "policy.h"
 
 struct nsc_comm;
 
@@ -30,6 +31,14 @@ ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
  * all-ones buffer on `caller` (every value reads -1 on every rank), and this
  * rank returns ncclSystemError. */
 ncclResult_t nsc_exchange_max(struct nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n);
+/* The same in two halves: begin issues it (x->live once a private buffer was
+ * taken, even if the collective failed; without one the poisoned exchange is
+ * issued on `caller` and x stays not live), end waits for it, copies the
+ * result back and frees the buffer; end returns the collective's result. */
+struct nsc_xchg;
+ncclResult_t nsc_exchange_begin(struct nsc_comm *c, const nsc_backend *be, nsc_stream caller, const int64_t *vals,
+                                int n, struct nsc_xchg *x);
+ncclResult_t nsc_exchange_end(struct nsc_xchg *x, int64_t *vals);
 /* Testing (NCCLSHIM_FAULT_CAST): 1 when this cast to the wire type is the
  * one to fail (the message is set). */
 int nsc_cast_fault(void);
@@ -47,6 +56,17 @@ ncclResult_t nsc_mismatch(struct nsc_comm *c);
  * FUSE members into wire buffers and issue their collectives; the list comes
  * back with CASTBACK items in their place. */
 ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *ntouched, int max);
+
+/* accumulate.c: accumulation's view of one call (call, buffers, accumulable
+ * or not): 1 = sync, 0 = answer locally; *agree = 1 when an agreement must be
+ * issued right after this call — by nsc_accum_after() (last: what the call
+ * returned), which issues it now or queues it for the outermost group end
+ * (nsc_accum_issue()). */
+int nsc_accum_feed(struct nsc_comm *c, const nsc_call *call, const void *send, void *recv, int acc, int *agree);
+void nsc_accum_after(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group, ncclResult_t last);
+void nsc_accum_issue(struct nsc_comm *c, const nsc_backend *be, nsc_stream caller);
+/* A destroyed communicator's pending agreement: its buffer freed, no wait. */
+void nsc_accum_release(struct nsc_comm *c);
 
 /* allreduce.c helpers shared with fuse.c */
 ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,

@@ -1,28 +1,73 @@
-/* accum.c — see accum.h.
+/* accum.c — see accum.h. Design note: the rules, and why each one gives the
+ * same decision on every rank.
  *
- * Learning. Decisions count accumulable bytes only, but while learning every
- * intercepted all-reduce is recorded (its signature: count, datatype, op) as
- * evidence. Two hypotheses are tried, each with candidates P in increasing
- * order:
- *   H0  the call sequence repeats from the first call: P is a prefix sum of
- *       the accumulable calls (find_unused_parameters=True, no rebuild; also
- *       DDP's default when every rebuilt bucket is accumulable, with P equal
- *       to the first call).
- *   H1  the first accumulable call is a pass of its own (DDP's first
- *       iteration: the whole model in one bucket) and the passes after it
- *       repeat with P <= that first call: rebuilt buckets below MIN_BYTES are
- *       no longer accumulable, so later passes may count fewer bytes.
- * A candidate is rejected when the accumulable bytes cross a multiple of P
- * without landing on it. It is confirmed once passes 0..3 are complete and
- * passes 2 and 3 are the same sequence of calls — all calls, accumulable or
- * not — so a candidate that cuts passes in the wrong place (equal bucket sizes
- * make such cuts line up in bytes) is told apart by the small buckets, the
- * used-map and the metric calls in between. Under H1 the first pass also
- * bounds P: P <= first, and first - P must be covered by the floating
- * Sum/Avg calls below MIN_BYTES of one pass; this settles equal-sized buckets.
- * H1 is tried first. Without a whole-model first pass (H0) and with nothing
- * else between equal-sized buckets, the smallest candidate is taken (README).
- * Non-accumulable calls never move the micro-step counter. */
+ * Element: an accumulable call (floating type, Sum/Avg, >= MIN_BYTES, not
+ * captured) as (recvbuff, sendbuff, count, datatype, op). Its signature is
+ * (count, datatype, op): identical on every rank because every rank runs the
+ * same program. Buffers are compared for identity only.
+ *
+ * Assumption B (buffers): a learned bucket stays allocated while accumulation
+ * is active (DDP's buckets live from the rebuild to the end of the run), and a
+ * live bucket cannot be aliased by another tensor. Under B, "this call's
+ * buffer is learned bucket j" has the same truth value on every rank, because
+ * the same program point all-reduces the same logical tensor everywhere. All
+ * local state below is a function of signatures, configuration, agreed values
+ * and such comparisons, so under B it is identical on every rank. Agreements
+ * check B where it matters and end accumulation on all ranks when a rank saw
+ * anything else; they are issued at points fixed by signatures alone, so an
+ * agreement itself is always issued at the same call on every rank.
+ *
+ * R1 Learning. Every call syncs. A candidate pass is formed when an element
+ *    comes again: the elements since its previous occurrence, if they are
+ *    distinct and this element was the first of them to appear (a pass starts
+ *    at its first bucket, never at a rotation of it). Then each pass is
+ *    tracked against the candidate: other elements are foreign (ignored); a
+ *    missing element shrinks the candidate (syncing a bucket is always safe);
+ *    an element out of order drops it. A lock is proposed when NSC_ACC_REPS
+ *    identical complete passes followed each other and what came before the
+ *    first of them is DDP's: either k >= 1 passes of one whole-model bucket
+ *    not in the pass, at least as large as the pass and at most the pass plus
+ *    one pass of small floating calls (default, static_graph: k = 2), or
+ *    nothing, with an integer Sum (the used-map) after each pass
+ *    (find_unused_parameters). Anything else is rejected: a metric-only
+ *    communicator never locks. Foreign calls never prevent learning for good.
+ * R2 Agreement while learning: after every accumulable call (a point fixed by
+ *    the call sequence) one agreement carries a hash of (signatures of the
+ *    candidate, position, micro-step, preamble, proposal), the proposal, the
+ *    "late" flag and the passes seen. All ranks lock only if all proposed the
+ *    same hash; all reject alike; all give up when some rank has seen
+ *    NSC_ACC_LEARN_PASSES passes, or after NSC_ACC_LEARN_MAX calls (a count
+ *    of signatures: calls on fresh buffers every time never form a pass).
+ *    Decisions use only the agreed outcome.
+ * R3 Micro-steps are counted per communicator from its first accumulable
+ *    call: each whole-model pass before the rebuild is one, then each pass of
+ *    the learned sequence (a pass begins at its first bucket). Pass m syncs
+ *    when m mod K == K-1. A communicator whose first accumulable call comes
+ *    after another communicator of this process began its second pass is
+ *    "late" (created mid-training: its phase is unknown) and never skips;
+ *    the flag is agreed (Max), so it is the same on every rank.
+ * R4 Locked. A call is answered locally only when it is exactly the next
+ *    expected element of the learned pass, in a pass to be skipped, with no
+ *    anomaly seen. Anything else syncs and does not move the counter: the
+ *    next expected element re-aligns. The first bucket starts the next pass,
+ *    so a missing or extra bucket cannot shift the phase. A learned bucket
+ *    that comes out of order, or a pass that lacks one, stops skipping on this
+ *    rank at once (under B: on every rank) and ends accumulation at the next
+ *    agreement. A call of a signature not in the pass and at least as large
+ *    as the pass (a re-created model's whole-model bucket, or a parameter
+ *    average: they cannot be told apart, and the first would shift the phase)
+ *    ends accumulation at once: a signature-only rule, the same everywhere.
+ * R5 Agreement while locked: a signature-only tracker counts passes by
+ *    signatures; after every K-th such pass (normally right after a synced
+ *    pass) one agreement carries a hash of (micro-step, position, stopped)
+ *    and an anomaly flag. Any mismatch or anomaly ends accumulation on all
+ *    ranks. The caller waits for its result only before the next accumulable
+ *    decision (normally the next pass's first bucket, after a forward): one
+ *    small all-reduce per optimizer step, rarely waited for.
+ * Residual risk, stated in README: under a violation of B (a learned bucket
+ * freed and its address reused on some ranks but not others, e.g. a DDP
+ * re-created on the same communicator with asymmetric allocations) ranks may
+ * decide differently before the next agreement catches it. */
 #include "accum.h"
 
 #include <stdio.h>
@@ -31,148 +76,385 @@
 
 void nsc_accum_init(nsc_accum *a) { memset(a, 0, sizeof *a); }
 
-void nsc_accum_free(nsc_accum *a) {
-  free(a->ent);
-  a->ent = NULL;
+static void drop_learning(nsc_accum *a) {
+  free(a->hist);
+  a->hist = NULL;
   a->n = a->cap = 0;
 }
 
-enum { REJECT = -1, PENDING = 0, CONFIRM = 1 };
+void nsc_accum_free(nsc_accum *a) {
+  drop_learning(a);
+  free(a->L);
+  free(a->seen);
+  a->L = NULL;
+  a->seen = NULL;
+  a->nl = 0;
+}
 
-static int push(nsc_accum *a, uint64_t sig, uint64_t bytes, uint64_t fbytes) {
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? 2 * a->cap : 64;
-    nsc_accum_entry *e = realloc(a->ent, cap * sizeof *e);
-    if (!e) return -1;
-    a->ent = e;
-    a->cap = cap;
-  }
-  a->ent[a->n++] = (nsc_accum_entry){sig, bytes, fbytes};
+static int el_eq(const nsc_accum_el *x, const nsc_accum_el *y) {
+  return x->recv == y->recv && x->send == y->send && x->count == y->count && x->dtype == y->dtype && x->op == y->op;
+}
+
+static int sig_eq(const nsc_accum_el *x, const nsc_accum_el *y) {
+  return x->count == y->count && x->dtype == y->dtype && x->op == y->op;
+}
+
+static long find_in_pass(const nsc_accum *a, const nsc_accum_el *e) {
+  for (size_t k = 0; k < a->nl; k++)
+    if (el_eq(&a->L[k], e)) return (long)k;
+  return -1;
+}
+
+static int sig_in_pass(const nsc_accum *a, const nsc_accum_el *e) {
+  for (size_t k = 0; k < a->nl; k++)
+    if (sig_eq(&a->L[k], e)) return 1;
   return 0;
 }
 
-static int same_seq(const nsc_accum *a, size_t a0, size_t a1, size_t b0, size_t b1) {
-  if (a1 - a0 != b1 - b0) return 0;
-  for (size_t i = 0; i < a1 - a0; i++)
-    if (a->ent[a0 + i].sig != a->ent[b0 + i].sig) return 0;
+static void off(nsc_accum *a) {
+  a->mode = NSC_ACC_OFF;
+  a->due = 0;
+  nsc_accum_free(a);
+}
+
+static int set_pass(nsc_accum *a, const nsc_accum_ent *from, size_t n) {
+  nsc_accum_el *L = realloc(a->L, (n ? n : 1) * sizeof *L);
+  if (!L) return -1;
+  a->L = L;
+  unsigned char *s = realloc(a->seen, n ? n : 1);
+  if (!s) return -1;
+  a->seen = s;
+  for (size_t i = 0; i < n; i++) L[i] = from[i].el;
+  a->nl = n;
+  return 0;
+}
+
+static long prev_occurrence(const nsc_accum *a, size_t idx) {
+  for (size_t j = idx; j-- > 0;)
+    if (el_eq(&a->hist[j].el, &a->hist[idx].el)) return (long)j;
+  return -1;
+}
+
+static size_t first_occurrence(const nsc_accum *a, const nsc_accum_el *e) {
+  for (size_t j = 0; j < a->n; j++)
+    if (el_eq(&a->hist[j].el, e)) return j;
+  return a->n;
+}
+
+/* R1: the elements hist[j..idx-1] as a candidate, when they are distinct and
+ * hist[idx] (= hist[j]) is the first of them to have appeared. */
+static int form(nsc_accum *a, size_t idx) {
+  long j = prev_occurrence(a, idx);
+  if (j < 0) return 0;
+  size_t f = first_occurrence(a, &a->hist[idx].el);
+  for (size_t x = (size_t)j; x < idx; x++) {
+    for (size_t y = (size_t)j; y < x; y++)
+      if (el_eq(&a->hist[x].el, &a->hist[y].el)) return 0;
+    if (first_occurrence(a, &a->hist[x].el) < f) return 0;
+  }
+  if (set_pass(a, &a->hist[j], idx - (size_t)j)) return 0; /* less evidence; learning goes on */
+  memset(a->seen, 0, a->nl);
+  a->seen[0] = 1;
+  a->pos = 1;
+  a->reps = a->nl == 1 ? 2 : 1; /* hist[j..idx-1] was one complete pass */
+  a->prev_anchor_at = (size_t)j;
+  a->anchor_at = idx;
+  a->passes_local++;
   return 1;
 }
 
-/* Hypothesis `off` (0 = H0, 1 = H1) with the candidate made of accumulable
- * calls off..c. On CONFIRM, *Pout and *base (the bytes of pass 0 under H1)
- * are set. */
-static int verify(const nsc_accum *a, int off, size_t c, uint64_t *Pout, uint64_t *base) {
-  uint64_t first = 0, P = 0, C = 0; /* C: accumulable bytes since pass `off` began */
-  size_t k = 0, ends[4];            /* ends[m]: entry index just after pass m */
-  int m = 0;                        /* passes complete */
-  for (size_t i = 0; i < a->n && m < 4; i++) {
-    uint64_t b = a->ent[i].bytes;
-    if (!b) continue;
-    if (k < (size_t)off) { /* H1: pass 0 is the first call alone */
-      first = b;
-      ends[m++] = i + 1;
-    } else if (k <= c) {
-      P += b;
-      C += b;
-      if (k == c) {
-        if (off && P > first) return REJECT; /* a pass cannot hold more than the whole model */
-        ends[m++] = i + 1;
-      }
-    } else {
-      C += b;
-      uint64_t target = P * (uint64_t)(m - off + 1);
-      if (C == target) ends[m++] = i + 1;
-      else if (C > target) return REJECT;
-    }
-    k++;
-  }
-  if (m < 4) return PENDING;
-  if (!same_seq(a, ends[1], ends[2], ends[2], ends[3])) return REJECT;
-  if (off) {
-    /* H1: what the whole-model pass reduced beyond P must be the buckets that
-     * fell below MIN_BYTES, i.e. other floating Sum/Avg calls of one pass. */
-    uint64_t small = 0;
-    for (size_t i = ends[1]; i < ends[2]; i++) small += a->ent[i].fbytes;
-    if (first - P > small) return REJECT;
-  }
-  *Pout = P;
-  *base = off ? first : 0;
-  return CONFIRM;
+static int all_seen(const nsc_accum *a) {
+  for (size_t k = 0; k < a->nl; k++)
+    if (!a->seen[k]) return 0;
+  return 1;
 }
 
-static void lock(nsc_accum *a, uint64_t P, uint64_t base, int off, char *why, size_t whylen) {
-  a->pass_bytes = P;
-  a->base_bytes = base;
-  a->base_passes = off;
+/* The candidate restricted to the elements seen in the pass that just ended. */
+static void shrink(nsc_accum *a) {
+  size_t w = 0;
+  for (size_t k = 0; k < a->nl; k++)
+    if (a->seen[k]) a->L[w++] = a->L[k];
+  a->nl = w;
+}
+
+static void learn_step(nsc_accum *a, size_t idx) {
+  const nsc_accum_el *e = &a->hist[idx].el;
+  if (a->nl) {
+    long k = find_in_pass(a, e);
+    if (k == 0) { /* the next pass begins */
+      if (a->pos < a->nl || !all_seen(a)) {
+        shrink(a);
+        a->reps = 1;
+      }
+      memset(a->seen, 0, a->nl);
+      a->seen[0] = 1;
+      a->pos = 1;
+      a->prev_anchor_at = a->anchor_at;
+      a->anchor_at = idx;
+      a->passes_local++;
+      if (a->nl == 1) a->reps++;
+      return;
+    }
+    if (k > 0 && (size_t)k >= a->pos) {
+      a->seen[k] = 1;
+      a->pos = (size_t)k + 1;
+      if (a->pos == a->nl && all_seen(a)) a->reps++;
+      return;
+    }
+    if (k < 0) {
+      /* Foreign to the candidate. It may start a pass of its own only when
+       * the candidate's first bucket has not come since its last occurrence
+       * (static_graph: the whole-model passes end, the rebuilt ones begin). */
+      long j = prev_occurrence(a, idx);
+      if (j >= 0 && (size_t)j >= a->anchor_at) (void)form(a, idx);
+      return;
+    }
+    a->nl = 0; /* out of order: the candidate is wrong */
+    a->reps = 0;
+  }
+  (void)form(a, idx);
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; i++) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  return h;
+}
+
+enum { V_NONE = 0, V_LOCK = 1, V_REJECT = 2 };
+
+typedef struct {
+  int verdict;
+  size_t npre;     /* whole-model passes before the first learned pass */
+  long long m;     /* micro-step of the pass that just ended */
+  const char *kind;
+} proposal;
+
+static uint64_t pass_bytes_of(const nsc_accum *a) {
+  uint64_t b = 0;
+  for (size_t k = 0; k < a->nl; k++) b += a->L[k].bytes;
+  return b;
+}
+
+static int seg_has_int(const nsc_accum *a, size_t s, size_t t) {
+  for (size_t i = s; i < t; i++)
+    if (a->hist[i].int_after) return 1;
+  return 0;
+}
+
+/* R1's verdict on the current candidate (only when stable). */
+static proposal propose(const nsc_accum *a) {
+  proposal p = {V_NONE, 0, 0, ""};
+  if (a->mode != NSC_ACC_LEARNING || !a->nl || a->reps < NSC_ACC_REPS || a->pos != a->nl || !all_seen(a)) return p;
+  size_t f = first_occurrence(a, &a->L[0]), occ = 0;
+  for (size_t i = f; i < a->n; i++) occ += el_eq(&a->hist[i].el, &a->L[0]);
+  p.npre = f;
+  p.m = (long long)(f + occ) - 1;
+  uint64_t P = pass_bytes_of(a);
+  p.verdict = V_REJECT;
+  if (f > 0) {
+    const nsc_accum_el *w = &a->hist[0].el;
+    for (size_t i = 1; i < f; i++)
+      if (!el_eq(&a->hist[i].el, w)) return p;
+    if (find_in_pass(a, w) >= 0 || w->bytes < P) return p;
+    uint64_t small = 0; /* floating calls of the last complete pass */
+    for (size_t i = a->prev_anchor_at; i < a->anchor_at; i++) small += a->hist[i].fb_after;
+    if (w->bytes - P > small) return p;
+    p.verdict = V_LOCK;
+    p.kind = f == 1 ? "after DDP's whole-model pass" : "after DDP's whole-model passes (static_graph)";
+  } else {
+    /* find_unused_parameters: the used-map after each of the last two complete passes */
+    if (a->prev_anchor_at >= a->anchor_at) return p;
+    size_t pp = 0; /* the anchor before prev_anchor_at */
+    int found = 0;
+    for (size_t i = a->prev_anchor_at; i-- > 0;)
+      if (el_eq(&a->hist[i].el, &a->L[0])) { pp = i; found = 1; break; }
+    if (!found || !seg_has_int(a, pp, a->prev_anchor_at) || !seg_has_int(a, a->prev_anchor_at, a->anchor_at)) return p;
+    p.verdict = V_LOCK;
+    p.kind = "with a used-map after every pass (find_unused_parameters)";
+  }
+  return p;
+}
+
+static int64_t state_hash(const nsc_accum *a, const proposal *p) {
+  uint64_t h = mix(1469598103934665603ull, (uint64_t)a->mode);
+  if (a->mode == NSC_ACC_LEARNING) {
+    h = mix(mix(mix(mix(h, (uint64_t)p->verdict), p->npre), (uint64_t)p->m), a->nl);
+    for (size_t k = 0; k < a->nl; k++)
+      h = mix(mix(mix(h, a->L[k].count), (uint64_t)a->L[k].dtype), (uint64_t)a->L[k].op);
+  } else {
+    h = mix(mix(mix(h, (uint64_t)a->m), a->pos), (uint64_t)a->stop);
+  }
+  return (int64_t)(h >> 2); /* non-negative: -h never overflows */
+}
+
+int nsc_accum_take_due(nsc_accum *a) {
+  int d = a->due && a->mode != NSC_ACC_OFF;
+  a->due = 0;
+  return d;
+}
+
+void nsc_accum_agree_vals(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N]) {
+  proposal p = propose(a);
+  int64_t h = state_hash(a, &p);
+  a->sent_hash = h;
+  v[0] = h;
+  v[1] = -h;
+  v[2] = a->mode == NSC_ACC_LEARNING ? -(int64_t)(p.verdict == V_LOCK) : 0;
+  v[3] = a->mode == NSC_ACC_LEARNING ? a->late : a->stop;
+  v[4] = a->mode == NSC_ACC_LEARNING ? a->passes_local : 0;
+  v[5] = a->mode == NSC_ACC_LEARNING ? -(int64_t)(p.verdict == V_REJECT) : 0;
+  v[6] = -2; /* a rank without a buffer for the agreement sends all-ones (-1): every rank sees it */
+}
+
+static void say_learning(const nsc_accum *a, char *why, size_t whylen) {
+  size_t nacc = a->n;
+  snprintf(why, whylen,
+           "no stable backward pass after %d passes (%zu accumulable all-reduces; last candidate: %zu bucket(s) seen "
+           "%d time(s) in a row): every call syncs from now on. Accumulation needs DDP's buckets at fixed addresses "
+           "in the same order every pass; if buckets are reallocated or other large fp32 all-reduces interleave "
+           "with them each pass, use model.no_sync() instead",
+           NSC_ACC_LEARN_PASSES, nacc, a->nl, a->reps);
+}
+
+static void lock(nsc_accum *a, const proposal *p, long long K, char *why, size_t whylen) {
   a->mode = NSC_ACC_LOCKED;
-  size_t nacc = 0;
-  for (size_t i = 0; i < a->n; i++) nacc += a->ent[i].bytes != 0;
-  snprintf(why, whylen, "learned %llu accumulable bytes per backward pass after 4 passes (%zu accumulable calls)%s",
-           (unsigned long long)P, nacc, off && base > P ? "; the first pass (the whole model in one bucket) reduced more" : "");
-  nsc_accum_free(a);
+  a->m = p->m;
+  a->pos = a->nl;
+  a->stop = 0;
+  a->pass_bytes = pass_bytes_of(a);
+  a->sp = 0;
+  a->spass = p->m + 1;
+  drop_learning(a);
+  snprintf(why, whylen,
+           "learned a backward pass of %zu bucket(s), %llu bytes, on buffers that stayed put for %d passes, %s; "
+           "micro-steps count from this communicator's first accumulable all-reduce (%zu whole-model pass(es)); "
+           "pass %lld is next, passes m with m mod %lld = %lld sync",
+           a->nl, (unsigned long long)a->pass_bytes, NSC_ACC_REPS, p->kind, p->npre, p->m + 1, K, K - 1);
 }
 
-static void learn(nsc_accum *a, char *why, size_t whylen) {
-  /* H1 first: when DDP's whole-model pass explains the byte counts, it also
-   * tells equal-sized buckets apart (P must account for that first pass). */
-  for (int off = 1; off >= 0 && a->mode == NSC_ACC_LEARNING; off--) {
-    size_t nacc = 0;
-    for (size_t i = 0; i < a->n; i++) nacc += a->ent[i].bytes != 0;
-    while (a->cand[off] + (size_t)off < nacc) {
-      uint64_t P = 0, base = 0;
-      int v = verify(a, off, a->cand[off] + (size_t)off, &P, &base);
-      if (v == PENDING) break;
-      if (v == CONFIRM) {
-        lock(a, P, base, off, why, whylen);
-        return;
-      }
-      a->cand[off]++;
+void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, long long K, char *why,
+                      size_t whylen) {
+  char scratch[8];
+  if (!why || !whylen) { why = scratch; whylen = sizeof scratch; }
+  why[0] = '\0';
+  if (a->mode == NSC_ACC_OFF) return;
+  if (!ok) {
+    off(a);
+    snprintf(why, whylen, "the accumulation agreement failed on this rank: every call syncs from now on");
+    return;
+  }
+  if (v[6] != -2) { /* that rank went off on its own failure: all go off with it */
+    off(a);
+    snprintf(why, whylen, "an accumulation agreement failed on another rank: every call syncs from now on");
+    return;
+  }
+  int same = v[0] == -v[1] && v[0] == a->sent_hash;
+  if (a->mode == NSC_ACC_LEARNING) {
+    proposal p = propose(a);
+    if (same && v[2] == -1 && state_hash(a, &p) == a->sent_hash) {
+      if (v[3]) {
+        off(a);
+        snprintf(why, whylen,
+                 "this communicator's first accumulable all-reduce came after another communicator's second backward "
+                 "pass (created mid-training): the phase of its micro-steps is unknown, every call syncs");
+      } else lock(a, &p, K, why, whylen);
+    } else if (same && v[5] == -1) {
+      snprintf(why, whylen,
+               "all-reduces repeat as a pass of %zu buffer(s) but not as DDP's gradients (no whole-model pass before "
+               "them, no used-map after them): every call syncs (a metric-only communicator, or two models on one)",
+               a->nl);
+      off(a);
+    } else if (v[4] >= NSC_ACC_LEARN_PASSES) {
+      say_learning(a, why, whylen);
+      off(a);
     }
+    return;
+  }
+  if (!same || v[3]) {
+    off(a);
+    snprintf(why, whylen,
+             "a learned bucket did not come where expected on some rank (a bucket missing or out of order, a buffer "
+             "moved, a new layout): every call syncs from now on");
   }
 }
 
-static void give_up(nsc_accum *a, char *why, size_t whylen) {
-  a->mode = NSC_ACC_FALLBACK;
-  snprintf(why, whylen, "no repeating backward pass found in %zu all-reduces; every call syncs from now on", a->n);
-  nsc_accum_free(a);
+int nsc_accum_recurred(const nsc_accum *a) { return a->mode == NSC_ACC_LOCKED || a->passes_local > 0; }
+
+void nsc_accum_observe(nsc_accum *a, int int_sum, uint64_t fbytes) {
+  if (a->mode != NSC_ACC_LEARNING || !a->n) return;
+  a->hist[a->n - 1].int_after |= int_sum != 0;
+  a->hist[a->n - 1].fb_after += fbytes;
 }
 
-void nsc_accum_observe(nsc_accum *a, uint64_t sig, uint64_t fbytes) {
-  if (a->mode != NSC_ACC_LEARNING) return;
-  /* Evidence only: when it cannot be kept, learning just has less of it. */
-  if (a->n < NSC_ACC_LEARN_MAX) (void)push(a, sig | 1, 0, fbytes);
+static int learning_next(nsc_accum *a, const nsc_accum_el *e, char *why, size_t whylen) {
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 64;
+    nsc_accum_ent *h = a->n < NSC_ACC_LEARN_MAX ? realloc(a->hist, cap * sizeof *h) : NULL;
+    if (!h) {
+      /* A count of calls: the same on every rank. (An allocation failure is
+       * local: then this rank stops proposing, and no rank can lock.) */
+      if (a->n >= NSC_ACC_LEARN_MAX) {
+        snprintf(why, whylen, "no backward pass learned in %d accumulable all-reduces: every call syncs from now on",
+                 NSC_ACC_LEARN_MAX);
+        off(a);
+      } else a->due = 1;
+      return 1;
+    }
+    a->hist = h;
+    a->cap = cap;
+  }
+  a->hist[a->n] = (nsc_accum_ent){*e, 0, 0};
+  a->n++;
+  learn_step(a, a->n - 1);
+  a->due = 1; /* R2 */
+  return 1;
 }
 
-int nsc_accum_next(nsc_accum *a, uint64_t sig, uint64_t bytes, long long K, char *why, size_t whylen) {
+/* R5's points: passes counted by signatures alone. */
+static void sig_track(nsc_accum *a, const nsc_accum_el *e, long long K) {
+  if (sig_eq(e, &a->L[a->sp])) a->sp++;
+  else if (sig_eq(e, &a->L[0])) a->sp = 1;
+  else return;
+  if (a->sp < a->nl) return;
+  a->sp = 0;
+  a->spass++;
+  if (a->spass % K == 0) a->due = 1;
+}
+
+static int locked_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen) {
+  sig_track(a, e, K);
+  long k = find_in_pass(a, e);
+  if (k < 0) {
+    if (!sig_in_pass(a, e) && e->bytes >= a->pass_bytes) {
+      snprintf(why, whylen,
+               "an all-reduce of %llu elements, as large as a whole backward pass (%llu bytes) but not one of its "
+               "buckets, came (a re-created model's first pass, or a parameter average): every call syncs from now on",
+               (unsigned long long)e->count, (unsigned long long)a->pass_bytes);
+      off(a);
+    }
+    return 1; /* foreign: synced, the counter does not move */
+  }
+  if (k == 0) {
+    if (a->pos < a->nl) a->stop = 1; /* the last pass lacked a bucket */
+    a->m++;
+    a->pos = 1;
+  } else if ((size_t)k < a->pos) {
+    a->stop = 1; /* out of order: a pass may have begun without its first bucket */
+    return 1;
+  } else {
+    if ((size_t)k > a->pos) a->stop = 1;
+    a->pos = (size_t)k + 1;
+  }
+  return a->stop || a->m % K == K - 1;
+}
+
+int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen) {
   char scratch[8];
   if (!why || !whylen) { why = scratch; whylen = sizeof scratch; }
   why[0] = '\0';
   int sync = 1;
-  switch (a->mode) {
-  case NSC_ACC_LEARNING:
-    a->total += bytes;
-    if (bytes == 0) break;
-    if (a->n >= NSC_ACC_LEARN_MAX || push(a, sig & ~(uint64_t)1, bytes, 0)) { give_up(a, why, whylen); break; }
-    learn(a, why, whylen);
-    break;
-  case NSC_ACC_LOCKED: {
-    uint64_t P = a->pass_bytes, t = a->total - a->base_bytes, into = t % P;
-    if (bytes == 0 || into + bytes > P) {
-      a->mode = NSC_ACC_FALLBACK;
-      snprintf(why, whylen,
-               "a backward pass did not match the learned %llu bytes (a call of %llu bytes at %llu bytes into the pass); "
-               "every call syncs from now on",
-               (unsigned long long)P, (unsigned long long)bytes, (unsigned long long)into);
-      break;
-    }
-    uint64_t step = (uint64_t)a->base_passes + t / P;
-    sync = (long long)(step % (uint64_t)K) == K - 1;
-    a->total += bytes;
-    break;
-  }
-  default:
-    break;
-  }
+  if (a->mode == NSC_ACC_LEARNING) sync = learning_next(a, e, why, whylen);
+  else if (a->mode == NSC_ACC_LOCKED) sync = locked_next(a, e, K, why, whylen);
   if (sync) a->synced++;
   else a->skipped++;
   return sync;

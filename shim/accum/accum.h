@@ -1,64 +1,90 @@
-/* accum.h — which accumulable all-reduces may skip synchronisation
+/* accum.h — which accumulable all-reduces may be answered locally
  * (NCCLSHIM_ACCUM_STEPS=K), per communicator.
  *
- * A pure state machine over the sequence of accumulable call sizes: no
- * timings, pointers or data, so every rank reaches the same decisions. It
- * learns P, the accumulable bytes of one backward pass, syncing every call
- * until P is confirmed; then micro-step i = (bytes before this call) / P, and
- * a call syncs when i mod K == K-1. If a pass contradicts P it syncs every call
- * from then on. Other all-reduces on the communicator are recorded while
- * learning, as evidence of where passes end, and never move the counter.
- * See README "Accumulation" for the limits. */
+ * A pure state machine (no NCCL, no clock, no data): a backward pass is
+ * learned as a sequence of persistent buckets (buffer, count, datatype, op);
+ * only the exact next element of the learned pass, in a pass that is to be
+ * skipped, is answered locally. Agreements across ranks (small Max
+ * all-reduces the caller issues when nsc_accum_take_due() says so) turn what
+ * each rank saw into one decision for all. The rules and why each is the same
+ * on every rank are at the top of accum.c; README "Accumulation" has the
+ * contract. Pointers are compared for identity only. */
 #ifndef NSC_ACCUM_H
 #define NSC_ACCUM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-enum { NSC_ACC_LEARNING = 0, NSC_ACC_LOCKED = 1, NSC_ACC_FALLBACK = 2 };
+enum { NSC_ACC_LEARNING = 0, NSC_ACC_LOCKED = 1, NSC_ACC_OFF = 2 };
 
-#define NSC_ACC_LEARN_MAX 4096 /* calls observed before giving up on learning */
+#define NSC_ACC_LEARN_MAX 4096 /* accumulable calls while learning, at most */
+#define NSC_ACC_LEARN_PASSES 16 /* passes seen by some rank without convergence: give up */
+#define NSC_ACC_REPS 3          /* complete identical passes before a lock is proposed */
+#define NSC_ACC_AGREE_N 7       /* int64 values of one agreement */
 
-/* While learning: every intercepted all-reduce, accumulable (bytes > 0) or
- * not (bytes == 0, evidence only). */
+/* One accumulable call. */
 typedef struct {
-  uint64_t sig;    /* nsc_accum_sig() of (count, datatype, op) */
-  uint64_t bytes;  /* accumulable bytes, 0 for other calls */
-  uint64_t fbytes; /* other calls: floating Sum/Avg bytes (buckets below MIN_BYTES) */
-} nsc_accum_entry;
+  uintptr_t recv, send; /* identity only */
+  uint64_t count;
+  int32_t dtype, op;
+  uint64_t bytes;
+} nsc_accum_el;
+
+/* A call seen while learning, with the other all-reduces that followed it. */
+typedef struct {
+  nsc_accum_el el;
+  uint64_t fb_after; /* bytes of floating Sum/Avg calls (small buckets, metrics) after it */
+  int int_after;     /* an integer Sum call followed it (DDP's used-map) */
+} nsc_accum_ent;
 
 typedef struct {
   int mode;
-  uint64_t pass_bytes;  /* P once locked */
-  uint64_t base_bytes;  /* bytes of a first pass that differs from P (DDP's whole-model bucket) */
-  int base_passes;      /* 1 when such a first pass was seen, else 0 */
-  uint64_t total;       /* accumulable bytes seen so far */
-  nsc_accum_entry *ent; /* learning only */
+  int late;                 /* first accumulable call came after another communicator's second pass */
+  /* learning */
+  nsc_accum_ent *hist;
   size_t n, cap;
-  size_t cand[2];       /* per hypothesis: the smallest candidate not yet rejected */
+  /* the candidate pass (learning) or the learned one (locked) */
+  nsc_accum_el *L;
+  unsigned char *seen;      /* per element: arrived in the current pass */
+  size_t nl;
+  size_t pos;               /* next expected element; nl = pass complete */
+  int reps;                 /* learning: complete identical passes in a row */
+  size_t anchor_at, prev_anchor_at; /* learning: hist index of the last two L[0] */
+  long long passes_local;   /* learning: passes this rank has delimited */
+  /* locked */
+  long long m;              /* micro-step of the current pass */
+  int stop;                 /* a learned bucket came out of order or went missing: no more skips */
+  uint64_t pass_bytes;
+  size_t sp;                /* signature-only position (agreement points) */
+  long long spass;          /* signature-only pass count */
+  int64_t sent_hash;        /* hash of the state an issued agreement carried */
+  int due;                  /* an agreement must be issued after this call */
   uint64_t synced, skipped;
 } nsc_accum;
 
 void nsc_accum_init(nsc_accum *a);
 void nsc_accum_free(nsc_accum *a);
 
-/* A call's signature for the evidence (any stable hash of its arguments). */
-static inline uint64_t nsc_accum_sig(size_t count, int dtype, int op) {
-  uint64_t h = 1469598103934665603ull;
-  uint64_t v[3] = {(uint64_t)count, (uint64_t)dtype, (uint64_t)op};
-  for (int i = 0; i < 3; i++) h = (h ^ v[i]) * 1099511628211ull;
-  return h;
-}
+/* One accumulable call (K >= 2): 1 = synchronise, 0 = answer locally. When the
+ * state changes in a way the user should hear about, a one-line explanation
+ * is written into why (else why[0] = 0). */
+int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen);
 
-/* Feed one accumulable call of `bytes` (K >= 2). Returns 1 when the call must
- * synchronise, 0 when it may be answered locally. When the state changes in a
- * way the user should hear about (P learned, contradicted, learning given up),
- * a one-line explanation is written into why (else why[0] = 0). */
-int nsc_accum_next(nsc_accum *a, uint64_t sig, uint64_t bytes, long long K, char *why, size_t whylen);
+/* Any other all-reduce on the communicator: evidence while learning only.
+ * int_sum: an integer Sum; fbytes: its bytes if a floating Sum/Avg, else 0. */
+void nsc_accum_observe(nsc_accum *a, int int_sum, uint64_t fbytes);
 
-/* Record a call that is not accumulable (evidence while learning; it never
- * moves the micro-step counter); fbytes: its bytes if it is a floating Sum or
- * Avg (a bucket below MIN_BYTES, or a metric), else 0. */
-void nsc_accum_observe(nsc_accum *a, uint64_t sig, uint64_t fbytes);
+/* 1 (once) when an agreement must be issued at this point of the call
+ * sequence; the caller then fills vals with nsc_accum_agree_vals(), all-reduces
+ * them with Max across ranks and hands the result to nsc_accum_agreed()
+ * before the next accumulable decision. */
+int nsc_accum_take_due(nsc_accum *a);
+void nsc_accum_agree_vals(nsc_accum *a, int64_t vals[NSC_ACC_AGREE_N]);
+/* ok = 0: the agreement could not be completed on this rank. */
+void nsc_accum_agreed(nsc_accum *a, const int64_t vals[NSC_ACC_AGREE_N], int ok, long long K, char *why,
+                      size_t whylen);
+
+/* This communicator has begun a second backward pass (a bucket came again). */
+int nsc_accum_recurred(const nsc_accum *a);
 
 #endif

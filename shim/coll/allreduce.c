@@ -318,30 +318,6 @@ static void defer_check(nsc_comm *c, const nsc_backend *be, cudaStream_t s) {
   nsc_group_defer(w);
 }
 
-/* Accumulation's view of one call: an accumulable call moves the micro-step
- * counter and gets its decision (1 sync, 0 answer locally); any other call
- * is only evidence while the pass size is being learned. */
-static int accum_feed(nsc_comm *c, const nsc_call *call, int acc) {
-  const nsc_config *cfg = &nsc_g.cfg;
-  if (cfg->accum_steps <= 1) return 1;
-  uint64_t sig = nsc_accum_sig(call->count, call->dt, call->op);
-  size_t bytes = call->count * nsc_dtype_size(call->dt);
-  int sync = 1;
-  char why[256] = "";
-  pthread_mutex_lock(&c->lock);
-  if (acc) {
-    sync = nsc_accum_next(&c->accum, sig, bytes, cfg->accum_steps, why, sizeof why);
-    nsc_log_accum(&c->log, sync);
-  } else if (c->accum.mode == NSC_ACC_LEARNING) {
-    int fl = (call->dt == ncclFloat16 || call->dt == ncclBfloat16 || call->dt == ncclFloat32 ||
-              call->dt == ncclFloat64) && (call->op == ncclSum || call->op == ncclAvg);
-    nsc_accum_observe(&c->accum, sig, fl ? bytes : 0);
-  }
-  pthread_mutex_unlock(&c->lock);
-  if (why[0] && c->rank == 0) nsc_info("accumulation on communicator %p: %s", (void *)c->comm, why);
-  return sync;
-}
-
 ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   int st = nsc_activate();
@@ -355,6 +331,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   NSC_COUNT(calls, 1);
   ncclResult_t r;
   nsc_call call = {count, dt, op, send && recv, nsc_group_depth() > 0, 0};
+  int agree = 0; /* accumulation asks for an agreement right after this call */
   const nsc_config *cfg = &nsc_g.cfg;
   if (c->checked <= 0) {
     const nsc_backend *be = nsc_backend_for(recv);
@@ -363,8 +340,9 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
       /* Passed through, but it is part of a backward pass all the same: the
        * micro-step count starts at the job's first pass (learning: syncs). */
       if (cfg->accum_steps > 1 && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
-      (void)accum_feed(c, &call, nsc_policy_accumulable(cfg, &call));
+      (void)nsc_accum_feed(c, &call, send, recv, nsc_policy_accumulable(cfg, &call), &agree);
       r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
+      if (agree) nsc_accum_after(c, be, stream, 1, r);
       goto out;
     }
     r = nsc_check_comm(c, be, (nsc_stream)stream);
@@ -374,7 +352,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   nsc_action a = nsc_policy_transform(cfg, &call);
   int acc = nsc_policy_accumulable(cfg, &call);
   if (a == NSC_ACT_PASS && !acc) {
-    (void)accum_feed(c, &call, 0);
+    (void)nsc_accum_feed(c, &call, send, recv, 0, &agree);
     r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
     goto out;
   }
@@ -388,15 +366,14 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
     a = nsc_policy_transform(cfg, &call);
     acc = nsc_policy_accumulable(cfg, &call);
   }
-  if (!accum_feed(c, &call, acc)) {
-    r = answer_locally(c, be, send, recv, count, dt, op, stream);
-    goto out;
-  }
-  switch (a) {
+  if (!nsc_accum_feed(c, &call, send, recv, acc, &agree)) r = answer_locally(c, be, send, recv, count, dt, op, stream);
+  else switch (a) {
   case NSC_ACT_COMPRESS: r = compress(c, be, send, recv, count, op, stream, call.in_group); break;
   case NSC_ACT_FUSE: r = queue_fuse(c, be, send, recv, count, op, stream); break;
   default: r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS); break;
   }
+  /* Issued whatever this call returned: every rank issues it here. */
+  if (agree) nsc_accum_after(c, be, stream, call.in_group, r);
 out:
   nsc_comm_put(c);
   return r;

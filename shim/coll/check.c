@@ -71,17 +71,17 @@ static ncclResult_t exchange_call(nsc_comm *c, void *buf, int n, nsc_stream s) {
   return r;
 }
 
-ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n) {
+ncclResult_t nsc_exchange_begin(nsc_comm *c, const nsc_backend *be, nsc_stream caller, const int64_t *vals, int n,
+                                nsc_xchg *x) {
+  memset(x, 0, sizeof *x);
   size_t bytes = (size_t)n * sizeof *vals;
-  void *buf = NULL;
-  nsc_stream s = NULL;
   long long k = __atomic_add_fetch(&oob_count, 1, __ATOMIC_RELAXED);
   int rc = oob_fault_n && k == oob_fault_n ? (nsc_backend_set_error("exchange buffer %lld failed (NCCLSHIM_FAULT_OOB)", k), -1)
-                                           : be->oob_begin(vals, bytes, &buf, &s);
+                                           : be->oob_begin(vals, bytes, &x->buf, &x->s);
   if (rc) {
     /* The peers issue this exchange: issue it too, on an all-ones buffer of
-     * the same kind on the caller's stream (nothing is read back), so that
-     * every rank sees the poison and fails alike. */
+     * the same kind on the caller's stream (nothing is read back: x stays
+     * not live), so that every rank sees the poison and fails alike. */
     void *p = NULL;
     if (be->alloc(caller, bytes, &p)) {
       nsc_warn("exchange between the ranks of communicator %p: no buffer on rank %d (%s), and none for a poisoned "
@@ -95,9 +95,27 @@ ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, nsc_stream cal
     be->release(caller, p);
     return NSC_OK(r) ? ncclSystemError : r;
   }
-  ncclResult_t r = exchange_call(c, buf, n, s);
-  if (be->oob_end(buf, s, vals, bytes) && r == ncclSuccess) r = ncclSystemError;
+  x->be = be;
+  x->n = n;
+  x->live = 1;
+  x->r = exchange_call(c, x->buf, n, x->s);
+  return x->r;
+}
+
+ncclResult_t nsc_exchange_end(nsc_xchg *x, int64_t *vals) {
+  if (!x->live) return ncclInternalError;
+  x->live = 0;
+  ncclResult_t r = x->r;
+  if (x->be->oob_end(x->buf, x->s, vals, (size_t)x->n * sizeof *vals) && r == ncclSuccess) r = ncclSystemError;
   return r;
+}
+
+ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n) {
+  nsc_xchg x;
+  ncclResult_t r = nsc_exchange_begin(c, be, caller, vals, n, &x);
+  if (!x.live) return r;
+  ncclResult_t e = nsc_exchange_end(&x, vals);
+  return r != ncclSuccess ? r : e;
 }
 
 ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {

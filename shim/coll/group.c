@@ -79,6 +79,7 @@ ncclResult_t nsc_work_run(nsc_work *w) {
 }
 
 void nsc_work_drop(nsc_work *w) {
+  if (w->kind == NSC_W_AGREE && w->c) w->c->agree_queued = 0; /* issued or not, the next group may queue one */
   if (w->c && w->wirebuf && !w->from_fuse_block) {
     pthread_mutex_lock(&w->c->lock);
     nsc_staging_done(&w->c->staging, w->stream);

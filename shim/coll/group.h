@@ -21,6 +21,7 @@ typedef enum {
   NSC_W_CASTBACK, /* wire buffer -> recvbuff (segments when fused) */
   NSC_W_FUSE,     /* an fp32 member waiting to be packed at group end */
   NSC_W_CHECK,    /* a communicator first seen in this group: check it after */
+  NSC_W_AGREE,    /* accumulation: issue an agreement after this group */
 } nsc_work_kind;
 
 typedef struct nsc_work {

@@ -29,12 +29,13 @@ static nsc_work *concat(nsc_work *a, nsc_work *b) {
   return a;
 }
 
-/* After the real group end: cast-backs, then deferred checks. A deferred
- * check is issued whatever the group end answered (ncclSuccess or
+/* After the real group end: cast-backs, deferred checks and accumulation
+ * agreements, in the order they were queued. A deferred check and an
+ * agreement are issued whatever the group end answered (ncclSuccess or
  * ncclInProgress is timing on a nonblocking communicator, not a decision,
  * and a failure may be this rank's alone): after an ncclInProgress the
- * group's work is first waited for, so that the check is the communicator's
- * next operation, as on every other rank. When the group end failed (ok = 0)
+ * group's work is first waited for, so that they are the communicator's
+ * next operations, as on every other rank. When the group end failed (ok = 0)
  * nothing of the group reached the stream: cast-backs are dropped. */
 static ncclResult_t run_after(nsc_work *w, int in_progress, int ok) {
   ncclResult_t r = ncclSuccess;
@@ -51,6 +52,12 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok) {
       }
       ncclResult_t rr = nsc_check_comm(c, w->be, w->stream);
       if (r == ncclSuccess) r = wr != ncclSuccess ? wr : rr;
+      nsc_work_drop(w);
+    } else if (w->kind == NSC_W_AGREE) {
+      /* Issued on every rank; a nonblocking group end completes first (an
+       * error there shows in the agreement). */
+      if (in_progress) (void)nsc_wait_nonblocking(w->c->comm);
+      nsc_accum_issue(w->c, w->be, w->stream);
       nsc_work_drop(w);
     } else if (!ok) {
       nsc_work_drop(w);

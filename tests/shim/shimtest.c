@@ -295,18 +295,33 @@ static int cmd_special(void) {
 }
 
 /* ---- accumgroup: fusion together with accumulation -------------------------
- * Each "backward pass" is one group of M fp32 Sum all-reduces (fused by the
- * shim), run with NCCLSHIM_ACCUM_STEPS=K. The shim learns P after 4 passes
- * (all synced); from then on pass i syncs iff i mod K == K-1 and the others
- * are answered locally: Sum -> nranks * own input. Every member is checked
+ * DDP-like: pass 0 is the whole model in one bucket (a group of one call on a
+ * buffer of its own), then each "backward pass" is one group of M fp32 Sum
+ * all-reduces on persistent buffers (fused by the shim), run with
+ * NCCLSHIM_ACCUM_STEPS=K. The shim learns the pass after passes 0..3 (all
+ * synced); from then on pass i syncs iff i mod K == K-1 and the others are
+ * answered locally: Sum -> nranks * own input. Every member is checked
  * exactly against the one it must be, so a wrong skip or a fused member left
- * out of the count shows. */
+ * out of the count shows. (Without the whole-model pass nothing marks these
+ * groups as gradients, and nothing would be skipped.) */
 static int cmd_accumgroup(int K) {
   enum { M = 5, PASSES = 14 };
   size_t sizes[M] = {16384, 20000, 16400, 70000, 16385};
   float *x[M];
-  for (int m = 0; m < M; m++) x[m] = malloc(sizes[m] * 4);
-  for (int pass = 0; pass < PASSES; pass++) {
+  size_t total = 0;
+  for (int m = 0; m < M; m++) x[m] = malloc(sizes[m] * 4), total += sizes[m];
+  float *whole = malloc(total * 4);
+  for (size_t i = 0; i < total; i++) whole[i] = exact_val(rank, i);
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclAllReduce(whole, whole, total, ncclFloat32, ncclSum, comm, NULL));
+  NCCL_OK(ncclGroupEnd());
+  for (size_t i = 0; i < total; i++) {
+    double want = 0;
+    for (int q = 0; q < nranks; q++) want += exact_val(q, i);
+    if (whole[i] != (float)want) { fail("accumgroup pass 0 (whole model)", i, whole[i], want); break; }
+  }
+  free(whole);
+  for (int pass = 1; pass < PASSES; pass++) {
     for (int m = 0; m < M; m++)
       for (size_t i = 0; i < sizes[m]; i++) x[m][i] = exact_val(rank + m + pass, i);
     NCCL_OK(ncclGroupStart());

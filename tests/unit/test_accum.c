@@ -1,12 +1,15 @@
-/* test_accum.c — the accumulation state machine (shim/accum/accum.c) as a pure
- * function of a sequence of accumulable call sizes, and the policy's
- * accumulable() predicate (shim/policy.c) for every datatype, op, size edge
- * and the captured-stream case.
+/* test_accum.c — the accumulation state machine (shim/accum/accum.c) as a
+ * pure function of a call sequence, on 1 to 4 simulated ranks whose
+ * agreements are computed here (Max over ranks, as nsc_exchange_max does),
+ * and the policy's accumulable() predicate (shim/policy.c).
  *
- * Call sequences are built the way DDP issues them: whole model in one bucket
- * on the first pass, rebuilt buckets afterwards (or buckets from the start
- * with find_unused_parameters=True). Every expectation is exact: which call
- * syncs, after how many calls P is learned, and when the machine gives up.
+ * Sequences are built the way DDP issues them: the whole model in one bucket
+ * first (twice with static_graph), rebuilt buckets at new addresses after it,
+ * or buckets from the start with a used-map (find_unused_parameters). Every
+ * simulated rank has its own addresses (rank r's buffers are offset by r MiB):
+ * decisions must not depend on pointer values, only on identity. Every
+ * expectation is exact: which call syncs, when the pass is learned, when and
+ * why accumulation ends, and that all ranks decide alike.
  * Must not: depend on NCCL, MPI or a GPU (only nccl.h for the enums). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,270 +25,473 @@
 #include "config.h"
 #include "policy.h"
 
-/* Bucket sizes in bytes, as DDP would issue them. */
-static const uint64_t WHOLE[] = {1000};
-static const uint64_t REBUILT[] = {100, 300, 300, 300};        /* sums to 1000 */
-static const uint64_t ODD[] = {97, 257, 331, 315};            /* non-multiples, sums to 1000 */
+#define MAXR 4
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Simulated ranks fed the same call sequence. */
 typedef struct {
-  nsc_accum a;
+  nsc_accum a[MAXR];
+  int W;
   long long K;
-  size_t calls;     /* calls fed so far */
-  size_t learned_at; /* call number (1-based) whose why said "learned" */
-  size_t fell_back_at;
-  char last_why[256];
-} feeder;
+  int pending;                   /* an agreement was issued, not yet collected */
+  int64_t agreed[NSC_ACC_AGREE_N];
+  uintptr_t skew[MAXR];          /* per-rank address offset (0: rank * 1 MiB) */
+  size_t calls;
+  size_t agreements;
+  char why[512];                 /* rank 0's last message */
+  size_t learned_at, off_at;     /* call number (1-based) of the lock / the end */
+} sim;
 
-static void feeder_init(feeder *f, long long K) {
-  memset(f, 0, sizeof *f);
-  nsc_accum_init(&f->a);
-  f->K = K;
-}
-
-static int feed(feeder *f, uint64_t bytes) {
-  char why[256];
-  int s = nsc_accum_next(&f->a, nsc_accum_sig((size_t)bytes / 4, ncclFloat32, ncclSum), bytes, f->K, why, sizeof why);
-  f->calls++;
-  if (why[0]) {
-    snprintf(f->last_why, sizeof f->last_why, "%s", why);
-    if (strstr(why, "learned")) f->learned_at = f->calls;
-    if (strstr(why, "every call syncs from now on")) f->fell_back_at = f->calls;
+static void sim_init(sim *s, int W, long long K) {
+  memset(s, 0, sizeof *s);
+  s->W = W;
+  s->K = K;
+  for (int r = 0; r < W; r++) {
+    nsc_accum_init(&s->a[r]);
+    s->skew[r] = (uintptr_t)r << 20;
   }
-  return s;
 }
 
-/* Feed one pass; every call of it must decide `expect` (1 sync, 0 skip). */
-static void pass_expect(feeder *f, const uint64_t *b, size_t n, int expect) {
-  for (size_t j = 0; j < n; j++) assert_int_equal(feed(f, b[j]), expect);
+static void sim_free(sim *s) {
+  for (int r = 0; r < s->W; r++) nsc_accum_free(&s->a[r]);
 }
 
-/* After P is locked: micro-step i syncs exactly when i mod K == K-1. */
-static void steady(feeder *f, const uint64_t *b, size_t n, int first_pass, int passes) {
-  for (int i = first_pass; i < first_pass + passes; i++)
-    pass_expect(f, b, n, (long long)(i % f->K) == f->K - 1);
+static void note(sim *s, int r, const char *why) {
+  if (r || !why[0]) return;
+  snprintf(s->why, sizeof s->why, "%s", why);
+  if (strstr(why, "learned")) s->learned_at = s->calls;
+  if (strstr(why, "every call syncs")) s->off_at = s->calls;
+}
+
+/* Collect a pending agreement on every rank (before a decision). */
+static void collect(sim *s) {
+  if (!s->pending) return;
+  s->pending = 0;
+  for (int r = 0; r < s->W; r++) {
+    char why[512];
+    nsc_accum_agreed(&s->a[r], s->agreed, 1, s->K, why, sizeof why);
+    note(s, r, why);
+  }
+}
+
+/* After a call: if due on rank 0 it must be due on every rank; Max over ranks. */
+static void maybe_agree(sim *s) {
+  int due0 = nsc_accum_take_due(&s->a[0]);
+  for (int r = 1; r < s->W; r++) assert_int_equal(nsc_accum_take_due(&s->a[r]), due0);
+  if (!due0) return;
+  for (int i = 0; i < NSC_ACC_AGREE_N; i++) s->agreed[i] = INT64_MIN;
+  for (int r = 0; r < s->W; r++) {
+    int64_t v[NSC_ACC_AGREE_N];
+    nsc_accum_agree_vals(&s->a[r], v);
+    for (int i = 0; i < NSC_ACC_AGREE_N; i++)
+      if (v[i] > s->agreed[i]) s->agreed[i] = v[i];
+  }
+  s->pending = 1;
+  s->agreements++;
+}
+
+/* One accumulable fp32 Sum call of `count` floats on buffer id `buf` (rank r
+ * sees buf + skew[r]); returns the decision, asserting all ranks agree. */
+static int sim_call_on(sim *s, uintptr_t buf, const uintptr_t *per_rank, uint64_t count) {
+  s->calls++;
+  collect(s);
+  int d0 = -1;
+  for (int r = 0; r < s->W; r++) {
+    uintptr_t b = per_rank ? per_rank[r] : buf + s->skew[r];
+    nsc_accum_el e = {b, b, count, 7 /* ncclFloat32 */, 0 /* ncclSum */, count * 4};
+    char why[512];
+    int d = nsc_accum_next(&s->a[r], &e, s->K, why, sizeof why);
+    note(s, r, why);
+    if (r == 0) d0 = d;
+    else assert_int_equal(d, d0);
+  }
+  maybe_agree(s);
+  return d0;
+}
+
+static int sim_call(sim *s, uintptr_t buf, uint64_t count) { return sim_call_on(s, buf, NULL, count); }
+
+/* Any other all-reduce: integer Sum (used-map) or floating bytes. */
+static void sim_other(sim *s, int int_sum, uint64_t fbytes) {
+  for (int r = 0; r < s->W; r++) nsc_accum_observe(&s->a[r], int_sum, fbytes);
+}
+
+/* A model: whole-model bucket id, rebuilt bucket ids and sizes. */
+typedef struct {
+  uintptr_t whole;
+  uint64_t wcount;
+  int nb;
+  uintptr_t b[8];
+  uint64_t n[8];
+  uint64_t small;   /* floats in buckets below MIN_BYTES (observed, not accumulable) */
+  int used_map;     /* an int32 used-map after every pass */
+} model;
+
+static model mk(uint64_t n0, uint64_t n1, uint64_t n2, uint64_t n3) {
+  model m = {0};
+  uint64_t n[4] = {n0, n1, n2, n3};
+  m.whole = 0x10000;
+  for (int i = 0; i < 4 && n[i]; i++) {
+    m.b[m.nb] = 0x20000 + 0x1000 * (uintptr_t)i;
+    m.n[m.nb++] = n[i];
+    m.wcount += n[i];
+  }
+  return m;
+}
+
+/* One pass of the rebuilt buckets; all decisions must be `expect` (or -1: any),
+ * bucket `drop` (or -1) left out. Returns the decision of the last call. */
+static int pass(sim *s, const model *m, int expect, int drop) {
+  int d = -1;
+  for (int i = 0; i < m->nb; i++) {
+    if (i == drop) continue;
+    d = sim_call(s, m->b[i], m->n[i]);
+    if (expect >= 0) assert_int_equal(d, expect);
+  }
+  if (m->small) sim_other(s, 0, m->small * 4);
+  if (m->used_map) sim_other(s, 1, 0);
+  sim_other(s, 0, 4); /* the 1-element loss metric */
+  return d;
+}
+
+static void whole(sim *s, const model *m) {
+  assert_int_equal(sim_call(s, m->whole, m->wcount + m->small), 1);
+  sim_other(s, 0, 4);
+}
+
+/* Steady state: pass i syncs exactly when i mod K == K-1. */
+static void steady(sim *s, const model *m, long long from, long long to) {
+  for (long long i = from; i < to; i++) pass(s, m, i % s->K == s->K - 1, -1);
 }
 
 static void ddp_default(void **state) {
   (void)state;
-  for (long long K = 2; K <= 9; K++) {
-    feeder f;
-    feeder_init(&f, K);
-    pass_expect(&f, WHOLE, 1, 1);
-    pass_expect(&f, REBUILT, 4, 1);
-    pass_expect(&f, REBUILT, 4, 1);
-    assert_int_equal(f.a.mode, NSC_ACC_LEARNING);
-    pass_expect(&f, REBUILT, 4, 1);
-    /* Learned with the call that ends the fourth pass: 1 + 4 + 4 + 4 calls. */
-    assert_int_equal(f.a.mode, NSC_ACC_LOCKED);
-    assert_int_equal(f.a.pass_bytes, 1000);
-    assert_int_equal(f.learned_at, 13);
-    assert_non_null(strstr(f.last_why, "learned 1000 accumulable bytes per backward pass after 4 passes (13 accumulable calls)"));
-    assert_null(strstr(f.last_why, "reduced more"));
-    steady(&f, REBUILT, 4, 4, 6 * (int)K);
-    uint64_t skipped = 0;
-    for (int i = 4; i < 4 + 6 * (int)K; i++) skipped += (i % K) != K - 1 ? 4 : 0;
-    assert_int_equal(f.a.skipped, skipped);
-    assert_int_equal(f.a.synced, 13 + 6 * (int)K * 4 - skipped);
-    assert_int_equal(f.fell_back_at, 0);
-    nsc_accum_free(&f.a);
+  model m = mk(100, 300, 300, 300);
+  for (long long K = 2; K <= 9; K++)
+    for (int W = 1; W <= 4; W += 3) {
+      sim s;
+      sim_init(&s, W, K);
+      whole(&s, &m);
+      for (int p = 1; p < 4; p++) pass(&s, &m, 1, -1);
+      /* Proposed at the end of pass 3, agreed before the first call of pass 4. */
+      assert_int_equal(s.a[0].mode, NSC_ACC_LEARNING);
+      assert_int_equal(s.agreements, 13);
+      steady(&s, &m, 4, 4 + 6 * K);
+      assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+      assert_int_equal(s.learned_at, 14);
+      assert_non_null(strstr(s.why, "learned a backward pass of 4 bucket(s), 4000 bytes"));
+      assert_non_null(strstr(s.why, "after DDP's whole-model pass"));
+      uint64_t skipped = 0;
+      for (long long i = 4; i < 4 + 6 * K; i++) skipped += (i % K) != K - 1 ? 4 : 0;
+      assert_int_equal(s.a[0].skipped, skipped);
+      assert_int_equal(s.off_at, 0);
+      /* After the lock: one agreement per K passes (13 while learning). */
+      assert_int_equal(s.agreements, 13 + 6);
+      sim_free(&s);
+    }
+}
+
+static void static_graph(void **state) {
+  (void)state;
+  model m = mk(250, 250, 250, 250); /* equal sizes */
+  sim s;
+  sim_init(&s, 3, 4);
+  sim_other(&s, 1, 0); /* the used-map before the first whole-model pass */
+  whole(&s, &m);
+  whole(&s, &m);
+  for (int p = 2; p < 5; p++) pass(&s, &m, 1, -1);
+  steady(&s, &m, 5, 25);
+  assert_non_null(strstr(s.why, "(static_graph)"));
+  assert_non_null(strstr(s.why, "(2 whole-model pass(es)); pass 5 is next"));
+  assert_int_equal(s.a[0].skipped, 4 * 15);
+  sim_free(&s);
+}
+
+static void find_unused(void **state) {
+  (void)state;
+  model m = mk(100, 300, 300, 300);
+  m.used_map = 1;
+  sim s;
+  sim_init(&s, 2, 4);
+  for (int p = 0; p < 3; p++) pass(&s, &m, 1, -1);
+  steady(&s, &m, 3, 20);
+  assert_int_equal(s.learned_at, 13);
+  assert_non_null(strstr(s.why, "find_unused_parameters"));
+  sim_free(&s);
+  /* The same passes without the used-map: not DDP's gradients (a metric-only
+   * communicator looks like this), never skipped. */
+  m.used_map = 0;
+  sim_init(&s, 2, 4);
+  for (int p = 0; p < 20; p++) pass(&s, &m, 1, -1);
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "not as DDP's gradients"));
+  assert_int_equal(s.a[1].skipped, 0);
+  sim_free(&s);
+}
+
+/* Rebuilt buckets below MIN_BYTES: later passes count fewer accumulable bytes
+ * than the whole-model pass; the small buckets account for the difference. */
+static void small_rebuilt_buckets(void **state) {
+  (void)state;
+  model m = mk(300, 400, 0, 0);
+  m.small = 75;
+  sim s;
+  sim_init(&s, 2, 3);
+  whole(&s, &m);
+  for (int p = 1; p < 4; p++) pass(&s, &m, 1, -1);
+  steady(&s, &m, 4, 16);
+  assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+  sim_free(&s);
+  /* A first call larger than the pass plus its small calls: not DDP's. */
+  model big = m;
+  big.wcount += 1000;
+  sim_init(&s, 2, 3);
+  whole(&s, &big);
+  for (int p = 1; p < 20; p++) pass(&s, &m, 1, -1);
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_int_equal(s.a[0].skipped, 0);
+  sim_free(&s);
+}
+
+/* Foreign calls of a bucket's exact size at every position: synced, the
+ * counter never moves, accumulation goes on. */
+static void foreign_equal_size(void **state) {
+  (void)state;
+  model m = mk(250, 250, 250, 0);
+  for (int pos = 0; pos <= 3; pos++) {
+    sim s;
+    sim_init(&s, 2, 2);
+    whole(&s, &m);
+    for (int p = 1; p < 4; p++) pass(&s, &m, 1, -1);
+    for (long long i = 4; i < 30; i++) {
+      int want = i % 2 == 1;
+      for (int b = 0; b <= m.nb; b++) {
+        if (b == pos) assert_int_equal(sim_call(&s, 0x90000 + (uintptr_t)i * 0x100, 250), 1);
+        if (b < m.nb) assert_int_equal(sim_call(&s, m.b[b], m.n[b]), want);
+      }
+      sim_other(&s, 0, 4);
+    }
+    assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+    assert_int_equal(s.a[0].skipped, 13 * 3);
+    sim_free(&s);
   }
 }
 
-/* Non-multiples: bucket sizes that divide nothing, P not a multiple of any. */
-static void ddp_odd_sizes(void **state) {
+/* Of another size, or as large as the whole pass (a re-created model's first
+ * pass, or a parameter average): the second ends accumulation at once. */
+static void foreign_other_sizes(void **state) {
   (void)state;
-  feeder f;
-  feeder_init(&f, 4);
-  pass_expect(&f, WHOLE, 1, 1);
-  for (int i = 0; i < 3; i++) pass_expect(&f, ODD, 4, 1);
-  assert_int_equal(f.a.mode, NSC_ACC_LOCKED);
-  assert_int_equal(f.a.pass_bytes, 1000);
-  steady(&f, ODD, 4, 4, 17);
-  nsc_accum_free(&f.a);
+  model m = mk(250, 250, 250, 0);
+  sim s;
+  sim_init(&s, 3, 2);
+  whole(&s, &m);
+  for (int p = 1; p < 4; p++) pass(&s, &m, 1, -1);
+  pass(&s, &m, 0, -1);
+  assert_int_equal(sim_call(&s, 0xa0000, 700), 1); /* < the pass: synced, goes on */
+  pass(&s, &m, 1, -1);
+  pass(&s, &m, 0, -1);
+  assert_int_equal(sim_call(&s, 0xa0000, 750), 1);
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "as large as a whole backward pass (3000 bytes)"));
+  for (int p = 0; p < 6; p++) pass(&s, &m, 1, -1);
+  sim_free(&s);
 }
 
-/* find_unused_parameters=True: the same buckets from the start. H1 (first
- * call = a pass) fails: later candidates exceed the first call. Under H0 the
- * candidates 100, 400 and 700 are rejected (a multiple is crossed, or passes
- * 2 and 3 differ); 1000 wins with the sixteenth call (four passes). */
-static void find_unused(void **state) {
+/* Equal-sized buckets, one pass without bucket `drop`: the phase never shifts;
+ * that pass's later buckets sync, and the agreement after the next synced
+ * pass ends accumulation on every rank. */
+static void short_pass(void **state) {
   (void)state;
-  feeder f;
-  feeder_init(&f, 4);
-  for (int i = 0; i < 4; i++) pass_expect(&f, REBUILT, 4, 1);
-  assert_int_equal(f.a.mode, NSC_ACC_LOCKED);
-  assert_int_equal(f.a.pass_bytes, 1000);
-  assert_int_equal(f.learned_at, 16);
-  steady(&f, REBUILT, 4, 4, 20);
-  nsc_accum_free(&f.a);
+  model m = mk(250, 250, 250, 0);
+  for (int drop = 0; drop < 3; drop++) {
+    sim s;
+    sim_init(&s, 2, 2);
+    whole(&s, &m);
+    for (int p = 1; p < 4; p++) pass(&s, &m, 1, -1);
+    pass(&s, &m, 0, -1);     /* 4: skipped */
+    pass(&s, &m, 1, -1);     /* 5: synced */
+    for (int b = 0; b < m.nb; b++) /* 6: skipped up to the gap, synced after it */
+      if (b != drop) assert_int_equal(sim_call(&s, m.b[b], m.n[b]), b < drop ? 0 : 1);
+    if (drop == 2) assert_int_equal(sim_call(&s, m.b[0], m.n[0]), 1); /* 7 begins: the gap is seen here */
+    for (int b = drop == 2 ? 1 : 0; b < m.nb; b++) assert_int_equal(sim_call(&s, m.b[b], m.n[b]), 1);
+    for (int p = 8; p < 20; p++) pass(&s, &m, 1, -1);
+    assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+    assert_non_null(strstr(s.why, "did not come where expected"));
+    sim_free(&s);
+  }
 }
 
-/* A pass of equal buckets without a whole-model first pass is ambiguous: the
- * smallest consistent candidate (one bucket) is taken, as accum.c documents. */
-static void equal_buckets_ambiguous(void **state) {
+/* Two models on one communicator: two different whole-model buckets before
+ * the passes: the phase cannot be told, never skipped. */
+static void two_models(void **state) {
   (void)state;
-  static const uint64_t EQ[] = {250, 250, 250, 250};
-  feeder f;
-  feeder_init(&f, 2);
-  pass_expect(&f, EQ, 4, 1);
-  assert_int_equal(f.a.mode, NSC_ACC_LOCKED);
-  assert_int_equal(f.a.pass_bytes, 250);
-  /* With the whole model first the true P is found. */
-  feeder g;
-  feeder_init(&g, 2);
-  pass_expect(&g, WHOLE, 1, 1);
-  for (int i = 0; i < 3; i++) pass_expect(&g, EQ, 4, 1);
-  assert_int_equal(g.a.mode, NSC_ACC_LOCKED);
-  assert_int_equal(g.a.pass_bytes, 1000);
-  nsc_accum_free(&f.a);
-  nsc_accum_free(&g.a);
+  model a = mk(500, 500, 0, 0), b = mk(500, 500, 0, 0);
+  b.whole = 0x50000;
+  for (int i = 0; i < b.nb; i++) b.b[i] += 0x30000;
+  sim s;
+  sim_init(&s, 2, 2);
+  whole(&s, &a);
+  whole(&s, &b);
+  for (int p = 1; p < 20; p++) {
+    pass(&s, &a, 1, -1);
+    pass(&s, &b, 1, -1);
+  }
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_int_equal(s.a[0].skipped, 0);
+  sim_free(&s);
 }
 
-/* A pass with fewer bytes (a parameter without gradient) shifts the count; the
- * first call that straddles the learned boundary falls back, and from then on
- * every call syncs. */
-static void contradiction_fewer_bytes(void **state) {
+/* Created mid-training (the late flag on one rank is enough): never skips. */
+static void late_communicator(void **state) {
   (void)state;
-  static const uint64_t SHORT[] = {100, 300, 300, 250};
-  feeder f;
-  feeder_init(&f, 4);
-  pass_expect(&f, WHOLE, 1, 1);
-  for (int i = 0; i < 3; i++) pass_expect(&f, REBUILT, 4, 1); /* learning: every call syncs */
-  pass_expect(&f, SHORT, 4, 0); /* pass 4: not noticed yet, skipped */
-  size_t before = f.calls;
-  /* Pass 5 starts 50 bytes before the boundary: its first call (100) crosses. */
-  pass_expect(&f, REBUILT, 4, 1);
-  assert_int_equal(f.a.mode, NSC_ACC_FALLBACK);
-  assert_int_equal(f.fell_back_at, before + 1);
-  assert_non_null(strstr(f.last_why, "did not match the learned 1000 bytes"));
-  for (int i = 0; i < 12; i++) pass_expect(&f, REBUILT, 4, 1);
-  nsc_accum_free(&f.a);
+  model m = mk(100, 300, 300, 300);
+  sim s;
+  sim_init(&s, 3, 4);
+  s.a[2].late = 1;
+  whole(&s, &m);
+  for (int p = 1; p < 12; p++) pass(&s, &m, 1, -1);
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "created mid-training"));
+  assert_int_equal(s.off_at, 14);
+  sim_free(&s);
 }
 
-static void contradiction_bigger_call(void **state) {
+/* A bucket that moved on one rank only (assumption B broken while learning):
+ * the ranks learn different passes and never propose the same one; after 16
+ * passes learning ends, having synced every call. */
+static void moved_while_learning(void **state) {
   (void)state;
-  static const uint64_t BIG[] = {100, 300, 300, 400};
-  feeder f;
-  feeder_init(&f, 2);
-  pass_expect(&f, WHOLE, 1, 1);
-  for (int i = 0; i < 3; i++) pass_expect(&f, REBUILT, 4, 1);
-  /* Pass 4 would skip until its last call crosses the boundary. */
-  assert_int_equal(feed(&f, BIG[0]), 0);
-  assert_int_equal(feed(&f, BIG[1]), 0);
-  assert_int_equal(feed(&f, BIG[2]), 0);
-  assert_int_equal(feed(&f, BIG[3]), 1);
-  assert_int_equal(f.a.mode, NSC_ACC_FALLBACK);
-  assert_int_equal(f.fell_back_at, f.calls);
-  pass_expect(&f, REBUILT, 4, 1);
-  nsc_accum_free(&f.a);
+  model m = mk(100, 300, 300, 300);
+  sim s;
+  sim_init(&s, 2, 2);
+  whole(&s, &m);
+  pass(&s, &m, 1, -1);
+  pass(&s, &m, 1, -1);
+  uintptr_t moved[2] = {m.b[1] + s.skew[0], 0x777000}; /* rank 1: bucket 1 elsewhere from now on */
+  for (int p = 3; p < 20; p++) {
+    assert_int_equal(sim_call(&s, m.b[0], m.n[0]), 1);
+    assert_int_equal(sim_call_on(&s, 0, moved, m.n[1]), 1);
+    assert_int_equal(sim_call(&s, m.b[2], m.n[2]), 1);
+    assert_int_equal(sim_call(&s, m.b[3], m.n[3]), 1);
+  }
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_int_equal(s.a[1].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "no stable backward pass after 16 passes"));
+  sim_free(&s);
 }
 
-/* Sizes that never repeat: learning gives up after NSC_ACC_LEARN_MAX calls,
- * having synced every one of them, and says so once. */
+/* Assumption B broken after the lock on one rank (a bucket's address taken
+ * by another tensor there): caught by the next agreement, off on all ranks. */
+static void moved_after_lock(void **state) {
+  (void)state;
+  model m = mk(100, 300, 300, 300);
+  sim s;
+  sim_init(&s, 2, 2);
+  whole(&s, &m);
+  for (int p = 1; p < 4; p++) pass(&s, &m, 1, -1);
+  pass(&s, &m, 0, -1); /* 4 */
+  /* Pass 5 (synced): rank 1's bucket 2 came from elsewhere. */
+  uintptr_t other[2] = {m.b[2] + s.skew[0], 0x888000};
+  assert_int_equal(sim_call(&s, m.b[0], m.n[0]), 1);
+  assert_int_equal(sim_call(&s, m.b[1], m.n[1]), 1);
+  /* The decisions agree here only because pass 5 syncs anyway. */
+  for (int r = 0; r < 2; r++) {
+    nsc_accum_el e = {other[r], other[r], m.n[2], 7, 0, m.n[2] * 4};
+    assert_int_equal(nsc_accum_next(&s.a[r], &e, 2, NULL, 0), 1);
+  }
+  assert_int_equal(sim_call(&s, m.b[3], m.n[3]), 1);
+  for (int p = 6; p < 12; p++) pass(&s, &m, 1, -1);
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_int_equal(s.a[1].mode, NSC_ACC_OFF);
+  sim_free(&s);
+}
+
+/* Never the same pass twice in a row: after 16 passes rank 0 says so once. */
+static void no_convergence(void **state) {
+  (void)state;
+  model m = mk(100, 200, 300, 400);
+  sim s;
+  sim_init(&s, 2, 2);
+  for (int p = 0; p < 40; p++) {
+    int order[2][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}};
+    for (int i = 0; i < 4; i++) assert_int_equal(sim_call(&s, m.b[order[p % 2][i]], m.n[order[p % 2][i]]), 1);
+    sim_other(&s, 1, 0);
+  }
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "no stable backward pass after 16 passes"));
+  sim_free(&s);
+}
+
+/* Fresh buffers every call (a metric allocated anew each time, at a new
+ * address): no pass ever forms, nothing is skipped, and the ranks keep
+ * agreeing after every call until NSC_ACC_LEARN_MAX (learning_cap). */
+static void fresh_buffers(void **state) {
+  (void)state;
+  sim s;
+  sim_init(&s, 2, 2);
+  for (size_t i = 0; i < 40; i++) {
+    assert_int_equal(sim_call(&s, 0x100000 + 64 * i, 1000), 1);
+    assert_int_equal(sim_call(&s, 0x200000 + 64 * i, 2000), 1);
+  }
+  assert_int_equal(s.a[0].mode, NSC_ACC_LEARNING);
+  assert_int_equal(s.a[0].passes_local, 0);
+  assert_int_equal(s.agreements, 80);
+  assert_int_equal(s.a[1].skipped, 0);
+  sim_free(&s);
+}
+
+/* Equal-sized buckets with find_unused_parameters, many of them: learned
+ * (the count of equal signatures is no pass count). */
+static void many_equal_buckets(void **state) {
+  (void)state;
+  sim s;
+  sim_init(&s, 2, 2);
+  for (int p = 0; p < 3; p++) {
+    for (uintptr_t b = 0; b < 40; b++) assert_int_equal(sim_call(&s, 0x300000 + 0x1000 * b, 512), 1);
+    sim_other(&s, 1, 0);
+  }
+  for (int p = 3; p < 9; p++) {
+    for (uintptr_t b = 0; b < 40; b++) assert_int_equal(sim_call(&s, 0x300000 + 0x1000 * b, 512), p % 2 == 1);
+    sim_other(&s, 1, 0);
+  }
+  assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+  sim_free(&s);
+}
+
+/* Never a repeated buffer or signature: learning ends after NSC_ACC_LEARN_MAX calls. */
 static void learning_cap(void **state) {
   (void)state;
-  feeder f;
-  feeder_init(&f, 4);
-  for (size_t i = 0; i < NSC_ACC_LEARN_MAX; i++) assert_int_equal(feed(&f, 1000 + i), 1);
-  assert_int_equal(f.a.mode, NSC_ACC_LEARNING);
-  assert_int_equal(f.fell_back_at, 0);
-  assert_int_equal(feed(&f, 5), 1);
-  assert_int_equal(f.a.mode, NSC_ACC_FALLBACK);
-  assert_int_equal(f.fell_back_at, NSC_ACC_LEARN_MAX + 1);
-  assert_non_null(strstr(f.last_why, "no repeating backward pass found in 4096 all-reduces"));
-  assert_null(f.a.ent);
-  f.last_why[0] = 0;
-  for (int i = 0; i < 100; i++) assert_int_equal(feed(&f, 1000), 1);
-  assert_string_equal(f.last_why, ""); /* said once */
-  assert_int_equal(f.a.synced, NSC_ACC_LEARN_MAX + 101);
-  assert_int_equal(f.a.skipped, 0);
-  nsc_accum_free(&f.a);
+  sim s;
+  sim_init(&s, 1, 4);
+  for (size_t i = 0; i < NSC_ACC_LEARN_MAX; i++) assert_int_equal(sim_call(&s, 0x100000 + 64 * i, 1000 + i), 1);
+  assert_int_equal(s.a[0].mode, NSC_ACC_LEARNING);
+  assert_int_equal(sim_call(&s, 5, 1000), 1);
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "no backward pass learned in 4096 accumulable all-reduces"));
+  assert_null(s.a[0].hist);
+  size_t agreed = s.agreements;
+  for (int i = 0; i < 100; i++) assert_int_equal(sim_call(&s, 0x100000, 1000), 1);
+  assert_int_equal(s.agreements, agreed); /* no more agreements */
+  assert_int_equal(s.a[0].skipped, 0);
+  sim_free(&s);
 }
 
-/* The why buffer is optional, and zero-sized passes never lock. */
-static void null_why_and_zero_bytes(void **state) {
+/* A failed agreement on one rank: that rank syncs everything (and says so). */
+static void failed_agreement(void **state) {
   (void)state;
   nsc_accum a;
   nsc_accum_init(&a);
-  for (int i = 0; i < 10; i++) assert_int_equal(nsc_accum_next(&a, 1, 0, 4, NULL, 0), 1);
-  assert_int_equal(a.mode, NSC_ACC_LEARNING);
+  nsc_accum_el e = {64, 64, 256, 7, 0, 1024};
+  assert_int_equal(nsc_accum_next(&a, &e, 2, NULL, 0), 1);
+  assert_int_equal(nsc_accum_take_due(&a), 1);
+  assert_int_equal(nsc_accum_take_due(&a), 0);
+  char why[256];
+  nsc_accum_agreed(&a, NULL, 0, 2, why, sizeof why);
+  assert_int_equal(a.mode, NSC_ACC_OFF);
+  assert_non_null(strstr(why, "agreement failed"));
+  assert_int_equal(nsc_accum_next(&a, &e, 2, NULL, 0), 1);
+  assert_int_equal(nsc_accum_take_due(&a), 0);
   nsc_accum_free(&a);
-  nsc_accum_init(&a);
-  for (int i = 0; i < 4; i++) assert_int_equal(nsc_accum_next(&a, 16, 64, 2, NULL, 0), 1);
-  assert_int_equal(a.mode, NSC_ACC_LOCKED);
-  assert_int_equal(nsc_accum_next(&a, 16, 64, 2, NULL, 0), 0); /* pass 4 */
-  assert_int_equal(nsc_accum_next(&a, 16, 64, 2, NULL, 0), 1); /* pass 5 */
-  nsc_accum_free(&a);
-}
-
-
-/* Rebuilt buckets below MIN_BYTES are not accumulable: later passes count
- * fewer bytes than the whole-model first pass. The small buckets are observed
- * (evidence) and account for the difference, so P = the accumulable part. */
-static void small_rebuilt_buckets(void **state) {
-  (void)state;
-  for (long long K = 2; K <= 5; K++) {
-    feeder f;
-    feeder_init(&f, K);
-    assert_int_equal(feed(&f, 1000), 1);
-    for (int p = 1; p < 4; p++) {
-      assert_int_equal(feed(&f, 300), 1);
-      assert_int_equal(feed(&f, 400), 1);
-      nsc_accum_observe(&f.a, nsc_accum_sig(75, ncclFloat32, ncclSum), 300); /* two buckets below MIN_BYTES */
-      nsc_accum_observe(&f.a, 99, 0);                                        /* an int32 used-map */
-    }
-    assert_int_equal(f.a.mode, NSC_ACC_LOCKED);
-    assert_int_equal(f.a.pass_bytes, 700);
-    assert_non_null(strstr(f.last_why, "reduced more"));
-    for (int i = 4; i < 4 + 3 * (int)K; i++) {
-      int want = (i % K) == K - 1;
-      assert_int_equal(feed(&f, 300), want);
-      assert_int_equal(feed(&f, 400), want);
-      nsc_accum_observe(&f.a, 5, 300); /* ignored once locked */
-    }
-    nsc_accum_free(&f.a);
-  }
-}
-
-/* Equal accumulable buckets (250, 250) with small buckets between passes and a
- * whole model of 1000 bytes: 250 and 1000 line up in bytes, but only 500 is
- * explained by the first pass and gives identical passes. Without the first
- * pass's evidence 250 would be taken; a wrong P would corrupt training. */
-static void equal_buckets_with_evidence(void **state) {
-  (void)state;
-  feeder f;
-  feeder_init(&f, 4);
-  assert_int_equal(feed(&f, 1000), 1);
-  for (int p = 1; p < 4; p++) {
-    assert_int_equal(feed(&f, 250), 1);
-    assert_int_equal(feed(&f, 250), 1);
-    nsc_accum_observe(&f.a, nsc_accum_sig(125, ncclFloat32, ncclSum), 500);
-  }
-  assert_int_equal(f.a.mode, NSC_ACC_LOCKED);
-  assert_int_equal(f.a.pass_bytes, 500);
-  for (int i = 4; i < 12; i++) {
-    assert_int_equal(feed(&f, 250), i % 4 == 3);
-    assert_int_equal(feed(&f, 250), i % 4 == 3);
-  }
-  nsc_accum_free(&f.a);
-}
-
-/* A first pass that nothing explains (the difference is not small floating
- * calls) is not taken as pass 0 of H1: with no other hypothesis fitting, the
- * machine keeps syncing. */
-static void unexplained_first_pass(void **state) {
-  (void)state;
-  feeder f;
-  feeder_init(&f, 2);
-  assert_int_equal(feed(&f, 1000), 1);
-  for (int p = 1; p < 8; p++) {
-    assert_int_equal(feed(&f, 300), 1);
-    assert_int_equal(feed(&f, 400), 1);
-  }
-  assert_int_equal(f.a.mode, NSC_ACC_LEARNING);
-  assert_int_equal(f.a.skipped, 0);
-  nsc_accum_free(&f.a);
 }
 
 /* ---- policy: nsc_policy_accumulable ---- */
@@ -373,16 +579,21 @@ static void policy_edges(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ddp_default),
-      cmocka_unit_test(ddp_odd_sizes),
+      cmocka_unit_test(static_graph),
       cmocka_unit_test(find_unused),
-      cmocka_unit_test(equal_buckets_ambiguous),
       cmocka_unit_test(small_rebuilt_buckets),
-      cmocka_unit_test(equal_buckets_with_evidence),
-      cmocka_unit_test(unexplained_first_pass),
-      cmocka_unit_test(contradiction_fewer_bytes),
-      cmocka_unit_test(contradiction_bigger_call),
+      cmocka_unit_test(foreign_equal_size),
+      cmocka_unit_test(foreign_other_sizes),
+      cmocka_unit_test(short_pass),
+      cmocka_unit_test(two_models),
+      cmocka_unit_test(late_communicator),
+      cmocka_unit_test(moved_while_learning),
+      cmocka_unit_test(moved_after_lock),
+      cmocka_unit_test(no_convergence),
+      cmocka_unit_test(fresh_buffers),
+      cmocka_unit_test(many_equal_buckets),
       cmocka_unit_test(learning_cap),
-      cmocka_unit_test(null_why_and_zero_bytes),
+      cmocka_unit_test(failed_agreement),
       cmocka_unit_test(policy_types_and_ops),
       cmocka_unit_test(policy_edges),
   };
