@@ -3,7 +3,8 @@
 # through the shim, launched by torchrun: DDP (default, find_unused_parameters,
 # gradient_as_bucket_view, static_graph; SGD and Adam) and FSDP2 over the
 # ncclpg backend (tests/torch/ncclpg.py) on the host NCCL's socket transport.
-#   - the host NCCL has every NCCL symbol libtorch_cuda.so imports;
+#   - the host NCCL has every NCCL symbol libtorch_cuda.so imports; under
+#     torchrun (socket transport) its link model and fault injection hold;
 #   - shim with NCCLSHIM_COMPRESS=off: parameters bit-identical to no shim;
 #   - fp16 / bf16: loss per step within 2^-14 / 2^-11 (relative) of no shim
 #     (a bound about 1/8 of the wire type's unit roundoff, for these 3-step
@@ -70,6 +71,12 @@ launch bf16 torchrun_shim 2 NCCLSHIM_COMPRESS=bf16 -- "${CASES[@]}"
 launch k4 torchrun_shim 2 "${K4[@]}" NCCLSHIM_LOG_FILE="$TMPD/log-k4/l.%r.%p.jsonl" -- "${NAIVE[@]}"
 launch plain4 torchrun_host 4 -- --case "acc --accum learning $A" --case "acc-nosync --accum nosync $A"
 launch k4w4 torchrun_shim 4 "${K4[@]}" NCCLSHIM_LOG_FILE="$TMPD/log-k4w4/l.%r.%p.jsonl" -- --case "acc $A"
+
+# The host NCCL under torchrun (sockets, no mpirun): emulated link bound,
+# injected failure, recovery.
+with HOSTNCCL_LINK_GBPS=1 HOSTNCCL_FAIL_CALL=2 torchrun_host 2 "$ROOT/tests/torch/launcher_check.py" >"$TMPD/launcher.log" 2>&1 \
+  || { not_ok "torchrun launcher_check.py exited $?"; tail -n 15 "$TMPD/launcher.log" | sed 's/^/#   /'; }
+grep -E '^(ok|not ok) ' "$TMPD/launcher.log"
 
 for r in plain off fp16 bf16 k4 plain4 k4w4; do "${CHECK[@]}" replicas "$TMPD/$r.json"; done
 check_grep "the shim was active under torchrun" "ncclshim .* active on communicator" "$TMPD/off.log"
