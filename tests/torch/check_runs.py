@@ -6,8 +6,9 @@
     check_runs.py params A.pt B.pt REL                      max |p_B - p_A| <= REL * max |p_A|
     check_runs.py replicas A.json                           every rank holds the same parameters, every case
     check_runs.py skips LOGDIR SEQ MIN_BYTES K WHAT         the shim's call log (NCCLSHIM_LOG=calls) of
-                                                            communicator SEQ: from the first skipped call on,
-                                                            K-1 of every K accumulable all-reduces skipped
+                                                            communicator SEQ: in the full cycles after
+                                                            learning, K-1 of every K accumulable
+                                                            all-reduces skipped, the last one synced
 Exit status 0; failures are "not ok" lines (tests/run.sh counts them).
 Must not: pass a check on missing data (a missing case or log is a failure).
 """
@@ -80,12 +81,17 @@ def main(cmd, *paths):
                     if (r.get("kind") == "call" and r["comm_seq"] == seq and r["dtype"] == "float"
                             and r["op"] in ("sum", "avg") and r["logical_bytes"] >= min_bytes):
                         acc.append(r["action"] == "skipped")
-            tail = acc[acc.index(True):] if True in acc else []
+            # The full cycles: from the first skipped call after the first
+            # synced call that follows a skip (learning may end mid-cycle).
+            i0 = acc.index(True) if True in acc else len(acc)
+            i1 = acc.index(False, i0) if False in acc[i0:] else len(acc)
+            i2 = acc.index(True, i1) if True in acc[i1:] else len(acc)
+            tail = acc[i2:]
             skipped = sum(tail)
             synced = len(tail) - skipped
             tap(skipped > 0 and skipped == (k - 1) * synced and not tail[-1],
                 f"{what}: rank {json.loads(open(f).readline())['rank']} skipped {skipped} of {len(tail)} "
-                f"accumulable all-reduces after learning ({k - 1} of every {k}, last synced)")
+                f"accumulable all-reduces in the full cycles after learning ({k - 1} of every {k}, last synced)")
         if not files:
             tap(False, f"{what}: no call log in {logdir}")
     else:

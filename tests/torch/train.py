@@ -13,7 +13,10 @@ with --accum learning the reference for the shim's NCCLSHIM_ACCUM_STEPS=K
 below --min-bytes all-reduced each pass, the other buckets only on the last
 pass of every K, answered locally otherwise — no_sync() but for those).
 Inputs are drawn from a generator seeded by (seed, rank, micro-step), so runs
-differ only in how gradients travel.
+differ only in how gradients travel. Several --case runs go one after the
+other, or with --interleave one backward pass of each in turn, so that every
+communicator starts with the job (the shim treats a communicator whose first
+bucket arrives mid-training as of unknown phase and syncs it).
 
 Writes --out (rank 0): per optimizer step the loss (rank 0's, mean over its
 micro-steps), wall time, time inside NCCL calls, bytes the NCCL all-reduces
@@ -67,6 +70,9 @@ p.add_argument("--seed", type=int, default=1234)
 p.add_argument("--case", action="append", default=[],
                help='"NAME [OPTIONS]": one training run with these options on top of the others, '
                     "on a communicator of its own (repeatable; default: one run named 'run')")
+p.add_argument("--interleave", action="store_true",
+               help="run the cases' backward passes in turn instead of one case after the other "
+                    "(their times then include the others')")
 top = p.parse_args()
 base = []
 it = iter(sys.argv[1:])
@@ -186,7 +192,8 @@ def add_learning_hook(a, model, passes):
 
 
 def train(a, name):
-    """One run on a communicator of its own; returns rank 0's record (or None)."""
+    """One run on a communicator of its own, as a generator that yields after
+    every backward pass; returns rank 0's record (or None)."""
     pg = dist.new_group()
     torch.manual_seed(a.seed)
     net, model = build(a, pg)
@@ -208,6 +215,7 @@ def train(a, name):
                 (loss / a.micro).backward()
             passes[0] += 1
             tot += loss.item()
+            yield
         opt.step()
         opt.zero_grad()
         if a.metric_every and (step + 1) % a.metric_every == 0:  # a foreign fp32 all-reduce
@@ -235,10 +243,30 @@ def train(a, name):
     return rec
 
 
-records = {}
+def finish(gen):
+    """Run gen to its end; its record."""
+    try:
+        while True:
+            next(gen)
+    except StopIteration as done:
+        return done.value
+
+
+records, gens = {}, {}
 for spec in top.case or ["run"]:
     name, *opts = shlex.split(spec)
-    records[name] = train(p.parse_args(base + opts), name)
+    gens[name] = train(p.parse_args(base + opts), name)
+    if not top.interleave:
+        records[name] = finish(gens.pop(name))
+# --interleave: one backward pass of each case in turn (the same order on
+# every rank), so that every case's communicator starts at the job's first pass.
+while gens:
+    for name in list(gens):
+        try:
+            next(gens[name])
+        except StopIteration as done:
+            records[name] = done.value
+            del gens[name]
 if rank == 0:
     with open(top.out, "w") as f:
         json.dump(records, f)
