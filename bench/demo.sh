@@ -36,7 +36,7 @@ if [ "$ngpu" -gt 0 ]; then
   LIBPATH=${LD_LIBRARY_PATH:-}
   unset HOSTNCCL_LINK_GBPS
 else
-  where="host NCCL (tests/hostnccl) over Open MPI, emulated link ${GBPS} Gb/s, 4 ranks on $(nproc) cores: emulation, not GPU numbers"
+  where="host NCCL (tests/hostnccl: over Open MPI under mpirun, loopback TCP under torchrun), emulated link ${GBPS} Gb/s, 4 ranks on $(nproc) cores: emulation, not GPU numbers"
   LIBPATH="$BUILD/lib/hostnccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export HOSTNCCL_LINK_GBPS=$GBPS
 fi
@@ -72,6 +72,7 @@ python3 "$ROOT/bench/demo_report.py" perf "$OUT" || exit 1
 echo
 if [ "$ngpu" -gt 0 ]; then
   echo "# real PyTorch part: runs on the host NCCL only (on GPUs see make gpu-check's DDP comparison)"
+  python3 "$ROOT/bench/demo_report.py" plots "$OUT"
   exit 0
 fi
 # Real PyTorch (the PyPI wheel on CPU, tests/torch/): torchrun trains a small

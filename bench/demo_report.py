@@ -135,6 +135,7 @@ plot '{d}/perf.tsv' using 1:5 with linespoints title 'no shim', \
      '' using 1:6 with linespoints title 'shim fp16', \
      '' using 1:7 with linespoints title 'shim bf16'
 set datafile separator '\t'
+TORCH_PLOTS
 set output '{d}/loss.png'
 set title 'real PyTorch DDP (torchrun, 4 ranks): training loss per optimizer step'
 unset logscale x
@@ -158,6 +159,9 @@ set yrange [0:*]
 set key left top
 plot '{d}/torch-steps.tsv' using 2:xtic(1) title 'compute (step - comm)', '' using 3 title 'communication (inside NCCL calls)'
 """
+    has_torch = os.path.exists(os.path.join(d, "torch-loss.tsv"))
+    head, _, torch_part = script.partition("TORCH_PLOTS\n")
+    script = head + (torch_part if has_torch else "")
     r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
     if r.returncode:
         script = script.replace("pngcairo", "png")
@@ -165,7 +169,7 @@ plot '{d}/torch-steps.tsv' using 2:xtic(1) title 'compute (step - comm)', '' usi
     if r.returncode:
         print("# gnuplot failed:", r.stderr.strip().splitlines()[-1:] or "")
         return 0
-    print(f"# plots: {d}/busbw.png {d}/loss.png {d}/step_time.png")
+    print(f"# plots: {d}/busbw.png" + (f" {d}/loss.png {d}/step_time.png" if has_torch else ""))
     return 0
 
 
