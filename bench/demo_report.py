@@ -112,7 +112,7 @@ def torch_report(d):
         for i in range(nsteps):
             out.write(f"{i}\t" + "\t".join(f"{runs[n]['loss'][i]:.8f}" for n, _ in TORCH) + "\n")
     with open(os.path.join(d, "torch-steps.tsv"), "w") as out:
-        out.write("variant\tcompute_s\tcomm_s\n")
+        out.write("# variant\tcompute_s\tcomm_s\n")
         for label, t, c, comp, w in rows:
             out.write(f"{label}\t{comp:.6f}\t{c:.6f}\n")
     return 0
@@ -156,7 +156,7 @@ set style histogram rowstacked
 set style fill solid 0.7 border -1
 set boxwidth 0.6
 set yrange [0:*]
-set key left top
+set key below
 plot '{d}/torch-steps.tsv' using 2:xtic(1) title 'compute (step - comm)', '' using 3 title 'communication (inside NCCL calls)'
 """
     has_torch = os.path.exists(os.path.join(d, "torch-loss.tsv"))
