@@ -3,7 +3,9 @@
 # exports, numeric conversions, every collective with exact expected values on
 # 2, 3 and 4 ranks, API semantics (groups, communicators, split, threads,
 # nonblocking protocol, fault injection, invalid arguments) and the emulated
-# link lower bounds. Counts of 2^31+5 elements: 20-hostnccl-bigcount.sh.
+# link lower bounds, over MPI and again over the socket transport
+# (HOSTNCCL_TRANSPORT=socket); every entry point of nccl.h exported.
+# Counts of 2^31+5 elements: 20-hostnccl-bigcount.sh.
 # Must not: assert timings other than the lower bounds the emulation guarantees.
 source "$(dirname "$0")/../lib.sh"
 LIB="$HOSTNCCL_DIR/libnccl.so.2"
