@@ -1,6 +1,7 @@
 # bench/ddp_step.mk — $(B)/bin/ddp_step, DDP's reducer emulated on MPI ranks
-# (host buffers) to prove and measure the shim's K-step accumulation, and
-# bench/ddp_compare.sh, its side-by-side driver.
+# (host buffers) with inputs exact by construction: the arithmetic proof of
+# the shim's K-step accumulation (tests/t/40-accum.sh). Real PyTorch runs
+# (tests/torch/, bench/ratios.sh torch, the demo) do the measuring.
 #
 # Built with mpicc against nccl.h and linked like allreduce_perf: against the
 # real libnccl.so when there is one, else the host NCCL, with RUNPATH so that

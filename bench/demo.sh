@@ -3,10 +3,12 @@
 #
 # Without a GPU: 4 ranks over the host NCCL with an emulated slow link
 # (DEMO_GBPS, default 1 Gb/s): allreduce_perf without the shim, with fp16 and
-# with bf16, side by side for 1..64 MiB with the ratio to no shim; then
-# ddp_step (plain DDP vs fp16 vs fp16 + K=4: calls, wire bytes and
-# communication time per optimizer step). With GPUs and a real libnccl, the
-# same comparison on the real library (one rank per GPU, no emulation).
+# with bf16, side by side for 1..64 MiB with the ratio to no shim; then real
+# PyTorch under torchrun (tests/torch/train.py: a small transformer, naive
+# accumulation of 4 passes per step) without the shim, with fp16 and with
+# fp16 + K=4: per optimizer step the time, communication time, wire bytes and
+# loss. With GPUs and a real libnccl, the allreduce_perf comparison on the
+# real library (one rank per GPU, no emulation).
 # Writes JSON, tables and PNG plots to $B/demo/. Host timings are emulation
 # results, never GPU numbers.
 set -u
@@ -34,7 +36,7 @@ if [ "$ngpu" -gt 0 ]; then
   LIBPATH=${LD_LIBRARY_PATH:-}
   unset HOSTNCCL_LINK_GBPS
 else
-  where="host NCCL (tests/hostnccl) over Open MPI, emulated link ${GBPS} Gb/s, 4 ranks on $(nproc) cores: emulation, not GPU numbers"
+  where="host NCCL (tests/hostnccl: over Open MPI under mpirun, loopback TCP under torchrun), emulated link ${GBPS} Gb/s, 4 ranks on $(nproc) cores: emulation, not GPU numbers"
   LIBPATH="$BUILD/lib/hostnccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export HOSTNCCL_LINK_GBPS=$GBPS
 fi
@@ -68,13 +70,31 @@ grep -vE '^ncclshim\[' "$OUT/ap-fp16.txt" | sed -n '/^#  *size/,$p' | head -14
 python3 "$ROOT/bench/demo_report.py" perf "$OUT" || exit 1
 
 echo
-echo "# ddp_step: plain DDP vs shim fp16 vs shim fp16 + K=4 (per optimizer step)"
-ddp() {
+if [ "$ngpu" -gt 0 ]; then
+  echo "# real PyTorch part: runs on the host NCCL only (on GPUs see make gpu-check's DDP comparison)"
+  python3 "$ROOT/bench/demo_report.py" plots "$OUT"
+  exit 0
+fi
+# Real PyTorch (the PyPI wheel on CPU, tests/torch/): torchrun trains a small
+# transformer language model over the host NCCL's socket transport with the
+# emulated link, three ways, the same naive accumulation loop (4 backward
+# passes per optimizer step, no no_sync): no shim, shim fp16, shim fp16 +
+# NCCLSHIM_ACCUM_STEPS=4.
+TORCH_VENV=${NCCLSHIM_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
+MODEL=(--model transformer --width "${DEMO_WIDTH:-256}" --layers 4 --vocab 1024 --seq 32 --batch "${DEMO_BATCH:-2}"
+       --micro 4 --steps "${DEMO_STEPS:-8}" --bucket-mb 4 --opt adam --lr 0.5)
+echo "# torchrun --nproc_per_node=$NP tests/torch/train.py ${MODEL[*]}: no shim, fp16, fp16 + K=4 ..."
+train() {
   local name=$1; shift
-  run ddp "$name" "$@" -- "$BUILD/bin/ddp_step" --params "${DEMO_PARAMS:-2M}" --accum 4 --warmup 1 --steps 2
+  local pre=()
+  [ "$name" != plain ] && pre=(LD_PRELOAD="$SHIM")
+  env "${pre[@]}" "$@" HOSTNCCL_LIB="$BUILD/lib/hostnccl/libnccl.so.2" OMP_NUM_THREADS=1 NCCLSHIM_LOG=off \
+    timeout 600 "$TORCH_VENV/bin/torchrun" --standalone --nproc_per_node="$NP" "$ROOT/tests/torch/train.py" \
+    "${MODEL[@]}" --case "$name" --out "$OUT/torch-$name.json" >"$OUT/torch-$name.txt" 2>&1 \
+    || { echo "demo: torch ($name) failed, see $OUT/torch-$name.txt" >&2; tail -5 "$OUT/torch-$name.txt" >&2; exit 1; }
 }
-ddp plain
-ddp fp16 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_LOG=off
-ddp fp16-k4 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ACCUM_STEPS=4 NCCLSHIM_LOG=off
-python3 "$ROOT/bench/demo_report.py" ddp "$OUT" || exit 1
+train plain
+train fp16 NCCLSHIM_COMPRESS=fp16
+train fp16-k4 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ACCUM_STEPS=4
+python3 "$ROOT/bench/demo_report.py" torch "$OUT" || exit 1
 python3 "$ROOT/bench/demo_report.py" plots "$OUT"

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""demo_report.py perf|ddp|plots DIR — the demo's side-by-side tables and plots.
+"""demo_report.py perf|torch|plots DIR — the demo's side-by-side tables and plots.
 
 perf:  reads DIR/ap-{plain,fp16,bf16}.json (allreduce_perf -J) and prints one
        table: size, time without the shim, with fp16 and bf16 (ratio to no
        shim), the max relative error and #wrong of the compressed runs.
        Writes DIR/perf.tsv. Exit 1 if any run counted a wrong element.
-ddp:   reads DIR/ddp-{plain,fp16,fp16-k4}.txt (the 'summary:' line of
-       ddp_step) and prints calls, wire bytes and communication time per
-       optimizer step, with ratios. Writes DIR/ddp.tsv.
-plots: PNGs with gnuplot (busbw vs size; communication time per optimizer
-       step) when gnuplot is installed.
+torch: reads DIR/torch-{plain,fp16,fp16-k4}.json (tests/torch/train.py) and
+       prints per optimizer step the time, communication time, wire bytes
+       and loss of each variant, then medians with ratios to no shim.
+       Writes DIR/torch-loss.tsv and DIR/torch-steps.tsv.
+plots: PNGs with gnuplot (busbw vs size; the three loss curves overlaid;
+       compute and communication per optimizer step) when gnuplot is installed.
 """
+import glob
 import json
 import os
 import shutil
@@ -18,7 +20,7 @@ import subprocess
 import sys
 
 VARIANTS = ("plain", "fp16", "bf16")
-DDP = (("plain", "plain DDP"), ("fp16", "shim fp16"), ("fp16-k4", "shim fp16 + K=4"))
+TORCH = (("plain", "no shim"), ("fp16", "shim fp16"), ("fp16-k4", "shim fp16 + K=4"))
 
 
 def load(d, name):
@@ -58,31 +60,61 @@ def perf(d):
     return 1 if wrong else 0
 
 
-def ddp_summary(path):
-    with open(path) as f:
-        for line in f:
-            if line.startswith("summary:"):
-                return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
-    raise SystemExit(f"demo_report: no 'summary:' line in {path}")
+def torch_runs(d):
+    """{name: record of torch-NAME.json}, and {name: [records of torch-NAME.*.json]}
+    (the rounds of bench/ratios.sh torch) when there are such files."""
+    runs, rounds = {}, {}
+    for name, label in TORCH:
+        for path in sorted(glob.glob(os.path.join(d, f"torch-{name}.json")) +
+                           glob.glob(os.path.join(d, f"torch-{name}.[0-9]*.json"))):
+            with open(path) as f:
+                rec = json.load(f)[name]
+            runs.setdefault(name, rec)
+            rounds.setdefault(name, []).append(rec)
+        if name not in runs:
+            raise SystemExit(f"demo_report: no {d}/torch-{name}*.json")
+    return runs, rounds
 
 
-def ddp(d):
-    s = {name: ddp_summary(os.path.join(d, f"ddp-{name}.txt")) for name, _ in DDP}
-    base = s["plain"]
-    key_t = next(k for k in base if k.startswith("comm_") or k.endswith("_ms") or "time" in k)
-    print(f"{'variant':<18} {'calls':>7} {'real calls':>10} {'wire bytes':>13} {key_t:>14} {'ratio':>6}")
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if n else 0.0
+
+
+def torch_report(d):
+    runs, rounds = torch_runs(d)
+    nsteps = len(runs["plain"]["loss"])
+    r0 = runs["plain"]
+    print(f"# {r0['nparams'] / 1e6:.2f} M parameters, {r0['world']} ranks; per optimizer step "
+          f"(4 backward passes): wall time, time inside NCCL calls, bytes all-reduced, loss (rank 0)")
+    print(f"{'step':>4}" + "".join(f" | {label:^38}" for _, label in TORCH))
+    print(f"{'':>4}" + "".join(f" | {'time s':>7} {'comm s':>7} {'wire MiB':>9} {'loss':>10}" for _ in TORCH))
+    for i in range(nsteps):
+        print(f"{i:>4}" + "".join(
+            f" | {runs[n]['step_s'][i]:7.3f} {runs[n]['comm_s'][i]:7.3f} {runs[n]['wire_bytes'][i] / 2**20:9.2f}"
+            f" {runs[n]['loss'][i]:10.6f}" for n, _ in TORCH))
+    # Step 0 is the shim's learning phase (every pass synced): medians over the rest.
     rows = []
-    for name, label in DDP:
-        v = s[name]
-        t, bt = float(v[key_t]), float(base[key_t])
-        rows.append((label, float(v.get("calls", 0)), float(v.get("real_calls", 0)), float(v.get("wire_bytes", 0)), t))
-        print(f"{label:<18} {float(v.get('calls', 0)):7.0f} {float(v.get('real_calls', 0)):10.0f}"
-              f" {float(v.get('wire_bytes', 0)):13.0f} {t:14.3f} {t / bt if bt else 0:6.3f}")
-    with open(os.path.join(d, "ddp.tsv"), "w") as out:
-        out.write(f"# variant calls real_calls wire_bytes {key_t}\n")
-        for r in rows:
-            out.write("\t".join(str(x) for x in r) + "\n")
-    print(f"# per optimizer step (medians of the measured steps); ratio = {key_t} / plain DDP's")
+    for name, label in TORCH:
+        t, c, w = (median([x for r in rounds[name] for x in r[k][1:]]) for k in ("step_s", "comm_s", "wire_bytes"))
+        rows.append((label, t, c, t - c, w))
+    base = rows[0]
+    print(f"\n{'variant':<18} {'step s':>8} {'ratio':>6} {'comm s':>8} {'ratio':>6} {'compute s':>9}"
+          f" {'wire MiB':>9} {'ratio':>6}  final loss")
+    for (label, t, c, comp, w), (name, _) in zip(rows, TORCH):
+        print(f"{label:<18} {t:8.3f} {t / base[1]:6.3f} {c:8.3f} {c / base[2]:6.3f} {comp:9.3f}"
+              f" {w / 2**20:9.2f} {w / base[4]:6.3f}  {runs[name]['loss'][-1]:.6f}")
+    print(f"# medians of steps 1.. of {len(rounds['plain'])} run(s) each (step 0 is the shim's learning phase);"
+          " ratio = variant / no shim; compute = step - comm")
+    with open(os.path.join(d, "torch-loss.tsv"), "w") as out:
+        out.write("step\t" + "\t".join(label for _, label in TORCH) + "\n")
+        for i in range(nsteps):
+            out.write(f"{i}\t" + "\t".join(f"{runs[n]['loss'][i]:.8f}" for n, _ in TORCH) + "\n")
+    with open(os.path.join(d, "torch-steps.tsv"), "w") as out:
+        out.write("# variant\tcompute_s\tcomm_s\n")
+        for label, t, c, comp, w in rows:
+            out.write(f"{label}\t{comp:.6f}\t{c:.6f}\n")
     return 0
 
 
@@ -102,16 +134,34 @@ set key left top
 plot '{d}/perf.tsv' using 1:5 with linespoints title 'no shim', \
      '' using 1:6 with linespoints title 'shim fp16', \
      '' using 1:7 with linespoints title 'shim bf16'
-set output '{d}/ddp_comm_time.png'
-set title 'communication time per optimizer step (ddp_step)'
+set datafile separator '\t'
+TORCH_PLOTS
+set output '{d}/loss.png'
+set title 'real PyTorch DDP (torchrun, 4 ranks): training loss per optimizer step'
 unset logscale x
+set format x '%g'
+set xlabel 'optimizer step (4 backward passes each)'
+set ylabel 'loss (rank 0, mean of its 4 micro-steps)'
+set key right top
+plot '{d}/torch-loss.tsv' using 1:2 with linespoints lw 2 title columnheader(2), \
+     '' using 1:3 with linespoints dt 2 title columnheader(3), \
+     '' using 1:4 with linespoints dt 3 title columnheader(4)
+set output '{d}/step_time.png'
+set title 'time per optimizer step: compute and communication (median of steps 1..)'
 set xlabel ''
-set ylabel 'time inside ncclAllReduce per step'
-set style fill solid 0.6
+set ylabel 'seconds per optimizer step'
+set xrange [-0.6:2.6]
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.7 border -1
 set boxwidth 0.6
 set yrange [0:*]
-plot '{d}/ddp.tsv' using 0:5:xtic(1) with boxes notitle
+set key below
+plot '{d}/torch-steps.tsv' using 2:xtic(1) title 'compute (step - comm)', '' using 3 title 'communication (inside NCCL calls)'
 """
+    has_torch = os.path.exists(os.path.join(d, "torch-loss.tsv"))
+    head, _, torch_part = script.partition("TORCH_PLOTS\n")
+    script = head + (torch_part if has_torch else "")
     r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
     if r.returncode:
         script = script.replace("pngcairo", "png")
@@ -119,11 +169,11 @@ plot '{d}/ddp.tsv' using 0:5:xtic(1) with boxes notitle
     if r.returncode:
         print("# gnuplot failed:", r.stderr.strip().splitlines()[-1:] or "")
         return 0
-    print(f"# plots: {d}/busbw.png {d}/ddp_comm_time.png")
+    print(f"# plots: {d}/busbw.png" + (f" {d}/loss.png {d}/step_time.png" if has_torch else ""))
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("perf", "ddp", "plots"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("perf", "torch", "plots"):
         raise SystemExit(__doc__)
-    sys.exit({"perf": perf, "ddp": ddp, "plots": plots}[sys.argv[1]](sys.argv[2]))
+    sys.exit({"perf": perf, "torch": torch_report, "plots": plots}[sys.argv[1]](sys.argv[2]))

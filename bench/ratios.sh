@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/ratios.sh [compress|fusion|ddp|all] — the side-by-side comparisons
+# bench/ratios.sh [compress|fusion|torch|all] — the side-by-side comparisons
 # behind the goals in bench/README.md, over the host NCCL (emulated links; not
 # GPU numbers). Each variant runs in the same invocation, alternating, and the
 # script prints ratios of medians:
@@ -7,8 +7,10 @@
 #             shim fp16 time / no-shim time per size (goal at 1 Gb/s: <= 0.55)
 #   fusion    allreduce_perf -m 64, 16 KiB fp32, 4 ranks, HOSTNCCL_LINK_LATENCY_US=50:
 #             fused (shim, default) / unfused (no shim; and shim FUSE_BYTES=0) (goal <= 0.1)
-#   ddp       ddp_step 4 ranks, HOSTNCCL_LINK_GBPS=1 and 10: communication time per
-#             optimizer step, shim fp16 + K=4 / plain DDP (goal at 1 Gb/s: <= 0.15)
+#   torch     real PyTorch DDP under torchrun, 4 ranks, HOSTNCCL_LINK_GBPS=1:
+#             communication time per optimizer step, shim fp16 + K=4 / no shim
+#             (goal <= 0.15), step time and its compute/communication split,
+#             for a communication-heavy and a compute-heavy job
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,39 +79,38 @@ fusion() {
   grep -h "Out of bounds" "$TMP"/f-*.out | sort | uniq -c
 }
 
-ddp() {
-  for g in ${GBPS_LIST:-1 10}; do
-    rm -f "$TMP"/d-*.out
-    for ((r = 0; r < ROUNDS; r++)); do
-      run d-plain 0 HOSTNCCL_LINK_GBPS=$g -- "$BUILD/bin/ddp_step" --params ${DDP_PARAMS:-8M} --accum 4 --warmup 1 --steps 2 --quiet
-      run d-fp16 1 HOSTNCCL_LINK_GBPS=$g NCCLSHIM_COMPRESS=fp16 -- "$BUILD/bin/ddp_step" --params ${DDP_PARAMS:-8M} --accum 4 --warmup 1 --steps 2 --quiet
-      run d-k4 1 HOSTNCCL_LINK_GBPS=$g NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ACCUM_STEPS=4 -- "$BUILD/bin/ddp_step" --params ${DDP_PARAMS:-8M} --accum 4 --warmup 1 --steps 2 --quiet
+# Real PyTorch under torchrun (tests/torch/train.py, a 3.7M-parameter
+# transformer, naive accumulation of 4 passes per optimizer step): no shim,
+# shim fp16, shim fp16 + K=4, alternated, for a communication-heavy (batch 1)
+# and a compute-heavy (batch 16) job. Per optimizer step after step 0 (the
+# shim's learning phase): step time, time inside NCCL calls, compute = the rest.
+TORCH_VENV=${NCCLSHIM_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
+torch_ddp() {
+  for g in ${GBPS_LIST:-1}; do
+    for batch in ${TORCH_BATCHES:-1 16}; do
+      rm -f "$TMP"/torch-*
+      for ((r = 0; r < ROUNDS; r++)); do
+        for v in plain fp16 fp16-k4; do
+          local envs=(HOSTNCCL_LINK_GBPS=$g HOSTNCCL_LIB="$LIBP/libnccl.so.2" OMP_NUM_THREADS=1)
+          [ $v != plain ] && envs+=(LD_PRELOAD="$SHIM" NCCLSHIM_COMPRESS=fp16)
+          [ $v = fp16-k4 ] && envs+=(NCCLSHIM_ACCUM_STEPS=4)
+          env "${envs[@]}" timeout 900 "$TORCH_VENV/bin/torchrun" --standalone --nproc_per_node=4 \
+            "$ROOT/tests/torch/train.py" --model transformer --width 256 --layers 4 --vocab 1024 --seq 32 \
+            --batch "$batch" --micro 4 --steps "${TORCH_STEPS:-5}" --bucket-mb 4 --opt adam --lr 0.5 \
+            --case $v --out "$TMP/torch-$v.$r.json" >>"$TMP/torch-$v.out" 2>&1 \
+            || { echo "ratios: torch $v failed:" >&2; tail -5 "$TMP/torch-$v.out" >&2; exit 1; }
+        done
+      done
+      echo "# real PyTorch DDP (torchrun), 4 ranks, batch $batch x 32 tokens per pass, K=4, HOSTNCCL_LINK_GBPS=$g"
+      python3 "$ROOT/bench/demo_report.py" torch "$TMP" | sed -n '/^variant/,$p'
     done
-    echo "# ddp_step, 4 ranks, ${DDP_PARAMS:-8M} parameters, K=4, HOSTNCCL_LINK_GBPS=$g: per optimizer step, median of $ROUNDS alternated runs"
-    python3 - "$TMP" <<'PY'
-import statistics, sys
-d = sys.argv[1]
-rows, base = [], None
-print(f"{'variant':<18} {'calls':>7} {'real_calls':>11} {'wire_bytes':>13} {'comm_ms':>10} {'ratio':>8}")
-for f, label in (("d-plain", "plain DDP"), ("d-fp16", "shim fp16"), ("d-k4", "shim fp16 + K=4")):
-    vals = {}
-    for line in open(f"{d}/{f}.out"):
-        if line.startswith("summary:"):
-            for kv in line.split()[1:]:
-                k, _, v = kv.partition("=")
-                if k in ("calls", "real_calls", "wire_bytes", "comm_ms"):
-                    vals.setdefault(k, []).append(float(v))
-    m = {k: statistics.median(v) for k, v in vals.items()}
-    base = base or m["comm_ms"]
-    print(f"{label:<18} {m['calls']:7.0f} {m['real_calls']:11.0f} {m['wire_bytes']:13.0f} {m['comm_ms']:10.1f} {m['comm_ms'] / base:8.3f}")
-PY
   done
 }
 
 case "$WHAT" in
   compress) compress ;;
   fusion) fusion ;;
-  ddp) ddp ;;
-  all) compress; fusion; ddp ;;
-  *) echo "usage: bench/ratios.sh [compress|fusion|ddp|all]" >&2; exit 2 ;;
+  torch) torch_ddp ;;
+  all) compress; fusion; torch_ddp ;;
+  *) echo "usage: bench/ratios.sh [compress|fusion|torch|all]" >&2; exit 2 ;;
 esac

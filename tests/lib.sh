@@ -107,3 +107,16 @@ with() {
   while [[ "${1:-}" == [A-Za-z_]*=* ]]; do kv+=("$1"); shift; done
   ( [ ${#kv[@]} -eq 0 ] || export "${kv[@]}"; "$@" )
 }
+
+# Real PyTorch on CPU (tests/torch/): `make deps` installs it into this cached
+# virtual environment. torchrun_host N SCRIPT ARGS...: N ranks of a torch
+# program over the host NCCL through the ncclpg backend (torchrun --standalone
+# picks a free port); torchrun_shim: the same with the shim preloaded, as a
+# user runs it (LD_PRELOAD=libncclshim.so torchrun ...).
+TORCH_VENV=${NCCLSHIM_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
+torchrun_host() {
+  local n=$1; shift
+  HOSTNCCL_LIB="$HOSTNCCL_DIR/libnccl.so.2" OMP_NUM_THREADS=1 timeout "${TEST_TIMEOUT:-180}" \
+    "$TORCH_VENV/bin/torchrun" --standalone --nproc_per_node="$n" "$@"
+}
+torchrun_shim() { LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}" torchrun_host "$@"; }

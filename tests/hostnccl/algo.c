@@ -25,6 +25,7 @@
 #include "hostnccl.h"
 
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,7 +203,8 @@ out:
  * data. So a mismatch is never an answer a program could pass with: every
  * rank reports it (one HOSTNCCL-MISMATCH line on stderr naming both calls,
  * also appended to HOSTNCCL_REPORT_FILE), waits until every rank has
- * reported, and the whole job is aborted (MPI_Abort, exit code 86). */
+ * reported, and the whole job is aborted (MPI_Abort, exit code 86; over
+ * sockets every rank exits with 86). */
 typedef struct {
   uint64_t h, count;
   int32_t rank, kind, type, op, root, pad;
@@ -256,6 +258,9 @@ static ncclResult_t check_same(const hn_op *op) {
   char tok = 0, got = 0;
   for (int s = 0; s < n - 1; s++)
     if (hn_sendrecv(comm, &tok, 1, mod(comm->rank + 1, n), &got, 1, mod(comm->rank - 1, n), HN_TAG_CHECK)) break;
+  /* Over sockets there is no MPI job to abort: every rank has reported and
+   * leaves alike (the launcher, e.g. torchrun, sees exit code 86). */
+  if (comm->mpi == MPI_COMM_NULL) _exit(86);
   MPI_Abort(MPI_COMM_WORLD, 86);
   return ncclInvalidUsage; /* not reached */
 }
@@ -275,18 +280,16 @@ static ncclResult_t run_collective(const hn_op *op) {
 
 ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
   ncclResult_t res = ncclSuccess;
-  MPI_Request *reqs = NULL;
+  hn_req *reqs = NULL;
   int nreq = 0, capreq = 0, any_p2p = 0;
-  int *first = calloc(n ? n : 1, sizeof *first); /* first request of each op */
   struct timespec dl = {0, 0};
-  if (!first) return hn_err(ncclSystemError, "hostnccl: out of host memory");
   for (size_t i = 0; i < n; i++) hn_comm_enter(ops[i].comm);
 
   /* Point-to-point first, so that sends and receives of one group never wait
-   * for each other whatever order the ranks listed them in. */
+   * for each other whatever order the ranks listed them in; all of them are
+   * waited for together (a socket moves only while someone waits on it). */
   for (size_t i = 0; i < n && res == ncclSuccess; i++) {
     const hn_op *op = &ops[i];
-    first[i] = nreq;
     if (op->kind != HN_SEND && op->kind != HN_RECV) continue;
     size_t bytes = op->count * hn_type_size(op->type);
     void *buf = op->kind == HN_SEND ? (void *)op->sendbuff : op->recvbuff;
@@ -299,10 +302,7 @@ ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
     }
   }
   for (size_t i = 0; i < n && res == ncclSuccess; i++) res = run_collective(&ops[i]);
-  for (size_t i = 0; i < n && res == ncclSuccess; i++) {
-    int end = i + 1 < n ? first[i + 1] : nreq;
-    if (end > first[i]) res = hn_wait(ops[i].comm, reqs + first[i], end - first[i]);
-  }
+  if (res == ncclSuccess && nreq) res = hn_wait(reqs, nreq);
   if (res != ncclSuccess) {
     hn_cancel_all(reqs, nreq);
     for (size_t i = 0; i < n && res == ncclSystemError; i++) hn_comm_fail(ops[i].comm, res);
@@ -312,7 +312,6 @@ ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
 
   for (size_t i = 0; i < n; i++) hn_comm_leave(ops[i].comm);
   free(reqs);
-  free(first);
   return res;
 }
 

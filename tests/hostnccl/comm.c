@@ -1,7 +1,8 @@
 /* comm.c — the host NCCL's communicators: unique ids, init, split, destroy,
  * abort, finalize, queries, and the nonblocking state machine.
  *
- * Init with a unique id uses only the members: the id names its creator's
+ * Two transports (the id says which, see socket.c for TCP). Over MPI, init
+ * with a unique id uses only the members: the id names its creator's
  * MPI_COMM_WORLD rank and a tag derived from the id's random bytes; each member
  * sends (rank, nranks, world rank) to the creator, which answers with the
  * table of world ranks (or an error status), then all members call
@@ -100,6 +101,7 @@ ncclResult_t pncclGetUniqueId(ncclUniqueId *out) {
   static uint32_t seq;
   HN_CHECK(hn_init());
   if (!out) return hn_err(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+  if (hn_pick_socket()) return hn_sock_unique_id(out);
   hn_uid id;
   memset(&id, 0, sizeof id);
   memcpy(id.magic, uid_magic, sizeof id.magic);
@@ -133,38 +135,28 @@ static int uid_tag(const hn_uid *id) {
 
 /* ---------------- communicator objects ---------------- */
 
-static ncclResult_t comm_new(MPI_Comm mpi, int blocking, ncclComm_t *out) {
+static ncclResult_t comm_alloc(int blocking, ncclComm_t *out) {
   ncclComm_t c = calloc(1, sizeof *c);
-  if (!c) {
-    hn_mpi_lock();
-    MPI_Comm_free(&mpi);
-    hn_mpi_unlock();
-    return hn_err(ncclSystemError, "hostnccl: out of host memory");
-  }
-  c->mpi = mpi;
+  if (!c) return hn_err(ncclSystemError, "hostnccl: out of host memory");
+  c->mpi = MPI_COMM_NULL;
   c->blocking = blocking;
-  hn_mpi_lock();
-  MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(mpi, &c->rank);
-  MPI_Comm_size(mpi, &c->nranks);
-  hn_mpi_unlock();
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->idle, NULL);
-  if (!blocking) c->report_inprogress = 1; /* init itself "completes" on a poll */
-  if (hn_cfg()->log)
-    hn_log("comm %p rank %d/%d created (%s)", (void *)c, c->rank, c->nranks,
-           blocking ? "blocking" : "nonblocking");
   *out = c;
   return ncclSuccess;
 }
 
 static void comm_free(ncclComm_t c) {
-  int fin = 0;
-  MPI_Finalized(&fin);
-  if (!fin) {
-    hn_mpi_lock();
-    MPI_Comm_free(&c->mpi);
-    hn_mpi_unlock();
+  if (c->sock) {
+    hn_sock_close(c);
+  } else if (c->mpi != MPI_COMM_NULL) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) {
+      hn_mpi_lock();
+      MPI_Comm_free(&c->mpi);
+      hn_mpi_unlock();
+    }
   }
   for (size_t i = 0; i < c->npending; i++) hn_batch_unref(c->pending[i]);
   free(c->pending);
@@ -172,6 +164,39 @@ static void comm_free(ncclComm_t c) {
   pthread_cond_destroy(&c->idle);
   pthread_mutex_destroy(&c->lock);
   free(c);
+}
+
+/* A communicator whose transport is set up: published to the caller. */
+static ncclResult_t comm_ready(ncclComm_t c, ncclResult_t res, ncclComm_t *out) {
+  if (res != ncclSuccess) {
+    comm_free(c);
+    return res;
+  }
+  if (!c->blocking) c->report_inprogress = 1; /* init itself "completes" on a poll */
+  if (hn_cfg()->log)
+    hn_log("comm %p rank %d/%d created (%s, %s)", (void *)c, c->rank, c->nranks,
+           c->blocking ? "blocking" : "nonblocking", c->sock ? "sockets" : "MPI");
+  *out = c;
+  return c->blocking ? ncclSuccess : ncclInProgress;
+}
+
+/* An MPI communicator from mpi (freed on failure). */
+static ncclResult_t comm_new_mpi(MPI_Comm mpi, int blocking, ncclComm_t *out) {
+  ncclComm_t c;
+  ncclResult_t res = comm_alloc(blocking, &c);
+  if (res != ncclSuccess) {
+    hn_mpi_lock();
+    MPI_Comm_free(&mpi);
+    hn_mpi_unlock();
+    return res;
+  }
+  c->mpi = mpi;
+  hn_mpi_lock();
+  MPI_Comm_set_errhandler(mpi, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(mpi, &c->rank);
+  MPI_Comm_size(mpi, &c->nranks);
+  hn_mpi_unlock();
+  return comm_ready(c, ncclSuccess, out);
 }
 
 ncclResult_t hn_check_comm(ncclComm_t comm, const char *fn) {
@@ -276,16 +301,16 @@ static ncclResult_t rendezvous(const hn_uid *id, int nranks, int rank, int *tabl
   hn_mpi_unlock();
   int *reply = malloc((size_t)(nranks + 1) * sizeof *reply), *from = calloc((size_t)nranks, sizeof *from);
   if (!reply || !from) { res = hn_err(ncclSystemError, "hostnccl: out of host memory"); goto out; }
-  MPI_Request req[2];
+  hn_req req[2] = {{.mpi = MPI_REQUEST_NULL, .fd = -1}, {.mpi = MPI_REQUEST_NULL, .fd = -1}};
   if (wr == id->root) {
     for (int i = 0; i < nranks; i++) table[i] = -1;
     table[rank] = wr;
     for (int k = 1; k < nranks; k++) {
       int msg[3];
       hn_mpi_lock();
-      MPI_Irecv(msg, 3, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &req[0]);
+      MPI_Irecv(msg, 3, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &req[0].mpi);
       hn_mpi_unlock();
-      HN_CHECKGOTO(hn_wait(NULL, req, 1), res, out);
+      HN_CHECKGOTO(hn_wait(req, 1), res, out);
       from[k] = msg[2];
       if (msg[1] != nranks || msg[0] < 0 || msg[0] >= nranks || table[msg[0]] != -1) status = 1;
       else table[msg[0]] = msg[2];
@@ -297,17 +322,17 @@ static ncclResult_t rendezvous(const hn_uid *id, int nranks, int rank, int *tabl
     memcpy(reply + 1, table, (size_t)nranks * sizeof *table);
     for (int k = 1; k < nranks; k++) {
       hn_mpi_lock();
-      MPI_Isend(reply, status ? 1 : nranks + 1, MPI_INT, from[k], tag, MPI_COMM_WORLD, &req[0]);
+      MPI_Isend(reply, status ? 1 : nranks + 1, MPI_INT, from[k], tag, MPI_COMM_WORLD, &req[0].mpi);
       hn_mpi_unlock();
-      HN_CHECKGOTO(hn_wait(NULL, req, 1), res, out);
+      HN_CHECKGOTO(hn_wait(req, 1), res, out);
     }
   } else {
     int msg[3] = {rank, nranks, wr};
     hn_mpi_lock();
-    MPI_Isend(msg, 3, MPI_INT, id->root, tag, MPI_COMM_WORLD, &req[0]);
-    MPI_Irecv(reply, nranks + 1, MPI_INT, id->root, tag, MPI_COMM_WORLD, &req[1]);
+    MPI_Isend(msg, 3, MPI_INT, id->root, tag, MPI_COMM_WORLD, &req[0].mpi);
+    MPI_Irecv(reply, nranks + 1, MPI_INT, id->root, tag, MPI_COMM_WORLD, &req[1].mpi);
     hn_mpi_unlock();
-    HN_CHECKGOTO(hn_wait(NULL, req, 2), res, out);
+    HN_CHECKGOTO(hn_wait(req, 2), res, out);
     status = reply[0];
     if (!status) memcpy(table, reply + 1, (size_t)nranks * sizeof *table);
   }
@@ -331,6 +356,11 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUnique
     return hn_err(ncclInvalidArgument, "%s: rank %d / nranks %d out of range", fn, rank, nranks);
   int blocking;
   HN_CHECK(config_blocking(config, 1, &blocking, fn));
+  if (hn_sock_is_uid(&commId)) {
+    ncclComm_t c;
+    HN_CHECK(comm_alloc(blocking, &c));
+    return comm_ready(c, hn_sock_init(c, &commId, nranks, rank), newcomm);
+  }
   hn_uid id;
   memcpy(&id, commId.internal, sizeof id);
   if (memcmp(id.magic, uid_magic, sizeof id.magic) != 0)
@@ -351,10 +381,9 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t *newcomm, int nranks, ncclUnique
     MPI_Group_free(&members);
     MPI_Group_free(&world);
     hn_mpi_unlock();
-    res = rc == MPI_SUCCESS ? comm_new(mpi, blocking, newcomm) : hn_mpi_err(rc, "MPI_Comm_create_group");
+    res = rc == MPI_SUCCESS ? comm_new_mpi(mpi, blocking, newcomm) : hn_mpi_err(rc, "MPI_Comm_create_group");
   }
   free(table);
-  if (res == ncclSuccess && !blocking) return ncclInProgress;
   return res;
 }
 HN_ALIAS(ncclCommInitRankConfig);
@@ -377,6 +406,15 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
   HN_CHECK(config_blocking(config, comm->blocking, &blocking, fn));
   /* Queued work on the parent first: a peer may be running it already. */
   HN_CHECK(drain(comm, 1));
+  if (comm->sock) {
+    ncclComm_t c = NULL;
+    if (color != NCCL_SPLIT_NOCOLOR) HN_CHECK(comm_alloc(blocking, &c));
+    hn_comm_enter(comm);
+    ncclResult_t res = hn_sock_split(comm, color, key, c);
+    hn_comm_leave(comm);
+    if (!c) return res;
+    return comm_ready(c, res, newcomm);
+  }
   MPI_Comm mpi = MPI_COMM_NULL;
   hn_comm_enter(comm);
   hn_mpi_lock();
@@ -385,8 +423,7 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
   hn_comm_leave(comm);
   if (rc != MPI_SUCCESS) return hn_mpi_err(rc, "MPI_Comm_split");
   if (mpi == MPI_COMM_NULL) return ncclSuccess;
-  HN_CHECK(comm_new(mpi, blocking, newcomm));
-  return blocking ? ncclSuccess : ncclInProgress;
+  return comm_new_mpi(mpi, blocking, newcomm);
 }
 HN_ALIAS(ncclCommSplit);
 

@@ -44,6 +44,16 @@ static void parse_env(void) {
   cfg.version = NCCL_VERSION_CODE;
   cfg.check = 1;
   cfg.slice_bytes = 4u << 20;
+  const char *t = getenv("HOSTNCCL_TRANSPORT");
+  if (t && *t) {
+    if (!strcmp(t, "mpi")) cfg.transport = HN_TRANSPORT_MPI;
+    else if (!strcmp(t, "socket")) cfg.transport = HN_TRANSPORT_SOCKET;
+    else if (strcmp(t, "auto")) {
+      snprintf(cfg_error, sizeof cfg_error, "hostnccl: HOSTNCCL_TRANSPORT='%s' is not auto, mpi or socket", t);
+      fprintf(stderr, "%s\n", cfg_error);
+      return;
+    }
+  }
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *s = getenv(vars[i].name);
     if (!s || !*s) continue;

@@ -4,7 +4,10 @@
  * emulation substrate: its timings are never GPU numbers.
  *
  * The pieces: config.c (environment, errors, log, counters), transport.c (MPI,
- * thread safety, waits, emulated links), numeric.c (datatypes, reductions),
+ * thread safety, requests and waits of both transports, emulated links),
+ * socket.c (the TCP transport: unique ids carrying the root's address,
+ * bootstrap, mesh, split), unsupported.c (the entry points it does not
+ * implement: ncclInvalidUsage), numeric.c (datatypes, reductions),
  * algo.c (ring and chain algorithms, running a list of operations), comm.c
  * (communicators, nonblocking state), redop.c (reduction operators),
  * enqueue.c (the collective entry points and groups).
@@ -45,11 +48,15 @@ typedef struct {
   int log;
   int check;             /* compare each collective's arguments across ranks */
   size_t slice_bytes;    /* largest single MPI message */
+  int transport;         /* HN_TRANSPORT_*: what ncclGetUniqueId picks */
 } hn_config;
+enum { HN_TRANSPORT_AUTO = 0, HN_TRANSPORT_MPI, HN_TRANSPORT_SOCKET };
 
 /* Reads the environment once; returns ncclInvalidUsage (and sets the last
  * error) on every call if a variable was malformed. */
 ncclResult_t hn_init(void);
+/* unsupported.c: ncclInvalidUsage with a message naming fn. */
+ncclResult_t hn_unsupported(const char *fn);
 const hn_config *hn_cfg(void);
 /* Set this thread's last error message and return res (logged with HOSTNCCL_LOG). */
 ncclResult_t hn_err(ncclResult_t res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -108,8 +115,16 @@ typedef struct {
   unsigned char value[8];
 } hn_premul_op;
 
+/* Message classes: each has its own MPI tag, or its own socket per peer, so
+ * point-to-point, collectives and argument checks never overtake each other. */
+enum { HN_TAG_COLL = 1, HN_TAG_P2P = 2, HN_TAG_CHECK = 3, HN_NCLASS = 3 };
+
 struct ncclComm {
-  MPI_Comm mpi;
+  MPI_Comm mpi;              /* MPI transport; MPI_COMM_NULL on sockets */
+  int sock;                  /* socket transport (socket.c) */
+  int *sfd, *rfd;            /* sockets: [(tag-1)*nranks + peer], send and receive side */
+  uint64_t nonce;            /* sockets: identifies the communicator in handshakes */
+  unsigned nsplit;           /* sockets: splits so far (same count on every rank) */
   int rank, nranks;
   int blocking;
   int aborting;              /* atomic: waits give up, see hn_wait() */
@@ -178,23 +193,48 @@ ncclResult_t hn_mpi_init(void);         /* MPI_Init_thread if the program has no
 void hn_mpi_lock(void);                 /* serialise MPI when it gives < THREAD_MULTIPLE */
 void hn_mpi_unlock(void);
 ncclResult_t hn_mpi_err(int rc, const char *what);
-/* Wait for n requests; gives up (cancelling them) when comm is being aborted. */
+/* A posted message of either transport. comm NULL: an MPI message on
+ * MPI_COMM_WORLD (the rendezvous). */
+typedef struct {
+  ncclComm_t comm;
+  MPI_Request mpi;           /* MPI: MPI_REQUEST_NULL once complete */
+  int fd;                    /* socket: -1 once complete */
+  int is_send;
+  char *buf;
+  size_t len, done;
+} hn_req;
+/* Wait for n requests (sockets progress in order per socket and direction);
+ * gives up (cancelling them) when a request's comm is being aborted. */
+ncclResult_t hn_wait(hn_req *reqs, int n);
 /* Cancel and free every pending request (abort paths). */
-void hn_cancel_all(MPI_Request *reqs, int n);
-ncclResult_t hn_wait(ncclComm_t comm, MPI_Request *reqs, int n);
+void hn_cancel_all(hn_req *reqs, int n);
 /* Exchange one message each way (either side may be empty: bytes 0 or rank < 0),
  * splitting into slices of at most slice_bytes. */
 ncclResult_t hn_sendrecv(ncclComm_t comm, const void *sbuf, size_t sbytes, int dst,
                          void *rbuf, size_t rbytes, int src, int tag);
 /* Post a message as nonblocking slices, appending requests to *reqs. */
 ncclResult_t hn_post(ncclComm_t comm, int is_send, void *buf, size_t bytes, int peer, int tag,
-                     MPI_Request **reqs, int *nreq, int *capreq);
+                     hn_req **reqs, int *nreq, int *capreq);
+
+/* ---- socket.c ---- */
+/* Which transport a new unique id uses (HOSTNCCL_TRANSPORT, else MPI when MPI
+ * is initialised or mpirun launched us, else sockets). */
+int hn_pick_socket(void);
+int hn_sock_is_uid(const ncclUniqueId *id);
+ncclResult_t hn_sock_unique_id(ncclUniqueId *out);
+/* Fill c (rank, nranks, sockets) from the id: the root accepts every member. */
+ncclResult_t hn_sock_init(ncclComm_t c, const ncclUniqueId *id, int nranks, int rank);
+/* Collective over parent: child (NULL for NCCL_SPLIT_NOCOLOR) gets its sockets. */
+ncclResult_t hn_sock_split(ncclComm_t parent, int color, int key, ncclComm_t child);
+void hn_sock_close(ncclComm_t c);
+/* Progress one socket request without blocking: 1 done, 0 not yet, <0 error. */
+int hn_sock_progress(hn_req *r);
+/* Wait until one of the n socket heads can move (or timeout_ms). */
+void hn_sock_poll(hn_req *const *heads, int n, int timeout_ms);
 /* Emulated links: deadline = start + latency + bytes at the link rate. */
 int hn_link_on(void);
 void hn_now(struct timespec *t);
 void hn_link_deadline(struct timespec *dl, const struct timespec *start, size_t bytes);
 void hn_sleep_until(const struct timespec *dl);
-
-enum { HN_TAG_COLL = 1, HN_TAG_P2P = 2, HN_TAG_CHECK = 3 };
 
 #endif

@@ -35,3 +35,9 @@ $(B)/tests/test_hostnccl_numeric: $(B)/obj/tests/hostnccl/test_hostnccl_numeric.
 	$(MPICC) -o $@ $^ $(LDFLAGS_BASE) -lcmocka -lm
 
 TEST_BINS += $(HOSTNCCL_TEST_MPI) $(B)/tests/test_hostnccl_numeric
+
+# The nccl.h the host NCCL is built against (tests/t/20-hostnccl.sh checks
+# that every entry point it declares is exported).
+.PHONY: print-nccl-header
+print-nccl-header:
+	@echo $(NCCL_HOME)/include/nccl.h

@@ -1,6 +1,8 @@
-/* transport.c — how the host NCCL moves bytes: Open MPI point-to-point on each
- * communicator's own MPI communicator, in slices of at most
- * HOSTNCCL_SLICE_BYTES (MPI counts are int), plus the emulated link clock.
+/* transport.c — how the host NCCL moves bytes: messages posted as requests of
+ * either transport, Open MPI point-to-point on each communicator's own MPI
+ * communicator or TCP sockets (socket.c), in slices of at most
+ * HOSTNCCL_SLICE_BYTES (MPI counts are int), one wait for both, plus the
+ * emulated link clock (the same for both transports: it sits above them).
  *
  * MPI is initialised here with MPI_THREAD_MULTIPLE requested if the program
  * has not initialised it (and finalised at exit then). When MPI provides less
@@ -68,29 +70,62 @@ ncclResult_t hn_mpi_err(int rc, const char *what) {
   return hn_err(ncclSystemError, "hostnccl: %s failed: %s", what, msg);
 }
 
-void hn_cancel_all(MPI_Request *reqs, int n) {
+void hn_cancel_all(hn_req *reqs, int n) {
   hn_mpi_lock();
   for (int i = 0; i < n; i++) {
-    if (reqs[i] == MPI_REQUEST_NULL) continue;
-    MPI_Cancel(&reqs[i]);
-    MPI_Request_free(&reqs[i]);
+    if (reqs[i].mpi == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&reqs[i].mpi);
+    MPI_Request_free(&reqs[i].mpi);
   }
   hn_mpi_unlock();
+  for (int i = 0; i < n; i++) reqs[i].fd = -1; /* the socket stays the comm's */
 }
 
-ncclResult_t hn_wait(ncclComm_t comm, MPI_Request *reqs, int n) {
+static int is_sock(const hn_req *r) { return r->comm && r->comm->sock; }
+
+/* Socket requests of one socket and direction complete in the order posted:
+ * only the first pending one of its stream may move. */
+static int is_head(const hn_req *reqs, int i) {
+  for (int j = 0; j < i; j++)
+    if (reqs[j].fd == reqs[i].fd && reqs[j].is_send == reqs[i].is_send && is_sock(&reqs[j])) return 0;
+  return 1;
+}
+
+ncclResult_t hn_wait(hn_req *reqs, int n) {
+  hn_req *heads[64];
   for (unsigned spins = 0;; spins++) {
-    int done = 0;
-    hn_mpi_lock();
-    int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-    hn_mpi_unlock();
-    if (rc != MPI_SUCCESS) return hn_mpi_err(rc, "MPI_Testall");
-    if (done) return ncclSuccess;
-    if (comm && __atomic_load_n(&comm->aborting, __ATOMIC_ACQUIRE)) {
-      hn_cancel_all(reqs, n);
-      return hn_err(ncclSystemError, "hostnccl: communicator %p aborted during an operation", (void *)comm);
+    int pending = 0, mpi_pending = 0, nheads = 0;
+    for (int i = 0; i < n; i++) {
+      hn_req *r = &reqs[i];
+      if (is_sock(r)) {
+        if (r->fd < 0) continue;
+        if (!is_head(reqs, i)) { pending++; continue; }
+        int rc = hn_sock_progress(r);
+        if (rc < 0) { hn_cancel_all(reqs, n); return ncclSystemError; } /* message set by progress */
+        if (rc == 0) {
+          pending++;
+          if (nheads < (int)(sizeof heads / sizeof heads[0])) heads[nheads++] = r;
+        }
+      } else if (r->mpi != MPI_REQUEST_NULL) {
+        int done = 0;
+        hn_mpi_lock();
+        int rc = MPI_Test(&r->mpi, &done, MPI_STATUS_IGNORE);
+        hn_mpi_unlock();
+        if (rc != MPI_SUCCESS) return hn_mpi_err(rc, "MPI_Test");
+        if (!done) pending++, mpi_pending++;
+      }
     }
-    if (spins >= 64) sched_yield(); /* ranks are often oversubscribed here */
+    if (!pending) return ncclSuccess;
+    for (int i = 0; i < n; i++) {
+      ncclComm_t c = reqs[i].comm;
+      if (c && __atomic_load_n(&c->aborting, __ATOMIC_ACQUIRE)) {
+        hn_cancel_all(reqs, n);
+        return hn_err(ncclSystemError, "hostnccl: communicator %p aborted during an operation", (void *)c);
+      }
+    }
+    /* Sockets sleep in poll() (short, so that an abort is seen); MPI polls. */
+    if (nheads && !mpi_pending) hn_sock_poll(heads, nheads, 50);
+    else if (spins >= 64) sched_yield(); /* ranks are often oversubscribed here */
   }
 }
 
@@ -102,40 +137,46 @@ ncclResult_t hn_sendrecv(ncclComm_t comm, const void *sbuf, size_t sbytes, int d
   if (dst < 0) sbytes = 0;
   if (src < 0) rbytes = 0;
   for (size_t off = 0; off < sbytes || off < rbytes; off += slice) {
-    MPI_Request r[2];
-    int n = 0, rc = MPI_SUCCESS;
-    hn_mpi_lock();
+    hn_req r[2], *rp = r;
+    int n = 0, cap = 2;
+    ncclResult_t res = ncclSuccess;
     if (off < rbytes)
-      rc = MPI_Irecv((char *)rbuf + off, (int)min_sz(slice, rbytes - off), MPI_BYTE, src, tag,
-                     comm->mpi, &r[n++]);
-    if (rc == MPI_SUCCESS && off < sbytes)
-      rc = MPI_Isend((const char *)sbuf + off, (int)min_sz(slice, sbytes - off), MPI_BYTE, dst,
-                     tag, comm->mpi, &r[n++]);
-    hn_mpi_unlock();
-    if (rc != MPI_SUCCESS) return hn_mpi_err(rc, "MPI_Isend/Irecv");
-    HN_CHECK(hn_wait(comm, r, n));
+      res = hn_post(comm, 0, (char *)rbuf + off, min_sz(slice, rbytes - off), src, tag, &rp, &n, &cap);
+    if (res == ncclSuccess && off < sbytes)
+      res = hn_post(comm, 1, (char *)sbuf + off, min_sz(slice, sbytes - off), dst, tag, &rp, &n, &cap);
+    if (res == ncclSuccess) res = hn_wait(r, n);
+    else hn_cancel_all(r, n);
+    if (res != ncclSuccess) return res;
   }
   return ncclSuccess;
 }
 
 ncclResult_t hn_post(ncclComm_t comm, int is_send, void *buf, size_t bytes, int peer, int tag,
-                     MPI_Request **reqs, int *nreq, int *capreq) {
+                     hn_req **reqs, int *nreq, int *capreq) {
   size_t slice = hn_cfg()->slice_bytes;
   for (size_t off = 0; off < bytes; off += slice) {
     if (*nreq == *capreq) {
       int cap = *capreq ? 2 * *capreq : 16;
-      MPI_Request *p = realloc(*reqs, (size_t)cap * sizeof *p);
+      hn_req *p = realloc(*reqs, (size_t)cap * sizeof *p);
       if (!p) return hn_err(ncclSystemError, "hostnccl: out of host memory");
       *reqs = p;
       *capreq = cap;
     }
-    int len = (int)min_sz(slice, bytes - off), rc;
-    MPI_Request *r = &(*reqs)[*nreq];
-    hn_mpi_lock();
-    rc = is_send ? MPI_Isend((char *)buf + off, len, MPI_BYTE, peer, tag, comm->mpi, r)
-                 : MPI_Irecv((char *)buf + off, len, MPI_BYTE, peer, tag, comm->mpi, r);
-    hn_mpi_unlock();
-    if (rc != MPI_SUCCESS) return hn_mpi_err(rc, is_send ? "MPI_Isend" : "MPI_Irecv");
+    size_t len = min_sz(slice, bytes - off);
+    hn_req *r = &(*reqs)[*nreq];
+    *r = (hn_req){.comm = comm, .mpi = MPI_REQUEST_NULL, .fd = -1, .is_send = is_send,
+                  .buf = (char *)buf + off, .len = len, .done = 0};
+    if (comm->sock) {
+      int idx = (tag - 1) * comm->nranks + peer;
+      r->fd = is_send ? comm->sfd[idx] : comm->rfd[idx];
+    } else {
+      int rc;
+      hn_mpi_lock();
+      rc = is_send ? MPI_Isend(r->buf, (int)len, MPI_BYTE, peer, tag, comm->mpi, &r->mpi)
+                   : MPI_Irecv(r->buf, (int)len, MPI_BYTE, peer, tag, comm->mpi, &r->mpi);
+      hn_mpi_unlock();
+      if (rc != MPI_SUCCESS) return hn_mpi_err(rc, is_send ? "MPI_Isend" : "MPI_Irecv");
+    }
     (*nreq)++;
   }
   return ncclSuccess;

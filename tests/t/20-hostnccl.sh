@@ -3,10 +3,13 @@
 # exports, numeric conversions, every collective with exact expected values on
 # 2, 3 and 4 ranks, API semantics (groups, communicators, split, threads,
 # nonblocking protocol, fault injection, invalid arguments) and the emulated
-# link lower bounds. Counts of 2^31+5 elements: 20-hostnccl-bigcount.sh.
+# link lower bounds, over MPI and again over the socket transport
+# (HOSTNCCL_TRANSPORT=socket); every entry point of nccl.h exported.
+# Counts of 2^31+5 elements: 20-hostnccl-bigcount.sh.
 # Must not: assert timings other than the lower bounds the emulation guarantees.
 source "$(dirname "$0")/../lib.sh"
 LIB="$HOSTNCCL_DIR/libnccl.so.2"
+NCCL_HEADER=${NCCL_HEADER:-$(make -s -C "$ROOT" print-nccl-header 2>/dev/null)}
 API="$TBIN/test_hostnccl_api"
 COLL="$TBIN/test_hostnccl_coll"
 
@@ -25,6 +28,14 @@ for f in $API_FUNCS; do
 done
 if [ -z "$missing" ]; then ok "all 26 API functions exported as weak ncclX + strong pncclX"
 else not_ok "weak ncclX / strong pncclX missing for:$missing"; fi
+# Every entry point of the nccl.h it is built against exists (the ones not
+# implemented answer ncclInvalidUsage), so programs linked to NCCL load.
+hdr_missing=""
+for f in $(grep -o 'pnccl[A-Za-z]*(' "$NCCL_HEADER" | tr -d '(' | sort -u); do
+  grep -qx "T $f" "$TMPD/syms" && grep -qx "W ${f#p}" "$TMPD/syms" || hdr_missing="$hdr_missing $f"
+done
+if [ -z "$hdr_missing" ]; then ok "every pnccl* of $NCCL_HEADER exported (weak ncclX + strong pncclX)"
+else not_ok "entry points of nccl.h not exported:$hdr_missing"; fi
 
 # Numeric conversions and kernels (cmocka, TAP lines counted directly).
 CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/test_hostnccl_numeric" || not_ok "test_hostnccl_numeric exited $?"
@@ -62,6 +73,26 @@ done 3<<'EOF'
 EOF
 api 3 "$API" selfinit "$TMPD/uid"
 api 4 -x HOSTNCCL_LINK_LATENCY_US=20000 -x HOSTNCCL_LINK_GBPS=1 "$API" link
+
+# The socket transport (what torchrun gets: no MPI) under the same programs,
+# forced with HOSTNCCL_TRANSPORT=socket: the ids still travel over MPI, every
+# byte of NCCL goes over loopback TCP. Same exact results, same emulated link
+# bounds, same fault injection and argument checks.
+mpirun_host 3 -x HOSTNCCL_TRANSPORT=socket -x HOSTNCCL_SLICE_BYTES=248 "$COLL" \
+  || not_ok "sockets: collectives np=3 (248-byte slices) exited $?"
+for c in group comms nonblocking abort; do api 3 -x HOSTNCCL_TRANSPORT=socket "$API" "$c"; done
+api 3 -x HOSTNCCL_TRANSPORT=socket "$API" mismatch premul
+expect_mismatch "sockets: mismatched count on 3 ranks: every rank reports, the job stops (exit 86)" \
+  'rank.2:.ncclAllReduce\(count.8,.float32,.sum\)' 'rank.[01]:.ncclAllReduce\(count.16,.float32,.sum\)' \
+  -np 3 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x HOSTNCCL_TRANSPORT=socket "$API" mismatch count
+api 3 -x HOSTNCCL_TRANSPORT=socket "$API" threads multiple
+api 3 -x HOSTNCCL_TRANSPORT=socket -x HOSTNCCL_FAIL_CALL=3 "$API" failcall
+api 2 -x HOSTNCCL_TRANSPORT=socket -x HOSTNCCL_FAIL_GROUP_END=2 "$API" failgroup
+api 4 -x HOSTNCCL_TRANSPORT=socket -x HOSTNCCL_LINK_LATENCY_US=20000 -x HOSTNCCL_LINK_GBPS=1 "$API" link
+mpirun_host 2 -x HOSTNCCL_TRANSPORT=socket -x HOSTNCCL_LOG=1 "$API" basic >"$TMPD/sock.log" 2>&1
+check_grep "HOSTNCCL_TRANSPORT=socket: communicators over sockets" "rank 1/2 created \(blocking, sockets\)" "$TMPD/sock.log"
+mpirun_host 2 -x HOSTNCCL_TRANSPORT=tcp "$API" basic >"$TMPD/badtr.log" 2>&1
+check_grep "HOSTNCCL_TRANSPORT=tcp is refused by name" "HOSTNCCL_TRANSPORT='tcp' is not auto, mpi or socket" "$TMPD/badtr.log"
 
 # A malformed variable stops every call with a message naming it.
 mpirun_host 2 -x HOSTNCCL_LINK_GBPS=fast "$API" basic >"$TMPD/badenv.log" 2>&1

@@ -1,0 +1,274 @@
+"""train.py — real PyTorch training on CPU over the NCCL API, launched by torchrun.
+
+    torchrun --nproc_per_node=4 tests/torch/train.py --out run.json [options]
+
+The job the tests and the demo run (one program for both): DDP (or FSDP2 with
+--fsdp) over the ncclpg backend (tests/torch/ncclpg.py: a CPU test substrate
+whose collectives are NCCL calls), so a preloaded libncclshim.so sees what it
+sees under ProcessGroupNCCL. Each optimizer step runs --micro backward passes
+("naive" accumulation: every pass all-reduces, unless the shim skips it),
+or with --accum nosync the first micro-1 passes under model.no_sync(), or
+with --accum learning the reference for the shim's NCCLSHIM_ACCUM_STEPS=K
+(a DDP comm hook: every pass of the first --learn passes and every bucket
+below --min-bytes all-reduced each pass, the other buckets only on the last
+pass of every K, answered locally otherwise — no_sync() but for those).
+Inputs are drawn from a generator seeded by (seed, rank, micro-step), so runs
+differ only in how gradients travel. Several --case runs go one after the
+other, or with --interleave one backward pass of each in turn, so that every
+communicator starts with the job (the shim treats a communicator whose first
+bucket arrives mid-training as of unknown phase and syncs it).
+
+Writes --out (rank 0): per optimizer step the loss (rank 0's, mean over its
+micro-steps), wall time, time inside NCCL calls, bytes the NCCL all-reduces
+moved (count x element size as the host NCCL counts them: compressed calls
+count their wire type, skipped calls nothing); the SHA-256 of the final
+parameters and whether every rank holds the same bits (compared through the
+store, no collective). --save writes the parameters (torch.save).
+
+Must not: issue any collective that depends on data or timing (the metric
+all-reduce of --metric-every happens on fixed steps), or read the shim's state.
+"""
+import argparse
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import shlex
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ncclpg  # noqa: E402  (before torch: binds libnccl.so.2 to the host NCCL)
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("--out", required=True)
+p.add_argument("--save")
+p.add_argument("--model", choices=["mlp", "transformer"], default="mlp")
+p.add_argument("--width", type=int, default=128)
+p.add_argument("--layers", type=int, default=3)
+p.add_argument("--vocab", type=int, default=512)
+p.add_argument("--seq", type=int, default=32)
+p.add_argument("--batch", type=int, default=8)
+p.add_argument("--steps", type=int, default=4)
+p.add_argument("--micro", type=int, default=1, help="backward passes per optimizer step")
+p.add_argument("--accum", choices=["naive", "nosync", "learning"], default="naive")
+p.add_argument("--learn", type=int, default=4, help="--accum learning: passes synced while the shim learns")
+p.add_argument("--min-bytes", type=int, default=65536, help="--accum learning: NCCLSHIM_MIN_BYTES")
+p.add_argument("--opt", choices=["sgd", "adam"], default="sgd")
+p.add_argument("--lr", type=float, default=0.05)
+p.add_argument("--bucket-mb", type=float, default=25)
+p.add_argument("--find-unused", action="store_true")
+p.add_argument("--bucket-view", action="store_true")
+p.add_argument("--static-graph", action="store_true")
+p.add_argument("--fsdp", action="store_true")
+p.add_argument("--metric-every", type=int, default=0, help="all-reduce a validation metric every N steps")
+p.add_argument("--seed", type=int, default=1234)
+p.add_argument("--case", action="append", default=[],
+               help='"NAME [OPTIONS]": one training run with these options on top of the others, '
+                    "on a communicator of its own (repeatable; default: one run named 'run')")
+p.add_argument("--interleave", action="store_true",
+               help="run the cases' backward passes in turn instead of one case after the other "
+                    "(their times then include the others')")
+top = p.parse_args()
+base = []
+it = iter(sys.argv[1:])
+for arg in it:  # the command line without its --case entries
+    if arg == "--case":
+        next(it)
+    elif not arg.startswith("--case="):
+        base.append(arg)
+
+torch.set_num_threads(int(os.environ.get("TRAIN_THREADS", "1")))
+dist.init_process_group("ncclpg")
+rank, W = dist.get_rank(), dist.get_world_size()
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.attn = torch.nn.MultiheadAttention(d, max(1, d // 64), batch_first=True)
+        self.ff = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+
+    def forward(self, x, mask):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.ff(self.ln2(x))
+
+
+class LM(torch.nn.Module):
+    """A small causal transformer language model."""
+
+    def __init__(self, vocab, d, layers, seq):
+        super().__init__()
+        self.emb, self.pos = torch.nn.Embedding(vocab, d), torch.nn.Parameter(torch.zeros(seq, d))
+        self.blocks = torch.nn.ModuleList(Block(d) for _ in range(layers))
+        self.head = torch.nn.Sequential(torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab))
+        self.register_buffer("mask", torch.triu(torch.full((seq, seq), float("-inf")), 1), persistent=False)
+
+    def forward(self, x):
+        h = self.emb(x) + self.pos
+        for b in self.blocks:
+            h = b(h, self.mask)
+        return self.head(h)
+
+
+class MLP(torch.nn.Module):
+    """Layers of different sizes (buckets above and below MIN_BYTES) and, for
+    find_unused_parameters, a head that no pass uses."""
+
+    def __init__(self, d, layers, unused):
+        super().__init__()
+        dims = [32] + [d * (1 + i % 2) for i in range(layers)]
+        self.body = torch.nn.Sequential(*[m for i in range(layers) for m in
+                                          (torch.nn.Linear(dims[i], dims[i + 1]), torch.nn.Tanh())])
+        self.out = torch.nn.Linear(dims[-1], 10)
+        self.unused = torch.nn.Linear(4, 4) if unused else None
+
+    def forward(self, x):
+        return self.out(self.body(x))
+
+
+_G = ctypes.CDLL(None)
+_counters = getattr(_G, "hostnccl_get_type_counters", None)
+
+
+def wire_bytes():
+    """Bytes of the all-reduces that reached the host NCCL so far, all types."""
+    tot = 0
+    for t in range(12):
+        calls, byts = ctypes.c_uint64(), ctypes.c_uint64()
+        if _counters and _counters(t, ctypes.byref(calls), ctypes.byref(byts)) == 0:
+            tot += byts.value
+    return tot
+
+
+def batch(a, step, k):
+    g = torch.Generator().manual_seed(a.seed * 1000003 + rank * 7919 + step * 101 + k)
+    if a.model == "transformer":
+        x = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g)
+        x[:, 1::2] = (x[:, 0:-1:2] * 3 + 1) % a.vocab  # learnable: odd tokens follow even ones
+        return x[:, :-1], x[:, 1:]
+    x = torch.randn(a.batch, 32, generator=g)
+    return x, (x[:, :10].sum(1) * 3).long().clamp(-4, 5) + 4
+
+
+def loss_of(out, y):
+    return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+
+def build(a, pg):
+    net = LM(a.vocab, a.width, a.layers, a.seq) if a.model == "transformer" else MLP(a.width, a.layers, a.find_unused)
+    if a.fsdp:
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.fsdp import fully_shard
+        mesh = DeviceMesh.from_group(pg, "cpu")
+        for m in (net.blocks if a.model == "transformer" else net.body):
+            fully_shard(m, mesh=mesh)
+        return net, fully_shard(net, mesh=mesh)
+    return net, DDP(net, bucket_cap_mb=a.bucket_mb, find_unused_parameters=a.find_unused,
+                    gradient_as_bucket_view=a.bucket_view, static_graph=a.static_graph, process_group=pg)
+
+
+def add_learning_hook(a, model, passes):
+    def learning_hook(state, bucket):
+        """The shim's accumulation as a comm hook (see the header). Without a
+        hook DDP divides by W before the all-reduce; a hook divides itself."""
+        buf = bucket.buffer()
+        p_ = passes[0]
+        sync = (p_ < a.learn or (p_ + 1) % a.micro == 0 or buf.dtype != torch.float32
+                or buf.numel() * buf.element_size() < a.min_bytes)
+        if not sync:  # what the skipped all-reduce returns: W * (x / W) == x for W = 2, 4
+            fut = torch.futures.Future()
+            fut.set_result(buf)
+            return fut
+        buf.div_(W)
+        return dist.all_reduce(buf, group=state, async_op=True).get_future().then(lambda f: f.value()[0])
+    model.register_comm_hook(model.process_group, learning_hook)
+
+
+def train(a, name):
+    """One run on a communicator of its own, as a generator that yields after
+    every backward pass; returns rank 0's record (or None)."""
+    pg = dist.new_group()
+    torch.manual_seed(a.seed)
+    net, model = build(a, pg)
+    passes = [0]  # backward passes so far (the hook's clock)
+    if a.accum == "learning":
+        add_learning_hook(a, model, passes)
+    opt = (torch.optim.Adam(model.parameters(), lr=a.lr * 0.02) if a.opt == "adam"
+           else torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9))
+    rec = {"loss": [], "step_s": [], "comm_s": [], "wire_bytes": [],
+           "nparams": sum(q.numel() for q in net.parameters()), "world": W}
+    for step in range(a.steps):
+        t0, c0, b0 = time.perf_counter(), ncclpg.comm_seconds(), wire_bytes()
+        tot = 0.0
+        for k in range(a.micro):
+            x, y = batch(a, step, k)
+            ctx = model.no_sync() if a.accum == "nosync" and k < a.micro - 1 else contextlib.nullcontext()
+            with ctx:
+                loss = loss_of(model(x), y)
+                (loss / a.micro).backward()
+            passes[0] += 1
+            tot += loss.item()
+            yield
+        opt.step()
+        opt.zero_grad()
+        if a.metric_every and (step + 1) % a.metric_every == 0:  # a foreign fp32 all-reduce
+            with torch.no_grad():
+                x, y = batch(a, 10**6 + step, 0)
+                m = torch.tensor([loss_of(model(x), y).item(), 1.0])
+            dist.all_reduce(m, group=pg)
+            rec.setdefault("metric", []).append(m[0].item() / m[1].item())
+        rec["step_s"].append(time.perf_counter() - t0)
+        rec["comm_s"].append(ncclpg.comm_seconds() - c0)
+        rec["wire_bytes"].append(wire_bytes() - b0)
+        rec["loss"].append(tot / a.micro)
+    with torch.no_grad():
+        flat = torch.cat([(q.full_tensor() if hasattr(q, "full_tensor") else q.detach()).reshape(-1)
+                          for q in net.parameters()])
+    digest = hashlib.sha256(flat.numpy().tobytes()).hexdigest()
+    store = dist.distributed_c10d._get_default_store()
+    store.set(f"train_digest_{name}_{rank}", digest)
+    if a.save:
+        torch.save(flat, f"{a.save}.{name}.pt") if rank == 0 else None
+    if rank != 0:
+        return None
+    rec["digest"] = digest
+    rec["replicas_equal"] = all(store.get(f"train_digest_{name}_{r}").decode() == digest for r in range(W))
+    return rec
+
+
+def finish(gen):
+    """Run gen to its end; its record."""
+    try:
+        while True:
+            next(gen)
+    except StopIteration as done:
+        return done.value
+
+
+records, gens = {}, {}
+for spec in top.case or ["run"]:
+    name, *opts = shlex.split(spec)
+    gens[name] = train(p.parse_args(base + opts), name)
+    if not top.interleave:
+        records[name] = finish(gens.pop(name))
+# --interleave: one backward pass of each case in turn (the same order on
+# every rank), so that every case's communicator starts at the job's first pass.
+while gens:
+    for name in list(gens):
+        try:
+            next(gens[name])
+        except StopIteration as done:
+            records[name] = done.value
+            del gens[name]
+if rank == 0:
+    with open(top.out, "w") as f:
+        json.dump(records, f)
+dist.barrier()
+dist.destroy_process_group()
