@@ -268,6 +268,9 @@ static void histogram_within_1_32(void **state) {
 
 int main(void) {
   if (!mkdtemp(dir)) return 1;
+  /* No writer thread: rings, drops and reads stay exactly as the calls left
+   * them, and closed logs are written on this thread (the fallback path). */
+  nsc_log_writer_threaded(0);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(not_queried_at_commit),   cmocka_unit_test(oldest_first_stops_at_incomplete),
       cmocka_unit_test(nothing_while_capturing), cmocka_unit_test(ring_overflow_exact),
