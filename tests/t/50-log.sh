@@ -159,3 +159,16 @@ kill_run kt TERM 6 -t
 n=$(grep -c "logtest: SIGTERM handler ran" "$TMPD/kt.err")
 [ "$n" -eq 4 ] && ok "SIGTERM: the program's own handler still runs on every rank" || not_ok "own handler ran $n times of 4"
 chk jsonl --iters 10 --comms 2 --open 1 --done-iters 6 --label "SIGTERM with the program's handler" "$TMPD"/kt.{0,1,2,3}.jsonl
+
+# 12. The report skips lines it cannot use (a killed job's log, a line cut, a
+#     line without comm_seq or seq) and counts them; it never crashes on them.
+{ cat "$TMPD/k9.0.jsonl"; echo '{"kind":"call","rank":0,"seq":99}'; echo '{"kind":"summary","rank":0}'
+  printf '{"kind":"call","rank":0,"comm_seq":1,"se'; } >"$TMPD/bad.0.jsonl"
+cp "$TMPD/k9.1.jsonl" "$TMPD/bad.1.jsonl"
+"$REPORT" --json "$TMPD/bad.json" "$TMPD"/bad.{0,1}.jsonl >"$TMPD/bad.txt" 2>"$TMPD/bad.err"
+check "report over lines missing fields and a cut line: exit 0" test $? -eq 0
+check_grep "report header counts the 3 skipped lines" "^# ncclshim report: 2 file\(s\), 192 call records, 2 summaries, 3 line\(s\) skipped" "$TMPD/bad.txt"
+check_grep "report names a line without comm_seq" "bad.0.jsonl:98: call line without a valid comm_seq, action, logical_bytes, wire_bytes, wall_start_us, skipped" "$TMPD/bad.err"
+check_grep "report names the cut line" "bad.0.jsonl:100: not JSON" "$TMPD/bad.err"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["skipped_lines"] == 3, d["skipped_lines"]' "$TMPD/bad.json" \
+  && ok "report JSON: skipped_lines 3" || not_ok "report JSON skipped_lines: $(head -c 200 "$TMPD/bad.json")"
