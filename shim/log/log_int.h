@@ -98,8 +98,8 @@ void nsc_log_writer_stop(void);
 
 /* log_out.c */
 void nsc_log_out_init(const nsc_config *cfg);
-/* One writing round: detail batches first, then the closed logs (their last
- * records, summary line, table); each file gets one write() per round. */
+/* One writing round: the closed logs (their last records, summary line,
+ * table), then the detail batches; each file gets one write() per round. */
 void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *finals);
 /* Process exit or a fatal SIGTERM: terminate the trace, close files. */
 void nsc_log_out_finish(void);

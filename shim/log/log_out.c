@@ -391,11 +391,6 @@ void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *f
   int calls = lv == NSC_LOG_CALLS && calls_sink.tmpl[0] && !calls_sink.failed;
   int trace = trace_sink.tmpl[0] && !trace_sink.failed;
   membuf cm = {0}, tm = {0};
-  for (size_t i = 0; i < nb; i++) {
-    nsc_log_recs rs = {b[i].recs, 0, b[i].n, b[i].n};
-    if (calls && mem(&cm)) json_recs(cm.m, &b[i].who, rs);
-    if (trace && mem(&tm)) nsc_log_trace_recs(tm.m, &b[i].who, b[i].w, rs);
-  }
   for (const nsc_log_final *f = fin; f; f = f->next) {
     const nsc_comm_log *l = &f->l;
     nsc_log_who who = nsc_log_who_of(l);
@@ -406,6 +401,11 @@ void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *f
       json_summary(cm.m, l);
     }
     if (trace && mem(&tm)) nsc_log_trace_recs(tm.m, &who, l->w, rs);
+  }
+  for (size_t i = 0; i < nb; i++) {
+    nsc_log_recs rs = {b[i].recs, 0, b[i].n, b[i].n};
+    if (calls && mem(&cm)) json_recs(cm.m, &b[i].who, rs);
+    if (trace && mem(&tm)) nsc_log_trace_recs(tm.m, &b[i].who, b[i].w, rs);
   }
   mem_put(&cm, &calls_sink);
   mem_put(&tm, &trace_sink);

@@ -7,7 +7,8 @@
  * once when a ring is half full, it takes the resolved detail records of
  * every open log (nsc_log_collect) and appends them: one write() per file
  * and round, whole lines only. Closed logs (destroy, exit) are queued to it
- * and written in order after the records taken before them. So a SIGKILL
+ * and written after the records taken before them (each communicator's
+ * lines in seq order; lines of different communicators may interleave). So a SIGKILL
  * loses at most the last second of records (and, on a GPU, those whose
  * events had not completed yet), and every line the files hold parses.
  *
@@ -43,7 +44,7 @@
 
 #define PERIOD_NS 1000000000ll   /* detail reaches its file within a second */
 #define TERM_LOCK_NS 2000000000ll /* at SIGTERM: longest wait for one of our locks */
-#define TERM_WAIT_STEPS 1500      /* the handler's wait: 1500 x 2 ms */
+#define TERM_WAIT_NS 3000000000ll /* the handler's longest wait for the writer */
 #define EXIT_JOIN_S 10            /* exit: longest wait for the last round */
 
 static int threaded = 1;     /* 0 (tests): write on the closing thread */
@@ -53,7 +54,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_t thread;
 static sem_t wake;
 static pid_t owner;          /* the process the thread belongs to (not a forked child) */
-static int stop_req, term_req, term_seen, term_done;
+static int stop_req, term_req, term_done;
+static long long term_deadline; /* CLOCK_MONOTONIC ns, set by the first SIGTERM */
 static struct sigaction prev_term;
 static int term_fatal;       /* SIGTERM's previous disposition was the default */
 static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -70,11 +72,10 @@ static struct timespec after_ns(long long ns) {
   return t;
 }
 
-/* One round: detail records of the open logs, then the closed logs queued. */
+/* One round: the closed logs queued, then the detail records of the open
+ * logs (taken in this order, a log closed after the queue was taken has its
+ * records of this round written before its final in the next: seq order). */
 static void round_once(const struct timespec *deadline) {
-  nsc_log_batch *b = NULL;
-  size_t nb = 0;
-  nsc_log_collect(&b, &nb, deadline);
   nsc_log_final *f = NULL;
   if (!(deadline ? pthread_mutex_timedlock(&q_lock, deadline) : pthread_mutex_lock(&q_lock))) {
     f = q_head;
@@ -82,6 +83,9 @@ static void round_once(const struct timespec *deadline) {
     q_tail = &q_head;
     pthread_mutex_unlock(&q_lock);
   }
+  nsc_log_batch *b = NULL;
+  size_t nb = 0;
+  nsc_log_collect(&b, &nb, deadline);
   if (nb || f) nsc_log_out_round(b, nb, f);
   for (size_t i = 0; i < nb; i++) free(b[i].recs);
   free(b);
@@ -123,16 +127,28 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-/* Async-signal-safe only: atomics, getpid, sem_post, nanosleep, sigaction,
- * raise. */
+static long long mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
+/* Async-signal-safe only: atomics, getpid, clock_gettime, sem_post,
+ * nanosleep, sigaction, raise. The first SIGTERM sets the deadline; one
+ * arriving on another thread meanwhile (a launcher sending it twice) waits
+ * for the same deadline, no longer. */
 static void on_term(int sig, siginfo_t *si, void *uc) {
   int saved = errno;
-  if (getpid() == owner && __atomic_load_n(&running, __ATOMIC_ACQUIRE) &&
-      !__atomic_exchange_n(&term_seen, 1, __ATOMIC_ACQ_REL)) {
-    __atomic_store_n(&term_req, 1, __ATOMIC_RELEASE);
-    sem_post(&wake);
+  if (getpid() == owner && __atomic_load_n(&running, __ATOMIC_ACQUIRE)) {
+    long long none = 0, dl = mono_ns() + TERM_WAIT_NS;
+    if (__atomic_compare_exchange_n(&term_deadline, &none, dl, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      __atomic_store_n(&term_req, 1, __ATOMIC_RELEASE);
+      sem_post(&wake);
+    } else {
+      dl = none; /* the first one's */
+    }
     struct timespec d = {0, 2000000};
-    for (int i = 0; i < TERM_WAIT_STEPS && !__atomic_load_n(&term_done, __ATOMIC_ACQUIRE); i++) nanosleep(&d, NULL);
+    while (!__atomic_load_n(&term_done, __ATOMIC_ACQUIRE) && mono_ns() < dl) nanosleep(&d, NULL);
   }
   if (prev_term.sa_flags & SA_SIGINFO) {
     if (prev_term.sa_sigaction) prev_term.sa_sigaction(sig, si, uc);

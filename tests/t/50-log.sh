@@ -133,7 +133,9 @@ check_grep "report over two communicators lists both" "^# communicator 1: 4 rank
 #     iterations of its last communicator, writes its pid and sleeps until killed.
 #     kill_run NAME SIGNAL K [logtest args]: 4 ranks, calls log and trace; all
 #     ranks get SIGNAL once every pid file exists (SIGKILL: after 2.5 s, past the
-#     writer's second; SIGTERM: at once, the handler flushes).
+#     writer's second, and all stopped first so that mpirun's SIGTERM to the
+#     survivors of the first kill cannot reach a rank; SIGTERM: at once, the
+#     handler flushes).
 kill_run() {
   local name=$1 sig=$2 k=$3; shift 3
   rm -f "$TMPD/$name".pid.*
@@ -141,8 +143,9 @@ kill_run() {
     mpirun_shim 4 "$P" -i 10 -n 2 -k "$TMPD/$name.pid:$k" "$@" >"$TMPD/$name.out" 2>"$TMPD/$name.err" &
   local mp=$! n=0
   while [ "$(ls "$TMPD/$name".pid.[0-3] 2>/dev/null | wc -l)" -lt 4 ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
-  [ "$sig" = KILL ] && sleep 2.5
-  kill -"$sig" $(cat "$TMPD/$name".pid.[0-3] 2>/dev/null) 2>/dev/null
+  local pids; pids=$(cat "$TMPD/$name".pid.[0-3] 2>/dev/null)
+  [ "$sig" = KILL ] && sleep 2.5 && kill -STOP $pids 2>/dev/null
+  kill -"$sig" $pids 2>/dev/null
   wait $mp
 }
 kill_run k9 KILL 6
@@ -172,3 +175,17 @@ check_grep "report names a line without comm_seq" "bad.0.jsonl:98: call line wit
 check_grep "report names the cut line" "bad.0.jsonl:100: not JSON" "$TMPD/bad.err"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["skipped_lines"] == 3, d["skipped_lines"]' "$TMPD/bad.json" \
   && ok "report JSON: skipped_lines 3" || not_ok "report JSON skipped_lines: $(head -c 200 "$TMPD/bad.json")"
+
+# 13. A directory as NCCLSHIM_LOG_FILE ("logs" existing, or "logs/"): per-rank
+#     files inside it, named as the default (ncclshim.<host>.<pid>.jsonl / .txt).
+mkdir -p "$TMPD/ldir" "$TMPD/ldir2"
+(cd "$TMPD" && NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE=ldir mpirun_shim 2 "$P" -i 3 >/dev/null 2>&1)
+n=$(ls "$TMPD/ldir" | grep -c '^ncclshim\..*\.[0-9]*\.jsonl$')
+[ "$n" -eq 2 ] && ok "NCCLSHIM_LOG_FILE=ldir (a directory): two ncclshim.<host>.<pid>.jsonl inside it" \
+  || not_ok "directory log: $(ls -a "$TMPD/ldir" | tr '\n' ' ') / $(ls "$TMPD" | grep ldir | tr '\n' ' ')"
+chk jsonl --iters 3 --nranks 2 --label "directory log" "$TMPD"/ldir/ncclshim.*.jsonl
+(cd "$TMPD" && NCCLSHIM_LOG_FILE=ldir2/ mpirun_shim 2 "$P" -i 3 >/dev/null 2>&1)
+n=$(ls "$TMPD/ldir2" | grep -c '^ncclshim\..*\.[0-9]*\.txt$')
+[ "$n" -eq 2 ] && [ -z "$(ls -A "$TMPD/ldir2" | grep '^\.')" ] && ok "NCCLSHIM_LOG_FILE=ldir2/: two summary files inside, no hidden file" \
+  || not_ok "directory/ log: $(ls -a "$TMPD/ldir2" | tr '\n' ' ')"
+chk table --iters 3 --nranks 2 --label "summary files in a directory" "$TMPD"/ldir2/ncclshim.*.txt
