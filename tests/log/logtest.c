@@ -2,7 +2,7 @@
  * (tests/t/50-log.sh). An MPI program over any libnccl.so.2 (the host NCCL
  * in tests); the shim comes in through LD_PRELOAD.
  *
- *   logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K] [-t]
+ *   logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K [-K]] [-t]
  *     -i N     iterations per communicator (default 10)
  *     -n C     communicators used one after the other (default 1); each but
  *              the last is destroyed after its iterations, the last is left
@@ -15,6 +15,7 @@
  *              program that uses NVTX would have libnvToolsExt loaded
  *     -k FILE:K  after K iterations of the last communicator, write the pid
  *              to FILE.<rank> and sleep until killed (a job stopped mid-run)
+ *     -K       with -k: keep iterating after writing the pid (killed busy)
  *     -t       install a SIGTERM handler of the program's own before the
  *              first NCCL call: it writes "logtest: SIGTERM handler ran" to
  *              stderr and _exits with status 3
@@ -105,7 +106,7 @@ static void iteration(ncclComm_t c, int check_a) {
 }
 
 /* Stopped mid-run: the pid tells the test whom to kill. */
-static void wait_for_kill(const char *file) {
+static void wait_for_kill(const char *file, int busy) {
   char path[4096], pid[32];
   snprintf(path, sizeof path, "%s.%d", file, rank);
   int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
@@ -116,7 +117,7 @@ static void wait_for_kill(const char *file) {
     fprintf(stderr, "rank %d: cannot write %s\n", rank, path);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  for (;;) sleep(100);
+  while (!busy) sleep(100);
 }
 
 static void own_term(int sig) {
@@ -138,10 +139,10 @@ static void fork_child(void) {
 }
 
 int main(int argc, char **argv) {
-  int iters = 10, ncomms = 1, do_fork = 0, kill_at = -1, own_handler = 0, opt;
+  int iters = 10, ncomms = 1, do_fork = 0, kill_at = -1, busy = 0, own_handler = 0, opt;
   const char *preload = NULL;
   char kill_file[4096] = "";
-  while ((opt = getopt(argc, argv, "i:n:d:fN:k:t")) != -1) {
+  while ((opt = getopt(argc, argv, "i:n:d:fN:k:Kt")) != -1) {
     switch (opt) {
     case 'i': iters = atoi(optarg); break;
     case 'n': ncomms = atoi(optarg); break;
@@ -152,7 +153,8 @@ int main(int argc, char **argv) {
       if (sscanf(optarg, "%4000[^:]:%d", kill_file, &kill_at) != 2) return 2;
       break;
     case 't': own_handler = 1; break;
-    default: fprintf(stderr, "usage: logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K] [-t]\n"); return 2;
+    case 'K': busy = 1; break;
+    default: fprintf(stderr, "usage: logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K [-K]] [-t]\n"); return 2;
     }
   }
   MPI_Init(&argc, &argv);
@@ -169,12 +171,12 @@ int main(int argc, char **argv) {
     ncclComm_t c = tm_comm_world();
     int last = n == ncomms - 1;
     for (int i = 0; i < iters; i++) {
-      if (last && i == kill_at) wait_for_kill(kill_file);
+      if (last && i == kill_at) wait_for_kill(kill_file, busy);
       if (last && do_fork && i == iters / 2) fork_child();
       iteration(c, check_a);
     }
     if (!last) NCCL_OK(ncclCommDestroy(c));
-    if (last && kill_at == iters) wait_for_kill(kill_file);
+    if (last && kill_at == iters) wait_for_kill(kill_file, busy);
   }
   int all = 0;
   MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

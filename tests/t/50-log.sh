@@ -140,7 +140,7 @@ kill_run() {
   local name=$1 sig=$2 k=$3; shift 3
   rm -f "$TMPD/$name".pid.*
   NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/$name.%r.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/$name.%r.trace.json" \
-    mpirun_shim 4 "$P" -i 10 -n 2 -k "$TMPD/$name.pid:$k" "$@" >"$TMPD/$name.out" 2>"$TMPD/$name.err" &
+    mpirun_shim 4 "$P" -i "${KILL_ITERS:-10}" -n "${KILL_COMMS:-2}" -k "$TMPD/$name.pid:$k" "$@" >"$TMPD/$name.out" 2>"$TMPD/$name.err" &
   local mp=$! n=0
   while [ "$(ls "$TMPD/$name".pid.[0-3] 2>/dev/null | wc -l)" -lt 4 ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
   local pids; pids=$(cat "$TMPD/$name".pid.[0-3] 2>/dev/null)
@@ -163,6 +163,32 @@ n=$(grep -c "logtest: SIGTERM handler ran" "$TMPD/kt.err")
 [ "$n" -eq 4 ] && ok "SIGTERM: the program's own handler still runs on every rank" || not_ok "own handler ran $n times of 4"
 chk jsonl --iters 10 --comms 2 --open 1 --done-iters 6 --label "SIGTERM with the program's handler" "$TMPD"/kt.{0,1,2,3}.jsonl
 
+# Killed while busy (one communicator; logtest -K keeps iterating after writing its pid; the
+# kill comes 2.5 s later, ranks stopped first): each communicator's records are
+# 1..n with no gap, n covers at least every record made before the pid file
+# (more than the writer's second before the kill), every line parses except
+# possibly a last one cut by the kill inside a write().
+KILL_ITERS=1000000 KILL_COMMS=1 kill_run kb KILL 20 -K
+python3 - "$TMPD"/kb.{0,1,2,3}.jsonl <<'PYEOF' && ok "SIGKILL while busy: records 1..n without a gap, n >= the 120 made before the pid file, whole lines" || not_ok "SIGKILL while busy"
+import json, sys
+for path in sys.argv[1:]:
+    text = open(path).read()
+    lines = text.split("\n")
+    cut = lines.pop()          # "" when the file ends with a newline
+    seqs = {}
+    for line in lines:
+        o = json.loads(line)   # every whole line parses
+        if o["kind"] == "call":
+            seqs.setdefault(o["comm_seq"], []).append(o["seq"])
+    if cut:
+        try:
+            json.loads(cut)
+            sys.exit("%s: last line has no newline but parses" % path)
+        except ValueError:
+            pass
+    s0 = seqs.get(0, [])
+    assert list(seqs) == [0] and s0 == list(range(1, len(s0) + 1)) and len(s0) >= 20 * 6, (path, len(s0), s0[:5])
+PYEOF
 # 12. The report skips lines it cannot use (a killed job's log, a line cut, a
 #     line without comm_seq or seq) and counts them; it never crashes on them.
 { cat "$TMPD/k9.0.jsonl"; echo '{"kind":"call","rank":0,"seq":99}'; echo '{"kind":"summary","rank":0}'
