@@ -23,7 +23,8 @@
  * the trace's closing "]"), locking with a 2 s deadline (a lock held by the
  * interrupted thread leaves that communicator unwritten, never a hang).
  * When the program had its own SIGTERM handler, that handler is called after
- * a round that writes the records so far; the summary then comes at exit.
+ * a round that writes the records so far (at the first SIGTERM only; later
+ * ones go straight to it); the summary then comes at exit.
  * A disposition of SIG_IGN is left alone. A handler the program installs
  * after ours replaces it (no summary at SIGTERM, records still within 1 s).
  *
@@ -114,6 +115,9 @@ static void *writer_main(void *arg) {
       if (term_fatal) nsc_log_out_finish();
       __atomic_store_n(&term_done, 1, __ATOMIC_RELEASE);
       if (term_fatal) break; /* the process is dying: the files are complete */
+      /* The program's handler took over and the process may live on: back
+       * to rounds once a second (a later SIGTERM goes straight to it). */
+      __atomic_store_n(&term_req, 0, __ATOMIC_RELEASE);
       continue;
     }
     if (__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE)) {

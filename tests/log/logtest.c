@@ -2,7 +2,7 @@
  * (tests/t/50-log.sh). An MPI program over any libnccl.so.2 (the host NCCL
  * in tests); the shim comes in through LD_PRELOAD.
  *
- *   logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K [-K]] [-t]
+ *   logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K [-K]] [-t|-T]
  *     -i N     iterations per communicator (default 10)
  *     -n C     communicators used one after the other (default 1); each but
  *              the last is destroyed after its iterations, the last is left
@@ -19,6 +19,8 @@
  *     -t       install a SIGTERM handler of the program's own before the
  *              first NCCL call: it writes "logtest: SIGTERM handler ran" to
  *              stderr and _exits with status 3
+ *     -T       the same, but the handler only notes the signal: the program
+ *              survives SIGTERM, stops waiting (-k) and runs to its end
  *
  * One iteration, with default shim settings (MIN_BYTES 64 KiB, fusion on):
  *   A  fp32 Sum, 16384 elements (64 KiB)        -> compressed
@@ -105,6 +107,8 @@ static void iteration(ncclComm_t c, int check_a) {
   for (int k = 0; k < 2; k++) check("G2", g2[k], NULL, NG2);
 }
 
+static volatile sig_atomic_t got_term; /* -T: SIGTERM came, and was survived */
+
 /* Stopped mid-run: the pid tells the test whom to kill. */
 static void wait_for_kill(const char *file, int busy) {
   char path[4096], pid[32];
@@ -117,7 +121,12 @@ static void wait_for_kill(const char *file, int busy) {
     fprintf(stderr, "rank %d: cannot write %s\n", rank, path);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  while (!busy) sleep(100);
+  while (!busy && !got_term) sleep(100); /* a signal ends the sleep */
+}
+
+static void note_term(int sig) {
+  (void)sig;
+  got_term = 1;
 }
 
 static void own_term(int sig) {
@@ -142,7 +151,7 @@ int main(int argc, char **argv) {
   int iters = 10, ncomms = 1, do_fork = 0, kill_at = -1, busy = 0, own_handler = 0, opt;
   const char *preload = NULL;
   char kill_file[4096] = "";
-  while ((opt = getopt(argc, argv, "i:n:d:fN:k:Kt")) != -1) {
+  while ((opt = getopt(argc, argv, "i:n:d:fN:k:KtT")) != -1) {
     switch (opt) {
     case 'i': iters = atoi(optarg); break;
     case 'n': ncomms = atoi(optarg); break;
@@ -153,12 +162,19 @@ int main(int argc, char **argv) {
       if (sscanf(optarg, "%4000[^:]:%d", kill_file, &kill_at) != 2) return 2;
       break;
     case 't': own_handler = 1; break;
+    case 'T': own_handler = 2; break;
     case 'K': busy = 1; break;
-    default: fprintf(stderr, "usage: logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K [-K]] [-t]\n"); return 2;
+    default: fprintf(stderr, "usage: logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K [-K]] [-t|-T]\n"); return 2;
     }
   }
   MPI_Init(&argc, &argv);
-  if (own_handler) signal(SIGTERM, own_term);
+  if (own_handler) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = own_handler == 1 ? own_term : note_term;
+    sigemptyset(&sa.sa_mask); /* no SA_RESTART: the sleep returns */
+    sigaction(SIGTERM, &sa, NULL);
+  }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   if (preload && !dlopen(preload, RTLD_NOW | RTLD_GLOBAL)) {

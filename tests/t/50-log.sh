@@ -147,6 +147,7 @@ kill_run() {
   [ "$sig" = KILL ] && sleep 2.5 && kill -STOP $pids 2>/dev/null
   kill -"$sig" $pids 2>/dev/null
   wait $mp
+  echo $? >"$TMPD/$name.rc"
 }
 kill_run k9 KILL 6
 chk jsonl --iters 10 --comms 2 --open 1 --done-iters 6 --label "SIGKILL after 6 of 10 iterations" "$TMPD"/k9.{0,1,2,3}.jsonl
@@ -163,6 +164,12 @@ n=$(grep -c "logtest: SIGTERM handler ran" "$TMPD/kt.err")
 [ "$n" -eq 4 ] && ok "SIGTERM: the program's own handler still runs on every rank" || not_ok "own handler ran $n times of 4"
 chk jsonl --iters 10 --comms 2 --open 1 --done-iters 6 --label "SIGTERM with the program's handler" "$TMPD"/kt.{0,1,2,3}.jsonl
 
+# A program whose SIGTERM handler returns survives it: the shim writes the
+# records so far, calls the handler, and the summaries come once, at exit.
+kill_run ks TERM 6 -T
+check "SIGTERM with a handler that returns: the job runs to its end, exit 0" test "$(cat "$TMPD/ks.rc")" = 0
+chk jsonl --iters 10 --comms 2 --label "SIGTERM survived: every record once, one summary per communicator at exit" "$TMPD"/ks.{0,1,2,3}.jsonl
+chk trace --iters 10 --comms 2 --label "SIGTERM survived: trace" "$TMPD"/ks.{0,1,2,3}.trace.json
 # Killed while busy (one communicator; logtest -K keeps iterating after writing its pid; the
 # kill comes 2.5 s later, ranks stopped first): each communicator's records are
 # 1..n with no gap, n covers at least every record made before the pid file
