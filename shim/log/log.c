@@ -406,6 +406,14 @@ void nsc_log_accum(nsc_comm_log *l, int synced) {
 
 /* Closing ------------------------------------------------------------------ */
 
+/* What a log owns on the heap: its ring, the writer's state, histograms. */
+static void free_owned(const nsc_comm_log *l) {
+  free(l->ring);
+  if (l->w) free(l->w->tr);
+  free(l->w);
+  for (int a = 0; a < 4; a++) free(l->by_action[a].hist);
+}
+
 /* With open_lock and l->lock held, l open: close it and move what is left to
  * write into a final (NULL when out of memory: then nothing is written). */
 static nsc_log_final *close_locked(nsc_comm_log *l, int may_query) {
@@ -435,9 +443,7 @@ static nsc_log_final *close_locked(nsc_comm_log *l, int may_query) {
     f->l = *l; /* the copy owns the ring, the histograms and the writer state */
     f->next = NULL;
   } else {
-    free(l->ring);
-    free(l->w);
-    for (int a = 0; a < 4; a++) free(l->by_action[a].hist);
+    free_owned(l);
   }
   l->ring = NULL;
   l->w = NULL;
@@ -462,10 +468,7 @@ void nsc_log_comm_close(nsc_comm_log *l) {
 
 void nsc_log_final_free(nsc_log_final *f) {
   if (!f) return;
-  free(f->l.ring);
-  if (f->l.w) free(f->l.w->tr);
-  free(f->l.w);
-  for (int a = 0; a < 4; a++) free(f->l.by_action[a].hist);
+  free_owned(&f->l);
   free(f);
 }
 
