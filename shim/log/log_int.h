@@ -116,7 +116,8 @@ const char *nsc_log_host(void);
  * metadata, then the events as they are written (each as ",\n{...}"), then
  * "]" at process exit or a fatal SIGTERM. */
 void nsc_log_trace_begin(FILE *f);
-void nsc_log_trace_recs(FILE *f, const nsc_log_who *who, nsc_log_wstate *w, nsc_log_recs rs);
+/* Events of rs into f; metadata of tracks first seen also into meta. */
+void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *who, nsc_log_wstate *w, nsc_log_recs rs);
 void nsc_log_trace_end(FILE *f);
 
 /* log_nvtx.c */

@@ -18,7 +18,11 @@
  * ncclshim.%h.%p.trace.json (trace).
  *
  * Files are opened at the first write (by the writer thread, log_writer.c,
- * never during a call) and kept open until exit. Each round is formatted in
+ * never during a call) and kept open until exit. Disk use is bounded: once a
+ * JSON Lines or trace file holds 16 x NCCLSHIM_LOG_RING records it is renamed
+ * to <name>.1 (replacing the previous one) and a new file begins, which
+ * starts with what every file needs: the summary lines of the communicators
+ * closed so far (JSON Lines), the trace's opening and track names (trace). Each round is formatted in
  * memory and appended with one write() per file: a file holds whole lines
  * unless the process is killed inside that write. A file that cannot be
  * opened or written is reported once and then left alone: logging trouble
@@ -44,7 +48,12 @@ typedef struct {
   int fd, opened;
   int failed;
   int trace;                /* a trace array: opened with its header, closed with "]" */
+  uint64_t recs;            /* records in the current file */
+  char *sticky;             /* what each new file starts with */
+  size_t sticky_len;
 } sink;
+
+static uint64_t rotate_at;  /* records per file: 16 x NCCLSHIM_LOG_RING */
 
 static sink table_sink = {.env = "NCCLSHIM_LOG_FILE"};
 static sink calls_sink = {.env = "NCCLSHIM_LOG_FILE"};
@@ -108,33 +117,61 @@ static int put_all(int fd, const char *buf, size_t len) {
   return 0;
 }
 
-static void sink_put(sink *s, const char *buf, size_t len);
+static void sticky_add(sink *s, const char *buf, size_t len) {
+  char *g = len ? realloc(s->sticky, s->sticky_len + len) : NULL;
+  if (!g) return;
+  memcpy(g + s->sticky_len, buf, len);
+  s->sticky = g;
+  s->sticky_len += len;
+}
 
-/* Opened at its first write (a trace with its opening and metadata). */
-static int sink_open(sink *s) {
-  if (s->opened || s->failed || !s->tmpl[0]) return s->opened;
-  expand(s, s->path, sizeof s->path);
+/* (Re)open the current file and write its start. */
+static int sink_reopen(sink *s) {
   s->fd = open(s->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (s->fd < 0) {
     sink_fail(s, s->path, "open");
     return 0;
   }
   s->opened = 1;
-  if (s->trace) {
+  s->recs = 0;
+  if (s->sticky_len && put_all(s->fd, s->sticky, s->sticky_len)) sink_fail(s, s->path, "write");
+  return s->opened;
+}
+
+/* Opened at its first write (a trace with its opening and metadata). */
+static int sink_open(sink *s) {
+  if (s->opened || s->failed || !s->tmpl[0]) return s->opened;
+  expand(s, s->path, sizeof s->path);
+  if (s->trace && !s->sticky_len) {
     char *b = NULL;
     size_t n = 0;
     FILE *m = open_memstream(&b, &n);
     if (m) nsc_log_trace_begin(m);
-    if (m && !fclose(m) && b) sink_put(s, b, n);
+    if (m && !fclose(m) && b) sticky_add(s, b, n);
     free(b);
   }
-  return s->opened;
+  return sink_reopen(s);
 }
 
 /* Appended in one write(); a write error turns the sink off with one message. */
 static void sink_put(sink *s, const char *buf, size_t len) {
   if (!len || !sink_open(s)) return;
   if (put_all(s->fd, buf, len)) sink_fail(s, s->path, "write");
+}
+
+/* After a round: a full file becomes <path>.1 and a new one begins. */
+static void sink_rotate(sink *s) {
+  if (!s->opened || !rotate_at || s->recs < rotate_at) return;
+  char old[sizeof s->path + 2];
+  snprintf(old, sizeof old, "%s.1", s->path);
+  if (s->trace) put_all(s->fd, "\n]\n", 3);
+  close(s->fd);
+  s->opened = 0;
+  if (rename(s->path, old)) {
+    sink_fail(s, old, "rename the full log file to");
+    return;
+  }
+  sink_reopen(s);
 }
 
 /* A memory stream for one round's text of a sink, opened when first needed. */
@@ -149,10 +186,17 @@ static FILE *mem(membuf *b) {
   return b->m;
 }
 
-static void mem_put(membuf *b, sink *s) {
+/* A round's text into the sink (nrec records), then what every later file
+ * must start with (sticky), then rotation when the file is full. */
+static void mem_put(membuf *b, membuf *sticky, sink *s, uint64_t nrec) {
   if (b->m && !fclose(b->m) && b->buf) sink_put(s, b->buf, b->len);
+  if (sticky->m && !fclose(sticky->m) && sticky->buf && s->opened) sticky_add(s, sticky->buf, sticky->len);
+  s->recs += nrec;
+  sink_rotate(s);
   free(b->buf);
+  free(sticky->buf);
   memset(b, 0, sizeof *b);
+  memset(sticky, 0, sizeof *sticky);
 }
 
 /* A directory we can already tell is unusable is reported at activation. */
@@ -183,6 +227,7 @@ void nsc_log_out_init(const nsc_config *cfg) {
   if (cfg->log == NSC_LOG_CALLS)
     set_tmpl(&calls_sink, cfg->log_file[0] ? cfg->log_file : "ncclshim.%h.%p.jsonl", "ncclshim.%h.%p.jsonl");
   if (cfg->trace_file[0]) set_tmpl(&trace_sink, cfg->trace_file, "ncclshim.%h.%p.trace.json");
+  rotate_at = 16 * (uint64_t)cfg->log_ring;
   sink *all[] = {&table_sink, &calls_sink, &trace_sink};
   for (int i = 0; i < 3; i++)
     if (all[i]->tmpl[0]) precheck(all[i]);
@@ -390,25 +435,29 @@ void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *f
   int lv = nsc_log_level();
   int calls = lv == NSC_LOG_CALLS && calls_sink.tmpl[0] && !calls_sink.failed;
   int trace = trace_sink.tmpl[0] && !trace_sink.failed;
-  membuf cm = {0}, tm = {0};
+  membuf cm = {0}, tm = {0}, cs = {0}, ts = {0}; /* text and sticky text of each */
+  uint64_t n = 0;
   for (const nsc_log_final *f = fin; f; f = f->next) {
     const nsc_comm_log *l = &f->l;
     nsc_log_who who = nsc_log_who_of(l);
     nsc_log_recs rs = {l->ring, l->ring_head, l->ring_alloc, l->ring_len};
     if (lv != NSC_LOG_OFF) emit_table(l);
-    if (calls && mem(&cm)) {
+    if (calls && mem(&cm) && mem(&cs)) {
       json_recs(cm.m, &who, rs);
       json_summary(cm.m, l);
+      json_summary(cs.m, l);
     }
-    if (trace && mem(&tm)) nsc_log_trace_recs(tm.m, &who, l->w, rs);
+    if (trace && mem(&tm) && mem(&ts)) nsc_log_trace_recs(tm.m, ts.m, &who, l->w, rs);
+    n += rs.n;
   }
   for (size_t i = 0; i < nb; i++) {
     nsc_log_recs rs = {b[i].recs, 0, b[i].n, b[i].n};
     if (calls && mem(&cm)) json_recs(cm.m, &b[i].who, rs);
-    if (trace && mem(&tm)) nsc_log_trace_recs(tm.m, &b[i].who, b[i].w, rs);
+    if (trace && mem(&tm) && mem(&ts)) nsc_log_trace_recs(tm.m, ts.m, &b[i].who, b[i].w, rs);
+    n += rs.n;
   }
-  mem_put(&cm, &calls_sink);
-  mem_put(&tm, &trace_sink);
+  mem_put(&cm, &cs, &calls_sink, n);
+  mem_put(&tm, &ts, &trace_sink, n);
   pthread_mutex_unlock(&out_lock);
 }
 

@@ -63,7 +63,9 @@ static void slice(FILE *f, const char *name, int tid, uint64_t *t, uint64_t dur)
   *t += dur;
 }
 
-static nsc_log_track *track_of(FILE *f, const nsc_log_who *l, nsc_log_wstate *w, nsc_stream s) {
+/* A new track's metadata goes into f and into meta (every later file of the
+ * trace starts with it, see log_out.c). */
+static nsc_log_track *track_of(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstate *w, nsc_stream s) {
   for (int i = 0; i < w->nt; i++)
     if (w->tr[i].stream == s) return &w->tr[i];
   if (w->nt == w->cap) {
@@ -77,20 +79,24 @@ static nsc_log_track *track_of(FILE *f, const nsc_log_who *l, nsc_log_wstate *w,
   t->stream = s;
   t->tid = (l->comm_seq + 1) * 1000 + w->nt;
   t->cursor = 0;
-  fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"comm %d (%#" PRIx64
-          ", %d ranks) stream %#" PRIxPTR "\"}}",
-          trace_pid, t->tid, l->comm_seq, l->id, l->nranks, (uintptr_t)s);
-  fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-          trace_pid, t->tid, t->tid);
+  FILE *to[2] = {f, meta};
+  for (int i = 0; i < 2; i++) {
+    if (!to[i]) continue;
+    fprintf(to[i], ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"comm %d (%#" PRIx64
+            ", %d ranks) stream %#" PRIxPTR "\"}}",
+            trace_pid, t->tid, l->comm_seq, l->id, l->nranks, (uintptr_t)s);
+    fprintf(to[i], ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+            trace_pid, t->tid, t->tid);
+  }
   return t;
 }
 
-void nsc_log_trace_recs(FILE *f, const nsc_log_who *l, nsc_log_wstate *ws, nsc_log_recs rs) {
+void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstate *ws, nsc_log_recs rs) {
   nsc_log_wstate tmp = {0}, *w = ws ? ws : &tmp; /* a log closed before any round: tracks of this call only */
   char name[64];
   for (size_t i = 0; i < rs.n; i++) {
     const nsc_rec *r = &rs.ring[(rs.head + i) % rs.alloc];
-    nsc_log_track *t = track_of(f, l, w, r->stream);
+    nsc_log_track *t = track_of(f, meta, l, w, r->stream);
     if (!t) break;
     const char *act = nsc_action_name((nsc_action)r->action);
     int timed = r->state == NSC_REC_DONE && (r->have & (1u << NSC_T_COLL));

@@ -196,6 +196,37 @@ for path in sys.argv[1:]:
     s0 = seqs.get(0, [])
     assert list(seqs) == [0] and s0 == list(range(1, len(s0) + 1)) and len(s0) >= 20 * 6, (path, len(s0), s0[:5])
 PYEOF
+# Disk use is bounded: a file holding 16 x NCCLSHIM_LOG_RING records becomes
+# <name>.1 and a new one begins with the closed communicators' summary lines
+# (JSON Lines) or the trace's opening and track names. RING=16: 256 records a
+# file; 2 ranks x 2 communicators x 360 records rotate each file twice or more.
+NCCLSHIM_LOG=calls NCCLSHIM_LOG_RING=16 NCCLSHIM_LOG_FILE="$TMPD/rot.%r.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/rot.%r.trace.json" \
+  mpirun_shim 2 "$P" -i 60 -n 2 >/dev/null 2>"$TMPD/rot.err"
+check "logtest passes with files rotated every 256 records" test $? -eq 0
+python3 - "$TMPD"/rot <<'PYEOF' && ok "rotation: each file and its .1 parse, <= 256 + 48 records each, the current one has both summaries (exact) and the last records; traces valid with their track names" || not_ok "rotation"
+import json, sys
+base = sys.argv[1]
+for r in (0, 1):
+    seen = {}
+    for suffix in (".1", ""):
+        lines = [json.loads(l) for l in open("%s.%d.jsonl%s" % (base, r, suffix))]
+        calls = [o for o in lines if o["kind"] == "call"]
+        assert len(calls) <= 256 + 48, (r, suffix, len(calls))
+        for o in calls:
+            seen.setdefault(o["comm_seq"], []).append(o["seq"])
+        if suffix == "":
+            sums = {o["comm_seq"]: o for o in lines if o["kind"] == "summary"}
+            assert sorted(sums) == [0, 1] and all(s["records"] == 360 for s in sums.values()), (r, sums.keys())
+            assert all(s["kept"] + s["dropped"] == 360 for s in sums.values())
+            assert [o["seq"] for o in calls if o["comm_seq"] == 1][-16:] == list(range(345, 361)), (r, "last records")
+        ev = json.load(open("%s.%d.trace.json%s" % (base, r, suffix)))
+        named = {e["tid"] for e in ev if e.get("name") == "thread_name"}
+        used = {e["tid"] for e in ev if e.get("ph") in ("X", "i")}
+        assert any(e.get("name") == "process_name" for e in ev) and used <= named, (r, suffix, used - named)
+    for c, q in seen.items():  # in seq order across .1 and the current file
+        assert q == sorted(set(q)), (r, c)
+PYEOF
+
 # 12. The report skips lines it cannot use (a killed job's log, a line cut, a
 #     line without comm_seq or seq) and counts them; it never crashes on them.
 { cat "$TMPD/k9.0.jsonl"; echo '{"kind":"call","rank":0,"seq":99}'; echo '{"kind":"summary","rank":0}'
