@@ -31,6 +31,7 @@
  * Must not: run anything but async-signal-safe code in the handler, swallow
  * or delay the signal beyond the 3 s bound, query the device, or run in a
  * forked child. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -64,13 +65,26 @@ static nsc_log_final *q_head, **q_tail = &q_head;
 
 void nsc_log_writer_threaded(int on) { threaded = on; }
 
-static struct timespec after_ns(long long ns) {
+static struct timespec after_clock(clockid_t id, long long ns) {
   struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
+  clock_gettime(id, &t);
   long long v = (long long)t.tv_nsec + ns;
   t.tv_sec += (time_t)(v / 1000000000ll);
   t.tv_nsec = (long)(v % 1000000000ll);
   return t;
+}
+
+static struct timespec after_ns(long long ns) { return after_clock(CLOCK_REALTIME, ns); }
+
+/* The writer's second, on the monotonic clock where the C library has
+ * sem_clockwait (glibc 2.30; looked up, so the shim still loads on an older
+ * one): a wall-clock step back must not stall the writer. */
+typedef int (*clockwait_fn)(sem_t *, clockid_t, const struct timespec *);
+static clockwait_fn clockwait;
+
+static void wait_period(void) {
+  struct timespec t = after_clock(clockwait ? CLOCK_MONOTONIC : CLOCK_REALTIME, PERIOD_NS);
+  while ((clockwait ? clockwait(&wake, CLOCK_MONOTONIC, &t) : sem_timedwait(&wake, &t)) && errno == EINTR) {}
 }
 
 /* One round: the closed logs queued, then the detail records of the open
@@ -102,8 +116,7 @@ static void *writer_main(void *arg) {
   for (;;) {
     if (!__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE) && !__atomic_load_n(&term_req, __ATOMIC_ACQUIRE)) {
       if (nsc_log_detail()) {
-        struct timespec t = after_ns(PERIOD_NS);
-        while (sem_timedwait(&wake, &t) && errno == EINTR) {}
+        wait_period();
       } else {
         while (sem_wait(&wake) && errno == EINTR) {}
       }
@@ -183,6 +196,7 @@ static void install_term(void) {
 }
 
 static void start(void) {
+  *(void **)&clockwait = dlsym(RTLD_DEFAULT, "sem_clockwait");
   if (threaded && !sem_init(&wake, 0, 0)) {
     sigset_t all, old;
     sigfillset(&all);
