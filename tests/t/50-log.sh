@@ -135,52 +135,56 @@ check_grep "report over two communicators lists both" "^# communicator 1: 4 rank
 # 11. Jobs stopped by a signal keep their logs (the writer thread appends detail
 #     within a second; SIGTERM adds the summaries). logtest -k F:K stops after K
 #     iterations of its last communicator, writes its pid and sleeps until killed.
-#     kill_run NAME SIGNAL K [logtest args]: 4 ranks, calls log and trace; all
-#     ranks get SIGNAL once every pid file exists (SIGKILL: after 2.5 s, past the
-#     writer's second, and all stopped first so that mpirun's SIGTERM to the
-#     survivors of the first kill cannot reach a rank; SIGTERM: at once, the
-#     handler flushes).
+#     kill_run NAME SIGNAL NP K LINES [logtest args]: NP ranks, calls log and
+#     trace; once every pid file exists and every rank's file holds LINES call
+#     lines (written by the writer while the job runs: nothing is written at
+#     a SIGKILL), every rank gets SIGNAL (SIGKILL: all stopped first, so that
+#     mpirun's SIGTERM to the survivors of the first kill cannot reach one).
 kill_run() {
-  local name=$1 sig=$2 k=$3; shift 3
+  local name=$1 sig=$2 np=$3 k=$4 lines=$5 last=$(($3 - 1)); shift 5
   rm -f "$TMPD/$name".pid.*
   NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/$name.%r.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/$name.%r.trace.json" \
-    mpirun_shim 4 "$P" -i "${KILL_ITERS:-10}" -n "${KILL_COMMS:-2}" -k "$TMPD/$name.pid:$k" "$@" >"$TMPD/$name.out" 2>"$TMPD/$name.err" &
-  local mp=$! n=0
-  while [ "$(ls "$TMPD/$name".pid.[0-3] 2>/dev/null | wc -l)" -lt 4 ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
-  local pids; pids=$(cat "$TMPD/$name".pid.[0-3] 2>/dev/null)
-  [ "$sig" = KILL ] && sleep 2.5 && kill -STOP $pids 2>/dev/null
+    mpirun_shim "$np" "$P" -i "${KILL_ITERS:-10}" -n "${KILL_COMMS:-2}" -k "$TMPD/$name.pid:$k" "$@" >"$TMPD/$name.out" 2>"$TMPD/$name.err" &
+  local mp=$! n=0 r
+  while [ "$(ls "$TMPD/$name".pid.[0-$last] 2>/dev/null | wc -l)" -lt "$np" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+  for r in $(seq 0 $last); do
+    while [ "$(cat "$TMPD/$name.$r.jsonl" 2>/dev/null | grep -c '"kind":"call"')" -lt "$lines" ] && [ $n -lt 900 ]; do
+      sleep 0.1; n=$((n + 1))
+    done
+  done
+  local pids; pids=$(cat "$TMPD/$name".pid.[0-$last] 2>/dev/null)
+  [ "$sig" = KILL ] && kill -STOP $pids 2>/dev/null
   kill -"$sig" $pids 2>/dev/null
   wait $mp
   echo $? >"$TMPD/$name.rc"
 }
-kill_run k9 KILL 6
+kill_run k9 KILL 4 6 96
 chk jsonl --iters 10 --comms 2 --open 1 --done-iters 6 --label "SIGKILL after 6 of 10 iterations" "$TMPD"/k9.{0,1,2,3}.jsonl
 chk trace --iters 10 --comms 2 --open 1 --done-iters 6 --label "SIGKILL, trace" "$TMPD"/k9.{0,1,2,3}.trace.json
-kill_run k15 TERM 10
+kill_run k15 TERM 4 10 0
 check_grep "SIGTERM: the ranks still die of SIGTERM" "signal 15" "$TMPD/k15.err"
 chk jsonl --iters 10 --comms 2 --label "SIGTERM mid-run: every record and a summary per communicator" "$TMPD"/k15.{0,1,2,3}.jsonl
 chk trace --iters 10 --comms 2 --label "SIGTERM: complete trace" "$TMPD"/k15.{0,1,2,3}.trace.json
 chk table --iters 10 --comms 2 --label "SIGTERM: rank 0's tables on stderr" "$TMPD/k15.err"
 # The program's own SIGTERM handler runs after ours has written the records;
 # it _exits (3), so there is no summary line of the open communicator.
-kill_run kt TERM 6 -t
+kill_run kt TERM 2 6 0 -t
 n=$(grep -c "logtest: SIGTERM handler ran" "$TMPD/kt.err")
-[ "$n" -eq 4 ] && ok "SIGTERM: the program's own handler still runs on every rank" || not_ok "own handler ran $n times of 4"
-chk jsonl --iters 10 --comms 2 --open 1 --done-iters 6 --label "SIGTERM with the program's handler" "$TMPD"/kt.{0,1,2,3}.jsonl
+[ "$n" -eq 2 ] && ok "SIGTERM: the program's own handler still runs on every rank" || not_ok "own handler ran $n times of 2"
+chk jsonl --iters 10 --comms 2 --nranks 2 --open 1 --done-iters 6 --label "SIGTERM with the program's handler" "$TMPD"/kt.{0,1}.jsonl
 
 # A program whose SIGTERM handler returns survives it: the shim writes the
 # records so far, calls the handler, and the summaries come once, at exit.
-kill_run ks TERM 6 -T
+kill_run ks TERM 2 6 0 -T
 check "SIGTERM with a handler that returns: the job runs to its end, exit 0" test "$(cat "$TMPD/ks.rc")" = 0
-chk jsonl --iters 10 --comms 2 --label "SIGTERM survived: every record once, one summary per communicator at exit" "$TMPD"/ks.{0,1,2,3}.jsonl
-chk trace --iters 10 --comms 2 --label "SIGTERM survived: trace" "$TMPD"/ks.{0,1,2,3}.trace.json
-# Killed while busy (one communicator; logtest -K keeps iterating after writing its pid; the
-# kill comes 2.5 s later, ranks stopped first): each communicator's records are
-# 1..n with no gap, n covers at least every record made before the pid file
-# (more than the writer's second before the kill), every line parses except
-# possibly a last one cut by the kill inside a write().
-KILL_ITERS=1000000 KILL_COMMS=1 kill_run kb KILL 20 -K
-python3 - "$TMPD"/kb.{0,1,2,3}.jsonl <<'PYEOF' && ok "SIGKILL while busy: records 1..n without a gap, n >= the 120 made before the pid file, whole lines" || not_ok "SIGKILL while busy"
+chk jsonl --iters 10 --comms 2 --nranks 2 --label "SIGTERM survived: every record once, one summary per communicator at exit" "$TMPD"/ks.{0,1}.jsonl
+chk trace --iters 10 --comms 2 --nranks 2 --label "SIGTERM survived: trace" "$TMPD"/ks.{0,1}.trace.json
+# Killed while busy (one communicator, 2 ranks; logtest -K keeps iterating
+# after writing its pid; the kill comes once 120 records are in each file, the
+# writer busy with more): the records are 1..n with no gap, every line parses
+# except possibly a last one cut by the kill inside a write().
+KILL_ITERS=1000000 KILL_COMMS=1 kill_run kb KILL 2 20 120 -K
+python3 - "$TMPD"/kb.{0,1}.jsonl <<'PYEOF' && ok "SIGKILL while busy: records 1..n without a gap (n >= 120), whole lines" || not_ok "SIGKILL while busy"
 import json, sys
 for path in sys.argv[1:]:
     text = open(path).read()
