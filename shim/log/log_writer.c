@@ -38,6 +38,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +115,10 @@ static void round_once(const struct timespec *deadline) {
 
 static void *writer_main(void *arg) {
   (void)arg;
+  /* Below the program's threads (nice +10, this thread only): on busy cores
+   * the writer yields to the job; falling behind drops detail (counted),
+   * never slows a call. */
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
   for (;;) {
     if (!__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE) && !__atomic_load_n(&term_req, __ATOMIC_ACQUIRE)) {
       if (nsc_log_detail()) {
