@@ -3,7 +3,7 @@
  * log.
  *
  * Started at the first record (never before the first intercepted call; not
- * in a forked child, which is inert). Once a second (detail mode), or at
+ * in a forked child, which is inert), at nice +10 with every signal blocked. Once a second (detail mode), or at
  * once when a ring is half full, it takes the resolved detail records of
  * every open log (nsc_log_collect) and appends them: one write() per file
  * and round, whole lines only. Closed logs (destroy, exit) are queued to it
