@@ -270,14 +270,39 @@ static int shim_ranks_differ(const ncclshim_stats_t *s) {
   return memcmp(lo, hi, sizeof lo) != 0;
 }
 
+/* Buffers of -e bytes that cannot fit in a node's host memory: refused on
+ * every rank alike before anything is allocated (the OOM killer would stop
+ * the ranks otherwise). Per rank: send and receive buffers (host memory
+ * only) and the two host copies for preparing and checking, plus as much
+ * again for the shim's staging when it is preloaded. Returns 0, or
+ * PERF_STOP when every rank must stop (rank 0 says why). */
+#define PERF_STOP (-2)
+#define CHECK_STOP(call) do { int s_ = (call); if (s_ == PERF_STOP) return PERF_STOP; if (s_) return -1; } while (0)
+static int fits_in_memory(const bench_t *b, int local_n) {
+  double per_rank = (double)b->o.max_bytes * (strcmp(b->mem.name, "host") == 0 ? 4 : 2);
+  if (dlsym(RTLD_DEFAULT, "ncclshim_get_stats")) per_rank += (double)b->o.max_bytes;
+  double need = per_rank * local_n, avail = (double)perf_mem_host_available();
+  int fits = avail <= 0 || need <= avail;
+  MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!fits && b->rank == 0) {
+    fprintf(stderr, "allreduce_perf: -e %zu: the buffers need about %.1f GiB of host memory per rank (%.1f GiB for the %d "
+            "ranks on this node), more than the %.1f GiB available%s; use a smaller -e\n",
+            b->o.max_bytes, per_rank / 1073741824.0, need / 1073741824.0, local_n, avail / 1073741824.0,
+            avail > 0 ? "" : " (unknown)");
+  }
+  return fits ? 0 : PERF_STOP;
+}
+
 static int setup(bench_t *b, int argc, char **argv) {
   char err[256];
   MPI_Comm local;
-  int local_rank;
+  int local_rank, local_n;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &local_rank);
+  MPI_Comm_size(local, &local_n);
   MPI_Comm_free(&local);
   if (perf_mem_open(&b->mem, local_rank, err, sizeof err)) FAIL("%s", err);
+  CHECK_STOP(fits_in_memory(b, local_n));
   b->graphs = b->o.graph_launches > 0 && b->mem.capture_begin != NULL;
 
   const char *c = getenv("ALLREDUCE_PERF_CORRUPT");
@@ -324,7 +349,7 @@ static void teardown(bench_t *b) {
 /* Returns the exit status: 0 all good, 1 wrong results / disagreeing ranks /
  * bandwidth below NCCL_TESTS_MIN_BW; -1 on an error. */
 static int run(bench_t *b, int argc, char **argv) {
-  CHECK(setup(b, argc, argv));
+  CHECK_STOP(setup(b, argc, argv));
   perf_out_table_header(&b->out);
   for (int i = 0; i < b->o.ntypes; i++)
     for (int j = 0; j < b->o.nops; j++)
@@ -366,6 +391,11 @@ int main(int argc, char **argv) {
     return rc == 1 ? 0 : 2;
   }
   rc = run(&b, argc, argv);
+  if (rc == PERF_STOP) { /* every rank stopped alike, the reason printed */
+    teardown(&b);
+    MPI_Finalize();
+    return 2;
+  }
   if (rc < 0) MPI_Abort(MPI_COMM_WORLD, 2); /* the other ranks may be waiting in a collective */
   teardown(&b);
   MPI_Finalize();

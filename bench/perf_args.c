@@ -118,10 +118,14 @@ int perf_parse_args(int argc, char **argv, perf_opts_t *o, char *err, size_t err
       break;
     case 'b': case 'e':
       if ((sz = perf_parse_size(optarg)) < 0) return perf_fail(err, errlen, "invalid size for -%c: '%s'", c, optarg);
+      if (sz > PERF_MAX_SIZE)
+        return perf_fail(err, errlen, "size for -%c too large: '%s' (at most %.0f bytes, 1P)", c, optarg, PERF_MAX_SIZE);
       *(c == 'b' ? &o->min_bytes : &o->max_bytes) = (size_t)sz;
       break;
     case 'i':
       if ((sz = perf_parse_size(optarg)) < 0) return perf_fail(err, errlen, "invalid size for -i: '%s'", optarg);
+      if (sz > PERF_MAX_SIZE)
+        return perf_fail(err, errlen, "size for -i too large: '%s' (at most %.0f bytes, 1P)", optarg, PERF_MAX_SIZE);
       o->step_bytes = (size_t)sz;
       break;
     case 'f':

@@ -10,6 +10,9 @@
 
 #define PERF_MAX_TYPES 16
 #define PERF_MAX_OPS 8
+/* Largest size accepted for -b, -e, -i: 2^50 bytes (1 PiB), far above any
+ * memory, well inside size_t (a larger value used to wrap to a small one). */
+#define PERF_MAX_SIZE 1125899906842624.0
 
 typedef struct {
   size_t min_bytes, max_bytes; /* -b, -e */

@@ -39,6 +39,35 @@ static const perf_mem_t host_table = {
   .describe = host_describe, .close = host_close,
 };
 
+static unsigned long long read_ull(const char *path, const char *key) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long v = 0;
+  size_t kl = key ? strlen(key) : 0;
+  while (fgets(line, sizeof line, f))
+    if (!key || !strncmp(line, key, kl)) {
+      char *end;
+      v = strtoull(line + kl, &end, 10);
+      if (end == line + kl) v = 0; /* "max": no limit */
+      else if (key) v *= 1024;     /* meminfo counts kB */
+      break;
+    }
+  fclose(f);
+  return v;
+}
+
+unsigned long long perf_mem_host_available(void) {
+  unsigned long long avail = read_ull("/proc/meminfo", "MemAvailable:");
+  unsigned long long max = read_ull("/sys/fs/cgroup/memory.max", NULL);
+  unsigned long long cur = read_ull("/sys/fs/cgroup/memory.current", NULL);
+  if (max) {
+    unsigned long long left = max > cur ? max - cur : 1;
+    if (!avail || left < avail) avail = left;
+  }
+  return avail;
+}
+
 int perf_mem_open(perf_mem_t *m, int local_rank, char *err, size_t errlen) {
   const char *want = getenv("ALLREDUCE_PERF_MEM");
   if (!want || !*want) want = "auto";

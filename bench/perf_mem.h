@@ -33,6 +33,11 @@ typedef struct perf_mem {
  * local_rank picks the GPU. Returns 0, or -1 with a message in err. */
 int perf_mem_open(perf_mem_t *m, int local_rank, char *err, size_t errlen);
 
+/* Bytes of host memory this process may still use: MemAvailable of
+ * /proc/meminfo, lowered to what the cgroup (v2 memory.max - memory.current)
+ * leaves; 0 when neither can be read. */
+unsigned long long perf_mem_host_available(void);
+
 #ifdef PERF_HAVE_CUDA
 /* The CUDA table. Returns 0; 1 when no GPU is visible (why in err); -1 on a
  * CUDA error. */

@@ -13,8 +13,16 @@
  * stay exact whatever the ring size. Summary mode keeps no detail: only
  * records still waiting for their marks stay in the ring (at most 1024).
  *
+ * Detail records leave the ring to the writer thread (log_writer.c), which
+ * takes the resolved ones of every open log at least once a second, sooner
+ * when a ring is half full (nsc_log_collect); "dropped from detail" counts
+ * those that left the ring before it came. A closed log is handed to the
+ * writer whole (nsc_log_final): its last records, totals and histograms.
+ *
  * Must not: write files, wait for the device, or allocate per call (the ring
- * grows geometrically to its bound, then stays). */
+ * grows geometrically to its bound, then stays); the writer's side never
+ * queries the device (it takes only resolved records; at SIGTERM the unread
+ * ones become "unknown"). */
 #include "log.h"
 
 #include <limits.h>
@@ -41,7 +49,8 @@ static size_t ring_cap = 4096;
 static int64_t wall_off;
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_comm_seq;
-static int proc_rank = -1, proc_rank_seq = INT_MAX;
+static int proc_rank = -1, proc_rank_seq = INT_MAX; /* written under open_lock, read atomically */
+static nsc_comm_log *open_logs;   /* every open log (open_lock) */
 
 static uint64_t now_ns(clockid_t id) {
   struct timespec ts;
@@ -77,11 +86,11 @@ int nsc_log_on(void) { return keep; }
 int nsc_log_detail(void) { return detail; }
 int nsc_log_level(void) { return level; }
 
-int nsc_log_proc_rank(void) {
-  pthread_mutex_lock(&open_lock);
-  int r = proc_rank;
-  pthread_mutex_unlock(&open_lock);
-  return r;
+int nsc_log_proc_rank(void) { return __atomic_load_n(&proc_rank, __ATOMIC_ACQUIRE); }
+
+nsc_log_who nsc_log_who_of(const nsc_comm_log *l) {
+  nsc_log_who w = {.id = l->id, .rank = l->rank, .nranks = l->nranks, .comm_seq = l->comm_seq};
+  return w;
 }
 
 /* Histogram ------------------------------------------------------------- */
@@ -126,14 +135,16 @@ static void open_locked(nsc_comm_log *l, uint64_t id, int rank, int nranks) {
     l->rank = -1;
     l->nranks = 0;
     l->comm_seq = next_comm_seq++;
+    l->open_next = open_logs;
+    open_logs = l;
     __atomic_store_n(&l->open, NSC_LOG_OPEN, __ATOMIC_RELEASE);
   }
   if (l->open == NSC_LOG_OPEN && l->rank < 0 && rank >= 0) {
     l->rank = rank;
     l->nranks = nranks;
     if (l->comm_seq < proc_rank_seq) {
-      proc_rank_seq = l->comm_seq;
-      proc_rank = rank;
+      __atomic_store_n(&proc_rank_seq, l->comm_seq, __ATOMIC_RELEASE);
+      __atomic_store_n(&proc_rank, rank, __ATOMIC_RELEASE);
     }
   }
 }
@@ -358,6 +369,7 @@ static void push(nsc_comm_log *l, nsc_rec *r) {
 
 void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
   if (!keep || !r->be) { nsc_log_discard(r); return; }
+  nsc_log_writer_start(); /* once: the first logged call starts the writer */
   if (__atomic_load_n(&l->open, __ATOMIC_ACQUIRE) == NSC_LOG_UNOPENED) open_lazily(l);
   nsc_nvtx_end(r);
   pthread_mutex_lock(&l->lock);
@@ -381,8 +393,11 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
     resolve(l, r, 1); /* summary mode, nothing waiting, readable now: no copy into the ring */
   else
     push(l, r);     /* the ring's copy owns the marks now */
+  int nudge = detail && !l->nudged && l->ring_len >= (ring_cap + 1) / 2;
+  if (nudge) l->nudged = 1;
   pthread_mutex_unlock(&l->lock);
   r->marked = 0;
+  if (nudge) nsc_log_writer_nudge();
 }
 
 void nsc_log_accum(nsc_comm_log *l, int synced) {
@@ -391,29 +406,122 @@ void nsc_log_accum(nsc_comm_log *l, int synced) {
 
 /* Closing ------------------------------------------------------------------ */
 
-void nsc_log_comm_close(nsc_comm_log *l) {
-  if (__atomic_load_n(&l->open, __ATOMIC_ACQUIRE) != NSC_LOG_OPEN) return;
-  pthread_mutex_lock(&l->lock);
-  if (l->open != NSC_LOG_OPEN) {
-    pthread_mutex_unlock(&l->lock);
-    return;
-  }
-  l->open = NSC_LOG_CLOSED;
-  if (!forgotten) {
-    /* Last reading: marks not complete now stay unknown (never waited for). */
-    for (; l->ring_done < l->ring_len; l->ring_done++) resolve(l, at(l, l->ring_done), 1);
-    if (keep) nsc_log_out_comm(l);
-  }
+/* What a log owns on the heap: its ring, the writer's state, histograms. */
+static void free_owned(const nsc_comm_log *l) {
   free(l->ring);
-  l->ring = NULL;
-  l->ring_alloc = l->ring_len = l->ring_done = l->ring_head = 0;
-  for (int a = 0; a < 4; a++) {
-    free(l->by_action[a].hist);
-    l->by_action[a].hist = NULL;
+  if (l->w) free(l->w->tr);
+  free(l->w);
+  for (int a = 0; a < 4; a++) free(l->by_action[a].hist);
+}
+
+/* With open_lock and l->lock held, l open: close it and move what is left to
+ * write into a final (NULL when out of memory: then nothing is written). */
+static nsc_log_final *close_locked(nsc_comm_log *l, int may_query) {
+  for (nsc_comm_log **p = &open_logs; *p; p = &(*p)->open_next)
+    if (*p == l) {
+      *p = l->open_next;
+      break;
+    }
+  l->open_next = NULL;
+  l->open = NSC_LOG_CLOSED;
+  /* Last reading: marks not complete now stay unknown (never waited for).
+   * Without querying (the writer at SIGTERM) every unread record is unknown
+   * and its marks are left alone: the process is about to die. */
+  for (; l->ring_done < l->ring_len; l->ring_done++) {
+    nsc_rec *r = at(l, l->ring_done);
+    if (may_query) {
+      resolve(l, r, 1);
+    } else {
+      r->state = NSC_REC_UNKNOWN;
+      r->marked = 0;
+      fold_time(l, r);
+    }
   }
+  if (!detail) l->ring_len = l->ring_done = 0;
+  nsc_log_final *f = keep && l->nrec ? malloc(sizeof *f) : NULL;
+  if (f) {
+    f->l = *l; /* the copy owns the ring, the histograms and the writer state */
+    f->next = NULL;
+  } else {
+    free_owned(l);
+  }
+  l->ring = NULL;
+  l->w = NULL;
+  l->ring_alloc = l->ring_len = l->ring_done = l->ring_head = 0;
+  for (int a = 0; a < 4; a++) l->by_action[a].hist = NULL;
+  return f;
+}
+
+void nsc_log_comm_close(nsc_comm_log *l) {
+  /* A forked child touches no lock: the writer may have held one at fork. */
+  if (forgotten || __atomic_load_n(&l->open, __ATOMIC_ACQUIRE) != NSC_LOG_OPEN) return;
+  pthread_mutex_lock(&open_lock);
+  pthread_mutex_lock(&l->lock);
+  nsc_log_final *f = NULL;
+  if (l->open == NSC_LOG_OPEN) f = close_locked(l, 1);
   /* The mutex stays initialised: a late call on another thread at process
    * exit may still lock it, and finds the log closed. */
   pthread_mutex_unlock(&l->lock);
+  pthread_mutex_unlock(&open_lock);
+  if (f) nsc_log_writer_final(f);
+}
+
+void nsc_log_final_free(nsc_log_final *f) {
+  if (!f) return;
+  free_owned(&f->l);
+  free(f);
+}
+
+/* The writer's side ---------------------------------------------------------- */
+
+static int lock_by(pthread_mutex_t *m, const struct timespec *deadline) {
+  return deadline ? pthread_mutex_timedlock(m, deadline) : pthread_mutex_lock(m);
+}
+
+void nsc_log_collect(nsc_log_batch **out, size_t *n, const struct timespec *deadline) {
+  *out = NULL;
+  *n = 0;
+  if (!detail || forgotten || lock_by(&open_lock, deadline)) return;
+  size_t cap = 0;
+  /* File names and the trace's pid come from the first communicator's rank. */
+  for (nsc_comm_log *l = proc_rank_seq == 0 ? open_logs : NULL; l; l = l->open_next) {
+    if (lock_by(&l->lock, deadline)) continue;
+    l->nudged = 0;
+    size_t k = l->ring_done;
+    if (k && l->rank >= 0 && *n == cap) {
+      size_t c2 = cap ? 2 * cap : 8;
+      nsc_log_batch *g = realloc(*out, c2 * sizeof *g);
+      if (g) {
+        *out = g;
+        cap = c2;
+      }
+    }
+    nsc_rec *recs = k && l->rank >= 0 && *n < cap ? malloc(k * sizeof *recs) : NULL;
+    if (recs && !l->w) l->w = calloc(1, sizeof *l->w);
+    if (recs && l->w) {
+      for (size_t i = 0; i < k; i++) recs[i] = *at(l, i);
+      l->ring_head = (l->ring_head + k) % l->ring_alloc;
+      l->ring_len -= k;
+      l->ring_done = 0;
+      (*out)[(*n)++] = (nsc_log_batch){.who = nsc_log_who_of(l), .w = l->w, .recs = recs, .n = k};
+    } else {
+      free(recs); /* out of memory: the records wait in the ring */
+    }
+    pthread_mutex_unlock(&l->lock);
+  }
+  pthread_mutex_unlock(&open_lock);
+}
+
+void nsc_log_close_all_now(const struct timespec *deadline) {
+  if (forgotten || lock_by(&open_lock, deadline)) return;
+  for (nsc_comm_log *l = open_logs, *next; l; l = next) {
+    next = l->open_next;
+    if (lock_by(&l->lock, deadline)) continue; /* held by the interrupted thread: left unwritten */
+    nsc_log_final *f = l->open == NSC_LOG_OPEN ? close_locked(l, 0) : NULL;
+    pthread_mutex_unlock(&l->lock);
+    if (f) nsc_log_writer_final(f);
+  }
+  pthread_mutex_unlock(&open_lock);
 }
 
 static void close_one(nsc_comm *c, void *arg) {
@@ -424,5 +532,5 @@ static void close_one(nsc_comm *c, void *arg) {
 static void at_exit(void) {
   if (forgotten) return;
   nsc_comm_foreach(close_one, NULL);
-  nsc_log_out_finish();
+  nsc_log_writer_stop();
 }

@@ -2,8 +2,10 @@
  * table, JSON Lines (NCCLSHIM_LOG=calls), the Chrome trace and NVTX ranges.
  *
  * The hook path only fills a record and pushes it into a bounded ring; times
- * are read later from backend marks (CUDA events, never synchronised), and
- * all file I/O happens at communicator close or process exit. */
+ * are read later from backend marks (CUDA events, never synchronised). All
+ * file I/O happens on the log's writer thread (log_writer.c): detail records
+ * within a second of their call, tables and summary lines at communicator
+ * close, process exit or SIGTERM. */
 #ifndef NSC_LOG_H
 #define NSC_LOG_H
 
@@ -78,6 +80,9 @@ typedef struct nsc_comm_log {
   uint64_t unknown;        /* records whose marks were not complete when they had to be read */
   nsc_rec *ring;           /* oldest first from ring_head; entries [0, ring_done) resolved */
   size_t ring_alloc, ring_head, ring_len, ring_done;
+  int nudged;              /* the writer was woken for this ring and has not taken it yet */
+  struct nsc_comm_log *open_next; /* the list of open logs (log.c) */
+  struct nsc_log_wstate *w;       /* the writer's own state (trace tracks); only it reads it */
   pthread_mutex_t lock;
 } nsc_comm_log;
 

@@ -2,17 +2,21 @@
  * the rest of the shim): the histogram of times, the process identity used in
  * file names, and the writers called at communicator close and process exit.
  *
- *   log.c        hot path: records, ring, reading marks, totals, open/close
+ *   log.c        hot path: records, ring, reading marks, totals, open/close,
+ *                and what the writer takes from the open logs
+ *   log_writer.c the writer thread, its queue of closed logs, SIGTERM
  *   log_out.c    output files (path templates), summary table, JSON Lines
  *   log_trace.c  Chrome trace events
  *   log_nvtx.c   NVTX ranges when the program has libnvToolsExt loaded
  *
- * Writers run with the communicator's log lock held and never on the hook
- * path of a collective. */
+ * Formatting and file I/O run on the writer thread on copies taken under the
+ * communicator's lock, never on the hook path of a collective (and, when no
+ * thread could be started, on the closing thread at destroy or exit). */
 #ifndef NSC_LOG_INT_H
 #define NSC_LOG_INT_H
 
 #include <stdio.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -30,11 +34,74 @@ int nsc_log_level(void);
 /* This process's rank in the first communicator it logged (-1 if unknown). */
 int nsc_log_proc_rank(void);
 
+/* Who a communicator's lines name. */
+typedef struct {
+  uint64_t id;
+  int rank, nranks, comm_seq;
+} nsc_log_who;
+
+/* The writer's state of one communicator: its trace tracks (a track per
+ * stream, each with the end of its last slice). Created by nsc_log_collect,
+ * read and grown by the writer only. */
+typedef struct {
+  nsc_stream stream;
+  int tid;
+  uint64_t cursor; /* wall ns */
+} nsc_log_track;
+typedef struct nsc_log_wstate {
+  nsc_log_track *tr;
+  int nt, cap;
+} nsc_log_wstate;
+
+/* Records a ring holds: n of them from head in a ring of alloc entries. */
+typedef struct {
+  const nsc_rec *ring;
+  size_t head, alloc, n;
+} nsc_log_recs;
+
+/* Detail records taken from an open log (recs owned by the batch). */
+typedef struct {
+  nsc_log_who who;
+  nsc_log_wstate *w;
+  nsc_rec *recs;
+  size_t n;
+} nsc_log_batch;
+
+/* A closed communicator's log handed to the writer: a copy of the log whose
+ * ring (the records not yet written), histograms and writer state it owns. */
+typedef struct nsc_log_final {
+  nsc_comm_log l;
+  struct nsc_log_final *next;
+} nsc_log_final;
+
+nsc_log_who nsc_log_who_of(const nsc_comm_log *l);
+/* Writer side of log.c. Take the resolved detail records of every open log
+ * whose rank is known (once the first communicator's rank is known: it names
+ * the files); deadline: lock with a time limit (SIGTERM), NULL: wait. */
+void nsc_log_collect(nsc_log_batch **out, size_t *n, const struct timespec *deadline);
+/* SIGTERM, the process about to die: close every open log without querying
+ * the device (records not read yet are "unknown"), each handed to the writer. */
+void nsc_log_close_all_now(const struct timespec *deadline);
+void nsc_log_final_free(nsc_log_final *f);
+
+/* log_writer.c */
+/* Tests: 0 = no thread, closes and exit write on the calling thread. */
+void nsc_log_writer_threaded(int on);
+/* Start the writer (once, at the first record) and the SIGTERM hook. */
+void nsc_log_writer_start(void);
+/* A ring is half full: write it now rather than at the next second. */
+void nsc_log_writer_nudge(void);
+/* Hand over a closed log (written by the writer, or here without one). */
+void nsc_log_writer_final(nsc_log_final *f);
+/* Process exit: write everything, end the trace, close the files, stop. */
+void nsc_log_writer_stop(void);
+
 /* log_out.c */
 void nsc_log_out_init(const nsc_config *cfg);
-/* One communicator's sections (summary, JSON lines, trace events). */
-void nsc_log_out_comm(const nsc_comm_log *l);
-/* Process exit: terminate the trace, close files. */
+/* One writing round: the closed logs (their last records, summary line,
+ * table), then the detail batches; each file gets one write() per round. */
+void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *finals);
+/* Process exit or a fatal SIGTERM: terminate the trace, close files. */
 void nsc_log_out_finish(void);
 /* Shared formatting: algbw/busbw in GB/s (1e9 B/s) of bytes moved in ns. */
 double nsc_log_algbw(uint64_t bytes, uint64_t ns);
@@ -46,10 +113,11 @@ void nsc_log_put_us(FILE *f, uint64_t ns);
 const char *nsc_log_host(void);
 
 /* log_trace.c: a trace file is a JSON array: its opening and process
- * metadata, then each communicator's events (each written as ",\n{...}"),
- * then "]" at process exit. */
+ * metadata, then the events as they are written (each as ",\n{...}"), then
+ * "]" at process exit or a fatal SIGTERM. */
 void nsc_log_trace_begin(FILE *f);
-void nsc_log_trace_comm(FILE *f, const nsc_comm_log *l);
+/* Events of rs into f; metadata of tracks first seen also into meta. */
+void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *who, nsc_log_wstate *w, nsc_log_recs rs);
 void nsc_log_trace_end(FILE *f);
 
 /* log_nvtx.c */

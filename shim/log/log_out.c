@@ -12,16 +12,27 @@
  *   NCCLSHIM_TRACE_FILE            Chrome trace events (log_trace.c)
  * Templates expand %h (host), %p (pid), %r (rank in the first communicator
  * the process used), %% (%). A template with neither %r nor %p gets
- * ".<rank>" appended, so ranks never share a file.
+ * ".<rank>" appended, so ranks never share a file. A value without any %
+ * that ends in '/' or names an existing directory means files inside it:
+ * ncclshim.%h.%p.jsonl (calls), ncclshim.%h.%p.txt (summary tables),
+ * ncclshim.%h.%p.trace.json (trace).
  *
- * Files are opened at the first write (communicator close or process exit,
- * never during a call) and kept open until exit. A file that cannot be
+ * Files are opened at the first write (by the writer thread, log_writer.c,
+ * never during a call) and kept open until exit. Disk use is bounded: once a
+ * JSON Lines or trace file holds 16 x NCCLSHIM_LOG_RING records it is renamed
+ * to <name>.1 (replacing the previous one) and a new file begins, which
+ * starts with what every file needs: the summary lines of the communicators
+ * closed so far (JSON Lines), the trace's opening and track names (trace). Each round is formatted in
+ * memory and appended with one write() per file: a file holds whole lines
+ * unless the process is killed inside that write. A file that cannot be
  * opened or written is reported once and then left alone: logging trouble
  * never stops or slows the job. Must not: run on the hook path. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -34,15 +45,21 @@ typedef struct {
   const char *env;          /* the variable that named it, for messages */
   char tmpl[NSC_CFG_STR_MAX];
   char path[NSC_CFG_STR_MAX + 64]; /* expanded, once opened */
-  FILE *f;
+  int fd, opened;
   int failed;
   int trace;                /* a trace array: opened with its header, closed with "]" */
+  uint64_t recs;            /* records in the current file */
+  char *sticky;             /* what each new file starts with */
+  size_t sticky_len;
 } sink;
+
+static uint64_t rotate_at;  /* records per file: 16 x NCCLSHIM_LOG_RING */
 
 static sink table_sink = {.env = "NCCLSHIM_LOG_FILE"};
 static sink calls_sink = {.env = "NCCLSHIM_LOG_FILE"};
 static sink trace_sink = {.env = "NCCLSHIM_TRACE_FILE", .trace = 1};
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+static int finished; /* after exit or a fatal SIGTERM: nothing more is written */
 static char host[256] = "?";
 
 const char *nsc_log_host(void) { return host; }
@@ -86,27 +103,100 @@ static void sink_fail(sink *s, const char *path, const char *what) {
   nsc_warn("%s: cannot %s '%s': %s; this rank's %s is not written", s->env, what, path, strerror(errno),
            s->trace ? "trace" : "log");
   s->failed = 1;
-  if (s->f) fclose(s->f);
-  s->f = NULL;
+  if (s->opened) close(s->fd);
+  s->opened = 0;
 }
 
-static FILE *sink_file(sink *s) {
-  if (s->f || s->failed || !s->tmpl[0]) return s->f;
-  expand(s, s->path, sizeof s->path);
-  s->f = fopen(s->path, "w");
-  if (!s->f) {
-    sink_fail(s, s->path, "open");
-    return NULL;
+static int put_all(int fd, const char *buf, size_t len) {
+  for (size_t off = 0; off < len;) {
+    ssize_t w = write(fd, buf + off, len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    off += (size_t)w;
   }
-  if (s->trace) nsc_log_trace_begin(s->f);
-  return s->f;
+  return 0;
 }
 
-/* After a section: flushed, so a fork or a crash later duplicates or loses
- * nothing; a write error turns the sink off with one message. */
-static void sink_flush(sink *s) {
-  if (!s->f) return;
-  if (fflush(s->f) || ferror(s->f)) sink_fail(s, s->path, "write");
+static void sticky_add(sink *s, const char *buf, size_t len) {
+  char *g = len ? realloc(s->sticky, s->sticky_len + len) : NULL;
+  if (!g) return;
+  memcpy(g + s->sticky_len, buf, len);
+  s->sticky = g;
+  s->sticky_len += len;
+}
+
+/* (Re)open the current file and write its start. */
+static int sink_reopen(sink *s) {
+  s->fd = open(s->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (s->fd < 0) {
+    sink_fail(s, s->path, "open");
+    return 0;
+  }
+  s->opened = 1;
+  s->recs = 0;
+  if (s->sticky_len && put_all(s->fd, s->sticky, s->sticky_len)) sink_fail(s, s->path, "write");
+  return s->opened;
+}
+
+/* Opened at its first write (a trace with its opening and metadata). */
+static int sink_open(sink *s) {
+  if (s->opened || s->failed || !s->tmpl[0]) return s->opened;
+  expand(s, s->path, sizeof s->path);
+  if (s->trace && !s->sticky_len) {
+    char *b = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&b, &n);
+    if (m) nsc_log_trace_begin(m);
+    if (m && !fclose(m) && b) sticky_add(s, b, n);
+    free(b);
+  }
+  return sink_reopen(s);
+}
+
+/* Appended in one write(); a write error turns the sink off with one message. */
+static void sink_put(sink *s, const char *buf, size_t len) {
+  if (!len || !sink_open(s)) return;
+  if (put_all(s->fd, buf, len)) sink_fail(s, s->path, "write");
+}
+
+/* After a round: a full file becomes <path>.1 and a new one begins. */
+static void sink_rotate(sink *s) {
+  if (!s->opened || !rotate_at || s->recs < rotate_at) return;
+  char old[sizeof s->path + 2];
+  snprintf(old, sizeof old, "%s.1", s->path);
+  if (s->trace) put_all(s->fd, "\n]\n", 3);
+  close(s->fd);
+  s->opened = 0;
+  if (rename(s->path, old)) {
+    sink_fail(s, old, "rename the full log file to");
+    return;
+  }
+  sink_reopen(s);
+}
+
+/* A memory stream for one round's text of a sink, opened when first needed. */
+typedef struct {
+  char *buf;
+  size_t len;
+  FILE *m;
+} membuf;
+
+static FILE *mem(membuf *b) {
+  if (!b->m) b->m = open_memstream(&b->buf, &b->len);
+  return b->m;
+}
+
+/* A round's text into the sink (nrec records), then what every later file
+ * must start with (sticky), then rotation when the file is full. */
+static void mem_put(membuf *b, membuf *sticky, sink *s, uint64_t nrec) {
+  if (b->m && !fclose(b->m) && b->buf) sink_put(s, b->buf, b->len);
+  if (sticky->m && !fclose(sticky->m) && sticky->buf && s->opened) sticky_add(s, sticky->buf, sticky->len);
+  s->recs += nrec;
+  sink_rotate(s);
+  free(b->buf);
+  free(sticky->buf);
+  memset(b, 0, sizeof *b);
+  memset(sticky, 0, sizeof *sticky);
 }
 
 /* A directory we can already tell is unusable is reported at activation. */
@@ -118,12 +208,26 @@ static void precheck(sink *s) {
   if (access(dir, W_OK | X_OK)) sink_fail(s, dir, "write into directory");
 }
 
+/* A value naming a directory (no %, and a trailing '/' or an existing
+ * directory): the file name inside it. */
+static void set_tmpl(sink *s, const char *v, const char *in_dir) {
+  struct stat st;
+  size_t n = strlen(v);
+  if (n && !strchr(v, '%') && (v[n - 1] == '/' || (!stat(v, &st) && S_ISDIR(st.st_mode)))) {
+    while (n > 1 && v[n - 1] == '/') n--;
+    snprintf(s->tmpl, sizeof s->tmpl, "%.*s/%s", (int)n, v, in_dir);
+  } else {
+    snprintf(s->tmpl, sizeof s->tmpl, "%s", v);
+  }
+}
+
 void nsc_log_out_init(const nsc_config *cfg) {
   gethostname(host, sizeof host - 1);
-  if (cfg->log == NSC_LOG_SUMMARY) snprintf(table_sink.tmpl, sizeof table_sink.tmpl, "%s", cfg->log_file);
+  if (cfg->log == NSC_LOG_SUMMARY && cfg->log_file[0]) set_tmpl(&table_sink, cfg->log_file, "ncclshim.%h.%p.txt");
   if (cfg->log == NSC_LOG_CALLS)
-    snprintf(calls_sink.tmpl, sizeof calls_sink.tmpl, "%s", cfg->log_file[0] ? cfg->log_file : "ncclshim.%h.%p.jsonl");
-  snprintf(trace_sink.tmpl, sizeof trace_sink.tmpl, "%s", cfg->trace_file);
+    set_tmpl(&calls_sink, cfg->log_file[0] ? cfg->log_file : "ncclshim.%h.%p.jsonl", "ncclshim.%h.%p.jsonl");
+  if (cfg->trace_file[0]) set_tmpl(&trace_sink, cfg->trace_file, "ncclshim.%h.%p.trace.json");
+  rotate_at = 16 * (uint64_t)cfg->log_ring;
   sink *all[] = {&table_sink, &calls_sink, &trace_sink};
   for (int i = 0; i < 3; i++)
     if (all[i]->tmpl[0]) precheck(all[i]);
@@ -213,7 +317,7 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
           " dropped from detail, %" PRIu64 " untimed, %" PRIu64 " timing unknown); accumulation: %" PRIu64
           " synced, %" PRIu64 " skipped\n",
           pre, span > 0 ? 100.0 * (double)all.time_ns / span : 0.0, span / 1e9, l->nrec,
-          nsc_log_detail() ? l->ring_len : (size_t)0, l->dropped, l->untimed, l->unknown,
+          nsc_log_detail() ? (size_t)(l->nrec - l->dropped) : (size_t)0, l->dropped, l->untimed, l->unknown,
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
   /* What the casts lost, counted on the device without synchronising (GPU)
    * or in the host casts; process totals, all communicators together. */
@@ -235,23 +339,14 @@ static void emit_table(const nsc_comm_log *l) {
   if (!to_file) snprintf(pre, sizeof pre, "ncclshim[%s:%d] ", host, (int)getpid());
   write_table(m, l, pre);
   if (fclose(m) || !buf) { free(buf); return; }
-  if (to_file) {
-    FILE *f = sink_file(&table_sink);
-    if (f) fwrite(buf, 1, len, f);
-    sink_flush(&table_sink);
-  } else {
-    for (size_t off = 0; off < len;) {
-      ssize_t w = write(2, buf + off, len - off);
-      if (w <= 0 && errno != EINTR) break;
-      if (w > 0) off += (size_t)w;
-    }
-  }
+  if (to_file) sink_put(&table_sink, buf, len);
+  else put_all(2, buf, len);
   free(buf);
 }
 
 /* JSON Lines ----------------------------------------------------------------- */
 
-static void json_head(FILE *f, const char *kind, const nsc_comm_log *l) {
+static void json_head(FILE *f, const char *kind, const nsc_log_who *l) {
   fprintf(f, "{\"kind\":\"%s\",\"rank\":%d,\"nranks\":%d,\"comm\":\"%#" PRIx64 "\",\"comm_seq\":%d,\"host\":\"", kind,
           l->rank, l->nranks, l->id, l->comm_seq);
   nsc_log_json_str(f, host);
@@ -264,7 +359,7 @@ static void json_time(FILE *f, const char *key, const nsc_rec *r, int t) {
   else fputs("null", f);
 }
 
-static void json_call(FILE *f, const nsc_comm_log *l, const nsc_rec *r) {
+static void json_call(FILE *f, const nsc_log_who *l, const nsc_rec *r) {
   int skip = r->action == NSC_ACT_SKIP;
   int timed = r->state == NSC_REC_DONE && (r->have & (1u << NSC_T_COLL));
   json_head(f, "call", l);
@@ -293,10 +388,11 @@ static void json_call(FILE *f, const nsc_comm_log *l, const nsc_rec *r) {
 }
 
 static void json_summary(FILE *f, const nsc_comm_log *l) {
-  json_head(f, "summary", l);
+  nsc_log_who who = nsc_log_who_of(l);
+  json_head(f, "summary", &who);
   fprintf(f, ",\"records\":%" PRIu64 ",\"kept\":%zu,\"dropped\":%" PRIu64 ",\"untimed\":%" PRIu64 ",\"unknown\":%" PRIu64
           ",\"accum_synced\":%" PRIu64 ",\"accum_skipped\":%" PRIu64 ",\"first_wall_us\":",
-          l->nrec, l->ring_len, l->dropped, l->untimed, l->unknown,
+          l->nrec, (size_t)(l->nrec - l->dropped), l->dropped, l->untimed, l->unknown,
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
   nsc_log_put_us(f, l->first_wall_ns);
   fputs(",\"span_us\":", f);
@@ -326,25 +422,42 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
   fputs("}}\n", f);
 }
 
-static void emit_calls(const nsc_comm_log *l) {
-  FILE *f = sink_file(&calls_sink);
-  if (!f) return;
-  for (size_t i = 0; i < l->ring_len; i++) json_call(f, l, &l->ring[(l->ring_head + i) % l->ring_alloc]);
-  json_summary(f, l);
-  sink_flush(&calls_sink);
+static void json_recs(FILE *f, const nsc_log_who *who, nsc_log_recs rs) {
+  for (size_t i = 0; i < rs.n; i++) json_call(f, who, &rs.ring[(rs.head + i) % rs.alloc]);
 }
 
-void nsc_log_out_comm(const nsc_comm_log *l) {
-  if (!l->nrec) return;
+void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *fin) {
   pthread_mutex_lock(&out_lock);
-  int lv = nsc_log_level();
-  if (lv != NSC_LOG_OFF) emit_table(l);
-  if (lv == NSC_LOG_CALLS) emit_calls(l);
-  if (trace_sink.tmpl[0]) {
-    FILE *f = sink_file(&trace_sink);
-    if (f) nsc_log_trace_comm(f, l);
-    sink_flush(&trace_sink);
+  if (finished) {
+    pthread_mutex_unlock(&out_lock);
+    return;
   }
+  int lv = nsc_log_level();
+  int calls = lv == NSC_LOG_CALLS && calls_sink.tmpl[0] && !calls_sink.failed;
+  int trace = trace_sink.tmpl[0] && !trace_sink.failed;
+  membuf cm = {0}, tm = {0}, cs = {0}, ts = {0}; /* text and sticky text of each */
+  uint64_t n = 0;
+  for (const nsc_log_final *f = fin; f; f = f->next) {
+    const nsc_comm_log *l = &f->l;
+    nsc_log_who who = nsc_log_who_of(l);
+    nsc_log_recs rs = {l->ring, l->ring_head, l->ring_alloc, l->ring_len};
+    if (lv != NSC_LOG_OFF) emit_table(l);
+    if (calls && mem(&cm) && mem(&cs)) {
+      json_recs(cm.m, &who, rs);
+      json_summary(cm.m, l);
+      json_summary(cs.m, l);
+    }
+    if (trace && mem(&tm) && mem(&ts)) nsc_log_trace_recs(tm.m, ts.m, &who, l->w, rs);
+    n += rs.n;
+  }
+  for (size_t i = 0; i < nb; i++) {
+    nsc_log_recs rs = {b[i].recs, 0, b[i].n, b[i].n};
+    if (calls && mem(&cm)) json_recs(cm.m, &b[i].who, rs);
+    if (trace && mem(&tm) && mem(&ts)) nsc_log_trace_recs(tm.m, ts.m, &b[i].who, b[i].w, rs);
+    n += rs.n;
+  }
+  mem_put(&cm, &cs, &calls_sink, n);
+  mem_put(&tm, &ts, &trace_sink, n);
   pthread_mutex_unlock(&out_lock);
 }
 
@@ -353,11 +466,12 @@ void nsc_log_out_finish(void) {
   sink *all[] = {&table_sink, &calls_sink, &trace_sink};
   for (int i = 0; i < 3; i++) {
     sink *s = all[i];
-    if (!s->f) continue;
-    if (s->trace) nsc_log_trace_end(s->f);
-    if (fclose(s->f)) nsc_warn("%s: closing its file failed: %s", s->env, strerror(errno));
-    s->f = NULL;
+    if (!s->opened) continue;
+    if (s->trace) put_all(s->fd, "\n]\n", 3);
+    if (close(s->fd)) nsc_warn("%s: closing its file failed: %s", s->env, strerror(errno));
+    s->opened = 0;
     s->failed = 1; /* nothing more after exit */
   }
+  finished = 1;
   pthread_mutex_unlock(&out_lock);
 }

@@ -1,6 +1,10 @@
 /* log_trace.c — Chrome trace-event JSON (Perfetto, chrome://tracing) from a
- * communicator's detail records, written at its close into the process's
- * trace file (NCCLSHIM_TRACE_FILE, opened by log_out.c).
+ * communicator's detail records, appended by the log's writer thread as the
+ * records come (within a second) into the process's trace file
+ * (NCCLSHIM_TRACE_FILE, opened by log_out.c). The file is a JSON array
+ * closed by "]" at exit or SIGTERM; after a SIGKILL it lacks the "]", which
+ * the trace-event format allows (Perfetto and chrome://tracing load it;
+ * appending "\n]" makes it strict JSON).
  *
  * pid = the process's rank (so files of several ranks can be concatenated
  * into one view), one track (tid) per communicator and stream. Each timed
@@ -10,7 +14,8 @@
  * the call's host time or at the end of the previous slice of its track,
  * whichever is later (a stream runs its work in order): on a GPU the work
  * may start later still, so positions are lower bounds and durations are
- * device times. Must not: run on the hook path (only at close). */
+ * device times. Tracks and their cursors persist across rounds in the
+ * writer's state of the communicator. Must not: run on the hook path. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -20,12 +25,6 @@
 #include "policy.h"
 
 static int trace_pid;
-
-typedef struct {
-  nsc_stream stream;
-  int tid;
-  uint64_t cursor; /* end of the last slice, wall ns */
-} track;
 
 void nsc_log_trace_begin(FILE *f) {
   int rank = nsc_log_proc_rank();
@@ -44,7 +43,7 @@ static void event(FILE *f, const char *name, const char *ph, int tid, uint64_t t
   nsc_log_put_us(f, ts_ns);
 }
 
-static void args(FILE *f, const nsc_comm_log *l, const nsc_rec *r, int with_bw) {
+static void args(FILE *f, const nsc_log_who *l, const nsc_rec *r, int with_bw) {
   fprintf(f,
           ",\"args\":{\"seq\":%" PRIu64 ",\"action\":\"%s\",\"count\":%zu,\"dtype\":\"%s\",\"wire_dtype\":\"%s\""
           ",\"logical_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64 ",\"members\":%d,\"result\":%d",
@@ -64,29 +63,41 @@ static void slice(FILE *f, const char *name, int tid, uint64_t *t, uint64_t dur)
   *t += dur;
 }
 
-static track *track_of(FILE *f, const nsc_comm_log *l, track *tr, int *nt, nsc_stream s) {
-  for (int i = 0; i < *nt; i++)
-    if (tr[i].stream == s) return &tr[i];
-  track *t = &tr[(*nt)++];
+/* A new track's metadata goes into f and into meta (every later file of the
+ * trace starts with it, see log_out.c). */
+static nsc_log_track *track_of(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstate *w, nsc_stream s) {
+  for (int i = 0; i < w->nt; i++)
+    if (w->tr[i].stream == s) return &w->tr[i];
+  if (w->nt == w->cap) {
+    int c = w->cap ? 2 * w->cap : 4;
+    nsc_log_track *g = realloc(w->tr, (size_t)c * sizeof *g);
+    if (!g) return NULL;
+    w->tr = g;
+    w->cap = c;
+  }
+  nsc_log_track *t = &w->tr[w->nt++];
   t->stream = s;
-  t->tid = (l->comm_seq + 1) * 1000 + *nt;
+  t->tid = (l->comm_seq + 1) * 1000 + w->nt;
   t->cursor = 0;
-  fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"comm %d (%#" PRIx64
-          ", %d ranks) stream %#" PRIxPTR "\"}}",
-          trace_pid, t->tid, l->comm_seq, l->id, l->nranks, (uintptr_t)s);
-  fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-          trace_pid, t->tid, t->tid);
+  FILE *to[2] = {f, meta};
+  for (int i = 0; i < 2; i++) {
+    if (!to[i]) continue;
+    fprintf(to[i], ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"comm %d (%#" PRIx64
+            ", %d ranks) stream %#" PRIxPTR "\"}}",
+            trace_pid, t->tid, l->comm_seq, l->id, l->nranks, (uintptr_t)s);
+    fprintf(to[i], ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+            trace_pid, t->tid, t->tid);
+  }
   return t;
 }
 
-void nsc_log_trace_comm(FILE *f, const nsc_comm_log *l) {
-  track *tr = calloc(l->ring_len ? l->ring_len : 1, sizeof *tr);
-  if (!tr) return;
-  int nt = 0;
+void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstate *ws, nsc_log_recs rs) {
+  nsc_log_wstate tmp = {0}, *w = ws ? ws : &tmp; /* a log closed before any round: tracks of this call only */
   char name[64];
-  for (size_t i = 0; i < l->ring_len; i++) {
-    const nsc_rec *r = &l->ring[(l->ring_head + i) % l->ring_alloc];
-    track *t = track_of(f, l, tr, &nt, r->stream);
+  for (size_t i = 0; i < rs.n; i++) {
+    const nsc_rec *r = &rs.ring[(rs.head + i) % rs.alloc];
+    nsc_log_track *t = track_of(f, meta, l, w, r->stream);
+    if (!t) break;
     const char *act = nsc_action_name((nsc_action)r->action);
     int timed = r->state == NSC_REC_DONE && (r->have & (1u << NSC_T_COLL));
     if (r->action == NSC_ACT_SKIP || !timed) {
@@ -110,5 +121,5 @@ void nsc_log_trace_comm(FILE *f, const nsc_comm_log *l) {
     }
     t->cursor = ts;
   }
-  free(tr);
+  free(tmp.tr);
 }

@@ -138,6 +138,13 @@ static int enum_index(const char *choices, const char *s) {
   return -1;
 }
 
+/* INT and SIZE rows whose choices are "0" also allow 0 (off) below min. */
+static int zero_is_off(const row_t *r) { return !strcmp(r->pub.choices, "0"); }
+
+static void int_range(const row_t *r, char *buf, size_t len) {
+  snprintf(buf, len, "%s[%lld, %lld]", zero_is_off(r) ? "0 (off) or " : "", r->pub.lo, r->pub.hi);
+}
+
 static int set_value(nsc_config *cfg, int i, const char *v, char *err, size_t errlen) {
   const row_t *r = &rows[i];
   void *dst = field_ptr(cfg, i);
@@ -154,10 +161,12 @@ static int set_value(nsc_config *cfg, int i, const char *v, char *err, size_t er
     if (rc == 0 && r->type == T_INT && *e) rc = -1;
     const char *what = r->type == T_SIZE ? "an integer number of bytes (suffix K, M, G or T allowed)"
                                          : "an integer";
-    if (rc == -2) return fail(err, errlen, i, v, "out of range; expected %s in [%lld, %lld]", what, r->pub.lo, r->pub.hi);
-    if (rc) return fail(err, errlen, i, v, "expected %s in [%lld, %lld]", what, r->pub.lo, r->pub.hi);
-    if (x < r->pub.lo || x > r->pub.hi)
-      return fail(err, errlen, i, v, "out of range; expected %s in [%lld, %lld]", what, r->pub.lo, r->pub.hi);
+    char range[96];
+    int_range(r, range, sizeof range);
+    if (rc == -2) return fail(err, errlen, i, v, "out of range; expected %s in %s", what, range);
+    if (rc) return fail(err, errlen, i, v, "expected %s in %s", what, range);
+    if ((x < r->pub.lo || x > r->pub.hi) && !(x == 0 && zero_is_off(r)))
+      return fail(err, errlen, i, v, "out of range; expected %s in %s", what, range);
     *(long long *)dst = x;
     return 0;
   }
@@ -268,8 +277,11 @@ void nsc_config_markdown(FILE *out) {
     char allowed[128];
     switch (r->type) {
     case T_BOOL: snprintf(allowed, sizeof allowed, "0, 1"); break;
-    case T_INT: snprintf(allowed, sizeof allowed, "%lld .. %lld", r->pub.lo, r->pub.hi); break;
-    case T_SIZE: snprintf(allowed, sizeof allowed, "%lld .. %lld bytes (K/M/G/T suffixes)", r->pub.lo, r->pub.hi); break;
+    case T_INT:
+    case T_SIZE:
+      snprintf(allowed, sizeof allowed, "%s%lld .. %lld%s", zero_is_off(r) ? "0 (off), or " : "", r->pub.lo, r->pub.hi,
+               r->type == T_SIZE ? " bytes (K/M/G/T suffixes)" : "");
+      break;
     case T_FLOAT: snprintf(allowed, sizeof allowed, "> %g, <= %g", r->pub.flo, r->pub.fhi); break;
     case T_ENUM: snprintf(allowed, sizeof allowed, "%s", r->pub.choices); break;
     case T_STR: snprintf(allowed, sizeof allowed, "path, <= %lld chars", r->pub.hi); break;

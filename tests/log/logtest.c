@@ -2,7 +2,7 @@
  * (tests/t/50-log.sh). An MPI program over any libnccl.so.2 (the host NCCL
  * in tests); the shim comes in through LD_PRELOAD.
  *
- *   logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB]
+ *   logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K [-K]] [-t|-T]
  *     -i N     iterations per communicator (default 10)
  *     -n C     communicators used one after the other (default 1); each but
  *              the last is destroyed after its iterations, the last is left
@@ -13,6 +13,14 @@
  *              exits at once through exit() (running atexit handlers)
  *     -N LIB   dlopen LIB (RTLD_GLOBAL) before the first NCCL call, as a
  *              program that uses NVTX would have libnvToolsExt loaded
+ *     -k FILE:K  after K iterations of the last communicator, write the pid
+ *              to FILE.<rank> and sleep until killed (a job stopped mid-run)
+ *     -K       with -k: keep iterating after writing the pid (killed busy)
+ *     -t       install a SIGTERM handler of the program's own before the
+ *              first NCCL call: it writes "logtest: SIGTERM handler ran" to
+ *              stderr and _exits with status 3
+ *     -T       the same, but the handler only notes the signal: the program
+ *              survives SIGTERM, stops waiting (-k) and runs to its end
  *
  * One iteration, with default shim settings (MIN_BYTES 64 KiB, fusion on):
  *   A  fp32 Sum, 16384 elements (64 KiB)        -> compressed
@@ -25,6 +33,7 @@
  * NCCLSHIM_ACCUM_STEPS > 1: a skipped call answers locally). Exit 0 = pass. */
 #include <dlfcn.h>
 #include <mpi.h>
+#include <signal.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +107,35 @@ static void iteration(ncclComm_t c, int check_a) {
   for (int k = 0; k < 2; k++) check("G2", g2[k], NULL, NG2);
 }
 
+static volatile sig_atomic_t got_term; /* -T: SIGTERM came, and was survived */
+
+/* Stopped mid-run: the pid tells the test whom to kill. */
+static void wait_for_kill(const char *file, int busy) {
+  char path[4096], pid[32];
+  snprintf(path, sizeof path, "%s.%d", file, rank);
+  int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f || fwrite(pid, 1, (size_t)n, f) != (size_t)n || fclose(f) || rename(tmp, path)) {
+    fprintf(stderr, "rank %d: cannot write %s\n", rank, path);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  while (!busy && !got_term) sleep(100); /* a signal ends the sleep */
+}
+
+static void note_term(int sig) {
+  (void)sig;
+  got_term = 1;
+}
+
+static void own_term(int sig) {
+  (void)sig;
+  static const char m[] = "logtest: SIGTERM handler ran\n";
+  if (write(2, m, sizeof m - 1) < 0) _exit(4);
+  _exit(3);
+}
+
 static void fork_child(void) {
   fflush(NULL);
   pid_t p = fork();
@@ -110,19 +148,33 @@ static void fork_child(void) {
 }
 
 int main(int argc, char **argv) {
-  int iters = 10, ncomms = 1, do_fork = 0, opt;
+  int iters = 10, ncomms = 1, do_fork = 0, kill_at = -1, busy = 0, own_handler = 0, opt;
   const char *preload = NULL;
-  while ((opt = getopt(argc, argv, "i:n:d:fN:")) != -1) {
+  char kill_file[4096] = "";
+  while ((opt = getopt(argc, argv, "i:n:d:fN:k:KtT")) != -1) {
     switch (opt) {
     case 'i': iters = atoi(optarg); break;
     case 'n': ncomms = atoi(optarg); break;
     case 'd': if (sscanf(optarg, "%d:%d", &delay_rank, &delay_us) != 2) return 2; break;
     case 'f': do_fork = 1; break;
     case 'N': preload = optarg; break;
-    default: fprintf(stderr, "usage: logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB]\n"); return 2;
+    case 'k':
+      if (sscanf(optarg, "%4000[^:]:%d", kill_file, &kill_at) != 2) return 2;
+      break;
+    case 't': own_handler = 1; break;
+    case 'T': own_handler = 2; break;
+    case 'K': busy = 1; break;
+    default: fprintf(stderr, "usage: logtest [-i N] [-n C] [-d R:US] [-f] [-N LIB] [-k FILE:K [-K]] [-t|-T]\n"); return 2;
     }
   }
   MPI_Init(&argc, &argv);
+  if (own_handler) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = own_handler == 1 ? own_term : note_term;
+    sigemptyset(&sa.sa_mask); /* no SA_RESTART: the sleep returns */
+    sigaction(SIGTERM, &sa, NULL);
+  }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   if (preload && !dlopen(preload, RTLD_NOW | RTLD_GLOBAL)) {
@@ -135,10 +187,12 @@ int main(int argc, char **argv) {
     ncclComm_t c = tm_comm_world();
     int last = n == ncomms - 1;
     for (int i = 0; i < iters; i++) {
+      if (last && i == kill_at) wait_for_kill(kill_file, busy);
       if (last && do_fork && i == iters / 2) fork_child();
       iteration(c, check_a);
     }
     if (!last) NCCL_OK(ncclCommDestroy(c));
+    if (last && kill_at == iters) wait_for_kill(kill_file, busy);
   }
   int all = 0;
   MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

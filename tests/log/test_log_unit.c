@@ -9,9 +9,14 @@
  * marks never completed are "unknown" at close, never waited for; every
  * mark taken is given back exactly once (pool balance); ring overflow keeps
  * calls and bytes exact; grouped passthroughs are untimed; the histogram's
- * percentiles are within 1/32 of the exact ones.
+ * percentiles are within 1/32 of the exact ones. With --writer (a process of
+ * its own: the writer thread starts once per process): the writer thread
+ * writes only records already read on the calling thread, within its
+ * second, and never touches the device (no mark, query or release off the
+ * main thread).
  * Links log.o, log_out.o, log_trace.o, log_nvtx.o with stubs for the few
  * shim functions they call. Must not: need NCCL, MPI or a GPU. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,10 +53,25 @@ int ncclshim_get_stats(ncclshim_stats_t *out) { memset(out, 0, sizeof *out); ret
 static struct { int taken, complete; uint64_t t; } ev[NEV];
 static int capture, outstanding, queries;
 static uint64_t clock_ns;
+static pthread_t main_thread;
+static int off_main; /* device calls from another thread (the writer must make none) */
+#define ON_MAIN_ONLY(ret)                                                    \
+  do {                                                                       \
+    if (!pthread_equal(pthread_self(), main_thread)) {                       \
+      __atomic_fetch_add(&off_main, 1, __ATOMIC_RELAXED);                    \
+      return ret;                                                            \
+    }                                                                        \
+  } while (0)
 
-static int f_capturing(nsc_stream s, int *yes) { (void)s; *yes = capture; return 0; }
+static int f_capturing(nsc_stream s, int *yes) {
+  (void)s;
+  ON_MAIN_ONLY(-1);
+  *yes = capture;
+  return 0;
+}
 static int f_mark(nsc_stream s, nsc_mark *m) {
   (void)s;
+  ON_MAIN_ONLY(-1);
   assert_false(capture); /* never recorded on a capturing stream */
   for (int i = 1; i < NEV; i++)
     if (!ev[i].taken) {
@@ -65,6 +85,7 @@ static int f_mark(nsc_stream s, nsc_mark *m) {
   return -1;
 }
 static int f_elapsed(const nsc_mark *a, const nsc_mark *b, uint64_t *ns) {
+  ON_MAIN_ONLY(-1);
   assert_false(capture); /* never queried while a stream captures */
   int ia = (int)(uintptr_t)a->ev, ib = (int)(uintptr_t)b->ev;
   assert_true(ev[ia].taken && ev[ib].taken);
@@ -74,6 +95,7 @@ static int f_elapsed(const nsc_mark *a, const nsc_mark *b, uint64_t *ns) {
   return 1;
 }
 static void f_release(nsc_mark *m) {
+  ON_MAIN_ONLY();
   int i = (int)(uintptr_t)m->ev;
   assert_true(i > 0 && ev[i].taken); /* given back once */
   ev[i].taken = 0;
@@ -266,8 +288,61 @@ static void histogram_within_1_32(void **state) {
   free(h);
 }
 
-int main(void) {
+static int call_lines(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[4096];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) n += strstr(line, "\"kind\":\"call\"") != NULL;
+  fclose(f);
+  return n;
+}
+
+/* The writer thread: ten records whose marks are pending, the first four
+ * completed and read by a later call; after its second the file holds those
+ * four only (the writer takes resolved records, never asks the device); at
+ * close the rest come, read on this thread. */
+static void writer_takes_only_read_records(void **state) {
+  (void)state;
+  setup_log(NSC_LOG_CALLS, 4096);
+  nsc_comm *c = new_comm();
+  for (int i = 0; i < 10; i++) call(c, NSC_ACT_COMPRESS, 1000);
+  for (int i = 1; i <= 16; i++) ev[i].complete = 1; /* the first four records' marks */
+  call(c, NSC_ACT_PASS, 8);                         /* reads them, stops at the fifth */
+  assert_int_equal(c->log.ring_done, 0 + 4);
+  char path[128];
+  snprintf(path, sizeof path, "%s/log.%d.1", dir, (int)getpid());
+  int n = -1;
+  for (int t = 0; t < 100 && n != 4; t++) { /* within the writer's second (10 s of slack on a busy machine) */
+    usleep(100000);
+    n = call_lines(path);
+  }
+  assert_int_equal(n, 4);
+  usleep(1200000);                                  /* another round: nothing more is ready */
+  assert_int_equal(call_lines(path), 4);
+  complete_all();
+  nsc_log_comm_close(&c->log);                      /* read here, written by the writer */
+  nsc_log_writer_stop();
+  assert_int_equal(call_lines(path), 11);
+  assert_int_equal(off_main, 0);
+  assert_int_equal(outstanding, 0);
+  free(c);
+}
+
+int main(int argc, char **argv) {
   if (!mkdtemp(dir)) return 1;
+  main_thread = pthread_self();
+  if (argc > 1 && !strcmp(argv[1], "--writer")) {
+    const struct CMUnitTest wt[] = {cmocka_unit_test(writer_takes_only_read_records)};
+    int rc = cmocka_run_group_tests(wt, NULL, NULL);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) rc = rc ? rc : 1;
+    return rc;
+  }
+  /* No writer thread: rings, drops and reads stay exactly as the calls left
+   * them, and closed logs are written on this thread (the fallback path). */
+  nsc_log_writer_threaded(0);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(not_queried_at_commit),   cmocka_unit_test(oldest_first_stops_at_incomplete),
       cmocka_unit_test(nothing_while_capturing), cmocka_unit_test(ring_overflow_exact),

@@ -158,6 +158,16 @@ for bad in "-t 2" "-d fp8" "-o mulsum" "-b 1X" "-a 7"; do
   [ "$(rc badflag)" != 0 ] && grep -q '^allreduce_perf: ' "$TMPD/badflag.err" && ! grep -q '^ ' "$(out badflag)"
   result "bad flag '$bad': refused, no rows" $? badflag
 done
+# A size beyond size_t used to wrap ("maxbytes (0)"); one whose buffers cannot
+# fit in memory used to get the ranks OOM-killed. 256G: refused on any machine
+# (4 buffers of it per rank), and harmless if the check ever regressed (the
+# allocation itself fails instead of the OOM killer stepping in).
+ap huge mpirun_host 2 -b 8 -e 99999999999999999999
+[ "$(rc huge)" = 2 ] && grep -q "^allreduce_perf: size for -e too large: '99999999999999999999'" "$TMPD/huge.err" && ! grep -q '^ ' "$(out huge)"
+result "-e 99999999999999999999: refused as too large, exit 2, no rows" $? huge
+ap nomem mpirun_host 2 -b 256G -e 256G
+[ "$(rc nomem)" = 2 ] && [ "$(grep -c 'GiB available; use a smaller -e' "$TMPD/nomem.err")" = 1 ] && ! grep -q '^ ' "$(out nomem)"
+result "-b 256G -e 256G: refused on every rank before allocating (one message from rank 0, exit 2, no rows)" $? nomem
 ALLREDUCE_PERF_MEM=gpu ap badenv mpirun_host 2 -b 64 -e 64
 [ "$(rc badenv)" != 0 ] && grep -q 'ALLREDUCE_PERF_MEM=gpu' "$TMPD/badenv.err"
 result "ALLREDUCE_PERF_MEM=gpu refused with its name" $? badenv

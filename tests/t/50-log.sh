@@ -12,10 +12,14 @@ export NCCLSHIM_BANNER=0
 chk() { $CHK "$@" || not_ok "check_log.py $1 crashed"; }
 
 # 0. The hot path against a fake device backend (cmocka): marks read later, never
-#    while capturing, all given back; ring overflow exact; histogram accuracy.
+#    while capturing, all given back; ring overflow exact; histogram accuracy;
+#    (--writer) the writer thread takes only records read on the calling thread
+#    and never touches the device.
 if [ -x "$TBIN/test_log_unit" ]; then
-  CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/test_log_unit" | grep -E '^(ok|not ok) ' | sed 's/^\(ok\|not ok\) [0-9]* - /\1 - test_log_unit: /'
-  [ "${PIPESTATUS[0]}" -eq 0 ] || not_ok "test_log_unit exited non-zero"
+  for a in "" --writer; do
+    CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/test_log_unit" $a | grep -E '^(ok|not ok) ' | sed 's/^\(ok\|not ok\) [0-9]* - /\1 - test_log_unit: /'
+    [ "${PIPESTATUS[0]}" -eq 0 ] || not_ok "test_log_unit $a exited non-zero"
+  done
 else
   not_ok "test_log_unit was not built"
 fi
@@ -42,12 +46,14 @@ chk jsonl --iters 10 --comms 2 --label "calls" "$TMPD"/calls.{0,1,2,3}.jsonl
 chk trace --iters 10 --comms 2 --label "trace" "$TMPD"/trace.{0,1,2,3}.json
 chk table --iters 10 --comms 2 --label "calls mode, rank 0's tables on stderr" "$TMPD/calls.err"
 
-# 4. Ring overflow: 16 records of detail kept, totals still exact.
+# 4. A ring of 16: the writer thread takes records as they come (woken when a
+#    ring is half full), so how many are dropped from detail depends on timing;
+#    the last 16 are always written, kept + dropped = 60, totals exact.
 NCCLSHIM_LOG=calls NCCLSHIM_LOG_RING=16 NCCLSHIM_LOG_FILE="$TMPD/ring.%r.jsonl" mpirun_shim 4 "$P" -i 10 >/dev/null 2>"$TMPD/ring.err"
 check "logtest passes with NCCLSHIM_LOG_RING=16" test $? -eq 0
 chk jsonl --iters 10 --ring 16 --label "ring overflow keeps totals exact" "$TMPD"/ring.{0,1,2,3}.jsonl
 chk table --iters 10 --label "ring overflow, table" "$TMPD/ring.err"
-check_grep "the table says how many records were dropped from detail" "records: 60 \(16 in detail, 44 dropped from detail" "$TMPD/ring.err"
+check_grep "the table says how many records were kept and dropped from detail" "records: 60 \([0-9]+ in detail, [0-9]+ dropped from detail" "$TMPD/ring.err"
 
 # 5. Accumulation: skipped calls logged as such, synced/skipped counted.
 NCCLSHIM_ACCUM_STEPS=2 NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/acc.%r.jsonl" mpirun_shim 4 "$P" -i 10 >/dev/null 2>"$TMPD/acc.err"
@@ -125,3 +131,133 @@ else
 fi
 "$REPORT" "$TMPD/calls.*.jsonl" >"$TMPD/report2.txt" 2>&1
 check_grep "report over two communicators lists both" "^# communicator 1: 4 ranks" "$TMPD/report2.txt"
+
+# 11. Jobs stopped by a signal keep their logs (the writer thread appends detail
+#     within a second; SIGTERM adds the summaries). logtest -k F:K stops after K
+#     iterations of its last communicator, writes its pid and sleeps until killed.
+#     kill_run NAME SIGNAL NP K LINES [logtest args]: NP ranks, calls log and
+#     trace; once every pid file exists and every rank's file holds LINES call
+#     lines (written by the writer while the job runs: nothing is written at
+#     a SIGKILL), every rank gets SIGNAL (SIGKILL: all stopped first, so that
+#     mpirun's SIGTERM to the survivors of the first kill cannot reach one).
+kill_run() {
+  local name=$1 sig=$2 np=$3 k=$4 lines=$5 last=$(($3 - 1)); shift 5
+  rm -f "$TMPD/$name".pid.*
+  NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/$name.%r.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/$name.%r.trace.json" \
+    mpirun_shim "$np" "$P" -i "${KILL_ITERS:-10}" -n "${KILL_COMMS:-2}" -k "$TMPD/$name.pid:$k" "$@" >"$TMPD/$name.out" 2>"$TMPD/$name.err" &
+  local mp=$! n=0 r
+  while [ "$(ls "$TMPD/$name".pid.[0-$last] 2>/dev/null | wc -l)" -lt "$np" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n + 1)); done
+  for r in $(seq 0 $last); do
+    while [ "$(cat "$TMPD/$name.$r.jsonl" 2>/dev/null | grep -c '"kind":"call"')" -lt "$lines" ] && [ $n -lt 900 ]; do
+      sleep 0.1; n=$((n + 1))
+    done
+  done
+  local pids; pids=$(cat "$TMPD/$name".pid.[0-$last] 2>/dev/null)
+  [ "$sig" = KILL ] && kill -STOP $pids 2>/dev/null
+  kill -"$sig" $pids 2>/dev/null
+  wait $mp
+  echo $? >"$TMPD/$name.rc"
+}
+kill_run k9 KILL 4 6 96
+chk jsonl --iters 10 --comms 2 --open 1 --done-iters 6 --label "SIGKILL after 6 of 10 iterations" "$TMPD"/k9.{0,1,2,3}.jsonl
+chk trace --iters 10 --comms 2 --open 1 --done-iters 6 --label "SIGKILL, trace" "$TMPD"/k9.{0,1,2,3}.trace.json
+kill_run k15 TERM 4 10 0
+check_grep "SIGTERM: the ranks still die of SIGTERM" "signal 15" "$TMPD/k15.err"
+chk jsonl --iters 10 --comms 2 --label "SIGTERM mid-run: every record and a summary per communicator" "$TMPD"/k15.{0,1,2,3}.jsonl
+chk trace --iters 10 --comms 2 --label "SIGTERM: complete trace" "$TMPD"/k15.{0,1,2,3}.trace.json
+chk table --iters 10 --comms 2 --label "SIGTERM: rank 0's tables on stderr" "$TMPD/k15.err"
+# The program's own SIGTERM handler runs after ours has written the records;
+# it _exits (3), so there is no summary line of the open communicator.
+kill_run kt TERM 2 6 0 -t
+n=$(grep -c "logtest: SIGTERM handler ran" "$TMPD/kt.err")
+[ "$n" -eq 2 ] && ok "SIGTERM: the program's own handler still runs on every rank" || not_ok "own handler ran $n times of 2"
+chk jsonl --iters 10 --comms 2 --nranks 2 --open 1 --done-iters 6 --label "SIGTERM with the program's handler" "$TMPD"/kt.{0,1}.jsonl
+
+# A program whose SIGTERM handler returns survives it: the shim writes the
+# records so far, calls the handler, and the summaries come once, at exit.
+kill_run ks TERM 2 6 0 -T
+check "SIGTERM with a handler that returns: the job runs to its end, exit 0" test "$(cat "$TMPD/ks.rc")" = 0
+chk jsonl --iters 10 --comms 2 --nranks 2 --label "SIGTERM survived: every record once, one summary per communicator at exit" "$TMPD"/ks.{0,1}.jsonl
+chk trace --iters 10 --comms 2 --nranks 2 --label "SIGTERM survived: trace" "$TMPD"/ks.{0,1}.trace.json
+# Killed while busy (one communicator, 2 ranks; logtest -K keeps iterating
+# after writing its pid; the kill comes once 120 records are in each file, the
+# writer busy with more): the records are 1..n with no gap, every line parses
+# except possibly a last one cut by the kill inside a write().
+KILL_ITERS=1000000 KILL_COMMS=1 kill_run kb KILL 2 20 120 -K
+python3 - "$TMPD"/kb.{0,1}.jsonl <<'PYEOF' && ok "SIGKILL while busy: records 1..n without a gap (n >= 120), whole lines" || not_ok "SIGKILL while busy"
+import json, sys
+for path in sys.argv[1:]:
+    text = open(path).read()
+    lines = text.split("\n")
+    cut = lines.pop()          # "" when the file ends with a newline
+    seqs = {}
+    for line in lines:
+        o = json.loads(line)   # every whole line parses
+        if o["kind"] == "call":
+            seqs.setdefault(o["comm_seq"], []).append(o["seq"])
+    if cut:
+        try:
+            json.loads(cut)
+            sys.exit("%s: last line has no newline but parses" % path)
+        except ValueError:
+            pass
+    s0 = seqs.get(0, [])
+    assert list(seqs) == [0] and s0 == list(range(1, len(s0) + 1)) and len(s0) >= 20 * 6, (path, len(s0), s0[:5])
+PYEOF
+# Disk use is bounded: a file holding 16 x NCCLSHIM_LOG_RING records becomes
+# <name>.1 and a new one begins with the closed communicators' summary lines
+# (JSON Lines) or the trace's opening and track names. RING=16: 256 records a
+# file; 2 ranks x 2 communicators x 360 records rotate each file twice or more.
+NCCLSHIM_LOG=calls NCCLSHIM_LOG_RING=16 NCCLSHIM_LOG_FILE="$TMPD/rot.%r.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/rot.%r.trace.json" \
+  mpirun_shim 2 "$P" -i 60 -n 2 >/dev/null 2>"$TMPD/rot.err"
+check "logtest passes with files rotated every 256 records" test $? -eq 0
+python3 - "$TMPD"/rot <<'PYEOF' && ok "rotation: each file and its .1 parse, <= 256 + 48 records each, the current one has both summaries (exact) and the last records; traces valid with their track names" || not_ok "rotation"
+import json, sys
+base = sys.argv[1]
+for r in (0, 1):
+    seen = {}
+    for suffix in (".1", ""):
+        lines = [json.loads(l) for l in open("%s.%d.jsonl%s" % (base, r, suffix))]
+        calls = [o for o in lines if o["kind"] == "call"]
+        assert len(calls) <= 256 + 48, (r, suffix, len(calls))
+        for o in calls:
+            seen.setdefault(o["comm_seq"], []).append(o["seq"])
+        if suffix == "":
+            sums = {o["comm_seq"]: o for o in lines if o["kind"] == "summary"}
+            assert sorted(sums) == [0, 1] and all(s["records"] == 360 for s in sums.values()), (r, sums.keys())
+            assert all(s["kept"] + s["dropped"] == 360 for s in sums.values())
+            assert [o["seq"] for o in calls if o["comm_seq"] == 1][-16:] == list(range(345, 361)), (r, "last records")
+        ev = json.load(open("%s.%d.trace.json%s" % (base, r, suffix)))
+        named = {e["tid"] for e in ev if e.get("name") == "thread_name"}
+        used = {e["tid"] for e in ev if e.get("ph") in ("X", "i")}
+        assert any(e.get("name") == "process_name" for e in ev) and used <= named, (r, suffix, used - named)
+    for c, q in seen.items():  # in seq order across .1 and the current file
+        assert q == sorted(set(q)), (r, c)
+PYEOF
+
+# 12. The report skips lines it cannot use (a killed job's log, a line cut, a
+#     line without comm_seq or seq) and counts them; it never crashes on them.
+{ cat "$TMPD/k9.0.jsonl"; echo '{"kind":"call","rank":0,"seq":99}'; echo '{"kind":"summary","rank":0}'
+  printf '{"kind":"call","rank":0,"comm_seq":1,"se'; } >"$TMPD/bad.0.jsonl"
+cp "$TMPD/k9.1.jsonl" "$TMPD/bad.1.jsonl"
+"$REPORT" --json "$TMPD/bad.json" "$TMPD"/bad.{0,1}.jsonl >"$TMPD/bad.txt" 2>"$TMPD/bad.err"
+check "report over lines missing fields and a cut line: exit 0" test $? -eq 0
+check_grep "report header counts the 3 skipped lines" "^# ncclshim report: 2 file\(s\), 192 call records, 2 summaries, 3 line\(s\) skipped" "$TMPD/bad.txt"
+check_grep "report names a line without comm_seq" "bad.0.jsonl:98: call line without a valid comm_seq, action, logical_bytes, wire_bytes, wall_start_us, skipped" "$TMPD/bad.err"
+check_grep "report names the cut line" "bad.0.jsonl:100: not JSON" "$TMPD/bad.err"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["skipped_lines"] == 3, d["skipped_lines"]' "$TMPD/bad.json" \
+  && ok "report JSON: skipped_lines 3" || not_ok "report JSON skipped_lines: $(head -c 200 "$TMPD/bad.json")"
+
+# 13. A directory as NCCLSHIM_LOG_FILE ("logs" existing, or "logs/"): per-rank
+#     files inside it, named as the default (ncclshim.<host>.<pid>.jsonl / .txt).
+mkdir -p "$TMPD/ldir" "$TMPD/ldir2"
+(cd "$TMPD" && NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE=ldir mpirun_shim 2 "$P" -i 3 >/dev/null 2>&1)
+n=$(ls "$TMPD/ldir" | grep -c '^ncclshim\..*\.[0-9]*\.jsonl$')
+[ "$n" -eq 2 ] && ok "NCCLSHIM_LOG_FILE=ldir (a directory): two ncclshim.<host>.<pid>.jsonl inside it" \
+  || not_ok "directory log: $(ls -a "$TMPD/ldir" | tr '\n' ' ') / $(ls "$TMPD" | grep ldir | tr '\n' ' ')"
+chk jsonl --iters 3 --nranks 2 --label "directory log" "$TMPD"/ldir/ncclshim.*.jsonl
+(cd "$TMPD" && NCCLSHIM_LOG_FILE=ldir2/ mpirun_shim 2 "$P" -i 3 >/dev/null 2>&1)
+n=$(ls "$TMPD/ldir2" | grep -c '^ncclshim\..*\.[0-9]*\.txt$')
+[ "$n" -eq 2 ] && [ -z "$(ls -A "$TMPD/ldir2" | grep '^\.')" ] && ok "NCCLSHIM_LOG_FILE=ldir2/: two summary files inside, no hidden file" \
+  || not_ok "directory/ log: $(ls -a "$TMPD/ldir2" | tr '\n' ' ')"
+chk table --iters 3 --nranks 2 --label "summary files in a directory" "$TMPD"/ldir2/ncclshim.*.txt

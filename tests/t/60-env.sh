@@ -119,6 +119,23 @@ if [ $rc -eq 2 ] && grep -q '^usage:' "$TMPD/usage.out"; then ok "unknown option
 check "no command and no --print: exit 2" test $rc -eq 2
 check_fails "a missing --lib is an error" "$RUN" --lib "$TMPD/nope.so" -- true
 check_fails "an unknown preset is an error" "$RUN" --preset no-such-fabric -- true
+# ld.so splits LD_PRELOAD on blanks and ':': such a library path would load
+# nothing and the command would run without the shim, exit 0.
+for d in "with space" "with:colon"; do
+  mkdir -p "$TMPD/$d" && cp "$SHIM" "$TMPD/$d/"
+  "$RUN" --lib "$TMPD/$d/libncclshim.so" -- printenv LD_PRELOAD >"$TMPD/libsp.out" 2>"$TMPD/libsp.err"; rc=$?
+  if [ $rc -ne 0 ] && [ ! -s "$TMPD/libsp.out" ] && grep -q "cannot hold" "$TMPD/libsp.err"; then
+    ok "--lib '.../$d/libncclshim.so': refused with a message (LD_PRELOAD cannot hold it), command not run"
+  else not_ok "--lib with '$d': exit $rc, ran: $(cat "$TMPD/libsp.out") $(cat "$TMPD/libsp.err")"; fi
+done
+
+# ncclshim-tune: a count option of 0 is refused, never replaced by the default.
+for o in "--reps 0" "--iters 0"; do
+  timeout 60 "$TUNE" --quick $o -o "$TMPD/zero.env" >"$TMPD/zero.out" 2>&1; rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "${o% *}" "$TMPD/zero.out" && [ ! -e "$TMPD/zero.env" ]; then
+    ok "ncclshim-tune --quick $o: refused (exit 2, names the option, no run, no file)"
+  else not_ok "ncclshim-tune --quick $o: exit $rc: $(tail -n 2 "$TMPD/zero.out")"; fi
+done
 
 # ---- ncclshim-tune ------------------------------------------------------------------
 

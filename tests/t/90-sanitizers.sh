@@ -66,6 +66,9 @@ if make -C "$ROOT" --no-print-directory -j2 B=$TS SANFLAGS="-fsanitize=thread -f
   tsan "8 threads, fusion off (cast-backs queued per thread)" \
     with NCCLSHIM_FUSE_BYTES=0 mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" threads 8
   tsan "interleaved streams and communicators" mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" streams
+  tsan "8 threads with NCCLSHIM_LOG=calls and a trace (the log's writer thread, rings of 16)" \
+    with NCCLSHIM_LOG=calls NCCLSHIM_LOG_RING=16 NCCLSHIM_LOG_FILE="$TMPD/tlog.%r.jsonl" \
+    NCCLSHIM_TRACE_FILE="$TMPD/tlog.%r.trace.json" mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" threads 8
   tsan "abort from a watchdog thread polling ncclCommGetAsyncError" \
     with NCCLSHIM_MIN_BYTES=0 mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" abort 3
   tsan "nonblocking communicator, cast-backs at completion" mpirun_shim 2 "$ROOT/$TS/tests/shimfault" inprogress

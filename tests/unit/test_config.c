@@ -53,6 +53,10 @@ static void good_values(void **state) {
   assert_int_equal(cfg.min_bytes, 2 << 20);
   assert_int_equal(parse1("NCCLSHIM_FUSE_BYTES=0", &cfg, err, sizeof err), 0);
   assert_int_equal(cfg.fuse_bytes, 0);
+  assert_int_equal(parse1("NCCLSHIM_CHUNK_BYTES=0", &cfg, err, sizeof err), 0); /* off */
+  assert_int_equal(cfg.chunk_bytes, 0);
+  assert_int_equal(parse1("NCCLSHIM_CHUNK_BYTES=64K", &cfg, err, sizeof err), 0); /* the smallest chunk */
+  assert_int_equal(cfg.chunk_bytes, 65536);
   assert_int_equal(parse1("NCCLSHIM_PRESCALE=0.5", &cfg, err, sizeof err), 0);
   assert_true(cfg.prescale == 0.5);
   assert_int_equal(parse1("NCCLSHIM_PRESCALE=2e-38", &cfg, err, sizeof err), 0);
@@ -98,6 +102,13 @@ static void bad_values(void **state) {
   expect_bad("NCCLSHIM_MIN_BYTES=-1", "[0, ");
   expect_bad("NCCLSHIM_ACCUM_STEPS=-4", "[1, 65536]");
   expect_bad("NCCLSHIM_ACCUM_STEPS=0", "[1, 65536]");
+  /* 1-3 used to turn pipelining off silently (0 elements a chunk), 7 to cut
+   * an 8 MiB call into 2 million chunks: below 64 KiB only 0 (off) is allowed. */
+  expect_bad("NCCLSHIM_CHUNK_BYTES=1", "0 (off) or [65536, 1099511627776]");
+  expect_bad("NCCLSHIM_CHUNK_BYTES=3", "0 (off) or [65536, ");
+  expect_bad("NCCLSHIM_CHUNK_BYTES=7", "0 (off) or [65536, ");
+  expect_bad("NCCLSHIM_CHUNK_BYTES=65535", "0 (off) or [65536, ");
+  expect_bad("NCCLSHIM_CHUNK_BYTES=-1", "0 (off) or [65536, ");
   expect_bad("NCCLSHIM_PRESCALE=-2", "> 1e-38");
   expect_bad("NCCLSHIM_PRESCALE=0", "> 1e-38");
   /* 1/F must be finite in fp32 (else every exact zero becomes 0 * Inf = NaN) */
