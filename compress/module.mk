@@ -5,6 +5,9 @@
 COMPRESS_SRCS := $(sort $(wildcard compress/*.c))
 COMPRESS_OBJS := $(COMPRESS_SRCS:%.c=$(B)/obj/%.o)
 $(COMPRESS_OBJS): EXTRA_CFLAGS := -fvisibility=hidden -Icompress
+# Wire formats: no fused multiply-add (bit-identity between the reference,
+# the vectorised path and the GPU), and -O3 so the block loops vectorise.
+$(filter $(B)/obj/compress/wire%,$(COMPRESS_OBJS)): EXTRA_CFLAGS += -ffp-contract=off -O3
 # The driver-API files take cuda.h for its types only (libcuda is dlopen'ed).
 $(filter $(B)/obj/compress/cu_%,$(COMPRESS_OBJS)): EXTRA_CFLAGS += -I$(CUDA_HOME)/include
 
