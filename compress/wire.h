@@ -26,11 +26,13 @@
 
 typedef enum { NSC_FMT_FP16 = 0, NSC_FMT_BF16 = 1, NSC_FMT_INT8 = 2, NSC_FMT_FP8 = 3 } nsc_fmt_t;
 
-/* Encoded size of n elements. */
-size_t nsc_fmt_bytes(nsc_fmt_t f, size_t n, size_t block);
-const char *nsc_fmt_name(nsc_fmt_t f);
 /* 1 for the block-scaled 8-bit formats. */
 static inline int nsc_fmt_is8(nsc_fmt_t f) { return f == NSC_FMT_INT8 || f == NSC_FMT_FP8; }
+/* Encoded size of n elements. */
+static inline size_t nsc_fmt_bytes(nsc_fmt_t f, size_t n, size_t block) {
+  return nsc_fmt_is8(f) ? 2 * ((n + block - 1) / block) + n : 2 * n;
+}
+const char *nsc_fmt_name(nsc_fmt_t f);
 
 void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                     nsc_cast_counts *counts);

@@ -9,11 +9,6 @@
 #include "wire.h"
 #include "wire_bits.h"
 
-size_t nsc_fmt_bytes(nsc_fmt_t f, size_t n, size_t block) {
-  if (!nsc_fmt_is8(f)) return 2 * n;
-  return 2 * ((n + block - 1) / block) + n;
-}
-
 const char *nsc_fmt_name(nsc_fmt_t f) {
   static const char *const names[] = {"fp16", "bf16", "int8", "fp8"};
   return (unsigned)f < 4 ? names[f] : "?";

@@ -12,6 +12,8 @@ struct nsc_comm;
 
 ncclResult_t nsc_allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dt,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t nsc_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t dt,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t nsc_group_start(void);
 ncclResult_t nsc_group_end(void);
 ncclResult_t nsc_comm_end(ncclComm_t comm, ncclResult_t (*real_fn)(ncclComm_t));
@@ -42,6 +44,21 @@ ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *nto
 /* allreduce.c helpers shared with fuse.c */
 ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,
                          ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, int action);
+/* Start a call's record (action, logical and wire sizes) and count it. */
+void nsc_rec_init(nsc_rec *r, struct nsc_comm *c, int action, size_t count, ncclDataType_t dt,
+                  ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s);
+void nsc_count_call(int action, uint64_t logical, uint64_t wire, int real_calls);
+/* Staging of `bytes` on stream s of c: ncclSuccess, ncclInvalidUsage (beyond
+ * NCCLSHIM_MAX_STAGING_BYTES: the same on every rank) or ncclSystemError
+ * (this rank could not allocate: it must still issue every call, poisoned). */
+ncclResult_t nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p);
+
+/* algo/twophase.c: a compressed all-reduce (rs = 0; count elements) or
+ * reduce-scatter (rs = 1; count per rank) of fp32 Sum/Avg in two phases over
+ * point-to-point (tp_plan.h); outside any group. */
+ncclResult_t nsc_twophase(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
+                          ncclRedOp_t op, cudaStream_t s, int rs);
+
 /* Issue the real collective on a wire buffer and queue (or run) its cast-back. */
 ncclResult_t nsc_reduce_wire(struct nsc_comm *c, nsc_work *castback, size_t count, int in_group);
 
