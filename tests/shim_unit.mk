@@ -27,3 +27,10 @@ $(B)/tests/fuzz_config: tests/unit/fuzz_config.c shim/misc/config.c shim/misc/co
 .PHONY: fuzz-config
 fuzz-config: $(B)/tests/fuzz_config
 	mkdir -p $(B)/fuzz-corpus && $(B)/tests/fuzz_config -max_total_time=$(FUZZ_SECONDS) $(B)/fuzz-corpus
+
+# The two-phase plan and algorithm choice (shim/algo/tp_plan.h).
+$(B)/obj/tests/unit/test_algo.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
+$(B)/tests/test_algo: $(B)/obj/tests/unit/test_algo.o $(SHIM_PURE_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -ldl
+TEST_BINS += $(B)/tests/test_algo
