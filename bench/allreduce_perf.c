@@ -68,14 +68,23 @@ static double now_s(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* NCCLSHIM_BLOCK_ELEMS as the shim reads it (default 256). */
+static size_t perf_block_elems(void) {
+  const char *v = getenv("NCCLSHIM_BLOCK_ELEMS");
+  long b = v && *v ? atol(v) : 256;
+  return b > 0 ? (size_t)b : 256;
+}
+
 static void shim_snap(const bench_t *b, ncclshim_stats_t *s) {
   memset(s, 0, sizeof *s);
   if (b->shim_stats) b->shim_stats(s);
 }
 
-/* What the shim did between two snapshots: "skip", the wire type, or "-". */
+/* What the shim did between two snapshots: "skip", the wire type (with
+ * "-2p" when it went two-phase), or "-". */
 static void shim_wire(const ncclshim_stats_t *s0, const ncclshim_stats_t *s1, char wire[8]) {
   if (s1->skipped > s0->skipped) snprintf(wire, 8, "skip");
+  else if (s1->twophase > s0->twophase) snprintf(wire, 8, "%.4s-2p", s1->wire);
   else if (s1->compressed > s0->compressed || s1->fused > s0->fused) snprintf(wire, 8, "%.7s", s1->wire);
   else snprintf(wire, 8, "-");
 }
@@ -149,9 +158,12 @@ static int check_once(bench_t *b, const perf_type_t *t, const perf_op_t *op, siz
   CHECK(b->mem.download(b->hout, b->recv, nslices * bytes));
   if (b->corrupt && b->rank == 0) perf_corrupt_one(t, b->hout, count);
   if (!inplace) CHECK(b->mem.download(b->hstage, b->send, nslices * bytes));
+  /* The block-scaled formats (int8, fp8) against their block bound. */
+  double bcoef = s1.compressed > s0.compressed ? perf_wire_block_coef(s1.wire) : 0;
   for (size_t j = 0; j < nslices; j++) {
     perf_gen_init(&g, t, op, b->nranks, seed + j, b->o.random);
-    perf_check_result(&g, (char *)b->hout + j * bytes, count, unit, &res);
+    if (bcoef > 0) perf_check_block(&g, (char *)b->hout + j * bytes, count, bcoef, perf_block_elems(), &res);
+    else perf_check_result(&g, (char *)b->hout + j * bytes, count, unit, &res);
     if (!inplace) res.wrong += perf_count_changed(&g, b->rank, (char *)b->hstage + j * bytes, count);
   }
   *bad_here = res.wrong != 0;

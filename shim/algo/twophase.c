@@ -116,6 +116,7 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   nsc_rec_init(&rec, c, NSC_ACT_COMPRESS, p.count, ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, s);
   rec.wire_bytes = enc_bytes;
   nsc_count_call(NSC_ACT_COMPRESS, p.count * 4, enc_bytes, 0);
+  NSC_COUNT(twophase, 1);
   uint8_t *enc = stage, *in = enc + (size_t)n * p.slot, *gat = in + (size_t)n * p.slot;
   size_t off, len, roff, rlen;
   int bad = 0;
