@@ -68,6 +68,8 @@ typedef struct {
   uint64_t seed;
   int random;             /* effective: only set for floating types */
   double mag;             /* per-rank magnitude bound for exact inputs */
+  size_t first;           /* results: buffer element i is element first + i of the
+                           * reduction (a reduce-scatter's shard); 0 after init */
 } perf_gen_t;
 
 /* Sets up g; random is ignored for integer types. */
