@@ -44,6 +44,13 @@ ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *nto
 /* allreduce.c helpers shared with fuse.c */
 ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,
                          ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, int action);
+/* The start of every intercepted collective: activation, the communicator's
+ * entry (a reference the caller puts back) and the call count. OK: go on with
+ * *c; FORWARD: not active, call the real function untouched; RETURN: fail
+ * with *r (bad configuration, out of memory). */
+enum { NSC_ENTER_OK = 0, NSC_ENTER_FORWARD = 1, NSC_ENTER_RETURN = 2 };
+int nsc_coll_enter(ncclComm_t comm, struct nsc_comm **c, ncclResult_t *r);
+
 /* Start a call's record (action, logical and wire sizes) and count it. */
 void nsc_rec_init(nsc_rec *r, struct nsc_comm *c, int action, size_t count, ncclDataType_t dt,
                   ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s);

@@ -274,18 +274,29 @@ static int accum_feed(nsc_comm *c, const nsc_call *call, int acc) {
   return sync;
 }
 
-ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream) {
+int nsc_coll_enter(ncclComm_t comm, nsc_comm **c, ncclResult_t *r) {
   int st = nsc_activate();
-  if (st == NSC_FAILED) return nsc_g.fail_code;
-  if (st != NSC_ACTIVE || !comm) return nsc_real.AllReduce(send, recv, count, dt, op, comm, stream);
-  nsc_comm *c = nsc_comm_get(comm);
-  if (!c) {
+  if (st == NSC_FAILED) {
+    *r = nsc_g.fail_code;
+    return NSC_ENTER_RETURN;
+  }
+  if (st != NSC_ACTIVE || !comm) return NSC_ENTER_FORWARD;
+  if (!(*c = nsc_comm_get(comm))) {
     nsc_warn("out of memory for communicator state");
-    return ncclSystemError;
+    *r = ncclSystemError;
+    return NSC_ENTER_RETURN;
   }
   NSC_COUNT(calls, 1);
-  ncclResult_t r;
+  return NSC_ENTER_OK;
+}
+
+ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  nsc_comm *c = NULL;
+  ncclResult_t r = ncclSuccess;
+  int e = nsc_coll_enter(comm, &c, &r);
+  if (e == NSC_ENTER_RETURN) return r;
+  if (e == NSC_ENTER_FORWARD) return nsc_real.AllReduce(send, recv, count, dt, op, comm, stream);
   nsc_call call = {count, dt, op, send && recv, nsc_group_depth() > 0, 0};
   const nsc_config *cfg = &nsc_g.cfg;
   if (c->checked <= 0) {

@@ -31,16 +31,11 @@ static ncclResult_t forward(const void *send, void *recv, size_t rc, ncclDataTyp
 
 ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDataType_t dt, ncclRedOp_t op,
                                 ncclComm_t comm, cudaStream_t stream) {
-  int st = nsc_activate();
-  if (st == NSC_FAILED) return nsc_g.fail_code;
-  if (st != NSC_ACTIVE || !comm) return nsc_real.ReduceScatter(send, recv, rc, dt, op, comm, stream);
-  nsc_comm *c = nsc_comm_get(comm);
-  if (!c) {
-    nsc_warn("out of memory for communicator state");
-    return ncclSystemError;
-  }
-  NSC_COUNT(calls, 1);
-  ncclResult_t r;
+  nsc_comm *c = NULL;
+  ncclResult_t r = ncclSuccess;
+  int e = nsc_coll_enter(comm, &c, &r);
+  if (e == NSC_ENTER_RETURN) return r;
+  if (e == NSC_ENTER_FORWARD) return nsc_real.ReduceScatter(send, recv, rc, dt, op, comm, stream);
   const nsc_config *cfg = &nsc_g.cfg;
   nsc_call call = {rc, dt, op, send && recv, nsc_group_depth() > 0, 0};
   if (call.in_group) { /* checked at the communicator's next call outside a group */
