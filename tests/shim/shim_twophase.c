@@ -19,6 +19,9 @@
  *   shim_twophase fault     one all-reduce and one reduce-scatter; prints
  *                           "rc <allreduce> <reducescatter>" (HOSTNCCL_FAIL_CALL
  *                           set by the caller) and exits 0 if it did not hang
+ *   shim_twophase nonblocking  a nonblocking communicator: all-reduce and
+ *                           reduce-scatter exact once ncclCommGetAsyncError
+ *                           reports success
  *   shim_twophase poison    with NCCLSHIM_FAULT_ALLOC on some ranks only: those
  *                           return ncclSystemError, every rank's result is NaN
  *                           in every element, the next call is exact
@@ -305,6 +308,35 @@ static int cmd_poison(void) {
   return fails != 0;
 }
 
+static int cmd_nonblocking(void) {
+  enum { N = 100003, RC = 40001 };
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t nb = tm_comm_over_cfg(MPI_COMM_WORLD, &cfg);
+  size_t tot = (size_t)RC * nranks > N ? (size_t)RC * nranks : N;
+  float *s = malloc(tot * 4), *r = malloc(N * 4);
+  for (size_t i = 0; i < tot; i++) s[i] = exact_val(rank, i);
+  for (int round = 0; round < 3; round++) {
+    ncclResult_t res = round < 2 ? ncclAllReduce(s, r, N, ncclFloat32, ncclSum, nb, NULL)
+                                 : ncclReduceScatter(s, r, RC, ncclFloat32, ncclSum, nb, NULL);
+    EXPECT(res == ncclSuccess || res == ncclInProgress, "nonblocking round %d: %d", round, res);
+    ncclResult_t e = ncclInProgress;
+    while (e == ncclInProgress) NCCL_OK(ncclCommGetAsyncError(nb, &e));
+    EXPECT(e == ncclSuccess, "nonblocking round %d: async error %d", round, e);
+    size_t n = round < 2 ? N : RC, first = round < 2 ? 0 : (size_t)rank * RC;
+    for (size_t i = 0; i < n; i++) {
+      float want = 0;
+      for (int q = 0; q < nranks; q++) want += exact_val(q, first + i);
+      if (r[i] != want) {
+        EXPECT(0, "nonblocking round %d: element %zu = %a, want %a", round, i, r[i], want);
+        break;
+      }
+    }
+  }
+  ncclCommDestroy(nb);
+  return fails != 0;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -320,6 +352,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "special")) rc = cmd_special();
   else if (!strcmp(cmd, "fault")) rc = cmd_fault();
   else if (!strcmp(cmd, "poison")) rc = cmd_poison();
+  else if (!strcmp(cmd, "nonblocking")) rc = cmd_nonblocking();
   else {
     fprintf(stderr, "unknown command %s\n", cmd);
     rc = 2;

@@ -76,3 +76,18 @@ for w in fp16 int8; do
     with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase timeout "${TEST_TIMEOUT:-180}" mpirun -np 1 $X "$P" poison : \
       -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$P" poison : -np 1 $X "$P" poison
 done
+
+# 7. NCCLSHIM_ALGO and NCCLSHIM_BLOCK_ELEMS change the collectives: ranks that differ fail alike.
+for kv in NCCLSHIM_ALGO=ring NCCLSHIM_BLOCK_ELEMS=128; do
+  name=${kv%%=*}
+  NCCLSHIM_COMPRESS=int8 LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" timeout 120 mpirun -np 1 -x "$kv" \
+    "$TBIN/shimtest" once 5 : -np 1 "$TBIN/shimtest" once 5 >/dev/null 2>"$TMPD/mm.err"
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c "$name differs between the ranks" "$TMPD/mm.err")" -eq 2 ] \
+    && ok "$name differing between ranks: both fail with ncclInvalidUsage naming it" \
+    || { not_ok "$name mismatch: rc=$rc"; sed 's/^/#   /' "$TMPD/mm.err" | head -5; }
+done
+
+# 8. A nonblocking communicator: exact once ncclCommGetAsyncError reports success.
+check "nonblocking communicator, int8 two-phase all-reduce and reduce-scatter, 3 ranks: exact after the poll" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase mpirun_shim 3 "$P" nonblocking
