@@ -118,13 +118,13 @@ twophase() {
   rm -f "$TMP"/t-*.out
   local ap=("$BUILD/bin/allreduce_perf" -b 4M -e 64M -f 2 -n 1 -w 1 -c 0)
   for ((r = 0; r < ROUNDS; r++)); do
-    run t-fp32 0 HOSTNCCL_LINK_GBPS=1 -- "${ap[@]}"
-    run t-ring16 1 HOSTNCCL_LINK_GBPS=1 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=ring -- "${ap[@]}"
+    run t-fp32 0 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} -- "${ap[@]}"
+    run t-ring16 1 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=ring -- "${ap[@]}"
     for w in fp16 bf16 int8 fp8; do
-      run t-2p$w 1 HOSTNCCL_LINK_GBPS=1 NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase -- "${ap[@]}"
+      run t-2p$w 1 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase -- "${ap[@]}"
     done
   done
-  echo "# two-phase, 4 ranks, HOSTNCCL_LINK_GBPS=1, out-of-place time (us) and ratio to fp32, median of $ROUNDS alternated runs"
+  echo "# two-phase, 4 ranks, HOSTNCCL_LINK_GBPS=${TP_GBPS:-1}, out-of-place time (us) and ratio to fp32, median of $ROUNDS alternated runs"
   printf '%10s %10s %16s %16s %16s %16s %16s\n' size fp32 ring_fp16 2p_fp16 2p_bf16 2p_int8 2p_fp8
   join <(ap_times t-fp32) <(ap_times t-ring16) | join - <(ap_times t-2pfp16) | join - <(ap_times t-2pbf16) |
     join - <(ap_times t-2pint8) | join - <(ap_times t-2pfp8) |
@@ -149,8 +149,8 @@ errors() {
 link() {
   rm -f "$TMP"/l-*.out
   for mib in 16 64; do
-    run l-$mib 0 HOSTNCCL_LINK_GBPS=1 -- "$BUILD/bin/twophase_link" $mib 3
-    echo "# fp32 two-phase over send/recv vs fp32 ring, 4 ranks, HOSTNCCL_LINK_GBPS=1, $mib MiB"
+    run l-$mib 0 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} -- "$BUILD/bin/twophase_link" $mib 3
+    echo "# fp32 two-phase over send/recv vs fp32 ring, 4 ranks, HOSTNCCL_LINK_GBPS=${TP_GBPS:-1}, $mib MiB"
     cat "$TMP/l-$mib.out"
   done
 }
