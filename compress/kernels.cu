@@ -302,7 +302,12 @@ K nsc_k_scale_bf16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
 // ---- two-phase wire formats (wire.h, element rules in wire_bits.h) --------
 // The same element rules as the host reference, so results are bit-identical:
 // products by scale/post as x86 forms them, sums with __fadd_rn in the order
-// 0..m-1, NaN sums made the canonical 0x7fc00000.
+// 0..m-1, NaN sums made the canonical 0x7fc00000. Host implementation of each
+// kernel (for a CUDA driver double, and the oracle a GPU check compares to):
+// tp_enc_* = nsc_fmt_encode_ref, tp_dec_* = nsc_fmt_decode_ref, tp_sum_* =
+// nsc_fmt_decode_sum_ref (compress/wire_ref.c), same arguments. Not yet run
+// on a GPU or on the driver double (tests/gpu/check_kernels.c does not cover
+// them yet).
 
 template <int F>
 __device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block, u64 i) {
