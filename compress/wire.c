@@ -4,7 +4,8 @@
  * block by block: one pass for the largest finite |x| (integer max over the
  * bit patterns), the scale exponent, one pass of codes; each pass is a plain
  * loop without branches that the compiler vectorises, built twice (AVX2 and
- * baseline, chosen at load by the ifunc of target_clones). A block holding
+ * baseline, chosen at load by the ifunc of target_clones; baseline only in
+ * ASan/TSan builds, whose runtimes cannot run an ifunc resolver at load). A block holding
  * Inf or NaN, or a header marked invalid, goes through the reference element
  * rules. Every result is bit-identical to wire_ref.c (tests/unit/test_wire.c);
  * the file is compiled with -ffp-contract=off so no multiply-add is fused.
@@ -20,7 +21,7 @@
 #define NSC_FMT_MAX_BLOCK 4096
 #define TILE 1024
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define CLONES
