@@ -10,6 +10,7 @@
 #include "perf_data.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const perf_type_t perf_types[] = {
@@ -56,6 +57,12 @@ int perf_op_index(const char *name) {
 double perf_wire_unit(const char *wire) {
   if (strcmp(wire, "fp16") == 0) return 0x1p-11;
   if (strcmp(wire, "bf16") == 0) return 0x1p-8;
+  return 0;
+}
+
+double perf_wire_block_coef(const char *wire) {
+  if (strcmp(wire, "int8") == 0) return 2 / 127.5;
+  if (strcmp(wire, "fp8") == 0) return 0x1p-3 + 0x1p-16;
   return 0;
 }
 
@@ -147,6 +154,7 @@ void perf_gen_init(perf_gen_t *g, const perf_type_t *t, const perf_op_t *op,
   g->random = random && t->kind == PERF_FLOAT;
   g->mag = floor(t->exact_limit / nranks);
   if (g->mag < 1) g->mag = 1; /* more ranks than the type can sum exactly */
+  g->first = 0;
 }
 
 static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
@@ -239,7 +247,7 @@ void perf_fill_sentinel(const perf_gen_t *g, void *buf, size_t count) {
   const size_t sz = g->type->size;
   long double scale;
   for (size_t i = 0; i < count; i++) {
-    perf_store(g->type, p + i * sz, (double)exact_result(g, i, &scale));
+    perf_store(g->type, p + i * sz, (double)exact_result(g, g->first + i, &scale));
     for (size_t b = 0; b < sz; b++) p[i * sz + b] = (unsigned char)~p[i * sz + b];
   }
 }
@@ -252,7 +260,7 @@ void perf_check_result(const perf_gen_t *g, const void *got, size_t count,
   const double coef = bound_coef(g);
   unsigned char want[8];
   for (size_t i = 0; i < count; i++) {
-    long double scale, exact = exact_result(g, i, &scale);
+    long double scale, exact = exact_result(g, g->first + i, &scale);
     long double v = perf_load(g->type, p + i * sz);
     long double err = fabsl(v - exact);
     if (bounded) {
@@ -289,4 +297,41 @@ void perf_corrupt_one(const perf_type_t *t, void *buf, size_t count) {
    * for the integers. */
   unsigned char *p = (unsigned char *)buf + (count / 2) * t->size + t->size - 1;
   *p ^= 0x40;
+}
+
+void perf_check_block(const perf_gen_t *g, const void *got, size_t count, double coef, size_t block,
+                      perf_check_t *res) {
+  const unsigned char *p = got;
+  const size_t sz = g->type->size, n = (size_t)g->nranks, end = g->first + count;
+  const size_t nb = (end + block - 1) / block; /* aligned blocks of the whole index range up to the end */
+  double *bm = calloc(nb * n + 1, sizeof *bm); /* bm[r * nb + k]: max |x_r| in block k */
+  if (!bm) {
+    res->wrong += count; /* cannot check: count everything wrong rather than pass */
+    return;
+  }
+  size_t lo = g->first / block > 0 ? (g->first / block - 1) * block : 0;
+  for (size_t r = 0; r < n; r++)
+    for (size_t i = lo; i < end; i++) {
+      double a = fabs(gen_value(g, (int)r, i));
+      if (a > bm[r * nb + i / block]) bm[r * nb + i / block] = a;
+    }
+  const double div = g->op->nccl == ncclAvg ? (double)n : 1.0;
+  for (size_t i = 0; i < count; i++) {
+    size_t k = (g->first + i) / block;
+    double m = 0;
+    for (size_t r = 0; r < n; r++) {
+      double w = bm[r * nb + k];
+      if (k > 0 && bm[r * nb + k - 1] > w) w = bm[r * nb + k - 1];
+      if (k + 1 < nb && bm[r * nb + k + 1] > w) w = bm[r * nb + k + 1];
+      m += w;
+    }
+    long double scale, exact = exact_result(g, g->first + i, &scale);
+    long double err = fabsl(perf_load(g->type, p + i * sz) - exact);
+    if (!(err <= coef * m / div + (double)(n + 1) * 0x1p-24 * scale)) res->wrong++;
+    long double denom = scale > 0 ? scale : fabsl(exact);
+    double rel = denom != 0 ? (double)(err / denom) : (err == 0 ? 0 : INFINITY);
+    if (isnan(rel)) rel = INFINITY;
+    if (rel > res->max_relerr) res->max_relerr = rel;
+  }
+  free(bm);
 }

@@ -56,6 +56,9 @@ int perf_op_index(const char *name);   /* -1 if unknown */
 
 /* Unit roundoff of a shim wire type name ("fp16", "bf16"); 0 if unknown. */
 double perf_wire_unit(const char *wire);
+/* The shim's block-scaled formats ("int8", "fp8"): the coefficient c of the
+ * bound perf_check_block holds results to; 0 for any other name. */
+double perf_wire_block_coef(const char *wire);
 
 /* Everything that determines the data of one checked buffer. */
 typedef struct {
@@ -65,6 +68,8 @@ typedef struct {
   uint64_t seed;
   int random;             /* effective: only set for floating types */
   double mag;             /* per-rank magnitude bound for exact inputs */
+  size_t first;           /* results: buffer element i is element first + i of the
+                           * reduction (a reduce-scatter's shard); 0 after init */
 } perf_gen_t;
 
 /* Sets up g; random is ignored for integer types. */
@@ -107,5 +112,14 @@ void perf_corrupt_one(const perf_type_t *t, void *buf, size_t count);
  * Storing rounds to nearest even for fp16/bf16/fp32, truncates for ints. */
 double perf_load(const perf_type_t *t, const void *p);
 void perf_store(const perf_type_t *t, void *p, double v);
+
+/* Results of a block-scaled wire format with `block` elements per scale: an
+ * element is wrong unless |got - exact| <= c * M + (n+1) 2^-24 * S, where S
+ * is the scale of the bound above (sum |x_r|, over n for avg) and M the sum
+ * over ranks of the largest |x_r| in the aligned blocks at, before and after
+ * the element's (a window holding whichever block the shim's chunk layout put
+ * it in; over n for avg). max_relerr stays |got - exact| / S. */
+void perf_check_block(const perf_gen_t *g, const void *got, size_t count, double coef, size_t block,
+                      perf_check_t *res);
 
 #endif

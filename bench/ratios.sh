@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/ratios.sh [compress|fusion|torch|all] — the side-by-side comparisons
+# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|all] — the side-by-side comparisons
 # behind the goals in bench/README.md, over the host NCCL (emulated links; not
 # GPU numbers). Each variant runs in the same invocation, alternating, and the
 # script prints ratios of medians:
@@ -11,6 +11,14 @@
 #             communication time per optimizer step, shim fp16 + K=4 / no shim
 #             (goal <= 0.15), step time and its compute/communication split,
 #             for a communication-heavy and a compute-heavy job
+#   twophase  allreduce_perf 4 ranks, 4..64 MiB, HOSTNCCL_LINK_GBPS=1: no shim (fp32),
+#             ring fp16, two-phase fp16/bf16/int8/fp8, time / fp32 per size
+#             (goals: two-phase fp16 <= 0.55, int8 <= 0.30)
+#   errors    max |error| / sum |x| of random inputs over 2^-30..2^30 against
+#             the rank count n = 2, 3, 4, 8 (oversubscribed), ring fp16/bf16 and
+#             two-phase fp16/bf16/int8/fp8, with each documented bound
+#   link      twophase_link: fp32 two-phase over send/recv / fp32 ring, same
+#             bytes, HOSTNCCL_LINK_GBPS=1 (goal: within 10 %)
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +47,7 @@ run() {
   shift
   local px=()
   [ "$pre" = 1 ] && px=(-x LD_PRELOAD="$SHIM")
-  env "${envs[@]}" timeout 900 mpirun -np 4 -x LD_LIBRARY_PATH="$LIBP" "${px[@]}" "$@" >>"$TMP/$name.out" 2>&1 \
+  env "${envs[@]}" timeout 900 mpirun -np "${NP:-4}" -x LD_LIBRARY_PATH="$LIBP" "${px[@]}" "$@" >>"$TMP/$name.out" 2>&1 \
     || { echo "ratios: $name failed:" >&2; tail -5 "$TMP/$name.out" >&2; exit 1; }
 }
 
@@ -107,10 +115,54 @@ torch_ddp() {
   done
 }
 
+twophase() {
+  rm -f "$TMP"/t-*.out
+  local ap=("$BUILD/bin/allreduce_perf" -b 4M -e 64M -f 2 -n 1 -w 1 -c 0)
+  for ((r = 0; r < ROUNDS; r++)); do
+    run t-fp32 0 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} -- "${ap[@]}"
+    run t-ring16 1 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=ring -- "${ap[@]}"
+    for w in fp16 bf16 int8 fp8; do
+      run t-2p$w 1 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase -- "${ap[@]}"
+    done
+  done
+  echo "# two-phase, 4 ranks, HOSTNCCL_LINK_GBPS=${TP_GBPS:-1}, out-of-place time (us) and ratio to fp32, median of $ROUNDS alternated runs"
+  printf '%10s %10s %16s %16s %16s %16s %16s\n' size fp32 ring_fp16 2p_fp16 2p_bf16 2p_int8 2p_fp8
+  join <(ap_times t-fp32) <(ap_times t-ring16) | join - <(ap_times t-2pfp16) | join - <(ap_times t-2pbf16) |
+    join - <(ap_times t-2pint8) | join - <(ap_times t-2pfp8) |
+    awk '{printf "%10d %10.0f", $1, $2; for (i = 3; i <= 7; i++) printf " %9.0f (%.3f)", $i, $i / $2; print ""}'
+}
+
+errors() {
+  local P="$BUILD/tests/shim_twophase" out="$TMP/e.out"
+  : >"$out"
+  for np in 2 3 4 8; do
+    for v in ring:fp16 ring:bf16 twophase:fp16 twophase:bf16 twophase:int8 twophase:fp8; do
+      NP=$np run e-$np 1 NCCLSHIM_ALGO=${v%%:*} NCCLSHIM_COMPRESS=${v#*:} NCCLSHIM_MIN_BYTES=0 NCCLSHIM_BANNER=0 -- "$P" bound 8
+    done
+    grep -h '^maxrel' "$TMP/e-$np.out" >>"$out"
+  done
+  echo "# max |error| / sum |x|, random inputs (one exponent per 4096 elements in 2^-30..2^30, fp16: 2^-12..2^12), 8*4096*n elements"
+  awk '{k = $3 " " $2; e[k, $4] = $5; b[k, $4] = $6; keys[k] = 1}
+       END {printf "%-15s %22s %22s %22s %22s\n", "algo format", "n=2 (bound)", "n=3 (bound)", "n=4 (bound)", "n=8 (bound)";
+            for (k in keys) {printf "%-15s", k; for (n = 2; n <= 8; n++) if ((k, n) in e) printf " %10.3g (%9.3g)", e[k, n], b[k, n]; print ""}}' "$out" | sort
+}
+
+link() {
+  rm -f "$TMP"/l-*.out
+  for mib in 16 64; do
+    run l-$mib 0 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} -- "$BUILD/bin/twophase_link" $mib 3
+    echo "# fp32 two-phase over send/recv vs fp32 ring, 4 ranks, HOSTNCCL_LINK_GBPS=${TP_GBPS:-1}, $mib MiB"
+    cat "$TMP/l-$mib.out"
+  done
+}
+
 case "$WHAT" in
   compress) compress ;;
   fusion) fusion ;;
   torch) torch_ddp ;;
-  all) compress; fusion; torch_ddp ;;
-  *) echo "usage: bench/ratios.sh [compress|fusion|torch|all]" >&2; exit 2 ;;
+  twophase) twophase ;;
+  errors) errors ;;
+  link) link ;;
+  all) compress; fusion; torch_ddp; twophase; errors; link ;;
+  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|all]" >&2; exit 2 ;;
 esac

@@ -107,3 +107,37 @@ CUresult nsc_cuk_scale(nsc_cuctx *c, CUstream s, char kind, const void *src, voi
   void *params[] = {&ps, &pd, &n64, kind == 'd' ? (void *)&factor : (void *)&ff};
   return launch(c, s, k, tiles(n), params, what);
 }
+
+CUresult nsc_cuk_fmt_encode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const float *src,
+                            void *dst, size_t n, float scale, const char **what) {
+  if (!nsc_fmt_is8(f))
+    return nsc_cuk_to_wire(c, s, f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale, what);
+  if (!n) return CUDA_SUCCESS;
+  CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
+  uint64_t n64 = n, b64 = block;
+  void *params[] = {&ps, &pd, &n64, &b64, &scale};
+  /* one CTA per block of elements */
+  return launch(c, s, f == NSC_FMT_INT8 ? NSC_K_tp_enc_int8 : NSC_K_tp_enc_fp8, (n + block - 1) / block,
+                params, what);
+}
+
+static const int dec_kernel[4] = {NSC_K_tp_dec_f16, NSC_K_tp_dec_bf16, NSC_K_tp_dec_int8, NSC_K_tp_dec_fp8};
+static const int sum_kernel[4] = {NSC_K_tp_sum_f16, NSC_K_tp_sum_bf16, NSC_K_tp_sum_int8, NSC_K_tp_sum_fp8};
+
+CUresult nsc_cuk_fmt_decode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const void *src,
+                            float *dst, size_t n, float scale, const char **what) {
+  if (!n) return CUDA_SUCCESS;
+  CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
+  uint64_t n64 = n, b64 = block;
+  void *params[] = {&ps, &pd, &n64, &b64, &scale};
+  return launch(c, s, dec_kernel[f], tiles(n), params, what);
+}
+
+CUresult nsc_cuk_fmt_decode_sum(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const void *base,
+                                size_t stride, int m, float *dst, size_t n, float post, const char **what) {
+  if (!n) return CUDA_SUCCESS;
+  CUdeviceptr pb = (CUdeviceptr)(uintptr_t)base, pd = (CUdeviceptr)(uintptr_t)dst;
+  uint64_t st = stride, m64 = (uint64_t)m, n64 = n, b64 = block;
+  void *params[] = {&pb, &st, &m64, &pd, &n64, &b64, &post};
+  return launch(c, s, sum_kernel[f], tiles(n), params, what);
+}

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "cast.h"
+#include "wire.h"
 #include "cu_ctx.h"
 
 /* One fp32 tensor of a fused group: the same fields, in the same order, as
@@ -39,5 +40,14 @@ CUresult nsc_cuk_seg(nsc_cuctx *c, CUstream s, int to_wire, nsc_wire_t w,
  * others). fp32/fp16/bf16 multiply by (float)factor in fp32, fp64 in fp64. */
 CUresult nsc_cuk_scale(nsc_cuctx *c, CUstream s, char kind, const void *src, void *dst,
                        size_t n, double factor, const char **what);
+
+/* The two-phase wire formats (wire.h): encode (fp16/bf16: the casts above),
+ * decode, and decode-and-sum of m runs `stride` bytes apart. */
+CUresult nsc_cuk_fmt_encode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const float *src,
+                            void *dst, size_t n, float scale, const char **what);
+CUresult nsc_cuk_fmt_decode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const void *src,
+                            float *dst, size_t n, float scale, const char **what);
+CUresult nsc_cuk_fmt_decode_sum(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const void *base,
+                                size_t stride, int m, float *dst, size_t n, float post, const char **what);
 
 #endif

@@ -18,6 +18,7 @@
 // runtime, or let src and dst of a cast overlap (scale kernels may be in place).
 #include "cast_bits.h"
 #include "cu_abi.h"
+#include "wire_bits.h"
 
 typedef unsigned long long u64;
 
@@ -297,3 +298,100 @@ K nsc_k_scale_bf16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
   MulWire<1> op{f};
   map_all<uint16_t, uint16_t, 8>(src, dst, n, op);
 }
+
+// ---- two-phase wire formats (wire.h, element rules in wire_bits.h) --------
+// The same element rules as the host reference, so results are bit-identical:
+// products by scale/post as x86 forms them, sums with __fadd_rn in the order
+// 0..m-1, NaN sums made the canonical 0x7fc00000. Host implementation of each
+// kernel (for a CUDA driver double, and the oracle a GPU check compares to):
+// tp_enc_* = nsc_fmt_encode_ref, tp_dec_* = nsc_fmt_decode_ref, tp_sum_* =
+// nsc_fmt_decode_sum_ref (compress/wire_ref.c), same arguments. Not yet run
+// on a GPU or on the driver double (tests/gpu/check_kernels.c does not cover
+// them yet).
+
+template <int F>
+__device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block, u64 i) {
+  if (F == 0) return d_from_f16(((const uint16_t *)src)[i]);
+  if (F == 1) return d_from_bf16(((const uint16_t *)src)[i]);
+  u64 nb = (n + block - 1) / block, b = i / block;
+  uint16_t h = (uint16_t)(src[2 * b] | (src[2 * b + 1] << 8));
+  uint8_t c = src[2 * nb + i];
+  return F == 2 ? nsc_int8_value((int8_t)c, h) : nsc_fp8_value(c, h);
+}
+
+// One CTA per block of `block` elements (grid-stride over blocks): the
+// largest finite |x| by a shared atomicMax, then one code per element.
+template <int F>
+__device__ void enc8(const float *__restrict__ src, uint8_t *__restrict__ dst, u64 n, u64 block,
+                     float scale) {
+  __shared__ unsigned s_amax;
+  __shared__ int s_spec;
+  u64 nb = (n + block - 1) / block;
+  uint8_t *codes = dst + 2 * nb;
+  for (u64 b = blockIdx.x; b < nb; b += gridDim.x) {
+    u64 lo = b * block, hi = lo + block < n ? lo + block : n;
+    if (threadIdx.x == 0) {
+      s_amax = 0;
+      s_spec = 0;
+    }
+    __syncthreads();
+    unsigned am = 0;
+    int sp = 0;
+    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      float y = scale != 1.0f ? mul_x86(src[i], scale) : src[i];
+      unsigned a = __float_as_uint(y) & 0x7fffffffu;
+      if (a >= NSC_F32_INF) sp = 1;
+      else am = a > am ? a : am;
+    }
+    atomicMax(&s_amax, am);
+    if (sp) s_spec = 1;
+    __syncthreads();
+    unsigned amax = s_amax;
+    int special = s_spec;
+    int k = F == 2 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    if (threadIdx.x == 0) {
+      unsigned h = (unsigned)(k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0u);
+      dst[2 * b] = (uint8_t)(h & 0xffu);
+      dst[2 * b + 1] = (uint8_t)(h >> 8);
+    }
+    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      float y = scale != 1.0f ? mul_x86(src[i], scale) : src[i];
+      codes[i] = F == 2 ? (uint8_t)nsc_int8_code(y, k, special) : nsc_fp8_code(y, k);
+    }
+    __syncthreads();
+  }
+}
+
+template <int F>
+__device__ void dec(const uint8_t *__restrict__ src, float *__restrict__ dst, u64 n, u64 block,
+                    float scale) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+    float v = fmt_value<F>(src, n, block, i);
+    dst[i] = scale != 1.0f ? mul_x86(v, scale) : v;
+  }
+}
+
+template <int F>
+__device__ void decsum(const uint8_t *__restrict__ base, u64 stride, u64 m, float *__restrict__ dst, u64 n,
+                       u64 block, float post) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+    float s = fmt_value<F>(base, n, block, i);
+    for (u64 j = 1; j < m; j++) s = __fadd_rn(s, fmt_value<F>(base + j * stride, n, block, i));
+    if (post != 1.0f) s = __fmul_rn(s, post);
+    dst[i] = s != s ? __uint_as_float(NSC_NAN_BITS) : s;
+  }
+}
+
+K nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scale) { enc8<2>(src, dst, n, block, scale); }
+K nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale) { enc8<3>(src, dst, n, block, scale); }
+#define TP_DEC(sfx, F)                                                                                        \
+  K nsc_k_tp_dec_##sfx(const uint8_t *src, float *dst, u64 n, u64 block, float scale) {                         \
+    dec<F>(src, dst, n, block, scale);                                                                        \
+  }                                                                                                           \
+  K nsc_k_tp_sum_##sfx(const uint8_t *base, u64 stride, u64 m, float *dst, u64 n, u64 block, float post) {      \
+    decsum<F>(base, stride, m, dst, n, block, post);                                                          \
+  }
+TP_DEC(f16, 0)
+TP_DEC(bf16, 1)
+TP_DEC(int8, 2)
+TP_DEC(fp8, 3)

@@ -5,6 +5,9 @@
 COMPRESS_SRCS := $(sort $(wildcard compress/*.c))
 COMPRESS_OBJS := $(COMPRESS_SRCS:%.c=$(B)/obj/%.o)
 $(COMPRESS_OBJS): EXTRA_CFLAGS := -fvisibility=hidden -Icompress
+# Wire formats: no fused multiply-add (bit-identity between the reference,
+# the vectorised path and the GPU), and -O3 so the block loops vectorise.
+$(filter $(B)/obj/compress/wire%,$(COMPRESS_OBJS)): EXTRA_CFLAGS += -ffp-contract=off -O3
 # The driver-API files take cuda.h for its types only (libcuda is dlopen'ed).
 $(filter $(B)/obj/compress/cu_%,$(COMPRESS_OBJS)): EXTRA_CFLAGS += -I$(CUDA_HOME)/include
 
@@ -22,7 +25,7 @@ KERNELS_MODE_FILE := $(B)/obj/compress/kernels.mode
 $(shell mkdir -p $(B)/obj/compress && { [ "$$(cat $(KERNELS_MODE_FILE) 2>/dev/null)" = "$(KERNELS_MODE)" ] || echo "$(KERNELS_MODE)" > $(KERNELS_MODE_FILE); })
 
 ifeq ($(HAVE_NVCC),1)
-$(KERNELS_FATBIN): compress/kernels.cu compress/cast_bits.h compress/cu_abi.h $(KERNELS_MODE_FILE)
+$(KERNELS_FATBIN): compress/kernels.cu compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h $(KERNELS_MODE_FILE)
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ $<
 else

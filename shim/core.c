@@ -88,8 +88,8 @@ static void activate(void) {
   nsc_staging_fault_at(nsc_g.cfg.fault_alloc);
   nsc_exchange_fault_at(nsc_g.cfg.fault_oob);
   nsc_totals.enabled = 1;
-  snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s",
-           nsc_g.cfg.compress == NSC_COMPRESS_FP16 ? "fp16" : nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? "bf16" : "off");
+  static const char *const wire_names[] = {"off", "fp16", "bf16", "int8", "fp8"};
+  snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s", wire_names[nsc_g.cfg.compress]);
   nsc_log_init(&nsc_g.cfg);
   nsc_g.state = NSC_ACTIVE;
 }

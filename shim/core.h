@@ -43,7 +43,7 @@ int nsc_activate(void);
  * reader sums the blocks, and a thread's block is folded into the retired
  * totals when the thread exits. */
 #define NSC_COUNTERS(X) X(calls) X(passthrough) X(compressed) X(skipped) X(fused) \
-  X(real_calls) X(logical_bytes) X(wire_bytes)
+  X(real_calls) X(logical_bytes) X(wire_bytes) X(twophase)
 enum {
 #define X(f) NSC_C_##f,
   NSC_COUNTERS(X)

@@ -34,6 +34,32 @@ NSC_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t 
           nsc_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream));
 }
 
+NSC_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                       cudaStream_t stream) {
+  GUARDED(nsc_real.ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
+          nsc_reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
+}
+
+/* Forwarded untouched (the two-phase algorithms call the real ones directly). */
+NSC_API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  GUARDED(nsc_real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream),
+          nsc_real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream));
+}
+
+NSC_API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                              cudaStream_t stream) {
+  GUARDED(nsc_real.Send(sendbuff, count, datatype, peer, comm, stream),
+          nsc_real.Send(sendbuff, count, datatype, peer, comm, stream));
+}
+
+NSC_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                              cudaStream_t stream) {
+  GUARDED(nsc_real.Recv(recvbuff, count, datatype, peer, comm, stream),
+          nsc_real.Recv(recvbuff, count, datatype, peer, comm, stream));
+}
+
 NSC_API ncclResult_t ncclGroupStart(void) { GUARDED(nsc_real.GroupStart(), nsc_group_start()); }
 
 NSC_API ncclResult_t ncclGroupEnd(void) { GUARDED(nsc_real.GroupEnd(), nsc_group_end()); }

@@ -18,18 +18,19 @@ const char *ncclshim_version(void);
 
 /* Process-wide totals since the shim became active (all communicators). */
 typedef struct {
-  uint64_t calls;         /* intercepted ncclAllReduce calls */
+  uint64_t calls;         /* intercepted ncclAllReduce and ncclReduceScatter calls */
   uint64_t passthrough;   /* forwarded untouched */
   uint64_t compressed;    /* sent in the wire type */
   uint64_t skipped;       /* accumulation: answered locally */
   uint64_t fused;         /* members of a fused group */
-  uint64_t real_calls;    /* ncclAllReduce calls the shim made to real NCCL */
+  uint64_t real_calls;    /* collectives (and, two-phase, sends/receives) the shim made to real NCCL */
   uint64_t logical_bytes; /* bytes the program asked to reduce */
   uint64_t wire_bytes;    /* bytes real NCCL was asked to reduce */
   uint64_t overflow;      /* values that became +-Inf in the wire type */
   uint64_t underflow;     /* non-zero values that became +-0 */
-  char wire[8];           /* "fp16", "bf16" or "off" */
+  char wire[8];           /* "fp16", "bf16", "int8", "fp8" or "off" */
   int enabled;            /* 0 when NCCLSHIM_DISABLE=1 or not yet active */
+  uint64_t twophase;      /* compressed calls carried out in two phases (shim/algo/) */
 } ncclshim_stats_t;
 
 /* Fills *out; returns 0, or -1 when out is NULL. */

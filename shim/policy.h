@@ -42,7 +42,13 @@ int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c);
  * compressible kind of any size), COMPRESS or PASS. */
 nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c);
 
-/* Wire datatype of the configuration (ncclFloat16 or ncclBfloat16). */
+/* Wire datatype of the configuration as the log names it (ncclFloat16,
+ * ncclBfloat16; ncclInt8 / ncclFloat8e4m3 for the block-scaled formats). */
 ncclDataType_t nsc_policy_wire_dtype(const nsc_config *cfg);
+
+/* The block-scaled 8-bit formats are configured (NCCLSHIM_COMPRESS=int8|fp8):
+ * NCCL cannot reduce them, so they exist only in the two-phase algorithm. */
+int nsc_policy_wire8(const nsc_config *cfg);
+
 
 #endif

@@ -14,6 +14,11 @@
 #define NSC_REAL_LIST(X)                                                                   \
   X(AllReduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,     \
                 cudaStream_t))                                                             \
+  X(ReduceScatter, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, \
+                    cudaStream_t))                                                         \
+  X(AllGather, (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))   \
+  X(Send, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))           \
+  X(Recv, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                 \
   X(GroupStart, (void))                                                                    \
   X(GroupEnd, (void))                                                                      \
   X(CommDestroy, (ncclComm_t))                                                             \

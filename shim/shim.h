@@ -13,6 +13,8 @@ struct nsc_comm;
 
 ncclResult_t nsc_allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dt,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t nsc_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t dt,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t nsc_group_start(void);
 ncclResult_t nsc_group_end(void);
 ncclResult_t nsc_comm_end(ncclComm_t comm, ncclResult_t (*real_fn)(ncclComm_t));
@@ -71,6 +73,28 @@ void nsc_accum_release(struct nsc_comm *c);
 /* allreduce.c helpers shared with fuse.c */
 ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,
                          ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, int action);
+/* The start of every intercepted collective: activation, the communicator's
+ * entry (a reference the caller puts back) and the call count. OK: go on with
+ * *c; FORWARD: not active, call the real function untouched; RETURN: fail
+ * with *r (bad configuration, out of memory). */
+enum { NSC_ENTER_OK = 0, NSC_ENTER_FORWARD = 1, NSC_ENTER_RETURN = 2 };
+int nsc_coll_enter(ncclComm_t comm, struct nsc_comm **c, ncclResult_t *r);
+
+/* Start a call's record (action, logical and wire sizes) and count it. */
+void nsc_rec_init(nsc_rec *r, struct nsc_comm *c, int action, size_t count, ncclDataType_t dt,
+                  ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s);
+void nsc_count_call(int action, uint64_t logical, uint64_t wire, int real_calls);
+/* Staging of `bytes` on stream s of c: ncclSuccess, ncclInvalidUsage (beyond
+ * NCCLSHIM_MAX_STAGING_BYTES: the same on every rank) or ncclSystemError
+ * (this rank could not allocate: it must still issue every call, poisoned). */
+ncclResult_t nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p);
+
+/* algo/twophase.c: a compressed all-reduce (rs = 0; count elements) or
+ * reduce-scatter (rs = 1; count per rank) of fp32 Sum/Avg in two phases over
+ * point-to-point (tp_plan.h); outside any group. */
+ncclResult_t nsc_twophase(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
+                          ncclRedOp_t op, cudaStream_t s, int rs);
+
 /* Issue the real collective(s) on a wire buffer — one, or one per chunk of ce
  * elements — and queue (or run) its cast-back. A poisoned cast-back (a local
  * failure) still issues them all and returns ncclSystemError. */

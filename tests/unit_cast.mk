@@ -30,3 +30,11 @@ gpu-kernels-check:
 	@echo "gpu-kernels-check: needs nvcc and libcudart, not built"
 endif
 gpu-check: gpu-kernels-check
+
+# The wire formats of the two-phase collectives (compress/wire.h).
+TEST_WIRE := $(B)/tests/test_wire
+$(B)/obj/tests/unit/test_wire.o: EXTRA_CFLAGS := -Icompress -ffp-contract=off
+$(TEST_WIRE): $(B)/obj/tests/unit/test_wire.o $(COMPRESS_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDFLAGS_BASE) -lcmocka -lpthread -lm -ldl
+TEST_BINS += $(TEST_WIRE)

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cast.h"
+#include "wire.h"
 
 typedef void *nsc_stream; /* cudaStream_t / CUstream, opaque here */
 
@@ -45,6 +46,15 @@ typedef struct nsc_backend {
                      void *dst, float scale);
   int (*seg_from_wire)(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg,
                        const void *src, float scale);
+  /* The wire formats of the two-phase collectives (compress/wire.h): encode n
+   * fp32 values (times scale), decode them (times scale), and decode-and-sum
+   * m encoded runs `stride` bytes apart in the order 0..m-1 (times post). */
+  int (*fmt_encode)(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
+                    float scale);
+  int (*fmt_decode)(nsc_stream s, nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n,
+                    float scale);
+  int (*fmt_decode_sum)(nsc_stream s, nsc_fmt_t f, size_t block, const void *base, size_t stride, int m,
+                        float *dst, size_t n, float post);
   /* dst = src * factor for a floating datatype kind ('f','d','h','b'). */
   int (*scale)(nsc_stream s, char kind, const void *src, void *dst, size_t n,
                double factor);

@@ -68,6 +68,24 @@ static int c_from_wire(nsc_stream s, nsc_wire_t w, const void *src, float *dst, 
   return 0;
 }
 
+static int c_fmt_encode(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
+                        float scale) {
+  WITH_CTX(s);
+  CU_DO(nsc_cuk_fmt_encode(c, (CUstream)s, f, block, src, dst, n, scale, &what));
+  return 0;
+}
+static int c_fmt_decode(nsc_stream s, nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n,
+                        float scale) {
+  WITH_CTX(s);
+  CU_DO(nsc_cuk_fmt_decode(c, (CUstream)s, f, block, src, dst, n, scale, &what));
+  return 0;
+}
+static int c_fmt_decode_sum(nsc_stream s, nsc_fmt_t f, size_t block, const void *base, size_t stride, int m,
+                            float *dst, size_t n, float post) {
+  WITH_CTX(s);
+  CU_DO(nsc_cuk_fmt_decode_sum(c, (CUstream)s, f, block, base, stride, m, dst, n, post, &what));
+  return 0;
+}
 static int c_seg_to_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg, void *dst,
                          float scale) {
   WITH_CTX(s);
@@ -270,6 +288,9 @@ static const nsc_backend cuda_backend = {
     .from_wire = c_from_wire,
     .seg_to_wire = c_seg_to_wire,
     .seg_from_wire = c_seg_from_wire,
+    .fmt_encode = c_fmt_encode,
+    .fmt_decode = c_fmt_decode,
+    .fmt_decode_sum = c_fmt_decode_sum,
     .scale = c_scale,
     .fill_ones = c_fill_ones,
     .alloc = c_alloc,

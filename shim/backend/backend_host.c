@@ -52,6 +52,30 @@ static int h_seg_from_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int 
   return 0;
 }
 
+static int h_fmt_encode(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
+                        float scale) {
+  (void)s;
+  nsc_cast_counts c = {0, 0};
+  nsc_fmt_encode(f, block, src, dst, n, scale, &c);
+  if (c.overflow) __atomic_fetch_add(&totals.overflow, c.overflow, __ATOMIC_RELAXED);
+  if (c.underflow) __atomic_fetch_add(&totals.underflow, c.underflow, __ATOMIC_RELAXED);
+  return 0;
+}
+
+static int h_fmt_decode(nsc_stream s, nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n,
+                        float scale) {
+  (void)s;
+  nsc_fmt_decode(f, block, src, dst, n, scale);
+  return 0;
+}
+
+static int h_fmt_decode_sum(nsc_stream s, nsc_fmt_t f, size_t block, const void *base, size_t stride, int m,
+                            float *dst, size_t n, float post) {
+  (void)s;
+  nsc_fmt_decode_sum(f, block, base, stride, m, dst, n, post);
+  return 0;
+}
+
 static int h_scale(nsc_stream s, char kind, const void *src, void *dst, size_t n, double factor) {
   (void)s;
   if (nsc_scale_buffer(kind, src, dst, n, factor)) {
@@ -140,6 +164,9 @@ const nsc_backend nsc_backend_host = {
     .from_wire = h_from_wire,
     .seg_to_wire = h_seg_to_wire,
     .seg_from_wire = h_seg_from_wire,
+    .fmt_encode = h_fmt_encode,
+    .fmt_decode = h_fmt_decode,
+    .fmt_decode_sum = h_fmt_decode_sum,
     .scale = h_scale,
     .fill_ones = h_fill_ones,
     .alloc = h_alloc,

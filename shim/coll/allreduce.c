@@ -20,9 +20,10 @@
 #include "policy.h"
 #include "real.h"
 #include "shim.h"
+#include "tp_plan.h"
 
-static void rec_init(nsc_rec *r, nsc_comm *c, int action, size_t count, ncclDataType_t dt,
-                     ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s) {
+void nsc_rec_init(nsc_rec *r, nsc_comm *c, int action, size_t count, ncclDataType_t dt,
+                  ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s) {
   memset(r, 0, sizeof *r);
   r->seq = c->seq;
   r->action = action;
@@ -36,7 +37,7 @@ static void rec_init(nsc_rec *r, nsc_comm *c, int action, size_t count, ncclData
   if (nsc_log_on()) nsc_log_begin(r, be, (nsc_stream)s);
 }
 
-static void count_call(int action, uint64_t logical, uint64_t wire, int real_calls) {
+void nsc_count_call(int action, uint64_t logical, uint64_t wire, int real_calls) {
   switch (action) {
   case NSC_ACT_PASS: NSC_COUNT(passthrough, 1); break;
   case NSC_ACT_COMPRESS: NSC_COUNT(compressed, 1); break;
@@ -51,14 +52,14 @@ static void count_call(int action, uint64_t logical, uint64_t wire, int real_cal
 ncclResult_t nsc_forward(nsc_comm *c, const void *send, void *recv, size_t count, ncclDataType_t dt,
                          ncclRedOp_t op, cudaStream_t stream, int action) {
   if (!nsc_log_on()) {
-    count_call(action, count * nsc_dtype_size(dt), count * nsc_dtype_size(dt), 1);
+    nsc_count_call(action, count * nsc_dtype_size(dt), count * nsc_dtype_size(dt), 1);
     return nsc_real.AllReduce(send, recv, count, dt, op, c->comm, stream);
   }
   nsc_rec rec;
   /* Timed on the buffer's own backend: CUDA events on the caller's stream. */
-  rec_init(&rec, c, action, count, dt, dt, op, nsc_backend_for(recv), stream);
+  nsc_rec_init(&rec, c, action, count, dt, dt, op, nsc_backend_for(recv), stream);
   ncclResult_t r = nsc_real.AllReduce(send, recv, count, dt, op, c->comm, stream);
-  count_call(action, rec.logical_bytes, rec.wire_bytes, 1);
+  nsc_count_call(action, rec.logical_bytes, rec.wire_bytes, 1);
   nsc_log_mark(&rec, NSC_MARK_END);
   rec.result = r;
   nsc_log_commit(&c->log, &rec);
@@ -70,12 +71,12 @@ ncclResult_t nsc_forward(nsc_comm *c, const void *send, void *recv, size_t count
 static ncclResult_t answer_locally(nsc_comm *c, const nsc_backend *be, const void *send, void *recv,
                                    size_t count, ncclDataType_t dt, ncclRedOp_t op, cudaStream_t s) {
   nsc_rec rec;
-  rec_init(&rec, c, NSC_ACT_SKIP, count, dt, dt, op, be, s);
+  nsc_rec_init(&rec, c, NSC_ACT_SKIP, count, dt, dt, op, be, s);
   double factor = op == ncclSum ? (double)c->nranks : 1.0;
   char kind = dt == ncclFloat32 ? 'f' : dt == ncclFloat64 ? 'd' : dt == ncclFloat16 ? 'h' : 'b';
   int rc = 0;
   if (factor != 1.0 || send != recv) rc = be->scale((nsc_stream)s, kind, send, recv, count, factor);
-  count_call(NSC_ACT_SKIP, rec.logical_bytes, 0, 0);
+  nsc_count_call(NSC_ACT_SKIP, rec.logical_bytes, 0, 0);
   nsc_log_mark(&rec, NSC_MARK_END);
   rec.result = rc ? ncclSystemError : ncclSuccess;
   nsc_log_commit(&c->log, &rec);
@@ -85,7 +86,7 @@ static ncclResult_t answer_locally(nsc_comm *c, const nsc_backend *be, const voi
 
 /* Staging for count wire elements; on failure the message says why. A limit
  * failure is the same on every rank (it depends on the call sequence only). */
-static ncclResult_t get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p) {
+ncclResult_t nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p) {
   pthread_mutex_lock(&c->lock);
   int rc = nsc_staging_get(&c->staging, be, (nsc_stream)s, bytes, (size_t)nsc_g.cfg.max_staging_bytes, p);
   pthread_mutex_unlock(&c->lock);
@@ -261,7 +262,7 @@ static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *sen
                              ncclRedOp_t op, cudaStream_t s, int in_group) {
   nsc_wire_t wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
   void *stage = NULL;
-  ncclResult_t r = get_staging(c, be, s, count * 2, &stage);
+  ncclResult_t r = nsc_get_staging(c, be, s, count * 2, &stage);
   if (r == ncclSystemError) return poisoned(c, be, recv, count, op, s, in_group);
   if (r != ncclSuccess) return r;
   nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
@@ -279,9 +280,9 @@ static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *sen
   w->dst = recv;
   w->count = count;
   w->scale = (float)nsc_g.cfg.prescale;
-  rec_init(&w->rec, c, NSC_ACT_COMPRESS, count, ncclFloat32, nsc_policy_wire_dtype(&nsc_g.cfg), op, be, s);
+  nsc_rec_init(&w->rec, c, NSC_ACT_COMPRESS, count, ncclFloat32, nsc_policy_wire_dtype(&nsc_g.cfg), op, be, s);
   size_t ce = chunk_elems(count);
-  count_call(NSC_ACT_COMPRESS, count * 4, count * 2, 0);
+  nsc_count_call(NSC_ACT_COMPRESS, count * 4, count * 2, 0);
   if (ce && !in_group && !c->nonblocking) return pipelined(c, w, send, ce);
   if (nsc_cast_fault() || be->to_wire((nsc_stream)s, wire, send, stage, count, (float)(1.0 / nsc_g.cfg.prescale))) {
     nsc_warn("cast to the wire type failed on rank %d: %s; it contributes NaN and fails this call", c->rank,
@@ -318,18 +319,29 @@ static void defer_check(nsc_comm *c, const nsc_backend *be, cudaStream_t s) {
   nsc_group_defer(w);
 }
 
-ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream) {
+int nsc_coll_enter(ncclComm_t comm, nsc_comm **c, ncclResult_t *r) {
   int st = nsc_activate();
-  if (st == NSC_FAILED) return nsc_g.fail_code;
-  if (st != NSC_ACTIVE || !comm) return nsc_real.AllReduce(send, recv, count, dt, op, comm, stream);
-  nsc_comm *c = nsc_comm_get(comm);
-  if (!c) {
+  if (st == NSC_FAILED) {
+    *r = nsc_g.fail_code;
+    return NSC_ENTER_RETURN;
+  }
+  if (st != NSC_ACTIVE || !comm) return NSC_ENTER_FORWARD;
+  if (!(*c = nsc_comm_get(comm))) {
     nsc_warn("out of memory for communicator state");
-    return ncclSystemError;
+    *r = ncclSystemError;
+    return NSC_ENTER_RETURN;
   }
   NSC_COUNT(calls, 1);
-  ncclResult_t r;
+  return NSC_ENTER_OK;
+}
+
+ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  nsc_comm *c = NULL;
+  ncclResult_t r = ncclSuccess;
+  int e = nsc_coll_enter(comm, &c, &r);
+  if (e == NSC_ENTER_RETURN) return r;
+  if (e == NSC_ENTER_FORWARD) return nsc_real.AllReduce(send, recv, count, dt, op, comm, stream);
   nsc_call call = {count, dt, op, send && recv, nsc_group_depth() > 0, 0};
   int agree = 0; /* accumulation asks for an agreement right after this call */
   const nsc_config *cfg = &nsc_g.cfg;
@@ -368,7 +380,14 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   }
   if (!nsc_accum_feed(c, &call, send, recv, acc, &agree)) r = answer_locally(c, be, send, recv, count, dt, op, stream);
   else switch (a) {
-  case NSC_ACT_COMPRESS: r = compress(c, be, send, recv, count, op, stream, call.in_group); break;
+  case NSC_ACT_COMPRESS:
+    if (!call.in_group && nsc_algo_choose(cfg, count, c->nranks, 0) == NSC_ALG_TWOPHASE)
+      r = nsc_twophase(c, be, send, recv, count, op, stream, 0);
+    else if (nsc_policy_wire8(cfg)) /* too small for two-phase; NCCL cannot reduce 8-bit blocks */
+      r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
+    else
+      r = compress(c, be, send, recv, count, op, stream, call.in_group);
+    break;
   case NSC_ACT_FUSE: r = queue_fuse(c, be, send, recv, count, op, stream); break;
   default: r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS); break;
   }

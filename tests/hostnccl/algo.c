@@ -16,9 +16,15 @@
  * does) multiplies each rank's input once before it enters the chain; integer
  * ncclAvg sums and then divides (truncating) where the result is final.
  *
- * Emulated time (HOSTNCCL_LINK_*): a ring step starts a deadline of latency +
- * bytes/rate, exchanges and reduces, then sleeps to the deadline; a chain hop
- * sleeps that long before sending; send/recv sleep to post time + the same.
+ * Emulated time (HOSTNCCL_LINK_*): each rank has one link, full duplex: the
+ * bytes it sends go out one after another, the bytes it receives come in one
+ * after another. A ring step starts a deadline of latency + max(bytes sent,
+ * bytes received)/rate, exchanges and reduces, then sleeps to the deadline; a
+ * chain hop sleeps that long before sending. The point-to-point messages of
+ * one batch (a group) share the link the same way: once the batch's
+ * collectives are done, its sends and receives (to and from other ranks) take
+ * latency + max(sum of bytes sent, sum of bytes received)/rate, so an
+ * exchange with n-1 peers can never look faster than the wire allows.
  *
  * Must not: depend on which rank runs first (results are fixed by the order
  * above), or hold a lock while communicating. */
@@ -281,8 +287,8 @@ static ncclResult_t run_collective(const hn_op *op) {
 ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
   ncclResult_t res = ncclSuccess;
   hn_req *reqs = NULL;
-  int nreq = 0, capreq = 0, any_p2p = 0;
-  struct timespec dl = {0, 0};
+  int nreq = 0, capreq = 0;
+  size_t out_bytes = 0, in_bytes = 0; /* to and from other ranks: the link's share */
   for (size_t i = 0; i < n; i++) hn_comm_enter(ops[i].comm);
 
   /* Point-to-point first, so that sends and receives of one group never wait
@@ -294,19 +300,19 @@ ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
     size_t bytes = op->count * hn_type_size(op->type);
     void *buf = op->kind == HN_SEND ? (void *)op->sendbuff : op->recvbuff;
     res = hn_post(op->comm, op->kind == HN_SEND, buf, bytes, op->peer, HN_TAG_P2P, &reqs, &nreq, &capreq);
-    if (bytes && hn_link_on()) {
-      struct timespec d;
-      link_start(&d, bytes);
-      if (!any_p2p || d.tv_sec > dl.tv_sec || (d.tv_sec == dl.tv_sec && d.tv_nsec > dl.tv_nsec)) dl = d;
-      any_p2p = 1;
-    }
+    if (op->peer != op->comm->rank) *(op->kind == HN_SEND ? &out_bytes : &in_bytes) += bytes;
   }
   for (size_t i = 0; i < n && res == ncclSuccess; i++) res = run_collective(&ops[i]);
+  /* The batch's messages on this rank's one link, after its collectives:
+   * outgoing bytes one after another, incoming likewise (full duplex). */
+  struct timespec dl;
+  int p2p_link = hn_link_on() && (out_bytes || in_bytes);
+  if (p2p_link) link_start(&dl, out_bytes > in_bytes ? out_bytes : in_bytes);
   if (res == ncclSuccess && nreq) res = hn_wait(reqs, nreq);
   if (res != ncclSuccess) {
     hn_cancel_all(reqs, nreq);
     for (size_t i = 0; i < n && res == ncclSystemError; i++) hn_comm_fail(ops[i].comm, res);
-  } else if (any_p2p) {
+  } else if (p2p_link) {
     hn_sleep_until(&dl);
   }
 

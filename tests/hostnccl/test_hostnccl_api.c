@@ -488,6 +488,24 @@ static void case_link(void) {
   bound = lat + S / bw;
   expect(dt >= bound, "send/recv %.4f s < %.4f s", dt, bound);
   report("emulated link: broadcast chain hops >= latency + S/bandwidth each, send/recv >= latency + S/bandwidth");
+
+  /* All-to-all in one group: S/n to each of the n-1 peers. One link per rank:
+   * the n-1 messages go out one after another, so at least latency +
+   * (n-1)(S/n)/bandwidth, never the time of one message. */
+  size_t part = n / (size_t)t_nranks;
+  MPI_Barrier(MPI_COMM_WORLD);
+  t0 = now_s();
+  NCCL_OK(ncclGroupStart());
+  for (int p = 0; p < t_nranks; p++) {
+    if (p == t_rank) continue;
+    NCCL_OK(ncclSend(in + (size_t)p * part, part, ncclFloat32, p, comm, NULL));
+    NCCL_OK(ncclRecv(out + (size_t)p * part, part, ncclFloat32, p, comm, NULL));
+  }
+  NCCL_OK(ncclGroupEnd());
+  dt = now_s() - t0;
+  bound = lat + (double)(t_nranks - 1) * (double)(part * 4) / bw;
+  expect(dt >= bound, "all-to-all %.4f s < %.4f s", dt, bound);
+  report("emulated link: an all-to-all group takes >= latency + (n-1)(S/n)/bandwidth (one link per rank)");
   free(in);
   free(out);
   NCCL_OK(ncclCommDestroy(comm));

@@ -13,6 +13,9 @@ if [ ! -x "$TBIN/test_cast" ]; then
   exit 1
 fi
 CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/test_cast"
+# The wire formats of the two-phase collectives: fast path = reference, edges, bounds.
+if [ -x "$TBIN/test_wire" ]; then CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/test_wire"
+else not_ok "test_wire is built"; fi
 
 if [ -x "$TBIN/check_kernels" ]; then
   # CUDA under ASan needs the shadow gap unprotected.

@@ -29,8 +29,8 @@ for np in 2 3 4; do
   for w in fp16 bf16; do
     check "exact inputs bit-exact, $w, $np ranks (sizes 0..300001, threshold +-1, in/out of place, offsets)" \
       with NCCLSHIM_COMPRESS=$w mpirun_shim $np "$P" exact
-    check "random inputs equal the fp32->$w->ring->fp32 reference, $np ranks" \
-      with NCCLSHIM_COMPRESS=$w mpirun_shim $np "$P" quantized
+    check "random inputs equal the fp32->$w->ring->fp32 reference, $np ranks (NCCLSHIM_ALGO=ring)" \
+      with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=ring mpirun_shim $np "$P" quantized
   done
 done
 check "pipelined in 64 KiB chunks (NCCLSHIM_CHUNK_BYTES=64K): exact inputs bit-exact, 3 ranks" with NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 3 "$P" exact
@@ -58,7 +58,7 @@ b=$(grep -c "active on communicator" "$TMPD/banner.err")
 check_grep "banner names the NCCL version and how it was found" "NCCL 2\.[0-9]+\.[0-9]+ via pncclAllReduce from the loaded libnccl.so.2" "$TMPD/banner.err"
 
 # 6. Bad settings stop the job at its first collective with ncclInvalidUsage (5).
-for kv in NCCLSHIM_COMPRESS=fp8 NCCLSHIM_MIN_BYTES=-3 NCCLSHIM_ACCUM_STEPS=abc NCCLSHIM_BOGUS=1 NCCLSHIM_PRESCALE= NCCLSHIM_PRESCALE=1e-40 NCCLSHIM_LOG_RING=1e9; do
+for kv in NCCLSHIM_COMPRESS=fp4 NCCLSHIM_ALGO=tree NCCLSHIM_BLOCK_ELEMS=8 NCCLSHIM_MIN_BYTES=-3 NCCLSHIM_ACCUM_STEPS=abc NCCLSHIM_BOGUS=1 NCCLSHIM_PRESCALE= NCCLSHIM_PRESCALE=1e-40 NCCLSHIM_LOG_RING=1e9; do
   with "$kv" mpirun_shim 2 "$P" once 5 >"$TMPD/bad.out" 2>"$TMPD/bad.err"
   rc=$?
   name=${kv%%=*}
@@ -81,7 +81,7 @@ LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" TEST_TIMEOUT=120 mpirun_check
 
 # 8. The library: exports, no link to NCCL or the CUDA runtime, inert outside NCCL programs.
 exports=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /[TW]/ {print $3}' | sort | tr '\n' ' ')
-want="ncclAllReduce ncclCommAbort ncclCommDestroy ncclCommFinalize ncclCommGetAsyncError ncclGroupEnd ncclGroupStart ncclshim_get_stats ncclshim_version "
+want="ncclAllGather ncclAllReduce ncclCommAbort ncclCommDestroy ncclCommFinalize ncclCommGetAsyncError ncclGroupEnd ncclGroupStart ncclRecv ncclReduceScatter ncclSend ncclshim_get_stats ncclshim_version "
 [ "$exports" = "$want" ] && ok "exports exactly the hooked nccl* functions and ncclshim_*" || not_ok "exports: $exports"
 readelf -d "$SHIM" | grep -Eq 'NEEDED.*(libnccl|libcudart|libcuda)' && not_ok "DT_NEEDED on NCCL or CUDA" \
   || ok "no DT_NEEDED on libnccl, libcudart or libcuda"

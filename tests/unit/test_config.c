@@ -67,6 +67,12 @@ static void good_values(void **state) {
   assert_int_equal(cfg.accum_steps, 65536);
   assert_int_equal(parse1("NCCLSHIM_LOG_FILE=/tmp/x.%r.%p", &cfg, err, sizeof err), 0);
   assert_string_equal(cfg.log_file, "/tmp/x.%r.%p");
+  assert_int_equal(parse1("NCCLSHIM_COMPRESS=int8", &cfg, err, sizeof err), 0);
+  assert_int_equal(cfg.compress, NSC_COMPRESS_INT8);
+  assert_int_equal(parse1("NCCLSHIM_ALGO=twophase", &cfg, err, sizeof err), 0);
+  assert_int_equal(cfg.algo, NSC_ALGO_TWOPHASE);
+  assert_int_equal(parse1("NCCLSHIM_BLOCK_ELEMS=4096", &cfg, err, sizeof err), 0);
+  assert_int_equal(cfg.block_elems, 4096);
   assert_int_equal(parse1("NCCLSHIM_LOG=calls", &cfg, err, sizeof err), 0);
   assert_int_equal(cfg.log, NSC_LOG_CALLS);
 }
@@ -93,7 +99,9 @@ static void bad_values(void **state) {
   expect_bad("NCCLSHIM_LOG_FILE=", "empty");
   expect_bad("NCCLSHIM_MIN_BYTES=", "empty");
   /* garbage */
-  expect_bad("NCCLSHIM_COMPRESS=fp8", "off|fp16|bf16");
+  expect_bad("NCCLSHIM_COMPRESS=fp4", "off|fp16|bf16|int8|fp8");
+  expect_bad("NCCLSHIM_ALGO=tree", "auto|ring|twophase");
+  expect_bad("NCCLSHIM_BLOCK_ELEMS=8", "16");
   expect_bad("NCCLSHIM_MIN_BYTES=lots", "[0, ");
   expect_bad("NCCLSHIM_DISABLE=maybe", "0 or 1");
   expect_bad("NCCLSHIM_PRESCALE=abc", "finite");
@@ -128,7 +136,7 @@ static void bad_values(void **state) {
   expect_bad("NCCLSHIM_ACCUM_STEPS=4x", "[1, 65536]");
   expect_bad("NCCLSHIM_ACCUM_STEPS=4K", "[1, 65536]");
   expect_bad("NCCLSHIM_PRESCALE=2.0x", "finite");
-  expect_bad("NCCLSHIM_COMPRESS=fp16 ", "off|fp16|bf16");
+  expect_bad("NCCLSHIM_COMPRESS=fp16 ", "off|fp16|bf16|int8|fp8");
 }
 
 static void very_long_value(void **state) {
@@ -215,7 +223,7 @@ static void dump_and_markdown(void **state) {
   lines = 0;
   for (char *p = buf; *p; p++) lines += *p == '\n';
   assert_int_equal(lines, NSC_CFG_COUNT + 2);
-  assert_non_null(strstr(buf, "| `NCCLSHIM_COMPRESS` | ENUM | `fp16` | off/fp16/bf16 |"));
+  assert_non_null(strstr(buf, "| `NCCLSHIM_COMPRESS` | ENUM | `fp16` | off/fp16/bf16/int8/fp8 |"));
   free(buf);
 }
 

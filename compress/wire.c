@@ -1,0 +1,182 @@
+/* wire.c — the fast host path of the wire formats (wire.h).
+ *
+ * fp16/bf16 go through the vectorised casts of cast.c. The 8-bit formats work
+ * block by block: one pass for the largest finite |x| (integer max over the
+ * bit patterns), the scale exponent, one pass of codes; each pass is a plain
+ * loop without branches that the compiler vectorises, built twice (AVX2 and
+ * baseline, chosen at load by the ifunc of target_clones; baseline only in
+ * ASan/TSan builds, whose runtimes cannot run an ifunc resolver at load). A block holding
+ * Inf or NaN, or a header marked invalid, goes through the reference element
+ * rules. Every result is bit-identical to wire_ref.c (tests/unit/test_wire.c);
+ * the file is compiled with -ffp-contract=off so no multiply-add is fused.
+ *
+ * Must not: allocate (tiles live on the stack: block <= NSC_FMT_MAX_BLOCK),
+ * print, or start threads. */
+#include <pthread.h>
+#include <string.h>
+
+#include "wire.h"
+#include "wire_bits.h"
+
+#define NSC_FMT_MAX_BLOCK 4096
+#define TILE 1024
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CLONES
+#endif
+
+static float e4m3_lut[256];
+static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
+static void lut_init(void) {
+  for (int i = 0; i < 256; i++) e4m3_lut[i] = nsc_e4m3_value((uint8_t)i);
+}
+
+CLONES static uint32_t finite_amax(const float *x, size_t n, int *special) {
+  uint32_t m = 0, sp = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t a = NSC_F2U(x[i]) & 0x7fffffffu;
+    uint32_t fin = a < NSC_F32_INF;
+    m = fin && a > m ? a : m;
+    sp |= !fin;
+  }
+  *special = sp != 0;
+  return m;
+}
+
+CLONES static void int8_codes(const float *x, int8_t *c, size_t n, float p1, float p2) {
+  for (size_t i = 0; i < n; i++) {
+    float v = rintf(x[i] * p1 * p2);
+    c[i] = (int8_t)(int)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+  }
+}
+
+CLONES static void fp8_codes(const float *x, uint8_t *c, size_t n, float p1, float p2, uint32_t lim) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = NSC_F2U(x[i] * p1 * p2), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    uint32_t e = a >> 23, s = 141u - e < 31u ? 141u - e : 31u;
+    uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t rs = (m + (1u << (s - 1u)) - 1u + ((m >> s) & 1u)) >> s;
+    uint32_t rn = (a - 0x3c000000u + 0x7ffffu + ((a >> 20) & 1u)) >> 20;
+    uint32_t r = a < 0x3c800000u ? rs : rn;
+    c[i] = (uint8_t)(sign | (r > lim ? lim : r));
+  }
+}
+
+CLONES static void int8_values(const int8_t *c, float *d, size_t n, float p1, float p2) {
+  for (size_t i = 0; i < n; i++) d[i] = (float)c[i] * p1 * p2;
+}
+
+CLONES static void fp8_values(const uint8_t *c, float *d, size_t n, float p1, float p2) {
+  for (size_t i = 0; i < n; i++) d[i] = e4m3_lut[c[i]] * p1 * p2;
+}
+
+CLONES static void mul_into(float *d, const float *s, size_t n, float f) {
+  for (size_t i = 0; i < n; i++) d[i] = s[i] * f;
+}
+
+CLONES static void add_into(float *acc, const float *t, size_t n) {
+  for (size_t i = 0; i < n; i++) acc[i] = acc[i] + t[i];
+}
+
+CLONES static void canon_nan(float *d, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = NSC_F2U(d[i]);
+    d[i] = NSC_U2F((u & 0x7fffffffu) > NSC_F32_INF ? NSC_NAN_BITS : u);
+  }
+}
+
+static void split(int e, float *p1, float *p2) {
+  int e1 = nsc_pow2_split(e);
+  *p1 = nsc_pow2(e1);
+  *p2 = nsc_pow2(e - e1);
+}
+
+static void encode8(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale) {
+  float tile[NSC_FMT_MAX_BLOCK];
+  size_t nb = (n + block - 1) / block;
+  uint8_t *codes = dst + 2 * nb;
+  for (size_t b = 0; b < nb; b++) {
+    size_t lo = b * block, len = lo + block < n ? block : n - lo;
+    const float *x = src + lo;
+    if (scale != 1.0f) {
+      mul_into(tile, x, len, scale);
+      x = tile;
+    }
+    int special;
+    uint32_t amax = finite_amax(x, len, &special);
+    int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
+    memcpy(dst + 2 * b, &h, 2);
+    float p1, p2;
+    split(-k, &p1, &p2);
+    if (special) {
+      for (size_t i = 0; i < len; i++)
+        codes[lo + i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code(x[i], k, 1) : nsc_fp8_code(x[i], k);
+    } else if (f == NSC_FMT_INT8) {
+      int8_codes(x, (int8_t *)codes + lo, len, p1, p2);
+    } else {
+      fp8_codes(x, codes + lo, len, p1, p2, nsc_fp8_lim(k));
+    }
+  }
+}
+
+void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
+                    nsc_cast_counts *counts) {
+  if (!nsc_fmt_is8(f)) {
+    nsc_cast_to_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale, counts);
+    return;
+  }
+  encode8(f, block, src, dst, n, scale);
+}
+
+/* Elements [i0, i0 + len) of an encoded run of n, unscaled. */
+static void decode_range(nsc_fmt_t f, size_t block, const void *src, size_t n, size_t i0, size_t len, float *d) {
+  if (!nsc_fmt_is8(f)) {
+    nsc_cast_from_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, (const uint16_t *)src + i0, d, len, 1.0f);
+    return;
+  }
+  if (f == NSC_FMT_FP8) pthread_once(&lut_once, lut_init);
+  const uint8_t *codes = (const uint8_t *)src + 2 * ((n + block - 1) / block);
+  for (size_t i = i0; i < i0 + len;) {
+    size_t b = i / block, end = (b + 1) * block < i0 + len ? (b + 1) * block : i0 + len;
+    uint16_t h;
+    memcpy(&h, (const uint8_t *)src + 2 * b, 2);
+    if (h & (NSC_W8_INVALID | (f == NSC_FMT_INT8 ? NSC_W8_SPECIAL : 0))) {
+      for (size_t j = i; j < end; j++)
+        d[j - i0] = f == NSC_FMT_INT8 ? nsc_int8_value((int8_t)codes[j], h) : nsc_fp8_value(codes[j], h);
+    } else {
+      float p1, p2;
+      split((int)(h & 0x3ffu) - NSC_W8_BIAS, &p1, &p2);
+      if (f == NSC_FMT_INT8) int8_values((const int8_t *)codes + i, d + (i - i0), end - i, p1, p2);
+      else fp8_values(codes + i, d + (i - i0), end - i, p1, p2);
+    }
+    i = end;
+  }
+}
+
+void nsc_fmt_decode(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale) {
+  if (!nsc_fmt_is8(f)) {
+    nsc_cast_from_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale);
+    return;
+  }
+  decode_range(f, block, src, n, 0, n, dst);
+  if (scale != 1.0f) mul_into(dst, dst, n, scale);
+}
+
+void nsc_fmt_decode_sum(nsc_fmt_t f, size_t block, const void *base, size_t stride, int m, float *dst,
+                        size_t n, float post) {
+  float tmp[TILE];
+  for (size_t i0 = 0; i0 < n; i0 += TILE) {
+    size_t len = n - i0 < TILE ? n - i0 : TILE;
+    float *acc = dst + i0;
+    decode_range(f, block, base, n, i0, len, acc);
+    for (int j = 1; j < m; j++) {
+      decode_range(f, block, (const uint8_t *)base + (size_t)j * stride, n, i0, len, tmp);
+      add_into(acc, tmp, len);
+    }
+    if (post != 1.0f) mul_into(acc, acc, len, post);
+    canon_nan(acc, len);
+  }
+}

@@ -1,0 +1,49 @@
+/* wire.h — wire formats of the two-phase collectives (shim/algo/): how a run
+ * of fp32 values is encoded for the network and decoded again.
+ *
+ *   NSC_FMT_FP16, NSC_FMT_BF16: 2 bytes per element (the casts of cast.h).
+ *   NSC_FMT_INT8, NSC_FMT_FP8 (e4m3): block-scaled, one 16-bit power-of-two
+ *     scale header per block of `block` elements (wire_bits.h has the rules and
+ *     bounds): ceil(n/block) headers, then n one-byte codes.
+ *
+ * Each operation has a scalar reference (nsc_fmt_*_ref, the test oracle) and
+ * a fast host path (nsc_fmt_*, block-structured loops the compiler
+ * vectorises, AVX2 clone chosen at run time) with bit-identical results; the
+ * CUDA kernels (kernels.cu) implement the same element rules. `scale`
+ * multiplies each value before encoding / after decoding (1: no multiply).
+ * decode_sum adds m encoded runs that lie `stride` bytes apart, in the order
+ * 0..m-1, in fp32, then multiplies by `post` (1: none); NaN results are the
+ * canonical 0x7fc00000.
+ *
+ * Must not: allocate, print, or depend on anything in shim/. */
+#ifndef NSC_WIRE_H
+#define NSC_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cast.h"
+
+typedef enum { NSC_FMT_FP16 = 0, NSC_FMT_BF16 = 1, NSC_FMT_INT8 = 2, NSC_FMT_FP8 = 3 } nsc_fmt_t;
+
+/* 1 for the block-scaled 8-bit formats. */
+static inline int nsc_fmt_is8(nsc_fmt_t f) { return f == NSC_FMT_INT8 || f == NSC_FMT_FP8; }
+/* Encoded size of n elements. */
+static inline size_t nsc_fmt_bytes(nsc_fmt_t f, size_t n, size_t block) {
+  return nsc_fmt_is8(f) ? 2 * ((n + block - 1) / block) + n : 2 * n;
+}
+const char *nsc_fmt_name(nsc_fmt_t f);
+
+void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
+                    nsc_cast_counts *counts);
+void nsc_fmt_decode(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale);
+void nsc_fmt_decode_sum(nsc_fmt_t f, size_t block, const void *base, size_t stride, int m, float *dst,
+                        size_t n, float post);
+
+/* The scalar references (element by element through wire_bits.h / cast.h). */
+void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale);
+void nsc_fmt_decode_ref(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale);
+void nsc_fmt_decode_sum_ref(nsc_fmt_t f, size_t block, const void *base, size_t stride, int m, float *dst,
+                            size_t n, float post);
+
+#endif

@@ -1,0 +1,136 @@
+/* wire_bits.h — the element-level rules of the 8-bit block-scaled wire
+ * formats (int8 and fp8 e4m3 with one power-of-two scale per block), shared by
+ * the host reference (wire_ref.c), the host fast path (wire.c) and the CUDA
+ * kernels (kernels.cu), which therefore agree bit for bit.
+ *
+ * A block of B elements gets a 16-bit header: bits 0..9 the scale exponent k
+ * plus 512 (scale 2^k), bit 15 "the block holds Inf or NaN", bits 10..14 zero
+ * (any of them set: the whole block decodes as NaN, so a rank that fills its
+ * wire buffer with 0xff contributes NaN, as it does in fp16/bf16). k comes from
+ * the largest finite |x| of the block (amax, E = floor(log2 amax)):
+ *   int8: k = E - 6 (amax * 2^-k in [64, 128)), codes rint(x * 2^-k) clamped
+ *         to +-127 (+-126 in a block with Inf/NaN, where 127 = +Inf,
+ *         -127 = -Inf, -128 = NaN): |error| <= amax/127.5 per element
+ *         (amax/63 in a block with Inf/NaN).
+ *   fp8:  k = E - 7: amax * 2^-k in [128, 256), rounded to e4m3, never beyond
+ *         256 (so 448 is free for Inf), nor beyond 240 when k = 120 (the top
+ *         binade of fp32, where 256 * 2^k would overflow): relative error
+ *         <= 2^-4 (2^-3.9 in that top binade) for |x| >= amax·2^-14, absolute
+ *         <= amax·2^-17 below; 0x7e = +Inf, 0xfe = -Inf, 0x7f = NaN.
+ * Power-of-two scales are exact: values that are small integers times a power
+ * of two within the block's range come back exact (what the exactness tests
+ * use), and -k, k never leave [-156, 156].
+ *
+ * Arithmetic: fp32 multiplies by powers of two and round-to-nearest-even to an
+ * integer (rintf; __fmul_rn and rintf on the GPU): the defaults every
+ * framework runs with (no flush-to-zero, round to nearest). NaN results are
+ * the canonical quiet NaN 0x7fc00000 on every path.
+ *
+ * Must not: touch memory beyond its arguments or hold state. */
+#ifndef NSC_WIRE_BITS_H
+#define NSC_WIRE_BITS_H
+
+#include <stdint.h>
+
+#include "cast_bits.h"
+
+#if defined(__CUDA_ARCH__)
+#define NSC_U2F(u) __uint_as_float(u)
+#define NSC_F2U(f) __float_as_uint(f)
+#define NSC_FMUL(a, b) __fmul_rn((a), (b))
+#define NSC_RINT(x) rintf(x)
+#else
+#if !defined(__CUDACC__)
+#include <math.h>
+#endif
+NSC_HD float nsc_u2f_(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+NSC_HD uint32_t nsc_f2u_(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
+#define NSC_U2F(u) nsc_u2f_(u)
+#define NSC_F2U(f) nsc_f2u_(f)
+#define NSC_FMUL(a, b) ((a) * (b))
+#define NSC_RINT(x) rintf(x)
+#endif
+
+#define NSC_W8_BIAS 512
+#define NSC_W8_SPECIAL 0x8000u
+#define NSC_W8_INVALID 0x7c00u
+#define NSC_NAN_BITS 0x7fc00000u
+
+/* 2^e for e in [-126, 127]. */
+NSC_HD float nsc_pow2(int e) { return NSC_U2F((uint32_t)(e + 127) << 23); }
+/* The two factors x is multiplied by for x * 2^e, |e| <= 156: the first
+ * product never rounds where it matters, so the result is x * 2^e rounded
+ * once (results below the codes' resolution aside). */
+NSC_HD int nsc_pow2_split(int e) { return e / 2; }
+NSC_HD float nsc_ldexp2(float x, int e) {
+  int e1 = nsc_pow2_split(e);
+  return NSC_FMUL(NSC_FMUL(x, nsc_pow2(e1)), nsc_pow2(e - e1));
+}
+
+/* floor(log2 |x|) of finite non-zero |bits| a. */
+NSC_HD int nsc_ilog2_bits(uint32_t a) {
+  return a >= 0x800000u ? (int)(a >> 23) - 127 : (31 - (int)NSC_CLZ32(a)) - 149;
+}
+
+/* ---- int8 ---- */
+NSC_HD int nsc_int8_k(uint32_t amax) { return amax ? nsc_ilog2_bits(amax) - 6 : 0; }
+NSC_HD float nsc_clampf(float v, float lim) { return v > lim ? lim : v < -lim ? -lim : v; }
+NSC_HD int8_t nsc_int8_code(float y, int k, int special) {
+  uint32_t u = NSC_F2U(y), a = u & 0x7fffffffu;
+  if (a > NSC_F32_INF) return (int8_t)-128;
+  if (a == NSC_F32_INF) return (int8_t)((u >> 31) ? -127 : 127);
+  return (int8_t)(int)nsc_clampf(NSC_RINT(nsc_ldexp2(y, -k)), special ? 126.0f : 127.0f);
+}
+NSC_HD float nsc_int8_value(int8_t c, uint16_t h) {
+  if (h & NSC_W8_INVALID) return NSC_U2F(NSC_NAN_BITS);
+  if (h & NSC_W8_SPECIAL) {
+    if (c == -128) return NSC_U2F(NSC_NAN_BITS);
+    if (c == 127) return NSC_U2F(NSC_F32_INF);
+    if (c == -127) return NSC_U2F(NSC_F32_INF | 0x80000000u);
+  }
+  return nsc_ldexp2((float)c, (int)(h & 0x3ffu) - NSC_W8_BIAS);
+}
+
+/* ---- fp8 e4m3 ---- */
+NSC_HD int nsc_fp8_k(uint32_t amax) { return amax ? nsc_ilog2_bits(amax) - 7 : 0; }
+/* Largest code magnitude for scale 2^k. */
+NSC_HD uint32_t nsc_fp8_lim(int k) { return k >= 120 ? 0x77u : 0x78u; }
+/* |v| <= 256, finite: e4m3 round to nearest even (subnormals in units of 2^-9). */
+NSC_HD uint8_t nsc_e4m3_bits(float v) {
+  uint32_t u = NSC_F2U(v), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu, r;
+  if (a < 0x3c800000u) {
+    uint32_t e = a >> 23, s = 141u - e < 31u ? 141u - e : 31u;
+    uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    r = (m + (1u << (s - 1u)) - 1u + ((m >> s) & 1u)) >> s;
+  } else {
+    r = (a - 0x3c000000u + 0x7ffffu + ((a >> 20) & 1u)) >> 20;
+  }
+  return (uint8_t)(sign | r);
+}
+NSC_HD uint8_t nsc_fp8_code(float y, int k) {
+  uint32_t u = NSC_F2U(y), a = u & 0x7fffffffu;
+  if (a > NSC_F32_INF) return 0x7f;
+  if (a == NSC_F32_INF) return (uint8_t)((u >> 31) ? 0xfe : 0x7e);
+  uint8_t c = nsc_e4m3_bits(nsc_ldexp2(y, -k));
+  uint32_t lim = nsc_fp8_lim(k);
+  return (uint8_t)((c & 0x80u) | ((c & 0x7fu) > lim ? lim : (c & 0x7fu)));
+}
+/* The e4m3 code as fp32 before scaling (0x7e/0xfe: +-Inf, 0x7f/0xff: NaN). */
+NSC_HD float nsc_e4m3_value(uint8_t b) {
+  uint32_t s = (uint32_t)(b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u, r;
+  if ((b & 0x7fu) == 0x7fu) return NSC_U2F(NSC_NAN_BITS);
+  if ((b & 0x7fu) == 0x7eu) r = NSC_F32_INF;
+  else if (e == 0u) r = NSC_F2U(NSC_FMUL((float)m, nsc_pow2(-9)));
+  else r = ((e + 120u) << 23) | (m << 20);
+  return NSC_U2F(s | r);
+}
+NSC_HD float nsc_fp8_value(uint8_t c, uint16_t h) {
+  if (h & NSC_W8_INVALID) return NSC_U2F(NSC_NAN_BITS);
+  float v = nsc_e4m3_value(c);
+  if ((c & 0x7eu) == 0x7eu) return v; /* Inf, NaN: never multiplied (GPU NaNs differ) */
+  return nsc_ldexp2(v, (int)(h & 0x3ffu) - NSC_W8_BIAS);
+}
+
+NSC_HD float nsc_canon_nan(float x) { return x != x ? NSC_U2F(NSC_NAN_BITS) : x; }
+
+#endif

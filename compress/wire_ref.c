@@ -1,0 +1,70 @@
+/* wire_ref.c — the scalar reference of the wire formats (wire.h): one element
+ * at a time through the rules of wire_bits.h and the reference casts. The test
+ * oracle for the fast host path and the CUDA kernels; never on a hot path.
+ *
+ * Must not: be clever. Compiled with -ffp-contract=off like wire.c, so a
+ * multiply and an add are never fused into one rounding. */
+#include <string.h>
+
+#include "wire.h"
+#include "wire_bits.h"
+
+const char *nsc_fmt_name(nsc_fmt_t f) {
+  static const char *const names[] = {"fp16", "bf16", "int8", "fp8"};
+  return (unsigned)f < 4 ? names[f] : "?";
+}
+
+static float scaled(float x, float scale) { return scale != 1.0f ? x * scale : x; }
+
+void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale) {
+  if (!nsc_fmt_is8(f)) {
+    uint16_t *d = dst;
+    for (size_t i = 0; i < n; i++) {
+      float y = scaled(src[i], scale);
+      d[i] = f == NSC_FMT_FP16 ? nsc_f32_to_f16_ref(y) : nsc_f32_to_bf16_ref(y);
+    }
+    return;
+  }
+  size_t nb = (n + block - 1) / block;
+  uint8_t *codes = (uint8_t *)dst + 2 * nb;
+  for (size_t b = 0; b < nb; b++) {
+    size_t lo = b * block, hi = lo + block < n ? lo + block : n;
+    uint32_t amax = 0;
+    int special = 0;
+    for (size_t i = lo; i < hi; i++) {
+      uint32_t a = NSC_F2U(scaled(src[i], scale)) & 0x7fffffffu;
+      if (a >= NSC_F32_INF) special = 1;
+      else if (a > amax) amax = a;
+    }
+    int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
+    memcpy((uint8_t *)dst + 2 * b, &h, 2);
+    for (size_t i = lo; i < hi; i++) {
+      float y = scaled(src[i], scale);
+      codes[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code(y, k, special) : nsc_fp8_code(y, k);
+    }
+  }
+}
+
+static float value_ref(nsc_fmt_t f, size_t block, const void *src, size_t n, size_t i) {
+  if (f == NSC_FMT_FP16) return nsc_f16_to_f32_ref(((const uint16_t *)src)[i]);
+  if (f == NSC_FMT_BF16) return nsc_bf16_to_f32_ref(((const uint16_t *)src)[i]);
+  size_t nb = (n + block - 1) / block;
+  uint16_t h;
+  memcpy(&h, (const uint8_t *)src + 2 * (i / block), 2);
+  uint8_t c = ((const uint8_t *)src)[2 * nb + i];
+  return f == NSC_FMT_INT8 ? nsc_int8_value((int8_t)c, h) : nsc_fp8_value(c, h);
+}
+
+void nsc_fmt_decode_ref(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale) {
+  for (size_t i = 0; i < n; i++) dst[i] = scaled(value_ref(f, block, src, n, i), scale);
+}
+
+void nsc_fmt_decode_sum_ref(nsc_fmt_t f, size_t block, const void *base, size_t stride, int m, float *dst,
+                            size_t n, float post) {
+  for (size_t i = 0; i < n; i++) {
+    float s = value_ref(f, block, base, n, i);
+    for (int j = 1; j < m; j++) s = s + value_ref(f, block, (const uint8_t *)base + (size_t)j * stride, n, i);
+    dst[i] = nsc_canon_nan(scaled(s, post));
+  }
+}

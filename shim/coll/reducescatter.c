@@ -1,0 +1,62 @@
+/* reducescatter.c — one intercepted ncclReduceScatter: fp32 Sum/Avg of at
+ * least NCCLSHIM_MIN_BYTES (the whole send buffer) with compression on is the
+ * first phase of the two-phase algorithm (algo/twophase.c): each rank's shard
+ * comes out of the fp32 sum of the n decoded contributions. Everything else
+ * is forwarded untouched with the caller's arguments.
+ *
+ * Not transformed: calls inside a group (the sum needs the exchange's data
+ * before the call returns), calls on a stream being captured, and shards too
+ * small for nsc_tp_fits. Never skipped by accumulation: a skipped
+ * reduce-scatter would have to answer with this rank's shard of a sum it has
+ * not seen (an all-reduce can answer W·x locally; a reduce-scatter's shard
+ * of W·x is not what the synced pass needs either, since FSDP keeps only the
+ * shard), so reduce-scatters always sync and are not counted as passes.
+ *
+ * Must not: let anything but arguments and configuration decide what is
+ * issued, retry a real call, or hold our lock across one. */
+#include "comm.h"
+#include "core.h"
+#include "msg.h"
+#include "policy.h"
+#include "real.h"
+#include "shim.h"
+#include "tp_plan.h"
+
+static ncclResult_t forward(const void *send, void *recv, size_t rc, ncclDataType_t dt, ncclRedOp_t op,
+                            ncclComm_t comm, cudaStream_t s, int nranks) {
+  size_t bytes = rc * (size_t)(nranks > 0 ? nranks : 1) * nsc_dtype_size(dt);
+  nsc_count_call(NSC_ACT_PASS, bytes, bytes, 1);
+  return nsc_real.ReduceScatter(send, recv, rc, dt, op, comm, s);
+}
+
+ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDataType_t dt, ncclRedOp_t op,
+                                ncclComm_t comm, cudaStream_t stream) {
+  nsc_comm *c = NULL;
+  ncclResult_t r = ncclSuccess;
+  int e = nsc_coll_enter(comm, &c, &r);
+  if (e == NSC_ENTER_RETURN) return r;
+  if (e == NSC_ENTER_FORWARD) return nsc_real.ReduceScatter(send, recv, rc, dt, op, comm, stream);
+  const nsc_config *cfg = &nsc_g.cfg;
+  nsc_call call = {rc, dt, op, send && recv, nsc_group_depth() > 0, 0};
+  if (call.in_group) { /* checked at the communicator's next call outside a group */
+    r = forward(send, recv, rc, dt, op, comm, stream, c->nranks);
+    goto out;
+  }
+  const nsc_backend *be = nsc_backend_for(recv);
+  if (c->checked <= 0) {
+    r = nsc_check_comm(c, be, (nsc_stream)stream);
+    if (r != ncclSuccess) goto out;
+  }
+  c->seq++;
+  call.count = rc * (size_t)c->nranks; /* MIN_BYTES applies to the whole buffer */
+  int tp = nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, rc, c->nranks, 1) == NSC_ALG_TWOPHASE;
+  if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
+  if (tp && !call.capturing) {
+    r = nsc_twophase(c, be, send, recv, rc, op, stream, 1);
+    goto out;
+  }
+  r = forward(send, recv, rc, dt, op, comm, stream, c->nranks);
+out:
+  nsc_comm_put(c);
+  return r;
+}

@@ -1,0 +1,365 @@
+/* shim_twophase.c — the two-phase compressed collectives over the host NCCL
+ * (run with the shim preloaded; the wire format comes from NCCLSHIM_COMPRESS).
+ *
+ *   shim_twophase exact     all-reduce, inputs exact in the wire format: every
+ *                           element exact, all ranks identical bits, in and
+ *                           out of place, Sum (and Avg on 2 or 4 ranks), sizes
+ *                           1 .. 300001; no all-reduce reaches NCCL for the
+ *                           sizes that go two-phase
+ *   shim_twophase rs        reduce-scatter the same way (in place: recvbuff =
+ *                           sendbuff + rank * recvcount; out of place: sendbuff
+ *                           untouched)
+ *   shim_twophase bound [N] random inputs over many magnitudes: every element
+ *                           within the documented bound, all ranks identical;
+ *                           prints "maxrel <format> <n> <value> <bound>"
+ *                           (max |error| / sum |x|) on rank 0
+ *   shim_twophase special   Inf, -Inf, NaN on one rank, Inf - Inf: propagate
+ *                           as in fp32 on every rank; the block's finite values
+ *                           stay within their bound
+ *   shim_twophase fault     one all-reduce and one reduce-scatter; prints
+ *                           "rc <allreduce> <reducescatter>" (HOSTNCCL_FAIL_CALL
+ *                           set by the caller) and exits 0 if it did not hang
+ *   shim_twophase nonblocking  a nonblocking communicator: all-reduce and
+ *                           reduce-scatter exact once ncclCommGetAsyncError
+ *                           reports success
+ *   shim_twophase poison    with NCCLSHIM_FAULT_ALLOC on some ranks only: those
+ *                           return ncclSystemError, every rank's result is NaN
+ *                           in every element, the next call is exact
+ *
+ * Exact inputs: small integers times 1/2, at most 64 (fp16), 31 (bf16, int8)
+ * or 3 (fp8) in magnitude per rank, so sums of up to 4 ranks are exact in the
+ * format (int8 keeps every integer <= 127 of a block; e4m3 every integer of 4
+ * significant bits).
+ *
+ * Must not: rely on timings or on the shim's internals beyond its documented
+ * behaviour (README, shim/algo/tp_plan.h for the chunk layout). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testmpi.h"
+
+static int rank, nranks;
+static ncclComm_t comm;
+static const char *fmt;
+static int fails;
+
+int hostnccl_get_type_counters(int datatype, uint64_t *allreduce_calls, uint64_t *allreduce_bytes);
+
+static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+
+static int limit(void) {
+  if (!strcmp(fmt, "fp16")) return 64;
+  if (!strcmp(fmt, "fp8")) return 3;
+  return 31;
+}
+
+static float exact_val(int r, size_t i) {
+  int L = limit();
+  return (float)((int)((i * 7 + (size_t)r * 13 + i / 5) % (size_t)(2 * L + 1)) - L) * 0.5f;
+}
+
+static uint64_t all_ar_calls(void) {
+  uint64_t t = 0;
+  for (int d = 0; d < 12; d++) {
+    uint64_t c = 0;
+    hostnccl_get_type_counters(d, &c, NULL);
+    t += c;
+  }
+  return t;
+}
+
+/* Every rank holds the same bits: compare a hash's min and max. */
+static int identical(const float *x, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ f2u(x[i])) * 1099511628211ull;
+  uint64_t lo, hi;
+  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+
+#define EXPECT(cond, ...)                                          \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      if (fails++ < 10) {                                          \
+        fprintf(stderr, "rank %d: ", rank);                        \
+        fprintf(stderr, __VA_ARGS__);                              \
+        fputc('\n', stderr);                                       \
+      }                                                            \
+    }                                                              \
+  } while (0)
+
+static const size_t sizes[] = {1, 7, 33, 255, 256, 257, 1000, 4099, 16384, 65537, 300001};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+static int cmd_exact(void) {
+  size_t maxn = 300001;
+  float *s = malloc(maxn * 4), *r = malloc(maxn * 4);
+  int pow2 = (nranks & (nranks - 1)) == 0;
+  /* warm-up: the first call carries the configuration check */
+  for (size_t i = 0; i < 16; i++) s[i] = exact_val(rank, i);
+  NCCL_OK(ncclAllReduce(s, r, 16, ncclFloat32, ncclSum, comm, NULL));
+  for (int op = 0; op < (pow2 ? 2 : 1); op++)
+    for (int inplace = 0; inplace < 2; inplace++)
+      for (size_t k = 0; k < NSIZES; k++) {
+        size_t n = sizes[k];
+        for (size_t i = 0; i < n; i++) s[i] = exact_val(rank, i);
+        float *out = inplace ? s : r;
+        uint64_t before = all_ar_calls();
+        NCCL_OK(ncclAllReduce(s, out, n, ncclFloat32, op ? ncclAvg : ncclSum, comm, NULL));
+        uint64_t issued = all_ar_calls() - before;
+        if (n >= 1000) EXPECT(issued == 0, "%s n=%zu: %llu all-reduces reached NCCL (want two-phase: 0)", fmt, n,
+                              (unsigned long long)issued);
+        for (size_t i = 0; i < n; i++) {
+          float want = 0;
+          for (int q = 0; q < nranks; q++) want += exact_val(q, i);
+          if (op) want /= (float)nranks;
+          if (f2u(out[i]) != f2u(want) && !(want == 0 && out[i] == 0)) {
+            EXPECT(0, "%s %s %s n=%zu: element %zu = %a, want %a", fmt, op ? "avg" : "sum", inplace ? "in" : "out", n,
+                   i, out[i], want);
+            break;
+          }
+        }
+        EXPECT(identical(out, n), "%s n=%zu: ranks hold different bits", fmt, n);
+      }
+  free(s);
+  free(r);
+  return fails != 0;
+}
+
+static const size_t rsizes[] = {1, 100, 4097, 70001};
+
+static int cmd_rs(void) {
+  size_t maxrc = 70001;
+  float *s = malloc(maxrc * nranks * 4), *r = malloc(maxrc * 4);
+  int pow2 = (nranks & (nranks - 1)) == 0;
+  NCCL_OK(ncclAllReduce(s, r, 1, ncclFloat32, ncclSum, comm, NULL)); /* configuration check */
+  for (int op = 0; op < (pow2 ? 2 : 1); op++)
+    for (int inplace = 0; inplace < 2; inplace++)
+      for (size_t k = 0; k < sizeof rsizes / sizeof rsizes[0]; k++) {
+        size_t rc = rsizes[k], tot = rc * (size_t)nranks;
+        for (size_t i = 0; i < tot; i++) s[i] = exact_val(rank, i);
+        float *out = inplace ? s + (size_t)rank * rc : r;
+        uint64_t before = all_ar_calls();
+        NCCL_OK(ncclReduceScatter(s, out, rc, ncclFloat32, op ? ncclAvg : ncclSum, comm, NULL));
+        (void)before;
+        for (size_t i = 0; i < rc; i++) {
+          size_t g = (size_t)rank * rc + i;
+          float want = 0;
+          for (int q = 0; q < nranks; q++) want += exact_val(q, g);
+          if (op) want /= (float)nranks;
+          if (f2u(out[i]) != f2u(want) && !(want == 0 && out[i] == 0)) {
+            EXPECT(0, "rs %s %s %s rc=%zu: element %zu = %a, want %a", fmt, op ? "avg" : "sum",
+                   inplace ? "in" : "out", rc, i, out[i], want);
+            break;
+          }
+        }
+        if (!inplace)
+          for (size_t i = 0; i < tot; i++)
+            if (f2u(s[i]) != f2u(exact_val(rank, i))) {
+              EXPECT(0, "rs out of place: sendbuff changed at %zu", i);
+              break;
+            }
+      }
+  free(s);
+  free(r);
+  return fails != 0;
+}
+
+/* Random inputs over many magnitudes: one exponent per window of 4096
+ * elements (2^-30 .. 2^30), mantissas in [0.5, 1), random signs, so within a
+ * block (inside a window) amax <= 2 |x|. Count: a multiple of 4096 * n, so
+ * every chunk starts at a window. */
+static uint64_t rs_state;
+static uint32_t rnd(void) {
+  rs_state ^= rs_state >> 12;
+  rs_state ^= rs_state << 25;
+  rs_state ^= rs_state >> 27;
+  return (uint32_t)((rs_state * 0x2545f4914f6cdd1dull) >> 32);
+}
+static void fill_random(float *x, size_t n, int r) {
+  int wide = strcmp(fmt, "fp16") != 0; /* fp16: stay inside its range, 2^-12 .. 2^12 */
+  rs_state = 0x9e3779b97f4a7c15ull;
+  int e = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i % 4096 == 0) e = wide ? (int)(rnd() % 61) - 30 : (int)(rnd() % 25) - 12;
+    for (int q = 0; q <= r; q++) rnd(); /* rank-dependent stream, window exponents shared */
+    float m = 0.5f + (float)(rnd() >> 8) / (float)(1u << 25);
+    x[i] = ldexpf((rnd() & 1) ? -m : m, e);
+    for (int q = r + 1; q < 8; q++) rnd();
+  }
+}
+
+/* The documented bound on max |error| / sum |x| for inputs as above. */
+static double bound_for(const char *f, const char *algo, int n) {
+  double fp32 = n * ldexp(1, -24);
+  if (!strcmp(algo, "ring")) return (n + 1) * ldexp(1, strcmp(f, "bf16") ? -11 : -8);
+  if (!strcmp(f, "fp16")) return ldexp(1, -10) + fp32;
+  if (!strcmp(f, "bf16")) return ldexp(1, -7) + fp32;
+  if (!strcmp(f, "int8")) return 4 / 127.5 + fp32;
+  return ldexp(1, -3) + 2 * ldexp(1, -16) + fp32;
+}
+
+static int cmd_bound(size_t n) {
+  const char *algo = getenv("NCCLSHIM_ALGO");
+  if (!algo) algo = "auto";
+  float *s = malloc(n * 4), *r = malloc(n * 4), *t = malloc(n * 4);
+  double *sum = calloc(n, sizeof *sum), *abs_sum = calloc(n, sizeof *abs_sum);
+  for (int q = 0; q < nranks; q++) {
+    fill_random(t, n, q);
+    for (size_t i = 0; i < n; i++) {
+      sum[i] += t[i];
+      abs_sum[i] += fabs(t[i]);
+    }
+  }
+  fill_random(s, n, rank);
+  NCCL_OK(ncclAllReduce(s, r, n, ncclFloat32, ncclSum, comm, NULL));
+  double worst = 0, b = bound_for(fmt, algo, nranks);
+  for (size_t i = 0; i < n; i++) {
+    double e = fabs(r[i] - sum[i]) / abs_sum[i];
+    if (e > worst) worst = e;
+  }
+  EXPECT(worst <= b, "%s %s n=%d: max |error|/sum|x| = %.3g beyond the bound %.3g", fmt, algo, nranks, worst, b);
+  EXPECT(identical(r, n), "random inputs: ranks hold different bits");
+  if (rank == 0) printf("maxrel %s %s %d %.6g %.6g\n", fmt, algo, nranks, worst, b);
+  return fails != 0;
+}
+
+static int cmd_special(void) {
+  enum { N = 8192 };
+  float *s = malloc(N * 4), *r = malloc(N * 4);
+  for (size_t i = 0; i < N; i++) s[i] = exact_val(rank, i);
+  if (rank == 0) {
+    s[10] = INFINITY;
+    s[20] = NAN;
+    s[30] = INFINITY;
+    s[5000] = -INFINITY;
+  }
+  if (rank == 1) s[30] = -INFINITY;
+  NCCL_OK(ncclAllReduce(s, r, N, ncclFloat32, ncclSum, comm, NULL));
+  EXPECT(isinf(r[10]) && r[10] > 0, "Inf on one rank: got %a", r[10]);
+  EXPECT(isinf(r[5000]) && r[5000] < 0, "-Inf on one rank: got %a", r[5000]);
+  EXPECT(isnan(r[20]), "NaN on one rank: got %a", r[20]);
+  EXPECT(isnan(r[30]), "Inf - Inf: got %a", r[30]);
+  for (size_t i = 0; i < N; i++) {
+    if (i == 10 || i == 20 || i == 30 || i == 5000) continue;
+    double want = 0;
+    for (int q = 0; q < nranks; q++) want += exact_val(q, i);
+    /* finite values of a block holding Inf/NaN: int8 within amax/63 per
+     * rounding (exact elsewhere); the others exact */
+    double tol = !strcmp(fmt, "int8") ? 3 * nranks * limit() * 0.5 / 63.0 : 0;
+    if (fabs(r[i] - want) > tol) {
+      EXPECT(0, "special: finite element %zu = %a, want %a", i, r[i], want);
+      break;
+    }
+  }
+  EXPECT(identical(r, N), "special values: ranks hold different bits");
+  return fails != 0;
+}
+
+static int cmd_fault(void) {
+  enum { N = 65536 };
+  float *s = malloc(N * 4 * 4), *r = malloc(N * 4 * 4);
+  for (size_t i = 0; i < (size_t)N * 4; i++) s[i] = exact_val(rank, i);
+  ncclResult_t a = ncclAllReduce(s, r, N, ncclFloat32, ncclSum, comm, NULL);
+  ncclResult_t b = ncclReduceScatter(s, r, N, ncclFloat32, ncclSum, comm, NULL);
+  int mine[2] = {(int)a, (int)b}, lo[2], hi[2];
+  MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(mine, hi, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT(lo[0] == hi[0] && lo[1] == hi[1], "ranks returned different results (%d %d)", a, b);
+  printf("rc %d %d\n", a, b);
+  return fails != 0;
+}
+
+static int cmd_poison(void) {
+  enum { N = 100003 };
+  const char *fa = getenv("NCCLSHIM_FAULT_ALLOC");
+  int faulty = fa && *fa && strcmp(fa, "0") != 0;
+  float *s = malloc(N * 4), *r = malloc(N * 4);
+  for (size_t i = 0; i < N; i++) s[i] = exact_val(rank, i);
+  NCCL_OK(ncclAllReduce(s, r, 16, ncclFloat32, ncclSum, comm, NULL)); /* check */
+  for (int round = 0; round < 2; round++) {
+    ncclResult_t res = ncclAllReduce(s, r, N, ncclFloat32, ncclSum, comm, NULL);
+    if (round == 0) {
+      EXPECT(res == (faulty ? ncclSystemError : ncclSuccess), "poisoned round: rank %s returned %d",
+             faulty ? "without staging" : "with staging", res);
+      size_t nan = 0;
+      size_t first_ok = N;
+      for (size_t i = 0; i < N; i++) {
+        nan += isnan(r[i]) != 0;
+        if (!isnan(r[i]) && first_ok == N) first_ok = i;
+      }
+      EXPECT(nan == N, "poisoned round: %zu of %d elements NaN (first finite: %zu)", nan, N, first_ok);
+    } else {
+      NCCL_OK(res);
+      for (size_t i = 0; i < N; i++) {
+        float want = 0;
+        for (int q = 0; q < nranks; q++) want += exact_val(q, i);
+        if (r[i] != want) {
+          EXPECT(0, "after the poisoned call: element %zu = %a, want %a", i, r[i], want);
+          break;
+        }
+      }
+    }
+  }
+  return fails != 0;
+}
+
+static int cmd_nonblocking(void) {
+  enum { N = 100003, RC = 40001 };
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t nb = tm_comm_over_cfg(MPI_COMM_WORLD, &cfg);
+  size_t tot = (size_t)RC * nranks > N ? (size_t)RC * nranks : N;
+  float *s = malloc(tot * 4), *r = malloc(N * 4);
+  for (size_t i = 0; i < tot; i++) s[i] = exact_val(rank, i);
+  for (int round = 0; round < 3; round++) {
+    ncclResult_t res = round < 2 ? ncclAllReduce(s, r, N, ncclFloat32, ncclSum, nb, NULL)
+                                 : ncclReduceScatter(s, r, RC, ncclFloat32, ncclSum, nb, NULL);
+    EXPECT(res == ncclSuccess || res == ncclInProgress, "nonblocking round %d: %d", round, res);
+    ncclResult_t e = ncclInProgress;
+    while (e == ncclInProgress) NCCL_OK(ncclCommGetAsyncError(nb, &e));
+    EXPECT(e == ncclSuccess, "nonblocking round %d: async error %d", round, e);
+    size_t n = round < 2 ? N : RC, first = round < 2 ? 0 : (size_t)rank * RC;
+    for (size_t i = 0; i < n; i++) {
+      float want = 0;
+      for (int q = 0; q < nranks; q++) want += exact_val(q, first + i);
+      if (r[i] != want) {
+        EXPECT(0, "nonblocking round %d: element %zu = %a, want %a", round, i, r[i], want);
+        break;
+      }
+    }
+  }
+  ncclCommDestroy(nb);
+  return fails != 0;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  fmt = getenv("NCCLSHIM_COMPRESS");
+  if (!fmt) fmt = "fp16";
+  comm = tm_comm_world();
+  const char *cmd = argc > 1 ? argv[1] : "exact";
+  int rc;
+  if (!strcmp(cmd, "exact")) rc = cmd_exact();
+  else if (!strcmp(cmd, "rs")) rc = cmd_rs();
+  else if (!strcmp(cmd, "bound")) rc = cmd_bound(argc > 2 ? (size_t)atol(argv[2]) * 4096 * (size_t)nranks : 16384 * (size_t)nranks);
+  else if (!strcmp(cmd, "special")) rc = cmd_special();
+  else if (!strcmp(cmd, "fault")) rc = cmd_fault();
+  else if (!strcmp(cmd, "poison")) rc = cmd_poison();
+  else if (!strcmp(cmd, "nonblocking")) rc = cmd_nonblocking();
+  else {
+    fprintf(stderr, "unknown command %s\n", cmd);
+    rc = 2;
+  }
+  int any = 0;
+  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  ncclCommDestroy(comm);
+  MPI_Finalize();
+  return any;
+}

@@ -1,0 +1,93 @@
+# The two-phase compressed collectives (shim/algo/) over the host NCCL:
+# exactness and identical bits on every rank for every wire format, reduce-
+# scatter in and out of place, special values, documented bounds on random
+# inputs (not growing with the rank count), a real call failing mid-way, and
+# a rank without staging (poisoned, never a hang).
+. "$(dirname "$0")/../lib.sh"
+P="$TBIN/shim_twophase"
+export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0
+unset NCCLSHIM_COMPRESS NCCLSHIM_ALGO
+
+# 1. Exact inputs: every element exact, all ranks the same bits, no all-reduce reaches NCCL.
+for w in fp16 bf16 int8 fp8; do
+  nps="2 3 4"; [ $w = bf16 ] && nps=4; [ $w = fp8 ] && nps="2 4"
+  for np in $nps; do
+    check "two-phase $w, $np ranks: exact inputs exact on every rank (sizes 1..300001, in/out of place, Sum/Avg)" \
+      with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 mpirun_shim $np "$P" exact
+  done
+done
+check "int8 with blocks of 16 elements: exact, 3 ranks" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_BLOCK_ELEMS=16 NCCLSHIM_MIN_BYTES=0 mpirun_shim 3 "$P" exact
+check "NCCLSHIM_ALGO=ring is not two-phase (the check above can fail: it sees the ring's all-reduces)" \
+  check_fails with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=ring NCCLSHIM_MIN_BYTES=0 mpirun_shim 2 "$P" exact
+check "NCCLSHIM_ALGO=twophase, prescale 4: still exact (3 ranks)" \
+  with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=twophase NCCLSHIM_PRESCALE=4 NCCLSHIM_MIN_BYTES=0 mpirun_shim 3 "$P" exact
+
+# 2. Reduce-scatter: the first phase, fp32 shard, in place and out of place.
+for w in fp16 int8 fp8; do
+  nps="2 3"; [ $w = int8 ] && nps="3 4"; [ $w = fp8 ] && nps=4
+  for np in $nps; do
+    check "reduce-scatter $w, $np ranks: exact, in and out of place (sendbuff untouched), Sum/Avg" \
+      with NCCLSHIM_COMPRESS=$w NCCLSHIM_MIN_BYTES=0 mpirun_shim $np "$P" rs
+  done
+done
+
+# 3. Inf, -Inf, NaN, Inf - Inf propagate as in fp32; identical on all ranks.
+for w in fp16 bf16 int8 fp8; do
+  check "special values, $w, 3 ranks" with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase mpirun_shim 3 "$P" special
+done
+
+# 4. Random inputs over 2^-30..2^30: within the documented bound at 2 and 4 ranks.
+: >"$TMPD/bounds"
+for w in fp16 bf16 int8 fp8; do
+  for np in 2 4; do
+    with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase mpirun_shim $np "$P" bound 2 >"$TMPD/b" 2>&1 \
+      && grep -q "^maxrel $w twophase $np " "$TMPD/b" \
+      && ok "random inputs, two-phase $w, $np ranks: every element within the bound ($(grep maxrel "$TMPD/b" | cut -d' ' -f5))" \
+      || { not_ok "random inputs, two-phase $w, $np ranks"; sed 's/^/#   /' "$TMPD/b" | tail -5; }
+    cat "$TMPD/b" >>"$TMPD/bounds"
+  done
+done
+# The error of two-phase does not grow with n: at 4 ranks at most 1.5x the 2-rank value.
+awk '$1 == "maxrel" { e[$2 " " $4] = $5; k++ } END {
+  bad = k != 8; for (w in e) { split(w, a, " "); if (a[2] == 2 && e[a[1] " 4"] > 1.5 * e[w] + 1e-12) bad = 1 }
+  exit bad }' "$TMPD/bounds" && ok "two-phase error at 4 ranks within 1.5x of 2 ranks, every format" \
+  || { not_ok "two-phase error grows with n"; sed 's/^/#   /' "$TMPD/bounds"; }
+
+# 5. A real call failing mid-way (HOSTNCCL_FAIL_CALL=N on every rank; real
+# call 1 is the configuration check; with 3 ranks the all-reduce's sends and
+# receives are calls 2-5 and 6-9, the reduce-scatter's 10-13): the failing
+# collective returns ncclSystemError (2) on every rank, the other succeeds,
+# nobody hangs.
+for n in 2 7 9 13; do
+  want="rc 2 0"; [ $n -ge 10 ] && want="rc 0 2"
+  with HOSTNCCL_FAIL_CALL=$n NCCLSHIM_COMPRESS=int8 mpirun_shim 3 "$P" fault >"$TMPD/fault.$n" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c "^$want\$" "$TMPD/fault.$n")" -eq 3 ] \
+    && ok "real call $n fails: '$want' on all 3 ranks, no hang" \
+    || { not_ok "real call $n fails: exit $rc"; sed 's/^/#   /' "$TMPD/fault.$n" | tail -5; }
+done
+
+# 6. One rank cannot get staging: it still sends every message (0xff), fails
+# with ncclSystemError; every rank's result is NaN throughout; the next call is exact.
+X="-x LD_LIBRARY_PATH=$HOSTNCCL_DIR -x LD_PRELOAD=$SHIM"
+for w in fp16 int8; do
+  check "staging fails on rank 1 of 3 ($w): it returns ncclSystemError, all results NaN, no hang, next call exact" \
+    with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase timeout "${TEST_TIMEOUT:-180}" mpirun -np 1 $X "$P" poison : \
+      -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$P" poison : -np 1 $X "$P" poison
+done
+
+# 7. NCCLSHIM_ALGO and NCCLSHIM_BLOCK_ELEMS change the collectives: ranks that differ fail alike.
+for kv in NCCLSHIM_ALGO=ring NCCLSHIM_BLOCK_ELEMS=128; do
+  name=${kv%%=*}
+  NCCLSHIM_COMPRESS=int8 LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" timeout 120 mpirun -np 1 -x "$kv" \
+    "$TBIN/shimtest" once 5 : -np 1 "$TBIN/shimtest" once 5 >/dev/null 2>"$TMPD/mm.err"
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c "$name differs between the ranks" "$TMPD/mm.err")" -eq 2 ] \
+    && ok "$name differing between ranks: both fail with ncclInvalidUsage naming it" \
+    || { not_ok "$name mismatch: rc=$rc"; sed 's/^/#   /' "$TMPD/mm.err" | head -5; }
+done
+
+# 8. A nonblocking communicator: exact once ncclCommGetAsyncError reports success.
+check "nonblocking communicator, int8 two-phase all-reduce and reduce-scatter, 3 ranks: exact after the poll" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase mpirun_shim 3 "$P" nonblocking

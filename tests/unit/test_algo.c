@@ -1,0 +1,79 @@
+/* test_algo.c — unit tests of the two-phase plan and the algorithm choice
+ * (shim/algo/tp_plan.h): pure functions of count, rank count and
+ * configuration, so every rank reaches the same answer.
+ *
+ * Must not: touch NCCL, MPI or a GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "tp_plan.h"
+
+static nsc_config cfg_of(const char *a, const char *b) {
+  nsc_config cfg;
+  char err[256];
+  char *env[3] = {(char *)a, (char *)b, NULL};
+  assert_int_equal(nsc_config_parse(env, &cfg, err, sizeof err), 0);
+  return cfg;
+}
+
+/* Chunks tile the count in order, the largest first, each fits its slot. */
+static void test_plan_layout(void **state) {
+  (void)state;
+  static const size_t counts[] = {1, 2, 3, 7, 255, 256, 257, 1000, 65537, 300001};
+  static const char *fmts[] = {"NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_COMPRESS=int8", "NCCLSHIM_COMPRESS=fp8"};
+  for (int f = 0; f < 3; f++) {
+    nsc_config cfg = cfg_of(fmts[f], "NCCLSHIM_BLOCK_ELEMS=100");
+    for (int n = 2; n <= 9; n++)
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int rs = 0; rs < 2; rs++) {
+          nsc_tp_plan p;
+          nsc_tp_plan_init(&p, &cfg, n, n - 1, counts[k], rs);
+          assert_int_equal(p.count, rs ? counts[k] * (size_t)n : counts[k]);
+          assert_int_equal(p.slot % 16, 0);
+          size_t next = 0;
+          for (int c = 0; c < n; c++) {
+            size_t off, len;
+            nsc_tp_chunk(&p, c, &off, &len);
+            assert_int_equal(off, next);
+            if (rs) assert_int_equal(len, counts[k]);
+            assert_true(nsc_tp_chunk_bytes(&p, c) <= p.slot);
+            next = off + len;
+          }
+          assert_int_equal(next, p.count);
+          assert_int_equal(nsc_tp_staging_bytes(&p, rs), (size_t)(rs ? 2 : 3) * n * p.slot);
+        }
+  }
+}
+
+static void test_choice(void **state) {
+  (void)state;
+  nsc_config a = cfg_of("NCCLSHIM_ALGO=auto", "NCCLSHIM_COMPRESS=fp16");
+  assert_int_equal(nsc_algo_choose(&a, 4 * 16384, 4, 0), NSC_ALG_TWOPHASE);
+  assert_int_equal(nsc_algo_choose(&a, 4 * 16384 - 1, 4, 0), NSC_ALG_RING); /* < 64 KiB per rank */
+  assert_int_equal(nsc_algo_choose(&a, 1 << 24, 3, 0), NSC_ALG_RING);       /* < 4 ranks */
+  assert_int_equal(nsc_algo_choose(&a, 1 << 24, 64, 0), NSC_ALG_TWOPHASE);
+  assert_int_equal(nsc_algo_choose(&a, 100, 2, 1), NSC_ALG_TWOPHASE);       /* reduce-scatter: always */
+  nsc_config r = cfg_of("NCCLSHIM_ALGO=ring", "NCCLSHIM_COMPRESS=bf16");
+  assert_int_equal(nsc_algo_choose(&r, 1 << 24, 8, 0), NSC_ALG_RING);
+  assert_int_equal(nsc_algo_choose(&r, 1 << 20, 8, 1), NSC_ALG_TWOPHASE);
+  nsc_config t = cfg_of("NCCLSHIM_ALGO=twophase", "NCCLSHIM_COMPRESS=fp16");
+  assert_int_equal(nsc_algo_choose(&t, 1000, 2, 0), NSC_ALG_TWOPHASE);
+  assert_int_equal(nsc_algo_choose(&t, 1, 2, 0), NSC_ALG_RING); /* 2-byte chunk in a 16-byte slot > 4 bytes */
+  assert_int_equal(nsc_algo_choose(&t, 1000, 1, 0), NSC_ALG_RING); /* one rank */
+  nsc_config e = cfg_of("NCCLSHIM_ALGO=ring", "NCCLSHIM_COMPRESS=int8"); /* 8-bit: always two-phase */
+  assert_int_equal(nsc_algo_choose(&e, 1000, 2, 0), NSC_ALG_TWOPHASE);
+  assert_false(nsc_tp_fits(&e, 2, 1, 0));
+  nsc_config off = cfg_of("NCCLSHIM_COMPRESS=off", "NCCLSHIM_ALGO=twophase");
+  assert_false(nsc_tp_fits(&off, 4, 1 << 20, 0));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_plan_layout), cmocka_unit_test(test_choice)};
+  return cmocka_run_group_tests_name("algo", tests, NULL, NULL);
+}

@@ -1,0 +1,234 @@
+/* test_wire.c — unit tests of the wire formats (compress/wire.h).
+ *
+ * The fast host path against the scalar reference, bit for bit (encoded bytes,
+ * decoded floats, sums), on random inputs spanning 2^-140 .. 2^120 with Inf,
+ * NaN, zeros and subnormals sprinkled in, for several block sizes, lengths
+ * and scales; e4m3 rounding against a brute-force nearest-even search; round
+ * trips of values exact in each format; and the block edge cases: all-zero
+ * block, Inf/NaN propagation, subnormal blocks, +-FLT_MAX, the invalid header
+ * a 0xff-filled (poisoned) buffer carries, and the documented error bounds.
+ *
+ * Runs as cmocka with TAP output. Must not: rely on timings. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire.h"
+#include "wire_bits.h"
+
+static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static float u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static uint64_t rs = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void) {
+  rs ^= rs >> 12; rs ^= rs << 25; rs ^= rs >> 27;
+  return (uint32_t)((rs * 0x2545f4914f6cdd1dull) >> 32);
+}
+/* Random values: sign, exponent spread per block, some specials. */
+static void fill_random(float *x, size_t n, int specials) {
+  int base = (int)(rnd() % 260) - 140;
+  for (size_t i = 0; i < n; i++) {
+    if (i % 97 == 0) base = (int)(rnd() % 260) - 140;
+    uint32_t r = rnd() % 1000;
+    if (specials && r == 0) x[i] = INFINITY;
+    else if (specials && r == 1) x[i] = -INFINITY;
+    else if (specials && r == 2) x[i] = NAN;
+    else if (r < 20) x[i] = 0.0f;
+    else if (r < 25) x[i] = u2f(rnd() & 0x807fffffu); /* subnormal */
+    else x[i] = ldexpf((float)(rnd() % (1u << 24)) / (1u << 24) + 0.5f, base - (int)(rnd() % 12)) * ((rnd() & 1) ? -1.f : 1.f);
+  }
+}
+
+static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8};
+
+static void same_bits(const float *a, const float *b, size_t n, const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (f2u(a[i]) != f2u(b[i])) fail_msg("%s: element %zu: %08x != %08x", what, i, f2u(a[i]), f2u(b[i]));
+}
+
+static void test_fast_equals_reference(void **state) {
+  (void)state;
+  static const size_t blocks[] = {16, 100, 256, 4096};
+  static const size_t lens[] = {0, 1, 15, 16, 17, 255, 256, 257, 1000, 5000, 9001};
+  static const float scales[] = {1.0f, 0.25f, 3.0f};
+  size_t maxn = 9001, maxb = 2 * maxn + 2 * 9001;
+  float *x = malloc(maxn * 4), *a = malloc(maxn * 4), *b = malloc(maxn * 4);
+  uint8_t *ea = malloc(6 * maxb), *eb = malloc(6 * maxb);
+  assert_true(x && a && b && ea && eb);
+  for (int fi = 0; fi < 4; fi++)
+    for (size_t bi = 0; bi < 4; bi++)
+      for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (int si = 0; si < 3; si++) {
+          nsc_fmt_t f = fmts[fi];
+          size_t n = lens[li], blk = blocks[bi], nb = nsc_fmt_bytes(f, n, blk);
+          char what[96];
+          snprintf(what, sizeof what, "%s block %zu n %zu scale %g", nsc_fmt_name(f), blk, n, scales[si]);
+          for (int m = 0; m < 5; m++) {
+            fill_random(x, n, li % 2);
+            nsc_fmt_encode_ref(f, blk, x, ea + (size_t)m * maxb, n, scales[si]);
+            nsc_fmt_encode(f, blk, x, eb + (size_t)m * maxb, n, scales[si], NULL);
+            if (memcmp(ea + (size_t)m * maxb, eb + (size_t)m * maxb, nb)) fail_msg("%s: encoded bytes differ", what);
+          }
+          nsc_fmt_decode_ref(f, blk, ea, a, n, scales[si]);
+          nsc_fmt_decode(f, blk, ea, b, n, scales[si]);
+          same_bits(a, b, n, what);
+          for (int m = 1; m <= 5; m += 2) {
+            nsc_fmt_decode_sum_ref(f, blk, ea, maxb, m, a, n, scales[si]);
+            nsc_fmt_decode_sum(f, blk, ea, maxb, m, b, n, scales[si]);
+            same_bits(a, b, n, what);
+          }
+        }
+  free(x); free(a); free(b); free(ea); free(eb);
+}
+
+/* e4m3 element rounding against the nearest of all finite codes (ties to the
+ * even code), over every fp32 value in [2^-12, 256] (every 3rd) and signs. */
+static void test_e4m3_rounding(void **state) {
+  (void)state;
+  float val[0x79];
+  for (int c = 0; c <= 0x78; c++) val[c] = nsc_e4m3_value((uint8_t)c);
+  for (int c = 1; c <= 0x78; c++) assert_true(val[c] > val[c - 1]);
+  for (uint32_t u = f2u(ldexpf(1, -12)); u <= f2u(256.0f); u += 3) {
+    float v = u2f(u);
+    int lo = 0;
+    while (lo < 0x78 && val[lo + 1] <= v) lo++;
+    int want = lo;
+    if (lo < 0x78) {
+      float dl = v - val[lo], dh = val[lo + 1] - v;
+      want = dh < dl || (dh == dl && (lo & 1)) ? lo + 1 : lo;
+    }
+    uint8_t got = nsc_e4m3_bits(v), gotn = nsc_e4m3_bits(-v);
+    if (got != want || gotn != (want | 0x80)) fail_msg("e4m3(%a) = %#x, want %#x", v, got, want);
+  }
+  assert_int_equal(nsc_e4m3_bits(ldexpf(1, -10)), 0);  /* half the smallest subnormal: tie to 0 */
+  assert_int_equal(nsc_e4m3_bits(ldexpf(1.5f, -10)), 1);
+}
+
+static void roundtrip(nsc_fmt_t f, size_t blk, const float *x, size_t n, float *y, uint8_t *e) {
+  nsc_fmt_encode(f, blk, x, e, n, 1.0f, NULL);
+  nsc_fmt_decode(f, blk, e, y, n, 1.0f);
+}
+
+/* Small integers times a power of two come back exact, per block. */
+static void test_exact_roundtrip(void **state) {
+  (void)state;
+  enum { N = 4096 };
+  float x[N], y[N];
+  uint8_t e[3 * N];
+  for (int fi = 0; fi < 4; fi++) {
+    nsc_fmt_t f = fmts[fi];
+    for (int pass = 0; pass < 20; pass++) {
+      int ex = (int)(rnd() % 240) - 140;
+      for (int i = 0; i < N; i++) {
+        int lim = f == NSC_FMT_INT8 ? 127 : f == NSC_FMT_FP8 ? 15 : f == NSC_FMT_BF16 ? 255 : 2047;
+        int v = (int)(rnd() % (2 * lim + 1)) - lim;
+        if (f == NSC_FMT_FP8 && (i % 256) == 0) v = 15; /* block range: 4 significant bits suffice */
+        x[i] = ldexpf((float)v, ex);
+      }
+      if (f == NSC_FMT_FP16) for (int i = 0; i < N; i++) x[i] = ldexpf(x[i], -ex - 10 + (int)(pass % 10));
+      roundtrip(f, 256, x, N, y, e);
+      same_bits(x, y, N, nsc_fmt_name(f));
+    }
+  }
+}
+
+static void test_block_edges(void **state) {
+  (void)state;
+  enum { N = 512 };
+  float x[N], y[N];
+  uint8_t e[3 * N];
+  for (int fi = 2; fi < 4; fi++) {
+    nsc_fmt_t f = fmts[fi];
+    /* all zero: header k = 0, codes 0, +0 back */
+    memset(x, 0, sizeof x);
+    roundtrip(f, 256, x, N, y, e);
+    for (int i = 0; i < N; i++) assert_int_equal(f2u(y[i]), 0);
+    uint16_t h; memcpy(&h, e, 2);
+    assert_int_equal(h, NSC_W8_BIAS);
+    /* Inf / NaN propagate; the finite values of that block stay within the bound */
+    for (int i = 0; i < N; i++) x[i] = (float)(i - 200) * 0.37f;
+    x[3] = INFINITY; x[4] = -INFINITY; x[5] = NAN; x[300] = NAN;
+    roundtrip(f, 256, x, N, y, e);
+    assert_true(isinf(y[3]) && y[3] > 0);
+    assert_true(isinf(y[4]) && y[4] < 0);
+    assert_true(isnan(y[5]) && isnan(y[300]));
+    for (int i = 0; i < N; i++) {
+      if (i >= 3 && i <= 5) continue;
+      if (i == 300) continue;
+      float amax = i < 256 ? 255 * 0.37f : 311 * 0.37f;
+      double bound = f == NSC_FMT_INT8 ? amax / 63.0 : fmax(fabs(x[i]) / 16.0, amax * ldexp(1, -17));
+      if (fabs((double)y[i] - x[i]) > bound) fail_msg("%s edge: x[%d] = %g came back %g", nsc_fmt_name(f), i, x[i], y[i]);
+    }
+    /* subnormal block: int8 keeps subnormal integers m * 2^-149 exact */
+    for (int i = 0; i < N; i++) x[i] = u2f((uint32_t)(i % 128)) * ((i & 1) ? -1.f : 1.f);
+    roundtrip(f, 256, x, N, y, e);
+    if (f == NSC_FMT_INT8) same_bits(x, y, N, "int8 subnormals");
+    else for (int i = 0; i < N; i++) assert_true(fabsf(y[i] - x[i]) <= fabsf(x[i]) / 16);
+    /* +-FLT_MAX: finite, never Inf */
+    for (int i = 0; i < N; i++) x[i] = (i & 1) ? -FLT_MAX : FLT_MAX / 7.0f * (float)(i % 7);
+    roundtrip(f, 256, x, N, y, e);
+    for (int i = 0; i < N; i++) {
+      assert_true(isfinite(y[i]));
+      assert_true(fabs((double)y[i] - x[i]) <= (f == NSC_FMT_INT8 ? FLT_MAX / 127.5 : fabs(x[i]) / 15.0 + FLT_MAX * ldexp(1, -17)));
+    }
+    /* a buffer of 0xff (what a rank that could not stage sends) is NaN throughout */
+    memset(e, 0xff, sizeof e);
+    nsc_fmt_decode(f, 256, e, y, N, 1.0f);
+    for (int i = 0; i < N; i++) assert_true(isnan(y[i]));
+    nsc_fmt_decode_sum(f, 256, e, 0, 3, y, N, 1.0f);
+    for (int i = 0; i < N; i++) assert_int_equal(f2u(y[i]), NSC_NAN_BITS);
+  }
+}
+
+/* The documented per-element bounds on random inputs (no specials). */
+static void test_bounds(void **state) {
+  (void)state;
+  enum { N = 256 * 40 };
+  static float x[N], y[N];
+  static uint8_t e[3 * N];
+  for (int fi = 0; fi < 4; fi++) {
+    nsc_fmt_t f = fmts[fi];
+    fill_random(x, N, 0);
+    roundtrip(f, 256, x, N, y, e);
+    for (int b = 0; b < N / 256; b++) {
+      double amax = 0;
+      for (int i = b * 256; i < (b + 1) * 256; i++) amax = fmax(amax, fabs(x[i]));
+      for (int i = b * 256; i < (b + 1) * 256; i++) {
+        double err = fabs((double)y[i] - x[i]), ax = fabs(x[i]), bound;
+        switch (f) {
+        case NSC_FMT_FP16: bound = ax < 6.1e-5 ? ldexp(1, -25) : ax >= 65520 ? INFINITY : ax * ldexp(1, -11); break;
+        case NSC_FMT_BF16: bound = ax * ldexp(1, -8) + ldexp(1, -134); break;
+        case NSC_FMT_INT8: bound = amax / 127.5; break;
+        default: bound = fmax(ax / 16, amax * ldexp(1, -17)); break;
+        }
+        if (err > bound) fail_msg("%s: x = %a, got %a, err %g > bound %g (amax %g)", nsc_fmt_name(f), x[i], y[i], err, bound, amax);
+      }
+    }
+  }
+}
+
+static void test_sizes(void **state) {
+  (void)state;
+  assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP16, 1000, 256), 2000);
+  assert_int_equal(nsc_fmt_bytes(NSC_FMT_INT8, 1000, 256), 1000 + 2 * 4);
+  assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP8, 256, 256), 258);
+  assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP8, 0, 256), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sizes),
+      cmocka_unit_test(test_e4m3_rounding),
+      cmocka_unit_test(test_exact_roundtrip),
+      cmocka_unit_test(test_block_edges),
+      cmocka_unit_test(test_bounds),
+      cmocka_unit_test(test_fast_equals_reference),
+  };
+  return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
+}
