@@ -10,19 +10,24 @@
 #
 # A run fails when the job exits non-zero (a FUZZ FAIL line, a FUZZ HANG
 # line, a crash) or when the host NCCL reported a mismatch (HOSTNCCL_LOG
-# line "called different collectives"), whatever the program itself saw.
+# line "called different collectives"; with the aborting host NCCL a
+# HOSTNCCL-MISMATCH line, also in HOSTNCCL_REPORT_FILE), whatever the
+# program itself saw.
 # FUZZ_OFF=class,... keeps those classes out of every program (names as in
 # the features line: nb, nb-mixed, streams-mixed, accum, ddp-foreign,
-# ddp-short-pass, alloc-one+chunk, and the faults fail-call, fail-group-end,
+# ddp-short-pass, ddp-long-pass, ddp-two-models, ddp-rewrap, accum-other-comm,
+# alloc-one+chunk, and the faults fail-call, fail-group-end,
 # alloc-one, check0-one, bad-one, diff-one, prescale-bad).
+# FUZZ_SHIM_EXTRA='NAME=value ...' adds variables to the shim's ranks (debugging:
+# NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE=/tmp/fz.%p.jsonl).
 # FUZZ_TIMEOUT (default 30 s) bounds each program; the program's own alarm
 # fires 5 s before and names the step every rank is in.
 # Must not: forward NCCLSHIM_* or HOSTNCCL_* variables of the caller's
 # environment (mpirun passes the environment on), or leave processes behind.
 set -u
-. "$(dirname "$0")/../lib.sh"
 for v in $(env | grep -o '^\(NCCLSHIM\|HOSTNCCL\)_[A-Z_]*'); do unset "$v"; done
 unset LD_PRELOAD
+. "$(dirname "$0")/../lib.sh"
 FZ="$TBIN/fuzz_coll"
 T=${FUZZ_TIMEOUT:-30}
 OFF=${FUZZ_OFF:-}
@@ -51,16 +56,17 @@ run_seed() {
   for ((r = 0; r < FZ_NP; r++)); do
     ctx+=(-np 1 -x LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}" -x HOSTNCCL_LOG=1 -x NCCLSHIM_LOG=off -x NCCLSHIM_BANNER=0)
     eval "local renv=\${FZ_RANK_ENV_$r}"
-    for v in $FZ_SHIM_ENV $FZ_HOST_ENV $renv; do ctx+=(-x "$v"); done
+    for v in $FZ_SHIM_ENV $FZ_HOST_ENV $renv ${FUZZ_SHIM_EXTRA:-}; do ctx+=(-x "$v"); done
     ctx+=("$FZ" --seed "$s" --off "$OFF" --timeout $((T - 5)) :)
   done
   unset 'ctx[${#ctx[@]}-1]'
-  LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout -k 5 "$T" mpirun "${ctx[@]}" \
+  : >"$TMPD/fz.$s.report"
+  HOSTNCCL_REPORT_FILE="$TMPD/fz.$s.report" LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout -k 5 "$T" mpirun "${ctx[@]}" \
     >"$TMPD/fz.$s.out" 2>"$TMPD/fz.$s.err"
   local rc=$?
   FZ_RC=$rc
   FZ_WHY=""
-  if grep -q "called different collectives" "$TMPD/fz.$s.err"; then FZ_WHY="host NCCL mismatch"; fi
+  if grep -q -E "called different collectives|HOSTNCCL-MISMATCH" "$TMPD/fz.$s.err" "$TMPD/fz.$s.report"; then FZ_WHY="host NCCL mismatch"; fi
   if grep -q "^FUZZ HANG" "$TMPD/fz.$s.err" || [ $rc -eq 124 ]; then FZ_WHY="${FZ_WHY:+$FZ_WHY, }hang"; fi
   if grep -q "^FUZZ FAIL" "$TMPD/fz.$s.err"; then FZ_WHY="${FZ_WHY:+$FZ_WHY, }wrong result or code"; fi
   [ $rc -ne 0 ] && [ -z "$FZ_WHY" ] && FZ_WHY="exit $rc"
@@ -71,7 +77,7 @@ run_seed() {
 explain() {
   local s=$1
   { grep -m 6 -E "^FUZZ (FAIL|HANG)" "$TMPD/fz.$s.err"
-    grep -m 2 "called different collectives" "$TMPD/fz.$s.err"
+    grep -h -m 2 -E "called different collectives|HOSTNCCL-MISMATCH" "$TMPD/fz.$s.report" "$TMPD/fz.$s.err"
     grep -v -E "^hostnccl|^FUZZ" "$TMPD/fz.$s.err" | grep -m 4 -i -E "error|abort|signal|ncclshim" ; } | cut -c1-400
 }
 

@@ -51,7 +51,7 @@ enum { F_NONE, F_FAIL_CALL, F_FAIL_GROUP_END, F_ALLOC_ONE, F_CHECK0_ONE, F_BAD_O
 static const char *fault_name[F_N] = {"none",      "fail-call", "fail-group-end", "alloc-one",
                                       "check0-one", "bad-one",   "diff-one",       "prescale-bad"};
 enum { K_AR, K_RS };
-enum { ST_CALL, ST_GROUP, ST_NEWCOMM, ST_PASS };
+enum { ST_CALL, ST_GROUP, ST_NEWCOMM, ST_PASS, ST_NOP };
 enum { OP_PREMUL = 5 };
 
 typedef struct {
@@ -297,6 +297,19 @@ static void draw_model(prog_t *p, model_t *m) {
 
 static void filter(prog_t *p, const char *o);
 
+/* Would NCCLSHIM_ACCUM_STEPS count this call (policy: floating Sum/Avg of at
+ * least MIN_BYTES)? */
+static int accumulable(const prog_t *p, const call_t *c) {
+  return p->K > 1 && c->kind == K_AR && dt_float(c->dt) && (c->op == ncclSum || c->op == ncclAvg) && c->count > 0 &&
+         (long long)(c->count * dt_size(c->dt)) >= p->min_bytes;
+}
+
+static int ddp_comm(const prog_t *p, int comm) {
+  for (int s = 0; s < p->nstep; s++)
+    if (p->st[s].kind == ST_PASS && p->st[s].p.comm == comm) return 1;
+  return 0;
+}
+
 static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   memset(p, 0, sizeof *p);
   p->seed = seed;
@@ -418,7 +431,6 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   }
   for (int s = 0; s < p->nstep; s++) {
     const step_t *st = &p->st[s];
-    if (st->kind != ST_GROUP) continue;
     for (int i = 0; i < st->n; i++)
       for (int q = 1; q < p->W; q++)
         if (st->c[i].dt == ncclFloat32 && st->c[i].stream[q] != st->c[i].stream[0]) {
@@ -427,6 +439,9 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
           break;
         }
   }
+  for (int s = 0; s < p->nstep; s++)
+    for (int i = 0; i < p->st[s].n; i++)
+      if (accumulable(p, &p->st[s].c[i])) feat(p, ddp_comm(p, p->st[s].c[i].comm) ? "ddp-foreign" : "accum-other-comm");
   if (p->fault != F_NONE) feat(p, "%s", fault_name[p->fault]);
   if (p->fault == F_ALLOC_ONE && p->chunk_bytes < (32 << 20)) feat(p, "alloc-one+chunk");
   if (p->K > 1) feat(p, "accum");
@@ -434,6 +449,10 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
 
 static void filter(prog_t *p, const char *o) {
   if (!o || !*o) return;
+  char kept[sizeof p->feat] = "", *save = NULL;
+  for (char *t = strtok_r(p->feat, " ", &save); t; t = strtok_r(NULL, " ", &save))
+    if (!off(o, t)) snprintf(kept + strlen(kept), sizeof kept - strlen(kept), "%s%s", kept[0] ? " " : "", t);
+  memcpy(p->feat, kept, sizeof kept);
   for (int f = 1; f < F_N; f++)
     if (p->fault == f && off(o, fault_name[f])) {
       p->fault = F_NONE;
@@ -441,17 +460,38 @@ static void filter(prog_t *p, const char *o) {
     }
   if (p->fault == F_ALLOC_ONE && off(o, "alloc-one+chunk")) p->chunk_bytes = 32 << 20;
   if (off(o, "accum")) p->K = 1;
+  if (off(o, "ddp-two-models")) p->nmodel = p->nmodel > 1 ? 1 : p->nmodel;
   unsigned all = (1u << p->W) - 1;
   for (int c = 0; c < p->ncomm; c++)
     if ((off(o, "nb-mixed") && p->comm[c].nb != all) || off(o, "nb")) p->comm[c].nb = 0;
+  int rewrapped = 0;
   for (int s = 0; s < p->nstep; s++) {
     step_t *st = &p->st[s];
+    if (st->kind == ST_PASS && st->p.model == 1 && off(o, "ddp-two-models")) {
+      for (int q = s - 1; q >= 0; q--) /* model 0's pass of this micro-step steps instead */
+        if (p->st[q].kind == ST_PASS) {
+          p->st[q].p.step_after = st->p.step_after;
+          break;
+        }
+      st->kind = ST_NOP;
+    }
+    if (st->kind == ST_PASS && off(o, "ddp-rewrap")) {
+      if (st->p.wrap && st->p.pass > 0) rewrapped = 1;
+      if (rewrapped) {
+        st->p.comm = 0;
+        st->p.wrap = st->p.whole = 0;
+      }
+    }
     if (st->kind == ST_PASS) {
       if (off(o, "ddp-foreign")) st->p.nf = 0;
       if (off(o, "ddp-short-pass") || off(o, "ddp-long-pass")) st->p.present = p->model[st->p.model].normal;
     }
-    for (int i = 0; i < st->n; i++)
-      for (int q = 1; q < MAXR && off(o, "streams-mixed") && st->kind == ST_GROUP; q++) st->c[i].stream[q] = st->c[i].stream[0];
+    for (int i = 0; i < st->n; i++) {
+      for (int q = 1; q < MAXR && off(o, "streams-mixed"); q++) st->c[i].stream[q] = st->c[i].stream[0];
+      call_t *c = &st->c[i];
+      if (accumulable(p, c) && ((off(o, "ddp-foreign") && ddp_comm(p, c->comm)) || (off(o, "accum-other-comm") && !ddp_comm(p, c->comm))))
+        c->op = ncclMax; /* no longer accumulable */
+    }
   }
 }
 
@@ -506,6 +546,7 @@ static void describe(const prog_t *p) {
   char line[512];
   for (int s = 0; s < p->nstep; s++) {
     const step_t *st = &p->st[s];
+    if (st->kind == ST_NOP) continue;
     printf("step %d%s: ", s, st->poll ? "" : " (no poll after)");
     if (st->kind == ST_NEWCOMM) {
       const comm_t *c = &p->comm[st->comm];
@@ -1103,7 +1144,7 @@ static int run(double timeout) {
       snprintf(where, sizeof where, "step %d (ddp pass %d model %d)", s, st->p.pass, st->p.model);
       run_pass(&st->p);
       if (st->p.step_after) optimizer_step(st->p.pass);
-    } else {
+    } else if (st->kind != ST_NOP) {
       run_calls(st);
       if (st->poll) check_point(tainted);
     }
