@@ -31,6 +31,12 @@ unset LD_PRELOAD
 FZ="$TBIN/fuzz_coll"
 T=${FUZZ_TIMEOUT:-30}
 OFF=${FUZZ_OFF:-}
+# FUZZ_ONLY=class,...: every other class of CLASSES is off (to tell which
+# class a failing seed needs).
+CLASSES="nb-mixed streams-mixed check0-one bad-one diff-one alloc-one alloc-one+chunk prescale-bad fail-call fail-group-end ddp-foreign ddp-short-pass ddp-long-pass ddp-two-models ddp-rewrap accum-other-comm"
+if [ -n "${FUZZ_ONLY:-}" ]; then
+  for c in $CLASSES; do [[ ",$FUZZ_ONLY," == *",$c,"* ]] || OFF="${OFF:+$OFF,}$c"; done
+fi
 mode="" seeds="" seconds=0 first=1 show=0
 while [ $# -gt 0 ]; do
   case "$1" in
