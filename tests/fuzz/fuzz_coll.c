@@ -337,7 +337,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   p->frank = rint_(p->W);
   p->fn = p->fault == F_FAIL_CALL ? 1 + rint_(30) : p->fault == F_FAIL_GROUP_END ? 1 + rint_(4) : 1 + rint_(4);
   if (p->fault == F_PRESCALE_BAD) p->prescale = "1e-40";
-  if (p->fault == F_ALLOC_ONE && p->compress == 0) p->compress = 1;
+  if ((p->fault == F_ALLOC_ONE || p->fault == F_PRESCALE_BAD) && p->compress == 0) p->compress = 1;
 
   p->comm[0] = (comm_t){0, 1, draw_nb(p->W, 0.15, 0.25)};
   p->ncomm = 1;
@@ -361,7 +361,8 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (!ddp) {
     for (int i = 0; i < ngen && p->nstep < MAXS - 1; i++) draw_generic(p);
   } else {
-    int K = p->K, T = K * ((8 + K - 1) / K) + K * rint_(2);
+    /* Long enough to learn (the shim syncs while it learns) and then skip. */
+    int K = p->K, T = K * ((12 + K - 1) / K) + K * rint_(2);
     int rewrap = p->nmodel == 1 && chance(0.25) ? 2 + rint_(T / 2) : -1;
     double gen_per_pass = (double)ngen / T;
     int nwhole[2] = {0, 0};
