@@ -41,7 +41,7 @@
 
 #define MAXR 4  /* ranks per half */
 #define MAXC 6  /* communicators */
-#define MAXS 72 /* steps */
+#define MAXS 96 /* steps */
 #define MAXG 7  /* calls per group */
 #define MAXB 5  /* buckets per model (with the optional extra one) */
 #define MAXF 2  /* foreign calls per pass */
@@ -338,6 +338,13 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   p->fn = p->fault == F_FAIL_CALL ? 1 + rint_(30) : p->fault == F_FAIL_GROUP_END ? 1 + rint_(4) : 1 + rint_(4);
   if (p->fault == F_PRESCALE_BAD) p->prescale = "1e-40";
   if ((p->fault == F_ALLOC_ONE || p->fault == F_PRESCALE_BAD) && p->compress == 0) p->compress = 1;
+  if (p->fault == F_ALLOC_ONE && p->chunk_bytes < (32 << 20)) {
+    /* Only calls of >= 64K floats are staged, all pipelined: the failing
+     * allocation (the fusion block at the check, or the first staging) is
+     * then one of a pipelined call. */
+    p->min_bytes = 262144;
+    p->fn = 1 + (p->fn - 1) % 2;
+  }
 
   p->comm[0] = (comm_t){0, 1, draw_nb(p->W, 0.15, 0.25)};
   p->ncomm = 1;
@@ -346,7 +353,17 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
     p->K = chance(0.85) ? 2 + rint_(3) : 1;
     p->nmodel = chance(0.2) ? 2 : 1;
     for (int i = 0; i < p->nmodel; i++) draw_model(p, &p->model[i]);
-    if (p->nmodel == 2) feat(p, "ddp-two-models");
+    if (p->nmodel == 2) {
+      feat(p, "ddp-two-models");
+      model_t *a = &p->model[0], *b = &p->model[1];
+      size_t tot = 0;
+      for (int k = 0; k < a->nb; k++) tot += a->normal >> k & 1 ? a->cnt[k] : 0;
+      if (tot % 2 == 0 && (a->nb != 2 || a->cnt[0] != tot / 2)) { /* equal sizes, other bucketing */
+        b->nb = 2;
+        b->cnt[0] = b->cnt[1] = tot / 2;
+        b->normal = 3;
+      }
+    }
   } else if (chance(0.1)) {
     p->K = 2 + rint_(3); /* accumulation on, no DDP: every call must be a true sum */
   }
@@ -364,6 +381,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
     /* Long enough to learn (the shim syncs while it learns) and then skip. */
     int K = p->K, T = K * ((12 + K - 1) / K) + K * rint_(2);
     int rewrap = p->nmodel == 1 && chance(0.25) ? 2 + rint_(T / 2) : -1;
+    if (rewrap >= 0) T += 2 * K; /* the new communicator learns, then skips */
     double gen_per_pass = (double)ngen / T;
     int nwhole[2] = {0, 0};
     for (int t = 0; t < T && p->nstep < MAXS - 4; t++) {
