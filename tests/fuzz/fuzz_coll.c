@@ -343,6 +343,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
      * allocation (the fusion block at the check, or the first staging) is
      * then one of a pipelined call. */
     p->min_bytes = 262144;
+    p->chunk_bytes = 65536;
     p->fn = 1 + (p->fn - 1) % 2;
   }
 
