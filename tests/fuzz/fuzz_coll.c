@@ -1,0 +1,1219 @@
+/* fuzz_coll.c — the differential fuzzer of "every rank issues the same
+ * collectives" (tests/fuzz/README.md says what it draws and asserts).
+ *
+ * A seed draws a program — all-reduces and reduce-scatters of assorted sizes,
+ * datatypes and ops, nested groups with per-rank stream handles, several
+ * communicators (split or created mid-run, blocking or nonblocking per rank),
+ * DDP-like passes for NCCLSHIM_ACCUM_STEPS, and one injected fault — and the
+ * shim settings it runs under. One MPI job runs it twice at once: world
+ * ranks 0..W-1 without the shim (the reference), W..2W-1 with it; rank r of
+ * each half is twins with rank r of the other. Every rank draws the same
+ * program from the seed, and every per-rank variation (stream handles, which
+ * rank is nonblocking, which rank holds the fault) comes from the seed too.
+ * At fixed check points (drawn, never decided by results) the plain twin
+ * sends each result to the shim twin, which compares: bit for bit where
+ * inputs are exact in the wire type or nothing is transformed, within the
+ * README's bound otherwise; sendbuff untouched; result codes agreed by every
+ * rank of a communicator; accumulation equal to the synced reference at
+ * every optimizer step. A host NCCL mismatch report fails the run
+ * (the driver also greps HOSTNCCL_LOG for it), and an alarm names the step a
+ * hung rank is in.
+ *
+ *   fuzz_coll --seed N --plan       shell assignments the driver launches with
+ *   fuzz_coll --seed N --describe   the drawn program, one line per step
+ *   mpirun (2W contexts) fuzz_coll --seed N [--timeout S]
+ *
+ * Must not: let a result decide what is issued or checked (the twins would
+ * lose step), depend on the shim's internals, or pass when a rank failed. */
+#include <dlfcn.h>
+#include <math.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ncclshim.h"
+
+#define MAXR 4  /* ranks per half */
+#define MAXC 6  /* communicators */
+#define MAXS 96 /* steps */
+#define MAXG 7  /* calls per group */
+#define MAXB 5  /* buckets per model (with the optional extra one) */
+#define MAXF 2  /* foreign calls per pass */
+
+/* ---- the program ---------------------------------------------------------- */
+enum { F_NONE, F_FAIL_CALL, F_FAIL_GROUP_END, F_ALLOC_ONE, F_CHECK0_ONE, F_BAD_ONE, F_DIFF_ONE, F_PRESCALE_BAD, F_N };
+static const char *fault_name[F_N] = {"none",      "fail-call", "fail-group-end", "alloc-one",
+                                      "check0-one", "bad-one",   "diff-one",       "prescale-bad"};
+enum { K_AR, K_RS };
+enum { ST_CALL, ST_GROUP, ST_NEWCOMM, ST_PASS, ST_NOP };
+enum { OP_PREMUL = 5 };
+
+typedef struct {
+  int kind, comm, dt, op, inplace, exact, open, close;
+  size_t count; /* all-reduce: count; reduce-scatter: recvcount */
+  int stream[MAXR];
+  uint32_t uid;
+} call_t;
+
+typedef struct {
+  int how;     /* 0 init over the half, 1 ncclCommSplit of comm 0, 2 init over a colour group */
+  int colors;  /* 1: every rank together; 2: colour = rank % 2 */
+  unsigned nb; /* bit r: nonblocking (config.blocking = 0) on rank r */
+} comm_t;
+
+typedef struct {
+  int comm, nb, avg, find_unused, stat;
+  size_t cnt[MAXB];
+  unsigned normal; /* buckets of an ordinary pass */
+} model_t;
+
+typedef struct {
+  int model, pass, comm, wrap, whole, usedmap, step_after;
+  unsigned present;
+  int nf, fpos[MAXF];
+  call_t foreign[MAXF];
+} pass_t;
+
+typedef struct {
+  int kind, poll, n;
+  call_t c[MAXG];
+  int comm; /* ST_NEWCOMM */
+  pass_t p; /* ST_PASS */
+} step_t;
+
+typedef struct {
+  uint64_t seed;
+  int W;
+  int compress, disable, check_config, K;
+  long long min_bytes, fuse_bytes, chunk_bytes;
+  const char *prescale;
+  int fault, frank;
+  long fn;
+  int ncomm;
+  comm_t comm[MAXC];
+  int nmodel, npass;
+  model_t model[2];
+  int nstep;
+  step_t st[MAXS];
+  char feat[512];
+} prog_t;
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static uint64_t rng;
+static uint64_t rnext(void) { return mix64(rng += 0x9e3779b97f4a7c15ull); }
+static int rint_(int n) { return n > 0 ? (int)(rnext() % (uint64_t)n) : 0; }
+static int chance(double p) { return (double)(rnext() >> 11) * 0x1.0p-53 < p; }
+#define PICK(a) ((a)[rint_((int)(sizeof(a) / sizeof((a)[0])))])
+
+static const int dts[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64, ncclUint64,
+                          ncclFloat16, ncclFloat64, ncclBfloat16};
+static const char *dt_name(int dt) {
+  static const char *n[] = {"i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16", "f8e4m3", "f8e5m2"};
+  return dt >= 0 && dt < 12 ? n[dt] : "?";
+}
+static size_t dt_size(int dt) {
+  switch (dt) {
+  case ncclInt8: case ncclUint8: return 1;
+  case ncclFloat16: case ncclBfloat16: return 2;
+  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+  default: return 8;
+  }
+}
+static int dt_float(int dt) { return dt == ncclFloat16 || dt == ncclFloat32 || dt == ncclFloat64 || dt == ncclBfloat16; }
+static const char *op_name(int op) {
+  static const char *n[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+  return op >= 0 && op < 6 ? n[op] : "?";
+}
+
+static int members(const prog_t *p, int comm, int r, int *rank_in) {
+  int n = 0;
+  for (int q = 0; q < p->W; q++) {
+    int same = p->comm[comm].colors == 1 || q % 2 == r % 2;
+    if (same && q == r && rank_in) *rank_in = n;
+    n += same;
+  }
+  return n;
+}
+
+static uint32_t next_uid;
+
+static void draw_streams(const prog_t *p, call_t *c, int mixed, int base) {
+  for (int r = 0; r < MAXR; r++) c->stream[r] = r < p->W && mixed ? 1 + rint_(3) : base;
+}
+
+static void draw_call(const prog_t *p, call_t *c, int comm, int in_group) {
+  static const size_t ar_counts[] = {0, 1, 7, 100, 1024, 4095, 4097, 16383, 16384, 16385, 16384, 50000, 65536, 65536,
+                                     100003, 262144};
+  static const size_t rs_counts[] = {0, 1, 7, 100, 1024, 4097, 16384};
+  memset(c, 0, sizeof *c);
+  c->uid = ++next_uid;
+  c->comm = comm;
+  c->kind = chance(0.12) ? K_RS : K_AR;
+  c->count = c->kind == K_RS ? PICK(rs_counts) : PICK(ar_counts);
+  c->dt = chance(0.6) ? ncclFloat32 : PICK(dts);
+  int ops[] = {ncclSum, ncclSum, ncclSum, ncclSum, ncclSum, ncclSum, ncclSum, ncclAvg, ncclAvg, ncclMax,
+               ncclMin, ncclProd, OP_PREMUL};
+  c->op = PICK(ops);
+  c->inplace = chance(0.4);
+  c->exact = !(c->dt == ncclFloat32 || c->dt == ncclFloat64) || chance(0.8);
+  draw_streams(p, c, chance(in_group ? 0.35 : 0.1), 1 + rint_(2));
+}
+
+/* DDP's fp32 Sum call of a bucket's size (or another) on a buffer of its own. */
+static void draw_foreign(const prog_t *p, const model_t *m, call_t *c) {
+  memset(c, 0, sizeof *c);
+  c->uid = ++next_uid;
+  c->comm = m->comm;
+  c->kind = K_AR;
+  size_t other[] = {50000, 16384, 1};
+  c->count = chance(0.7) ? m->cnt[rint_(m->nb)] : PICK(other);
+  c->dt = ncclFloat32;
+  c->op = ncclSum;
+  c->inplace = chance(0.5);
+  c->exact = 1;
+  draw_streams(p, c, 0, 1);
+}
+
+/* A feature of the program, once (for the report and for --off). */
+static void feat(prog_t *p, const char *fmt, ...) {
+  char t[64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t, sizeof t, fmt, ap);
+  va_end(ap);
+  size_t n = strlen(p->feat), k = strlen(t);
+  for (const char *q = p->feat; (q = strstr(q, t)); q += k)
+    if ((q == p->feat || q[-1] == ' ') && (q[k] == ' ' || q[k] == 0)) return;
+  if (n + k + 2 >= sizeof p->feat) return;
+  if (n) p->feat[n++] = ' ';
+  memcpy(p->feat + n, t, k + 1);
+}
+
+/* --off LIST: classes the program must not draw (comma-separated feature or
+ * fault names); the rest of the program is drawn as without it. */
+static int off(const char *list, const char *name) {
+  size_t k = strlen(name);
+  for (const char *q = list; q && (q = strstr(q, name)); q += k)
+    if ((q == list || q[-1] == ',') && (q[k] == ',' || q[k] == 0)) return 1;
+  return 0;
+}
+
+static unsigned draw_nb(int W, double p_all, double p_mixed) {
+  unsigned all = (1u << W) - 1;
+  if (chance(p_all)) return all;
+  if (W > 1 && chance(p_mixed)) return 1 + (unsigned)rint_((int)all - 1); /* a proper, non-empty subset */
+  return 0;
+}
+
+static int add_comm(prog_t *p) {
+  comm_t *c = &p->comm[p->ncomm];
+  int r = rint_(4);
+  c->how = r < 2 ? 1 : r == 2 ? 0 : 2;
+  c->colors = p->W > 1 && chance(0.35) ? 2 : 1;
+  if (c->how == 0) c->colors = 1;
+  c->nb = draw_nb(p->W, 0.15, 0.2);
+  return p->ncomm++;
+}
+
+static step_t *add_step(prog_t *p, int kind) {
+  step_t *s = &p->st[p->nstep++];
+  memset(s, 0, sizeof *s);
+  s->kind = kind;
+  s->poll = chance(0.65);
+  return s;
+}
+
+/* A step of ordinary collectives: one call, or a (nested) group on
+ * communicators that are blocking or nonblocking alike on each rank. */
+static void draw_generic(prog_t *p) {
+  if (p->ncomm < MAXC - 1 && chance(0.1)) {
+    step_t *s = add_step(p, ST_NEWCOMM);
+    s->comm = add_comm(p);
+    return;
+  }
+  int comm = rint_(p->ncomm);
+  if (chance(0.55)) {
+    step_t *s = add_step(p, ST_CALL);
+    s->n = 1;
+    draw_call(p, &s->c[0], comm, 0);
+    return;
+  }
+  step_t *s = add_step(p, ST_GROUP);
+  s->n = 2 + rint_(MAXG - 1);
+  int depth = 0;
+  for (int i = 0; i < s->n; i++) {
+    int cm = comm;
+    if (chance(0.3)) { /* another communicator of the same blocking on every rank */
+      int o = rint_(p->ncomm);
+      if (p->comm[o].nb == p->comm[comm].nb) cm = o;
+    }
+    draw_call(p, &s->c[i], cm, 1);
+    if (chance(0.2)) {
+      s->c[i].open = 1 + rint_(2);
+      depth += s->c[i].open;
+    }
+    if (depth && chance(0.4)) {
+      s->c[i].close = 1 + rint_(depth);
+      depth -= s->c[i].close;
+    }
+  }
+  s->c[s->n - 1].close += depth;
+  /* Half of the groups reuse one stream per rank for their fp32 members, as
+   * the coalescing manager does; the rest keep their drawn streams. */
+  if (chance(0.5))
+    for (int i = 1; i < s->n; i++) memcpy(s->c[i].stream, s->c[0].stream, sizeof s->c[0].stream);
+}
+
+static void draw_model(prog_t *p, model_t *m) {
+  static const size_t sizes[] = {8192, 16384, 50000, 65536, 65536, 100000};
+  m->comm = 0;
+  m->nb = 1 + rint_(4);
+  int equal = chance(0.45);
+  size_t e = chance(0.5) ? 16384 : 65536;
+  for (int b = 0; b < m->nb; b++) m->cnt[b] = equal ? e : PICK(sizes);
+  m->normal = (1u << m->nb) - 1;
+  if (m->nb < MAXB && chance(0.15)) { /* a bucket that only some passes have */
+    m->cnt[m->nb] = m->cnt[0];
+    m->nb++;
+  }
+  m->avg = chance(0.2);
+  m->find_unused = chance(0.2);
+  m->stat = !m->find_unused && chance(0.15);
+  if (equal && m->nb > 1) feat(p, "ddp-equal-buckets");
+}
+
+static void filter(prog_t *p, const char *o);
+
+/* Would NCCLSHIM_ACCUM_STEPS count this call (policy: floating Sum/Avg of at
+ * least MIN_BYTES)? */
+static int accumulable(const prog_t *p, const call_t *c) {
+  return p->K > 1 && c->kind == K_AR && dt_float(c->dt) && (c->op == ncclSum || c->op == ncclAvg) && c->count > 0 &&
+         (long long)(c->count * dt_size(c->dt)) >= p->min_bytes;
+}
+
+static int ddp_comm(const prog_t *p, int comm) {
+  for (int s = 0; s < p->nstep; s++)
+    if (p->st[s].kind == ST_PASS && p->st[s].p.comm == comm) return 1;
+  return 0;
+}
+
+static void draw_program(prog_t *p, uint64_t seed, const char *o) {
+  memset(p, 0, sizeof *p);
+  p->seed = seed;
+  rng = mix64(seed ^ 0x5eedf00dull);
+  next_uid = 0;
+  int wr = rint_(10);
+  p->W = wr < 6 ? 2 : wr < 9 ? 3 : 4;
+  int cr = rint_(10);
+  p->compress = cr < 5 ? 1 : cr < 8 ? 2 : 0;
+  p->disable = chance(0.04);
+  static const long long mins[] = {65536, 65536, 4096, 0, 262144};
+  static const long long fuses[] = {64 << 20, 64 << 20, 0, 16384, 262144};
+  static const long long chunks[] = {32 << 20, 65536, 262144};
+  p->min_bytes = PICK(mins);
+  p->fuse_bytes = PICK(fuses);
+  p->chunk_bytes = PICK(chunks);
+  static const char *pres[] = {"1", "1", "1", "2", "0.25"};
+  p->prescale = PICK(pres);
+  p->check_config = 1;
+  p->K = 1;
+  /* One fault per program, on the shim's half only. */
+  int fr = rint_(100);
+  p->fault = fr < 45 ? F_NONE : fr < 55 ? F_FAIL_CALL : fr < 62 ? F_FAIL_GROUP_END : fr < 76 ? F_ALLOC_ONE
+             : fr < 83 ? F_CHECK0_ONE : fr < 90 ? F_BAD_ONE : fr < 96 ? F_DIFF_ONE : F_PRESCALE_BAD;
+  p->frank = rint_(p->W);
+  p->fn = p->fault == F_FAIL_CALL ? 1 + rint_(30) : p->fault == F_FAIL_GROUP_END ? 1 + rint_(4) : 1 + rint_(4);
+  if (p->fault == F_PRESCALE_BAD) p->prescale = "1e-40";
+  if ((p->fault == F_ALLOC_ONE || p->fault == F_PRESCALE_BAD) && p->compress == 0) p->compress = 1;
+  if (p->fault == F_ALLOC_ONE && p->chunk_bytes < (32 << 20)) {
+    /* Only calls of >= 64K floats are staged, all pipelined: the failing
+     * allocation (the fusion block at the check, or the first staging) is
+     * then one of a pipelined call. */
+    p->min_bytes = 262144;
+    p->chunk_bytes = 65536;
+    p->fn = 1 + (p->fn - 1) % 2;
+  }
+
+  p->comm[0] = (comm_t){0, 1, draw_nb(p->W, 0.15, 0.25)};
+  p->ncomm = 1;
+  int ddp = (p->W == 2 || p->W == 4) && chance(0.5);
+  if (ddp) {
+    p->K = chance(0.85) ? 2 + rint_(3) : 1;
+    p->nmodel = chance(0.2) ? 2 : 1;
+    for (int i = 0; i < p->nmodel; i++) draw_model(p, &p->model[i]);
+    if (p->nmodel == 2) {
+      feat(p, "ddp-two-models");
+      model_t *a = &p->model[0], *b = &p->model[1];
+      size_t tot = 0;
+      for (int k = 0; k < a->nb; k++) tot += a->normal >> k & 1 ? a->cnt[k] : 0;
+      if (tot % 2 == 0 && (a->nb != 2 || a->cnt[0] != tot / 2)) { /* equal sizes, other bucketing */
+        b->nb = 2;
+        b->cnt[0] = b->cnt[1] = tot / 2;
+        b->normal = 3;
+      }
+    }
+  } else if (chance(0.1)) {
+    p->K = 2 + rint_(3); /* accumulation on, no DDP: every call must be a true sum */
+  }
+  /* The first step: often a group (a communicator first seen in a group
+   * is checked after it), on a nonblocking communicator at times. */
+  int ngen = 6 + rint_(14);
+  if (chance(0.4)) {
+    step_t *s = add_step(p, ST_GROUP);
+    s->n = 2 + rint_(3);
+    for (int i = 0; i < s->n; i++) draw_call(p, &s->c[i], 0, 1);
+  }
+  if (!ddp) {
+    for (int i = 0; i < ngen && p->nstep < MAXS - 1; i++) draw_generic(p);
+  } else {
+    /* Long enough to learn (the shim syncs while it learns) and then skip. */
+    int K = p->K, T = K * ((12 + K - 1) / K) + K * rint_(2);
+    int rewrap = p->nmodel == 1 && chance(0.25) ? 2 + rint_(T / 2) : -1;
+    if (rewrap >= 0) T += 2 * K; /* the new communicator learns, then skips */
+    double gen_per_pass = (double)ngen / T;
+    int nwhole[2] = {0, 0};
+    for (int t = 0; t < T && p->nstep < MAXS - 4; t++) {
+      if (chance(gen_per_pass)) draw_generic(p);
+      for (int mi = 0; mi < p->nmodel; mi++) {
+        model_t *m = &p->model[mi];
+        int wrap = t == 0;
+        if (t == rewrap) {
+          step_t *s = add_step(p, ST_NEWCOMM);
+          s->comm = add_comm(p);
+          p->comm[s->comm].colors = 1; /* the whole model's ranks */
+          m->comm = s->comm;
+          wrap = 1;
+          nwhole[mi] = 0;
+          feat(p, "ddp-rewrap");
+        }
+        step_t *s = add_step(p, ST_PASS);
+        pass_t *ps = &s->p;
+        ps->model = mi;
+        ps->pass = t;
+        ps->comm = m->comm;
+        ps->wrap = wrap;
+        ps->whole = !m->find_unused && nwhole[mi] < 1 + m->stat;
+        nwhole[mi] += ps->whole;
+        ps->usedmap = m->find_unused;
+        ps->present = m->normal;
+        if (!ps->whole && m->nb > 1 && chance(0.12)) {
+          ps->present &= ~(1u << rint_(m->nb));
+          feat(p, "ddp-short-pass");
+        }
+        if (m->normal != (1u << m->nb) - 1 && !ps->whole && chance(0.25)) {
+          ps->present |= 1u << (m->nb - 1);
+          feat(p, "ddp-long-pass");
+        }
+        if (!ps->present) ps->present = 1;
+        ps->step_after = mi == p->nmodel - 1 && (t + 1) % K == 0;
+        if (chance(0.3)) {
+          ps->nf = 1 + rint_(MAXF);
+          for (int f = 0; f < ps->nf; f++) {
+            ps->fpos[f] = rint_(m->nb + 1);
+            draw_foreign(p, m, &ps->foreign[f]);
+          }
+          feat(p, "ddp-foreign");
+        }
+        s->poll = 1;
+      }
+    }
+    p->npass = T;
+  }
+  filter(p, o);
+  /* Features the defects of issues 11 and 12 need, for the report. */
+  for (int c = 0; c < p->ncomm; c++) {
+    unsigned all = (1u << p->W) - 1;
+    if (p->comm[c].nb && p->comm[c].nb != all) feat(p, "nb-mixed");
+    else if (p->comm[c].nb) feat(p, "nb");
+    int first = 1;
+    for (int s = 0; s < p->nstep && first; s++) {
+      const step_t *st = &p->st[s];
+      if (st->kind == ST_PASS && st->p.comm == c) first = 0;
+      for (int i = 0; i < st->n && first; i++)
+        if (st->c[i].comm == c) {
+          first = 0;
+          if (st->kind == ST_GROUP) feat(p, "grouped-first");
+        }
+    }
+  }
+  for (int s = 0; s < p->nstep; s++) {
+    const step_t *st = &p->st[s];
+    for (int i = 0; i < st->n; i++)
+      for (int q = 1; q < p->W; q++)
+        if (st->c[i].dt == ncclFloat32 && st->c[i].stream[q] != st->c[i].stream[0]) {
+          feat(p, "streams-mixed");
+          i = st->n;
+          break;
+        }
+  }
+  for (int s = 0; s < p->nstep; s++)
+    for (int i = 0; i < p->st[s].n; i++)
+      if (accumulable(p, &p->st[s].c[i])) feat(p, ddp_comm(p, p->st[s].c[i].comm) ? "ddp-foreign" : "accum-other-comm");
+  if (p->fault != F_NONE) feat(p, "%s", fault_name[p->fault]);
+  if (p->fault == F_ALLOC_ONE && p->chunk_bytes < (32 << 20)) feat(p, "alloc-one+chunk");
+  if (p->K > 1) feat(p, "accum");
+}
+
+static void filter(prog_t *p, const char *o) {
+  if (!o || !*o) return;
+  char kept[sizeof p->feat] = "", *save = NULL;
+  for (char *t = strtok_r(p->feat, " ", &save); t; t = strtok_r(NULL, " ", &save))
+    if (!off(o, t)) snprintf(kept + strlen(kept), sizeof kept - strlen(kept), "%s%s", kept[0] ? " " : "", t);
+  memcpy(p->feat, kept, sizeof kept);
+  for (int f = 1; f < F_N; f++)
+    if (p->fault == f && off(o, fault_name[f])) {
+      p->fault = F_NONE;
+      if (f == F_PRESCALE_BAD) p->prescale = "1";
+    }
+  if (p->fault == F_ALLOC_ONE && off(o, "alloc-one+chunk")) p->chunk_bytes = 32 << 20;
+  if (off(o, "accum")) p->K = 1;
+  if (off(o, "ddp-two-models")) p->nmodel = p->nmodel > 1 ? 1 : p->nmodel;
+  unsigned all = (1u << p->W) - 1;
+  for (int c = 0; c < p->ncomm; c++)
+    if ((off(o, "nb-mixed") && p->comm[c].nb != all) || off(o, "nb")) p->comm[c].nb = 0;
+  int rewrapped = 0;
+  for (int s = 0; s < p->nstep; s++) {
+    step_t *st = &p->st[s];
+    if (st->kind == ST_PASS && st->p.model == 1 && off(o, "ddp-two-models")) {
+      for (int q = s - 1; q >= 0; q--) /* model 0's pass of this micro-step steps instead */
+        if (p->st[q].kind == ST_PASS) {
+          p->st[q].p.step_after = st->p.step_after;
+          break;
+        }
+      st->kind = ST_NOP;
+    }
+    if (st->kind == ST_PASS && off(o, "ddp-rewrap")) {
+      if (st->p.wrap && st->p.pass > 0) rewrapped = 1;
+      if (rewrapped) {
+        st->p.comm = 0;
+        st->p.wrap = st->p.whole = 0;
+      }
+    }
+    if (st->kind == ST_PASS) {
+      if (off(o, "ddp-foreign")) st->p.nf = 0;
+      if (off(o, "ddp-short-pass") || off(o, "ddp-long-pass")) st->p.present = p->model[st->p.model].normal;
+    }
+    for (int i = 0; i < st->n; i++) {
+      for (int q = 1; q < MAXR && off(o, "streams-mixed"); q++) st->c[i].stream[q] = st->c[i].stream[0];
+      call_t *c = &st->c[i];
+      if (accumulable(p, c) && ((off(o, "ddp-foreign") && ddp_comm(p, c->comm)) || (off(o, "accum-other-comm") && !ddp_comm(p, c->comm))))
+        c->op = ncclMax; /* no longer accumulable */
+    }
+  }
+}
+
+/* ---- launching and describing ----------------------------------------------- */
+static void print_plan(const prog_t *p) {
+  static const char *cz[] = {"off", "fp16", "bf16"};
+  printf("FZ_NP=%d\n", p->W);
+  printf("FZ_SHIM_ENV='NCCLSHIM_COMPRESS=%s NCCLSHIM_MIN_BYTES=%lld NCCLSHIM_FUSE_BYTES=%lld NCCLSHIM_CHUNK_BYTES=%lld "
+         "NCCLSHIM_ACCUM_STEPS=%d NCCLSHIM_PRESCALE=%s NCCLSHIM_DISABLE=%d'\n",
+         cz[p->compress], p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->K, p->prescale, p->disable);
+  printf("FZ_HOST_ENV='%s'\n", p->fault == F_FAIL_CALL ? "HOSTNCCL_FAIL_CALL=" : p->fault == F_FAIL_GROUP_END ? "HOSTNCCL_FAIL_GROUP_END=" : "");
+  if (p->fault == F_FAIL_CALL || p->fault == F_FAIL_GROUP_END) printf("FZ_HOST_ENV=\"${FZ_HOST_ENV}%ld\"\n", p->fn);
+  for (int r = 0; r < p->W; r++) {
+    const char *v = "";
+    char buf[64] = "";
+    if (r == p->frank) switch (p->fault) {
+      case F_ALLOC_ONE: snprintf(buf, sizeof buf, "NCCLSHIM_FAULT_ALLOC=%ld", p->fn); v = buf; break;
+      case F_CHECK0_ONE: v = "NCCLSHIM_CHECK_CONFIG=0"; break;
+      case F_BAD_ONE: v = "NCCLSHIM_COMPRESS=fp61"; break;
+      case F_DIFF_ONE: v = "NCCLSHIM_FUSE_BYTES=4096"; break;
+      default: break;
+      }
+    printf("FZ_RANK_ENV_%d='%s'\n", r, v);
+  }
+  printf("FZ_FEATURES='%s'\n", p->feat);
+}
+
+static void describe_call(const prog_t *p, const call_t *c, char *o, size_t n) {
+  int k = snprintf(o, n, "%s c%d %s %s n=%zu %s %s streams[", c->kind == K_AR ? "allreduce" : "reducescatter", c->comm,
+                   dt_name(c->dt), op_name(c->op), c->count, c->inplace ? "inplace" : "outofplace",
+                   c->exact ? "exact" : "random");
+  for (int r = 0; r < p->W && k > 0 && (size_t)k < n; r++) k += snprintf(o + k, n - (size_t)k, r ? ",%d" : "%d", c->stream[r]);
+  if (k > 0 && (size_t)k < n) k += snprintf(o + k, n - (size_t)k, "]");
+  if (c->open && k > 0 && (size_t)k < n) k += snprintf(o + k, n - (size_t)k, " (opens %d nested)", c->open);
+  if (c->close && k > 0 && (size_t)k < n) snprintf(o + k, n - (size_t)k, " (closes %d)", c->close);
+}
+
+static void describe(const prog_t *p) {
+  printf("seed %llu: %d ranks, shim: compress=%s min_bytes=%lld fuse_bytes=%lld chunk_bytes=%lld accum_steps=%d "
+         "prescale=%s disable=%d; fault: %s",
+         (unsigned long long)p->seed, p->W, p->compress == 0 ? "off" : p->compress == 1 ? "fp16" : "bf16",
+         p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->K, p->prescale, p->disable, fault_name[p->fault]);
+  if (p->fault != F_NONE) printf(" (rank %d, N=%ld)", p->frank, p->fn);
+  printf("\nfeatures: %s\nc0: init over all, nonblocking on ranks mask 0x%x\n", p->feat, p->comm[0].nb);
+  for (int m = 0; m < p->nmodel; m++) {
+    const model_t *md = &p->model[m];
+    printf("model %d: buckets", m);
+    for (int b = 0; b < md->nb; b++) printf(" %zu%s", md->cnt[b], md->normal >> b & 1 ? "" : "(extra)");
+    printf(" floats, op %s%s%s\n", md->avg ? "avg (no pre-division)" : "sum of grad/W", md->find_unused ? ", find_unused (used-map)" : "",
+           md->stat ? ", static_graph (two whole-model passes)" : "");
+  }
+  char line[512];
+  for (int s = 0; s < p->nstep; s++) {
+    const step_t *st = &p->st[s];
+    if (st->kind == ST_NOP) continue;
+    printf("step %d%s: ", s, st->poll ? "" : " (no poll after)");
+    if (st->kind == ST_NEWCOMM) {
+      const comm_t *c = &p->comm[st->comm];
+      printf("new communicator c%d: %s, %s, nonblocking on ranks mask 0x%x\n", st->comm,
+             c->how == 0 ? "init over all" : c->how == 1 ? "ncclCommSplit of c0" : "init over colour groups",
+             c->colors == 1 ? "all ranks" : "colour rank%2", c->nb);
+    } else if (st->kind == ST_PASS) {
+      const pass_t *ps = &st->p;
+      printf("ddp pass %d model %d on c%d%s%s buckets 0x%x%s%s", ps->pass, ps->model, ps->comm, ps->wrap ? " (wrapped)" : "",
+             ps->whole ? " whole-model" : "", ps->present, ps->usedmap ? " +used-map" : "",
+             ps->step_after ? " then optimizer step" : "");
+      for (int f = 0; f < ps->nf; f++) {
+        describe_call(p, &ps->foreign[f], line, sizeof line);
+        printf("; foreign before bucket %d: %s", ps->fpos[f], line);
+      }
+      printf("\n");
+    } else {
+      printf("%s", st->kind == ST_GROUP ? "group {" : "");
+      for (int i = 0; i < st->n; i++) {
+        describe_call(p, &st->c[i], line, sizeof line);
+        printf("%s%s", i ? "; " : " ", line);
+      }
+      printf("%s\n", st->kind == ST_GROUP ? " }" : "");
+    }
+  }
+}
+
+/* ---- values ----------------------------------------------------------------- */
+static uint64_t hv(uint64_t seed, uint32_t uid, int r, size_t i) {
+  return mix64(mix64(seed ^ ((uint64_t)uid << 20) ^ ((uint64_t)(unsigned)r << 56)) ^ (i * 0xd6e8feb86659fd93ull));
+}
+
+/* Element i of rank r's input of call c, as a double (exact in every type). */
+static double in_val(uint64_t seed, const call_t *c, int r, size_t i) {
+  uint64_t h = hv(seed, c->uid, r, i);
+  if (c->op == ncclProd) {
+    static const double pv[] = {1, -1, 2, 0.5};
+    double v = pv[h % 4];
+    return dt_float(c->dt) ? v : v == 0.5 ? 1 : (c->dt == ncclUint8 || c->dt == ncclUint32 || c->dt == ncclUint64) && v < 0 ? 1 : v;
+  }
+  if (!dt_float(c->dt)) {
+    int s = c->dt == ncclInt8 || c->dt == ncclInt32 || c->dt == ncclInt64;
+    return s ? (double)((int)(h % 7) - 3) : (double)(h % 5);
+  }
+  if (c->exact) return (double)((int)(h % 17) - 8) * 0.25;
+  double m = 1.0 + (double)((h >> 11) & 0x7fffff) * 0x1.0p-23;
+  return (h & 1 ? -m : m) * ldexp(1, -(int)((h >> 40) % 4));
+}
+
+static uint16_t f2h(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, m = x & 0x7fffff;
+  int e = (int)((x >> 23) & 0xff);
+  if (e == 0xff) return (uint16_t)(sign | 0x7c00 | (m ? 0x200 : 0));
+  e = e - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)sign;
+    m |= 0x800000;
+    int sh = 14 - e;
+    uint32_t hm = m >> sh, rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
+    if (rem > half || (rem == half && (hm & 1))) hm++;
+    return (uint16_t)(sign | hm);
+  }
+  uint32_t hm = m >> 13, rem = m & 0x1fff;
+  uint32_t h = sign | ((uint32_t)e << 10) | hm;
+  if (rem > 0x1000 || (rem == 0x1000 && (hm & 1))) h++;
+  return (uint16_t)h;
+}
+
+static uint16_t f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+static void store(int dt, void *p, size_t i, double v) {
+  switch (dt) {
+  case ncclInt8: ((int8_t *)p)[i] = (int8_t)v; break;
+  case ncclUint8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  case ncclInt32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case ncclUint32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+  case ncclInt64: ((int64_t *)p)[i] = (int64_t)v; break;
+  case ncclUint64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+  case ncclFloat16: ((uint16_t *)p)[i] = f2h((float)v); break;
+  case ncclBfloat16: ((uint16_t *)p)[i] = f2bf((float)v); break;
+  case ncclFloat32: ((float *)p)[i] = (float)v; break;
+  default: ((double *)p)[i] = v; break;
+  }
+}
+
+/* ---- the run ------------------------------------------------------------------- */
+static prog_t P;
+static int wr, W, half, me, twin; /* half 0: plain NCCL, 1: the shim */
+static MPI_Comm hm, tw; /* this half; twins (a duplicate of the world) */
+static ncclComm_t nc[MAXC];
+static int failures;
+static char where[256] = "start", doing[160] = "";
+
+#define FAIL(...)                                                                            \
+  do {                                                                                       \
+    char m_[600];                                                                            \
+    snprintf(m_, sizeof m_, __VA_ARGS__);                                                    \
+    if (failures++ < 12)                                                                     \
+      fprintf(stderr, "FUZZ FAIL seed %llu %s rank %d at %s: %s\n", (unsigned long long)P.seed, \
+              half ? "shim" : "plain", me, where, m_);                                       \
+  } while (0)
+
+static void on_alarm(int sig) {
+  (void)sig;
+  char m[400];
+  int n = snprintf(m, sizeof m, "FUZZ HANG seed %llu %s rank %d: still at %s, %s\n", (unsigned long long)P.seed,
+                   half ? "shim" : "plain", me, where, doing);
+  if (n > 0) (void)!write(2, m, (size_t)n);
+  _exit(124);
+}
+
+static int nb_here(int comm) { return (int)(P.comm[comm].nb >> me & 1); }
+
+static int is_err(ncclResult_t r) { return r != ncclSuccess && r != ncclInProgress; }
+static ncclResult_t combine(ncclResult_t a, ncclResult_t b) {
+  if (is_err(a)) return a;
+  if (is_err(b)) return b;
+  return a == ncclInProgress || b == ncclInProgress ? ncclInProgress : ncclSuccess;
+}
+
+static ncclResult_t poll_comm(int comm) {
+  ncclResult_t e = ncclInProgress;
+  long spins = 0;
+  snprintf(doing, sizeof doing, "polling c%d (ncclCommGetAsyncError)", comm);
+  while (e == ncclInProgress) {
+    ncclResult_t r = ncclCommGetAsyncError(nc[comm], &e);
+    if (r != ncclSuccess) return r;
+    if (++spins % 64 == 0) usleep(100);
+  }
+  return e;
+}
+
+/* A host NCCL mismatch report in this thread's last error. */
+static char last_seen[512];
+static void host_mismatch_check(int comm, ncclResult_t code) {
+  if (code != ncclInvalidUsage) return;
+  const char *e = ncclGetLastError(nc[comm]);
+  if (e && strstr(e, "called different collectives") && strcmp(e, last_seen)) {
+    FAIL("the host NCCL reported a mismatch: %s", e);
+    snprintf(last_seen, sizeof last_seen, "%s", e);
+  }
+}
+
+static void make_comm(int k) {
+  const comm_t *c = &P.comm[k];
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = nb_here(k) ? 0 : 1;
+  int color = c->colors == 1 ? 0 : me % 2;
+  snprintf(where, sizeof where, "creating communicator c%d", k);
+  if (c->how == 1) {
+    ncclResult_t r = ncclCommSplit(nc[0], color, me, &nc[k], &cfg);
+    if (r == ncclInProgress) r = poll_comm(k);
+    if (r != ncclSuccess) {
+      fprintf(stderr, "fuzz: ncclCommSplit -> %d\n", (int)r);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return;
+  }
+  MPI_Comm sub;
+  MPI_Comm_split(hm, color, me, &sub);
+  int r, n;
+  MPI_Comm_rank(sub, &r);
+  MPI_Comm_size(sub, &n);
+  ncclUniqueId id;
+  if (r == 0 && ncclGetUniqueId(&id) != ncclSuccess) MPI_Abort(MPI_COMM_WORLD, 2);
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, sub);
+  ncclResult_t res = ncclCommInitRankConfig(&nc[k], n, id, r, &cfg);
+  if (res == ncclInProgress) res = poll_comm(k);
+  if (res != ncclSuccess) {
+    fprintf(stderr, "fuzz: ncclCommInitRankConfig -> %d\n", (int)res);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Comm_free(&sub);
+}
+
+/* Issued, not yet checked. */
+typedef struct {
+  const call_t *c;  /* NULL: a DDP bucket (codes only; the optimizer step checks values) */
+  int comm, model;
+  void *send, *recv;
+  size_t rbytes;
+  ncclResult_t code;
+  ncclRedOp_t op;
+  int created;
+  char what[80];
+} pend_t;
+#define MAXPEND 256
+static pend_t pend[MAXPEND];
+static int npend;
+static void **keep; /* buffers are never freed before the end: no address is reused */
+static size_t nkeep, capkeep;
+
+static void *xalloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 64);
+  if (!p) MPI_Abort(MPI_COMM_WORLD, 2);
+  if (nkeep == capkeep) {
+    capkeep = capkeep ? 2 * capkeep : 256;
+    keep = realloc(keep, capkeep * sizeof *keep);
+    if (!keep) MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  keep[nkeep++] = p;
+  return p;
+}
+
+static size_t send_count(const call_t *c) {
+  int n = members(&P, c->comm, me, NULL);
+  return c->kind == K_RS ? c->count * (size_t)n : c->count;
+}
+
+static void check_point(int *tainted);
+static int tainted[2];
+
+static ncclResult_t issue_call(const call_t *c) {
+  pend_t *e = &pend[npend++];
+  memset(e, 0, sizeof *e);
+  e->c = c;
+  e->comm = c->comm;
+  int rin = 0;
+  members(&P, c->comm, me, &rin);
+  size_t es = dt_size(c->dt), sc = send_count(c);
+  e->rbytes = c->count * es;
+  e->send = xalloc(sc * es);
+  for (size_t i = 0; i < sc; i++) store(c->dt, e->send, i, in_val(P.seed, c, me, i));
+  if (c->inplace) e->recv = (char *)e->send + (c->kind == K_RS ? (size_t)rin * e->rbytes : 0);
+  else {
+    e->recv = xalloc(e->rbytes);
+    memset(e->recv, 0xa5, e->rbytes);
+  }
+  e->op = (ncclRedOp_t)c->op;
+  if (c->op == OP_PREMUL) {
+    char scalar[8];
+    store(c->dt, scalar, 0, 2.0);
+    ncclResult_t r = ncclRedOpCreatePreMulSum(&e->op, scalar, (ncclDataType_t)c->dt, ncclScalarHostImmediate, nc[c->comm]);
+    if (r != ncclSuccess) {
+      e->code = r;
+      return r;
+    }
+    e->created = 1;
+  }
+  cudaStream_t s = (cudaStream_t)(uintptr_t)c->stream[me];
+  snprintf(doing, sizeof doing, "in call %u on c%d", c->uid, c->comm);
+  ncclResult_t r = c->kind == K_AR
+                       ? ncclAllReduce(e->send, e->recv, c->count, (ncclDataType_t)c->dt, e->op, nc[c->comm], s)
+                       : ncclReduceScatter(e->send, e->recv, c->count, (ncclDataType_t)c->dt, e->op, nc[c->comm], s);
+  e->code = r;
+  return r;
+}
+
+/* Result codes of one check, from every rank of this half. */
+static void gather_codes(ncclResult_t code, int *codes) {
+  int mine = (int)code;
+  MPI_Allgather(&mine, 1, MPI_INT, codes, 1, MPI_INT, hm);
+}
+
+/* Codes of this rank's communicator members: all equal? any failed? */
+static void code_summary(int comm, const int *codes, int *agree, int *anyfail, char *list, size_t n) {
+  *agree = 1;
+  *anyfail = 0;
+  int first = -1, k = 0;
+  list[0] = 0;
+  for (int q = 0; q < W; q++) {
+    if (P.comm[comm].colors != 1 && q % 2 != me % 2) continue;
+    if (first < 0) first = codes[q];
+    if (codes[q] != first) *agree = 0;
+    if (codes[q] != ncclSuccess) *anyfail = 1;
+    if (k >= 0 && (size_t)k < n) k += snprintf(list + k, n - (size_t)k, "%s%d", k ? "," : "", codes[q]);
+  }
+}
+
+static int all_nan(const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!isnan(x[i])) return 0;
+  return 1;
+}
+
+/* The bound of README: |got - exact| <= (n+1) u sum|x_r| (Sum), (n+2) u sum|x_r| / n (Avg);
+ * u = 2^-11 (fp16), 2^-8 (bf16). */
+static size_t out_of_bound(const call_t *c, const float *got, size_t *first, double *want) {
+  int n = members(&P, c->comm, me, NULL), rin = 0;
+  members(&P, c->comm, me, &rin);
+  double u = P.compress == 2 ? 0x1p-8 : 0x1p-11, coef = c->op == ncclAvg ? n + 2 : n + 1;
+  size_t bad = 0;
+  for (size_t i = 0; i < c->count; i++) {
+    double s = 0, a = 0;
+    size_t j = c->kind == K_RS ? (size_t)rin * c->count + i : i;
+    for (int q = 0; q < W; q++) {
+      if (P.comm[c->comm].colors != 1 && q % 2 != me % 2) continue;
+      double v = in_val(P.seed, c, q, j);
+      s += v;
+      a += fabs(v);
+    }
+    if (c->op == ncclAvg) {
+      s /= n;
+      a /= n;
+    }
+    double pf = atof(P.prescale);
+    if (pf > 0 && pf != 1) a += 0x1p-24 * pf; /* subnormals of the scaled values */
+    if (!(fabs((double)got[i] - s) <= coef * u * a)) {
+      if (!bad) {
+        *first = i;
+        *want = s;
+      }
+      bad++;
+    }
+  }
+  return bad;
+}
+
+static int check_call(pend_t *e, int tag) {
+  const call_t *c = e->c;
+  int codes[MAXR], agree, anyfail;
+  char list[64];
+  snprintf(doing, sizeof doing, "checking %s (waiting for the other ranks of this half, or the twin)", e->what);
+  gather_codes(e->code, codes);
+  code_summary(e->comm, codes, &agree, &anyfail, list, sizeof list);
+  if (is_err(e->code)) host_mismatch_check(e->comm, e->code);
+  if (e->code == ncclInProgress) FAIL("%s: ncclInProgress on a blocking communicator", e->what);
+  if (!c) { /* a DDP bucket: its values are checked at the optimizer step */
+    if (half == 0 ? e->code != ncclSuccess : (!agree && P.fault != F_ALLOC_ONE) || (anyfail && P.fault == F_NONE))
+      FAIL("%s: result codes [%s] (ranks of c%d must agree%s)", e->what, list, e->comm,
+           P.fault == F_NONE ? ", and nothing may fail without an injected fault" : "");
+    return anyfail;
+  }
+  size_t es = dt_size(c->dt);
+  if (!c->inplace) { /* sendbuff untouched */
+    size_t sc = send_count(c), bad = 0;
+    char *want = malloc(sc * es + 1);
+    for (size_t i = 0; i < sc; i++) store(c->dt, want, i, in_val(P.seed, c, me, i));
+    for (size_t i = 0; i < sc && want; i++) bad += memcmp(want + i * es, (char *)e->send + i * es, es) != 0;
+    free(want);
+    if (bad) FAIL("%s: sendbuff changed in %zu of %zu elements", e->what, bad, sc);
+  }
+  if (half == 0) {
+    if (e->code != ncclSuccess) FAIL("%s: the plain run failed with %d (the fuzzer or the host NCCL is wrong)", e->what, (int)e->code);
+    MPI_Send(e->recv, (int)e->rbytes, MPI_BYTE, twin, tag, tw);
+    return anyfail;
+  }
+  unsigned char *ref = malloc(e->rbytes + 1);
+  MPI_Recv(ref, (int)e->rbytes, MPI_BYTE, twin, tag, tw, MPI_STATUS_IGNORE);
+  if (P.fault != F_ALLOC_ONE && !agree) FAIL("%s: result codes differ between the ranks of c%d: [%s]", e->what, e->comm, list);
+  if (e->code != ncclSuccess) {
+    if (P.fault == F_NONE) FAIL("%s: failed with %d (%s) although no fault was injected", e->what, (int)e->code, ncclGetErrorString(e->code));
+    free(ref);
+    return anyfail;
+  }
+  /* Bit for bit: everything the shim never transforms, inputs exact in
+   * the wire type (Avg only over a power-of-two rank count), and all of it
+   * when nothing is transformed. */
+  int n = members(&P, c->comm, me, NULL);
+  int bitwise = c->kind == K_RS || c->dt != ncclFloat32 || (c->op != ncclSum && c->op != ncclAvg) || P.disable ||
+                P.compress == 0 || (c->exact && (c->op == ncclSum || (n & (n - 1)) == 0));
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < c->count; i++)
+    if (memcmp(ref + i * es, (char *)e->recv + i * es, es)) {
+      if (!bad) first = i;
+      bad++;
+    }
+  if (bad && P.fault == F_ALLOC_ONE && c->dt == ncclFloat32 && anyfail && all_nan(e->recv, c->count)) bad = 0; /* poisoned */
+  if (bad && !bitwise) {
+    double want = 0;
+    bad = out_of_bound(c, e->recv, &first, &want);
+    if (bad)
+      FAIL("%s: %zu of %zu elements beyond the bound, first [%zu] = %.9g, exact %.9g (plain %.9g)", e->what, bad,
+           c->count, first, ((float *)e->recv)[first], want, ((float *)ref)[first]);
+  } else if (bad) {
+    char g[32] = "", w[32] = "";
+    if (c->dt == ncclFloat32) {
+      snprintf(g, sizeof g, " = %.9g", ((float *)e->recv)[first]);
+      snprintf(w, sizeof w, " %.9g", ((float *)ref)[first]);
+    }
+    FAIL("%s: %zu of %zu elements differ from plain NCCL, first [%zu]%s, plain%s%s", e->what, bad, c->count, first, g,
+         w, anyfail ? " (a rank failed this call: NaN was expected everywhere)" : "");
+  }
+  free(ref);
+  return anyfail;
+}
+
+static int check_tag;
+
+/* A check point: wait for every nonblocking communicator in use, then check
+ * every pending call in issue order. The same points on every rank and in
+ * both halves, whatever the calls returned. */
+static void check_point(int *tainted) {
+  int used[MAXC] = {0};
+  for (int i = 0; i < npend; i++) used[pend[i].comm] = 1;
+  for (int k = 0; k < P.ncomm; k++) {
+    if (!used[k] || !nb_here(k)) continue;
+    ncclResult_t e = poll_comm(k);
+    for (int i = 0; i < npend; i++)
+      if (pend[i].comm == k && !is_err(pend[i].code)) pend[i].code = e;
+  }
+  for (int i = 0; i < npend; i++) {
+    pend_t *e = &pend[i];
+    if (e->c) {
+      char d[256];
+      describe_call(&P, e->c, d, sizeof d);
+      snprintf(e->what, sizeof e->what, "call %u (%.60s)", e->c->uid, d);
+    }
+    if (check_call(e, ++check_tag) && !e->c) tainted[e->model] = 1;
+    if (e->created) ncclRedOpDestroy(e->op, nc[e->comm]);
+  }
+  npend = 0;
+}
+
+/* One step of ordinary collectives. */
+static void run_calls(const step_t *s) {
+  if (s->kind == ST_CALL) {
+    issue_call(&s->c[0]);
+    return;
+  }
+  int first = npend;
+  ncclResult_t g = ncclGroupStart();
+  for (int i = 0; i < s->n; i++) {
+    const call_t *c = &s->c[i];
+    for (int o = 0; o < c->open; o++) g = combine(g, ncclGroupStart());
+    issue_call(c);
+    for (int o = 0; o < c->close; o++) g = combine(g, ncclGroupEnd());
+  }
+  snprintf(doing, sizeof doing, "in the outermost ncclGroupEnd");
+  g = combine(g, ncclGroupEnd());
+  for (int i = first; i < npend; i++) pend[i].code = combine(pend[i].code, g);
+}
+
+/* ---- DDP ------------------------------------------------------------------------- */
+typedef struct {
+  float *grad[MAXB], *bucket[MAXB], *whole;
+  double *ref[MAXB];
+  unsigned last_present;
+  size_t total;
+} ddp_t;
+static ddp_t D[2];
+static float grad_val(int m, int b, int pass, int r, size_t i) {
+  uint64_t h = hv(P.seed, 0x800000u | (uint32_t)(m << 16 | b << 8), r, i + (size_t)pass * 0x100000);
+  return (float)((int)(h % 5) - 2) * 0.5f;
+}
+
+static void run_pass(const pass_t *ps) {
+  model_t *m = &P.model[ps->model];
+  ddp_t *d = &D[ps->model];
+  int Wc = members(&P, ps->comm, me, NULL);
+  if (ps->wrap) { /* DDP (re)built: new persistent buffers */
+    d->total = 0;
+    for (int b = 0; b < m->nb; b++) {
+      if (!d->grad[b]) {
+        d->grad[b] = calloc(m->cnt[b], sizeof(float));
+        d->ref[b] = calloc(m->cnt[b], sizeof(double));
+      }
+      d->bucket[b] = xalloc(m->cnt[b] * sizeof(float));
+      d->total += m->cnt[b];
+    }
+    d->whole = xalloc(d->total * sizeof(float));
+  }
+  cudaStream_t st = (cudaStream_t)(uintptr_t)7;
+  ncclRedOp_t op = m->avg ? ncclAvg : ncclSum;
+  for (int b = 0; b < m->nb; b++) {
+    if (!(ps->present >> b & 1)) continue;
+    for (size_t i = 0; i < m->cnt[b]; i++) {
+      d->grad[b][i] += grad_val(ps->model, b, ps->pass, me, i);
+      if (half == 0) {
+        double s = 0;
+        for (int q = 0; q < W; q++) s += grad_val(ps->model, b, ps->pass, q, i);
+        d->ref[b][i] += s / Wc;
+      }
+    }
+  }
+  float div = m->avg ? 1.0f : (float)Wc;
+  int ip = 0;
+  for (int b = 0; b <= m->nb; b++) {
+    for (int f = 0; f < ps->nf; f++)
+      if (ps->fpos[f] == b) issue_call(&ps->foreign[f]);
+    if (b == m->nb) break;
+    if (!(ps->present >> b & 1)) continue;
+    float *dst = ps->whole ? d->whole + ip : d->bucket[b];
+    for (size_t i = 0; i < m->cnt[b]; i++) dst[i] = d->grad[b][i] / div;
+    ip += (int)m->cnt[b];
+    if (ps->whole) continue;
+    pend_t *e = &pend[npend++];
+    memset(e, 0, sizeof *e);
+    e->comm = ps->comm;
+    e->model = ps->model;
+    snprintf(e->what, sizeof e->what, "ddp pass %d model %d bucket %d (%zu floats)", ps->pass, ps->model, b, m->cnt[b]);
+    snprintf(doing, sizeof doing, "in %s", e->what);
+    e->code = ncclAllReduce(d->bucket[b], d->bucket[b], m->cnt[b], ncclFloat32, op, nc[ps->comm], st);
+  }
+  if (ps->whole) {
+    pend_t *e = &pend[npend++];
+    memset(e, 0, sizeof *e);
+    e->comm = ps->comm;
+    e->model = ps->model;
+    snprintf(e->what, sizeof e->what, "ddp pass %d model %d whole-model bucket (%d floats)", ps->pass, ps->model, ip);
+    snprintf(doing, sizeof doing, "in %s", e->what);
+    e->code = ncclAllReduce(d->whole, d->whole, (size_t)ip, ncclFloat32, op, nc[ps->comm], st);
+  }
+  if (ps->usedmap) { /* find_unused_parameters: an int32 Sum of the used-map */
+    static call_t um[MAXS];
+    call_t *c = &um[ps->pass % MAXS];
+    memset(c, 0, sizeof *c);
+    c->uid = 0x400000u + (uint32_t)ps->pass * 4 + (uint32_t)ps->model;
+    c->comm = ps->comm;
+    c->count = 54;
+    c->dt = ncclInt32;
+    c->op = ncclSum;
+    c->exact = 1;
+    c->stream[me] = 7;
+    issue_call(c);
+  }
+  check_point(tainted);
+  ip = 0;
+  for (int b = 0; b < m->nb; b++) { /* copied back into param.grad */
+    if (!(ps->present >> b & 1)) continue;
+    const float *src = ps->whole ? d->whole + ip : d->bucket[b];
+    memcpy(d->grad[b], src, m->cnt[b] * sizeof(float));
+    ip += (int)m->cnt[b];
+  }
+  d->last_present = ps->present;
+}
+
+/* optimizer.step(): every gradient of a bucket the last pass reduced equals
+ * the synced reference (plain twin), which equals the exact sum; then zero_grad. */
+static void optimizer_step(int pass) {
+  for (int mi = 0; mi < P.nmodel; mi++) {
+    model_t *m = &P.model[mi];
+    ddp_t *d = &D[mi];
+    for (int b = 0; b < m->nb; b++) {
+      if (!d->grad[b]) continue;
+      size_t n = m->cnt[b];
+      if (d->last_present >> b & 1) {
+        snprintf(where, sizeof where, "optimizer step after micro-step %d, model %d bucket %d", pass, mi, b);
+        if (half == 0) {
+          size_t bad = 0;
+          for (size_t i = 0; i < n; i++) bad += d->grad[b][i] != (float)d->ref[b][i];
+          if (bad) FAIL("the plain run's gradient differs from the exact sum in %zu of %zu elements (fuzzer bug)", bad, n);
+          MPI_Send(d->grad[b], (int)(n * 4), MPI_BYTE, twin, ++check_tag, tw);
+        } else {
+          float *ref = malloc(n * 4);
+          MPI_Recv(ref, (int)(n * 4), MPI_BYTE, twin, ++check_tag, tw, MPI_STATUS_IGNORE);
+          size_t bad = 0, first = 0;
+          for (size_t i = 0; i < n; i++)
+            if (memcmp(&ref[i], &d->grad[b][i], 4)) {
+              if (!bad) first = i;
+              bad++;
+            }
+          if (bad && !tainted[mi])
+            FAIL("gradient differs from the synced (no_sync) reference in %zu of %zu elements, first [%zu] = %.9g, "
+                 "reference %.9g: a pass before this optimizer step was answered locally",
+                 bad, n, first, d->grad[b][first], ref[first]);
+          free(ref);
+        }
+      }
+      memset(d->grad[b], 0, n * sizeof(float));
+      memset(d->ref[b], 0, n * sizeof(double));
+    }
+    tainted[mi] = 0;
+  }
+}
+
+static int run(double timeout) {
+  int ws;
+  MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+  MPI_Comm_size(MPI_COMM_WORLD, &ws);
+  W = ws / 2;
+  half = wr >= W;
+  me = wr % (W ? W : 1);
+  twin = half ? wr - W : wr + W;
+  int shim = dlsym(RTLD_DEFAULT, "ncclshim_get_stats") != NULL;
+  if (ws != 2 * P.W || shim != half) {
+    fprintf(stderr, "fuzz: seed %llu needs %d plain ranks then %d with the shim preloaded (got %d ranks, shim %s on rank %d)\n",
+            (unsigned long long)P.seed, P.W, P.W, ws, shim ? "loaded" : "absent", wr);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  signal(SIGALRM, on_alarm);
+  alarm((unsigned)timeout + (half ? 0 : 3)); /* the shim's half reports first */
+  MPI_Comm_split(MPI_COMM_WORLD, half, me, &hm);
+  MPI_Comm_dup(MPI_COMM_WORLD, &tw);
+  make_comm(0);
+  for (int s = 0; s < P.nstep; s++) {
+    const step_t *st = &P.st[s];
+    snprintf(where, sizeof where, "step %d", s);
+    if (npend > MAXPEND - 3 * MAXG) check_point(tainted); /* depends on the program only */
+    if (st->kind == ST_NEWCOMM) {
+      check_point(tainted);
+      snprintf(doing, sizeof doing, "creating c%d", st->comm);
+      make_comm(st->comm);
+    } else if (st->kind == ST_PASS) {
+      check_point(tainted);
+      snprintf(where, sizeof where, "step %d (ddp pass %d model %d)", s, st->p.pass, st->p.model);
+      run_pass(&st->p);
+      if (st->p.step_after) optimizer_step(st->p.pass);
+    } else if (st->kind != ST_NOP) {
+      run_calls(st);
+      if (st->poll) check_point(tainted);
+    }
+  }
+  snprintf(where, sizeof where, "the end");
+  check_point(tainted);
+  for (int k = 0; k < P.ncomm; k++) ncclCommDestroy(nc[k]);
+  alarm(0);
+  if (half == 1) {
+    ncclshim_stats_t st;
+    memset(&st, 0, sizeof st);
+    int (*get)(ncclshim_stats_t *);
+    *(void **)&get = dlsym(RTLD_DEFAULT, "ncclshim_get_stats");
+    if (get) get(&st);
+    if (me == 0)
+      printf("seed %llu: rank 0 with the shim: %llu calls, %llu compressed, %llu fused, %llu skipped, %llu passthrough, %llu real\n",
+             (unsigned long long)P.seed, (unsigned long long)st.calls, (unsigned long long)st.compressed,
+             (unsigned long long)st.fused, (unsigned long long)st.skipped, (unsigned long long)st.passthrough,
+             (unsigned long long)st.real_calls);
+  }
+  for (size_t i = 0; i < nkeep; i++) free(keep[i]);
+  int mine = failures, any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return any ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  uint64_t seed = 1;
+  int plan = 0, desc = 0;
+  const char *offs = "";
+  double timeout = 50;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--plan")) plan = 1;
+    else if (!strcmp(argv[i], "--describe")) desc = 1;
+    else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--off") && i + 1 < argc) offs = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s --seed N [--off CLASS,...] [--plan | --describe | --timeout S]\n", argv[0]);
+      return 2;
+    }
+  }
+  draw_program(&P, seed, offs);
+  if (plan) print_plan(&P);
+  if (desc) describe(&P);
+  if (plan || desc) return 0;
+  int provided;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rc = run(timeout);
+  MPI_Finalize();
+  return rc;
+}
