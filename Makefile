@@ -28,6 +28,16 @@ ifeq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
   endif
 endif
 NVCC ?= $(if $(NVCC_PATH),$(NVCC_PATH),$(wildcard $(CUDA_HOME)/bin/nvcc))
+# cuda.h (types and prototypes only: libcuda is dlopen'ed): the toolkit's, else
+# the one pip PyTorch's CUDA wheels bring (nvidia/cu13/include, or the CUDA 12
+# wheels' nvidia/cuda_runtime/include).
+CUDA_INC ?= $(CUDA_HOME)/include
+ifeq ($(wildcard $(CUDA_INC)/cuda.h),)
+  PY_CUDA_INC := $(shell python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "include") for p in nvidia.__path__ for d in ("cu13", "cuda_runtime")))' 2>/dev/null)
+  ifneq ($(firstword $(wildcard $(addsuffix /cuda.h,$(PY_CUDA_INC)))),)
+    CUDA_INC := $(patsubst %/cuda.h,%,$(firstword $(wildcard $(addsuffix /cuda.h,$(PY_CUDA_INC)))))
+  endif
+endif
 
 # B: build directory; SAN=1 builds everything with ASan+UBSan into build-san.
 SAN ?=
@@ -48,7 +58,7 @@ MPICC   ?= mpicc
 OPT     ?= -O2
 WARN    := -Wall -Wextra -Werror
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SANFLAGS) -D_GNU_SOURCE
-NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_HOME)/include
+NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_INC)
 # The shim's folders, one concern each (shim/module.mk).
 SHIM_DIRS := shim shim/accum shim/backend shim/coll shim/log shim/misc
 SHIM_INC := $(addprefix -I,$(SHIM_DIRS))

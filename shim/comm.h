@@ -28,6 +28,7 @@ typedef struct nsc_comm {
   int nonblocking;         /* a real call answered ncclInProgress: no pipelining */
   int fuse_grow;           /* a fused buffer did not fit: settle after the group */
   int check_queued;        /* a check waits for the end of the current group */
+  int untouched;           /* some rank cannot run the kernels: forward every call */
   char mismatch_msg[256];
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;

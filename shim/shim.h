@@ -26,7 +26,7 @@ ncclResult_t nsc_check_comm(struct nsc_comm *c, const nsc_backend *be, nsc_strea
 ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
 /* An ncclInt64 Max all-reduce of n values on a private buffer and stream,
  * waited for (the shim's own agreements between ranks, never the caller's data). */
-ncclResult_t nsc_exchange_max(struct nsc_comm *c, const nsc_backend *be, int64_t *vals, int n);
+ncclResult_t nsc_exchange_max(struct nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n);
 /* After the outermost group end: reset the communicator's per-group fusion
  * counts and, when grow (the group succeeded) and a fused buffer did not fit,
  * grow the fusion block by agreement of all ranks. */

@@ -9,11 +9,22 @@
  *
  * The size limit is checked against the logical need, which depends only on
  * the sequence of calls on this communicator, so every rank fails the same
- * call when the limit is exceeded. Callers hold the communicator's lock. */
+ * call when the limit is exceeded.
+ *
+ * Arenas are keyed by (backend, stream handle), and for CU_STREAM_PER_THREAD
+ * (one handle, a different stream on every thread) by the calling thread too.
+ *
+ * Locking: the staging has a lock of its own and never calls the backend's
+ * alloc/release while holding it, so callers must not hold the communicator's
+ * lock around the calls that allocate (get, fuse_reserve, fuse_settle): the
+ * watchdog's poll and abort paths need that lock, and an allocation (on a GPU:
+ * cuMemAllocAsync from the device's default pool, which PyTorch's caching
+ * allocator does not see) must never keep them waiting. */
 #ifndef NSC_STAGING_H
 #define NSC_STAGING_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 
@@ -25,6 +36,7 @@ typedef struct nsc_block {
 
 typedef struct nsc_arena {
   nsc_stream stream;
+  uintptr_t thread; /* the owning thread for CU_STREAM_PER_THREAD, else 0 */
   const nsc_backend *be;
   nsc_block *blocks; /* first = current; further ones only while live > 0 */
   size_t used;       /* bytes handed out in the current block */
@@ -46,6 +58,8 @@ typedef struct nsc_arena {
 
 typedef struct {
   nsc_arena *arenas;
+  int lock;             /* a spin lock (zero = free): held for a few field updates only */
+  uint64_t failed;      /* allocations that failed (faults included) */
 } nsc_staging;
 
 enum { NSC_STAGING_OK = 0, NSC_STAGING_LIMIT = -1, NSC_STAGING_NOMEM = -2 };
@@ -68,7 +82,7 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
  * new block replaces the old one, else fusion is disabled on that stream (on
  * every rank alike). Resets the per-group counts of every arena. Returns the
  * number of arenas that were grown. */
-int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, void *arg),
+int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, nsc_stream s, void *arg),
                             void *arg);
 /* At a communicator's first call: allocate an initial fusion block for
  * stream s (returns 1 if this rank got it); nsc_staging_fuse_agreed() then

@@ -19,7 +19,7 @@
 #include "real.h"
 #include "shim.h"
 
-static void banner(const nsc_comm *c) {
+static void banner(const nsc_comm *c, const nsc_backend *be) {
   if (!nsc_g.cfg.banner || c->rank != 0) return;
   char settings[512] = "";
   size_t n = 0;
@@ -31,9 +31,11 @@ static void banner(const nsc_comm *c) {
     n += (size_t)snprintf(settings + n, sizeof settings - n, " %s=%s", row->env + 9, v);
   }
   int v = nsc_g.nccl_version;
-  nsc_info("ncclshim %s active on communicator %p (%d ranks): NCCL %d.%d.%d via %s;%s",
+  nsc_info("ncclshim %s active on communicator %p (%d ranks): NCCL %d.%d.%d via %s; casts: %s%s;%s",
            NCCLSHIM_VERSION_STRING, (void *)c->comm, c->nranks, v / 10000, (v / 100) % 100, v % 100,
-           nsc_real.how ? nsc_real.how : "?", settings);
+           nsc_real.how ? nsc_real.how : "?", be->name, c->untouched ? " (unusable: calls untouched)" : "",
+           settings);
+  if (be != &nsc_backend_host) nsc_info("ncclshim CUDA kernels: %s", be->kernels());
 }
 
 ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
@@ -47,11 +49,14 @@ ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
   return e;
 }
 
-ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, int64_t *vals, int n) {
+/* On the private stream of the caller's stream's context (the communicator's
+ * device, whatever context is current); the result is read by polling, never
+ * by synchronising. */
+ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n) {
   size_t bytes = (size_t)n * sizeof *vals;
   void *buf = NULL;
   nsc_stream s = NULL;
-  if (be->oob_begin(vals, bytes, &buf, &s)) {
+  if (be->oob_begin(caller, vals, bytes, &buf, &s)) {
     nsc_warn("configuration check on communicator %p: no buffer (%s)", (void *)c->comm, nsc_backend_error());
     return ncclSystemError;
   }
@@ -61,8 +66,23 @@ ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, int64_t *vals,
     c->nonblocking = 1;
     r = nsc_wait_nonblocking(c->comm);
   }
-  if (be->oob_end(buf, s, vals, bytes) && r == ncclSuccess) r = ncclSystemError;
+  if (be->oob_end(buf, s, vals, bytes, 1) != 1 && r == ncclSuccess) r = ncclSystemError;
   return r;
+}
+
+/* Kernels that cannot run on some rank (a driver older than the fatbin, no
+ * NVRTC, ...): every rank forwards this communicator's calls untouched,
+ * agreed in the check so no rank transforms alone. One message per rank
+ * that lacks them, one from rank 0 otherwise. */
+static void untouched_if(nsc_comm *c, const nsc_backend *be, int usable, int any_unusable) {
+  if (!any_unusable) return;
+  c->untouched = 1;
+  if (!usable)
+    nsc_warn("rank %d cannot run the CUDA kernels (%s): communicator %p forwards every call untouched on "
+             "every rank", c->rank, nsc_backend_error(), (void *)c->comm);
+  else if (c->rank == 0)
+    nsc_warn("a rank cannot run the CUDA kernels: communicator %p forwards every call untouched", (void *)c->comm);
+  (void)be;
 }
 
 ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
@@ -75,7 +95,9 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   nsc_log_comm_open(&c->log, (uint64_t)(uintptr_t)c->comm, r, n);
   if (!nsc_g.cfg.check_config) {
     c->checked = 1;
-    banner(c);
+    int usable = be->usable(s);
+    untouched_if(c, be, usable, !usable); /* unchecked: this rank's own view */
+    banner(c, be);
     return ncclSuccess;
   }
   /* The same exchange agrees on an initial fusion block for this stream:
@@ -84,19 +106,20 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   if (fuse0 > ((size_t)4 << 20)) fuse0 = (size_t)4 << 20;
   if (fuse0 > (size_t)nsc_g.cfg.max_staging_bytes) fuse0 = (size_t)nsc_g.cfg.max_staging_bytes;
   int want_fuse = nsc_g.cfg.compress != NSC_COMPRESS_OFF && fuse0 > 0;
-  int64_t vals[2 * NSC_CFG_COUNT + 1];
+  /* [hashes][-hashes][fusion block missing][kernels unusable] */
+  int64_t vals[2 * NSC_CFG_COUNT + 2];
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
     vals[i] = nsc_config_row_hash(&nsc_g.cfg, i);
     vals[NSC_CFG_COUNT + i] = -vals[i];
   }
   int got = 1;
   if (want_fuse) {
-    pthread_mutex_lock(&c->lock);
-    got = nsc_staging_fuse_reserve(&c->staging, be, s, fuse0);
-    pthread_mutex_unlock(&c->lock);
+    got = nsc_staging_fuse_reserve(&c->staging, be, s, fuse0); /* allocates: not under c->lock */
   }
   vals[2 * NSC_CFG_COUNT] = got ? 0 : 1;
-  ncclResult_t res = nsc_exchange_max(c, be, vals, 2 * NSC_CFG_COUNT + 1);
+  int usable = be->usable(s);
+  vals[2 * NSC_CFG_COUNT + 1] = usable ? 0 : 1;
+  ncclResult_t res = nsc_exchange_max(c, be, s, vals, 2 * NSC_CFG_COUNT + 2);
   if (want_fuse) {
     int all = res == ncclSuccess && vals[2 * NSC_CFG_COUNT] == 0;
     pthread_mutex_lock(&c->lock);
@@ -108,6 +131,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   }
   if (res != ncclSuccess) return res; /* passed up unchanged; the next call checks again */
   c->checked = 1;
+  untouched_if(c, be, usable, vals[2 * NSC_CFG_COUNT + 1] != 0);
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
     if (vals[i] == -vals[NSC_CFG_COUNT + i]) continue;
     const nsc_config_row *row = nsc_config_row_at(i);
@@ -120,7 +144,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
     nsc_warn("%s", c->mismatch_msg);
     return ncclInvalidUsage;
   }
-  banner(c);
+  banner(c, be);
   return ncclSuccess;
 }
 
@@ -132,10 +156,10 @@ ncclResult_t nsc_mismatch(nsc_comm *c) {
 
 /* Fusion block growth: every rank reports whether its allocation succeeded;
  * all see the same maximum of the failures, so all keep or drop alike. */
-static int agree(int ok, const nsc_backend *be, void *arg) {
+static int agree(int ok, const nsc_backend *be, nsc_stream s, void *arg) {
   nsc_comm *c = arg;
   int64_t v = ok ? 0 : 1;
-  ncclResult_t r = nsc_exchange_max(c, be, &v, 1);
+  ncclResult_t r = nsc_exchange_max(c, be, s, &v, 1);
   if (r != ncclSuccess || v != 0) {
     if (c->rank == 0 || !ok)
       nsc_warn("fusion disabled on communicator %p: %s", (void *)c->comm,

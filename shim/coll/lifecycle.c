@@ -38,7 +38,11 @@ static ncclResult_t run_after(nsc_work *w, int in_progress) {
     if (w->kind == NSC_W_CHECK) {
       nsc_comm *c = w->c;
       c->check_queued = 0;
-      ncclResult_t rr = in_progress ? ncclSuccess : nsc_check_comm(c, w->be, w->stream);
+      /* A stream being captured (the group was captured) gets no check yet:
+       * the first uncaptured call makes it. */
+      int capturing = 0;
+      if (!in_progress && w->be->capturing(w->stream, &capturing)) capturing = 1;
+      ncclResult_t rr = in_progress || capturing ? ncclSuccess : nsc_check_comm(c, w->be, w->stream);
       if (r == ncclSuccess) r = rr;
       nsc_work_drop(w);
     } else if (in_progress && w->c) {

@@ -410,8 +410,8 @@ static void check_backend_api(void) {
   int64_t vals[3] = {7, -1, 1ll << 40}, back[3] = {0, 0, 0};
   void *buf = NULL;
   nsc_stream os = NULL;
-  BE(be->oob_begin(vals, sizeof vals, &buf, &os));
-  BE(be->oob_end(buf, os, back, sizeof back));
+  BE(be->oob_begin((nsc_stream)st, vals, sizeof vals, &buf, &os));
+  report(be->oob_end(buf, os, back, sizeof back, 1) == 1, "oob_end with wait polls until the result is there");
   report(!memcmp(vals, back, sizeof vals) && os != (nsc_stream)st, "oob_begin/oob_end round trip on a private stream");
   RT(cudaFree(d));
   RT(cudaFree(dw));
