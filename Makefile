@@ -71,10 +71,12 @@ HAVE_NCCL_H := $(if $(wildcard $(NCCL_HOME)/include/nccl.h),1,)
 all:
 
 # Fragments: the shim and its numeric core first (others name SHIM_LIB), then
-# the host NCCL, the benchmarks (bench/*.mk), the tests (tests/*.mk), env/.
+# the host NCCL and the CUDA driver test double, the benchmarks (bench/*.mk),
+# the tests (tests/*.mk), env/.
 include compress/module.mk
 include shim/module.mk
 include tests/hostnccl/module.mk
+include tests/cudadrv/module.mk
 include $(sort $(wildcard bench/*.mk))
 include $(sort $(wildcard tests/*.mk))
 -include env/module.mk
