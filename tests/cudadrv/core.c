@@ -126,6 +126,7 @@ static const struct { CUresult r; const char *name, *text; } errs[] = {
     E(CUDA_ERROR_NOT_FOUND, "named symbol not found") E(CUDA_ERROR_NOT_READY, "device not ready")
     E(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")
     E(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")
+    E(CUDA_ERROR_NO_BINARY_FOR_GPU, "no kernel image is available for execution on the device")
     E(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing")
     E(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "operation failed due to a previous error during capture")
     E(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "capture was not initiated in this stream")
@@ -339,6 +340,15 @@ CUresult cd_unsafe(const char *api) {
   }
   cd_captures_unlock();
   return r;
+}
+
+/* ---- cuGetExportTable: the real driver's private tables, which the double
+ * has none of. NVRTC (libnvrtc.so.13) dlopens libcuda.so.1 and asks for one
+ * before compiling; it compiles without it when the answer is an error. */
+CD_EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
+  (void)id;
+  if (table) *table = NULL;
+  return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* ---- cuGetProcAddress: the newest version of a name this library has ---- */

@@ -1,7 +1,12 @@
 /* module.c — modules and kernels of the CUDA driver test double.
  *
  * cuModuleLoadData accepts a fatbin (the shim's embedded one: magic
- * 0xBA55ED50, its size from the header); cuModuleGetFunction finds a kernel
+ * 0xBA55ED50, its size from the header), and what NVRTC makes of the same
+ * source (compress/cu_nvrtc.c): a CUBIN (an ELF image, its size from the
+ * section and program header tables) or PTX (text); the image is copied, as
+ * the driver does. CUDADRV_NO_FATBIN=1 rejects fatbins with
+ * CUDA_ERROR_NO_BINARY_FOR_GPU (a device or driver the fatbin has no code
+ * for), so the NVRTC path can be tested. cuModuleGetFunction finds a kernel
  * only if its name is in that image and the double has a host implementation
  * of it (the kernels of compress/kernels.cu). cuLaunchKernel copies the
  * launch's parameters at call time with the sizes of the kernel's own
@@ -13,7 +18,7 @@
  * other than the kernels' NSC_K_BLOCK, and overlapping cast operands.
  *
  * Must not: run a kernel at launch time, or accept an image that is not a
- * fatbin. */
+ * fatbin, an ELF image or PTX. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -224,18 +229,45 @@ CD_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
   cd_sync_call("cuModuleLoadData");
   const unsigned char *img = image;
   uint32_t magic;
-  uint16_t hsize;
-  uint64_t fsize;
+  size_t size;
   if (!img) return CUDA_ERROR_INVALID_VALUE;
   memcpy(&magic, img, 4);
-  if (magic != FATBIN_MAGIC) return CUDA_ERROR_INVALID_IMAGE;
-  memcpy(&hsize, img + 6, 2);
-  memcpy(&fsize, img + 8, 8);
+  if (magic == FATBIN_MAGIC) {
+    const char *nf = getenv("CUDADRV_NO_FATBIN");
+    if (nf && !strcmp(nf, "1")) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    uint16_t hsize;
+    uint64_t fsize;
+    memcpy(&hsize, img + 6, 2);
+    memcpy(&fsize, img + 8, 8);
+    size = hsize + fsize;
+  } else if (!memcmp(img, "\177ELF", 4) && img[4] == 2) { /* ELF64: the tables end the image */
+    uint64_t shoff, phoff;
+    uint16_t phentsize, phnum, shentsize, shnum;
+    memcpy(&phoff, img + 0x20, 8);
+    memcpy(&shoff, img + 0x28, 8);
+    memcpy(&phentsize, img + 0x36, 2);
+    memcpy(&phnum, img + 0x38, 2);
+    memcpy(&shentsize, img + 0x3a, 2);
+    memcpy(&shnum, img + 0x3c, 2);
+    size = shoff + (size_t)shnum * shentsize;
+    if (phoff + (size_t)phnum * phentsize > size) size = phoff + (size_t)phnum * phentsize;
+  } else if ((img[0] == '/' || img[0] == '.') && strstr((const char *)img, ".entry")) { /* PTX text */
+    size = strlen((const char *)img) + 1;
+  } else {
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
   struct CUmod_st *mod = calloc(1, sizeof *mod);
+  unsigned char *copy = malloc(size);
+  if (!mod || !copy) {
+    free(mod);
+    free(copy);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  memcpy(copy, img, size);
   mod->magic = MOD_MAGIC;
   mod->ctx = c;
-  mod->image = img;
-  mod->size = hsize + fsize;
+  mod->image = copy;
+  mod->size = size;
   *m = mod;
   return CUDA_SUCCESS;
 }
