@@ -290,8 +290,8 @@ static int c_oob_end(void *buf, nsc_stream s, void *host, size_t bytes, int wait
       else if ((r = cu()->cuEventRecord(c->oob_ev[slot], (CUstream)s)) != CUDA_SUCCESS) what = "cuEventRecord";
       else __atomic_or_fetch(&c->oob_ended, 1u << slot, __ATOMIC_RELEASE);
     }
-    while (r == CUDA_SUCCESS && (r = cu()->cuEventQuery(c->oob_ev[slot])) == CUDA_ERROR_NOT_READY && wait)
-      sched_yield();
+    if (r == CUDA_SUCCESS)
+      while ((r = cu()->cuEventQuery(c->oob_ev[slot])) == CUDA_ERROR_NOT_READY && wait) sched_yield();
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY && !what) what = "cuEventQuery";
     nsc_cuctx_leave(pushed);
   }
@@ -303,9 +303,10 @@ static int c_oob_end(void *buf, nsc_stream s, void *host, size_t bytes, int wait
 }
 
 static int c_usable(nsc_stream s) {
-  WITH_CTX(s);
-  (void)c;
-  return 1;
+  nsc_cuctx *c = NULL;
+  const char *what = NULL;
+  CUresult r = nsc_cuctx_of((CUstream)s, &c, &what);
+  return r == CUDA_SUCCESS ? 1 : (fail(r, what), 0);
 }
 
 static const char *c_kernels(void) { return nsc_cuctx_kernels(); }

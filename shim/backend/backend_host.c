@@ -15,11 +15,14 @@ static __thread char errbuf[256];
 
 const char *nsc_backend_error(void) { return errbuf[0] ? errbuf : "unknown error"; }
 
+/* The arguments may include nsc_backend_error() itself (a wrapped reason). */
 void nsc_backend_set_error(const char *fmt, ...) {
+  char msg[sizeof errbuf];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  memcpy(errbuf, msg, sizeof errbuf);
 }
 
 static nsc_cast_counts totals;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# 16-cuda-backend.sh — the shim's CUDA backend on the CUDA driver test double
+# (tests/unit/test_cuda_backend.c), one check per defect of issue 13 that the
+# backend alone shows: pointer classification, where the kernels come from
+# (fatbin; NVRTC when the fatbin cannot load, as in a build without nvcc; none),
+# the exchange on the caller's stream's context, never synchronising,
+# queries beside a global-mode capture, no cuMemAlloc fallback, per-thread
+# default stream arenas. Every run must also leave the double's violation
+# counters at 0 (it exits 86 otherwise).
+source "$(dirname "$0")/../lib.sh"
+T="$TBIN/test_cuda_backend"
+if [ ! -x "$T" ]; then
+  not_ok "test_cuda_backend is built (make test-build)"
+  exit 1
+fi
+run() { # label, env..., -- checks...
+  local label=$1; shift; local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" timeout "${TEST_TIMEOUT:-120}" "$T" "$@" >"$TMPD/$label.out" 2>"$TMPD/$label.err"
+  local rc=$?
+  cat "$TMPD/$label.out"
+  [ $rc -eq 0 ] || { not_ok "$label: test_cuda_backend exited $rc"; sed 's/^/#   /' "$TMPD/$label.err" | tail -n 8; }
+}
+run fatbin -- classify kernels=fatbin oobctx oobsync relaxed perthread
+run nopools CUDADRV_NO_POOLS=1 -- nopools
+
+# libnvrtc: on the library path, or from pip PyTorch's CUDA wheel when one is
+# installed (the shim finds it itself inside a PyTorch process).
+NVRTC_DIR=
+for d in ${NCCLSHIM_TORCH_VENV:-/root/.cache/ncclshim/torch-venv}/lib/python3*/site-packages/nvidia/cu13/lib; do
+  [ -e "$d/libnvrtc.so.13" ] && NVRTC_DIR=$d
+done
+if [ -n "$NVRTC_DIR" ]; then
+  run nvrtc CUDADRV_NO_FATBIN=1 LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" -- kernels=NVRTC classify
+else
+  echo "# skip - no libnvrtc.so.13 here (pip PyTorch's nvidia/cu13/lib): the NVRTC path is not run"
+fi
+# Neither a usable fatbin nor a working NVRTC (a stand-in that cannot
+# compile): the kernels cannot load; device memory still never reaches host code.
+run nokernels CUDADRV_NO_FATBIN=1 LD_PRELOAD="$TBIN/stub/libnvrtc.so.13" -- kernels=none
