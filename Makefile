@@ -6,7 +6,8 @@
 #   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
 #   make deps       apt-get only what is missing
 #   make env-doc    regenerate the README's environment table from shim/misc/config.def
-#   make gpu-check  on a machine with a GPU: kernels, real NCCL, DDP (tests/gpu/check.sh)
+#   make gpu-check  on a machine with a GPU (pip PyTorch, toolkit optional): driver, kernels and
+#                   their bandwidth, PyTorch's NCCL with and without the shim, DDP (tests/gpu/check.sh)
 #
 # Each directory contributes a module.mk; this file holds only what they share.
 

@@ -33,6 +33,7 @@ typedef struct nsc_comm {
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;
   nsc_staging staging;
+  nsc_fuse_agreement fuse_agreement; /* how its fusion blocks grow (check.c) */
   nsc_comm_log log;
   pthread_mutex_t lock;    /* guards pending, staging and log of this entry */
   pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */

@@ -24,12 +24,14 @@ ncclResult_t nsc_check_comm(struct nsc_comm *c, const nsc_backend *be, nsc_strea
 /* Poll a nonblocking communicator until its operations completed (used only
  * for the shim's own first operations on it, never for the caller's). */
 ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
-/* An ncclInt64 Max all-reduce of n values on a private buffer and stream,
- * waited for (the shim's own agreements between ranks, never the caller's data). */
+/* An ncclInt64 Max all-reduce of n values on a private buffer and stream of
+ * the caller's stream's context, its result polled for (the shim's own
+ * agreements between ranks, never the caller's data; nothing synchronises). */
 ncclResult_t nsc_exchange_max(struct nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n);
 /* After the outermost group end: reset the communicator's per-group fusion
- * counts and, when grow (the group succeeded) and a fused buffer did not fit,
- * grow the fusion block by agreement of all ranks. */
+ * counts, apply the growth agreed after the previous group, and, when grow
+ * (the group succeeded) and a fused buffer did not fit, start the agreement
+ * on a bigger fusion block (applied at the next settle). */
 void nsc_fuse_settle(struct nsc_comm *c, int grow);
 /* Fail message for a communicator whose ranks disagree. */
 ncclResult_t nsc_mismatch(struct nsc_comm *c);

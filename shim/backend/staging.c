@@ -192,8 +192,27 @@ void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream 
   if (drop) be->release(s, drop);
 }
 
-int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, nsc_stream s, void *arg),
-                            void *arg) {
+/* Applies a grown block's agreement; not under the lock. */
+static int apply_agreement(nsc_staging *st, nsc_arena *a, int all) {
+  void *drop;
+  lock(st);
+  if (all) {
+    drop = a->fblock;
+    a->fblock = a->gblock;
+    a->fcap = a->gcap;
+  } else {
+    drop = a->gblock;
+    a->fdisabled = 1;
+  }
+  a->gblock = NULL;
+  a->gcap = 0;
+  a->gtok = NULL;
+  unlock(st);
+  if (drop) a->be->release(a->stream, drop);
+  return all;
+}
+
+int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreement *ag) {
   int grown = 0;
   /* Arenas are only ever prepended and freed by nsc_staging_release, so the
    * list can be walked with the lock taken per arena. */
@@ -201,27 +220,23 @@ int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, 
   nsc_arena *a = st->arenas;
   unlock(st);
   for (; a; a = a->next) {
+    if (a->gtok) grown += apply_agreement(st, a, a->gag->finish(a->gtok, 1, a->gag->arg) == 1);
     lock(st);
     size_t want = a->fwant;
     a->fused = a->fwant = 0;
     int skip = a->fdisabled || want <= a->fcap || want > limit;
     unlock(st);
     if (skip) continue;
-    void *p = NULL, *drop = NULL;
+    void *p = NULL;
     int ok = backend_alloc(st, a->be, a->stream, want, &p) == 0;
-    int all = agree(ok, a->be, a->stream, arg);
+    void *tok = ag->start(ok, a->be, a->stream, ag->arg);
     lock(st);
-    if (all) {
-      drop = a->fblock;
-      a->fblock = p;
-      a->fcap = want;
-      grown++;
-    } else {
-      drop = p;
-      a->fdisabled = 1;
-    }
+    a->gblock = p;
+    a->gcap = want;
+    a->gtok = tok;
+    a->gag = ag;
     unlock(st);
-    if (drop) a->be->release(a->stream, drop);
+    if (!tok) apply_agreement(st, a, 0);
   }
   return grown;
 }
@@ -233,6 +248,8 @@ void nsc_staging_release(nsc_staging *st) {
   unlock(st);
   while (a) {
     nsc_arena *n = a->next;
+    if (a->gtok) a->gag->finish(a->gtok, 0, a->gag->arg);
+    if (a->gblock) a->be->release(a->stream, a->gblock);
     if (a->fblock) a->be->release(a->stream, a->fblock);
     free_blocks(a->be, a->stream, a->blocks);
     free(a);

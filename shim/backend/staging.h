@@ -28,6 +28,19 @@
 
 #include "backend.h"
 
+/* Growing the fusion block needs every rank's word, and waiting for it
+ * would wait for the communicator's earlier work: the agreement is started
+ * after one group and its answer read at the settle after the next one.
+ * start(ok) issues it (NULL: it could not be issued, which counts as
+ * disagreement); finish(tok, wait) returns 1 when every rank succeeded, 0
+ * when not, -1 while the answer is not there (only when !wait), and gives
+ * the token back once it answered 0 or 1. */
+typedef struct {
+  void *(*start)(int ok, const nsc_backend *be, nsc_stream s, void *arg);
+  int (*finish)(void *tok, int wait, void *arg);
+  void *arg;
+} nsc_fuse_agreement;
+
 typedef struct nsc_block {
   void *p;
   size_t cap;
@@ -53,6 +66,10 @@ typedef struct nsc_arena {
   size_t fused;     /* handed out in the current group */
   size_t fwant;     /* asked for in the current group, fitting or not */
   int fdisabled;    /* an agreement failed: no fusion on this stream */
+  void *gblock;     /* a grown block waiting for its agreement (gtok) */
+  size_t gcap;
+  void *gtok;
+  const nsc_fuse_agreement *gag;
   struct nsc_arena *next;
 } nsc_arena;
 
@@ -73,24 +90,26 @@ int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t
 void nsc_staging_done(nsc_staging *st, nsc_stream s);
 /* Fusion: a wire buffer of `bytes` from the agreed fusion block of stream
  * s, or -1 when it does not fit (the caller forwards the members in fp32
- * and the block grows after the group, by agreement). Only the agreed size,
+ * and the block grows by an agreement after the group, applied a group later). Only the agreed size,
  * the same on every rank, decides. */
 int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p);
-/* After the outermost group end: for each arena that wanted more fusion
- * space than agreed (and not more than limit), allocate a block of that size
- * and call agree(ok, arg) -> 1 when every rank succeeded; on agreement the
- * new block replaces the old one, else fusion is disabled on that stream (on
- * every rank alike). Resets the per-group counts of every arena. Returns the
- * number of arenas that were grown. */
-int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, nsc_stream s, void *arg),
-                            void *arg);
+/* After the outermost group end: first the agreements started at the
+ * previous settle are read (waiting, which by then costs nothing: a whole
+ * group has run since) and applied: the new block replaces the old one, or
+ * fusion is disabled on that stream, on every rank alike. Then, for each
+ * arena that wanted more fusion space than agreed (and not more than limit),
+ * a block of that size is allocated and its agreement started. Resets the
+ * per-group counts of every arena. Returns the number of arenas grown. */
+int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreement *ag);
 /* At a communicator's first call: allocate an initial fusion block for
  * stream s (returns 1 if this rank got it); nsc_staging_fuse_agreed() then
  * applies what every rank agreed (ok = all got it): keep it, or free it and
  * disable fusion on that stream. */
 int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes);
 void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok);
-/* Free every arena (communicator destroy/abort). */
+/* Free every arena (communicator destroy/abort); an agreement still
+ * unanswered is asked once more without waiting (its exchange slot stays
+ * taken if the answer never comes). */
 void nsc_staging_release(nsc_staging *st);
 
 /* Testing: make the n-th allocation of this process fail (0 = never). */

@@ -8,9 +8,15 @@
  * at the same point (its first intercepted call on the communicator, or right
  * after the group in which it first appeared). Every rank then sees the same
  * maxima and minima, so all fail the same call, naming the same setting.
+ * The same exchange agrees on the initial fusion block and on whether every
+ * rank can run the kernels (if one cannot, all forward this communicator's
+ * calls untouched). The exchange runs on the context of the caller's stream
+ * and its result is read by polling an event (backend oob_end), never by
+ * synchronising; fusion growth agreements are read one group later.
  * NCCLSHIM_DISABLE cannot be checked this way: a disabled rank issues nothing. */
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
@@ -52,21 +58,30 @@ ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
 /* On the private stream of the caller's stream's context (the communicator's
  * device, whatever context is current); the result is read by polling, never
  * by synchronising. */
-ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n) {
-  size_t bytes = (size_t)n * sizeof *vals;
-  void *buf = NULL;
-  nsc_stream s = NULL;
-  if (be->oob_begin(caller, vals, bytes, &buf, &s)) {
+/* The exchange up to its collective: *buf and *s for oob_end (buf NULL when
+ * there is nothing to end). */
+static ncclResult_t exchange_issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n,
+                                   void **buf, nsc_stream *s) {
+  *buf = NULL;
+  if (be->oob_begin(caller, vals, (size_t)n * sizeof *vals, buf, s)) {
     nsc_warn("configuration check on communicator %p: no buffer (%s)", (void *)c->comm, nsc_backend_error());
+    *buf = NULL;
     return ncclSystemError;
   }
-  ncclResult_t r = nsc_real.AllReduce(buf, buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)s);
+  ncclResult_t r = nsc_real.AllReduce(*buf, *buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)*s);
   NSC_COUNT(real_calls, 1);
   if (r == ncclInProgress) {
     c->nonblocking = 1;
     r = nsc_wait_nonblocking(c->comm);
   }
-  if (be->oob_end(buf, s, vals, bytes, 1) != 1 && r == ncclSuccess) r = ncclSystemError;
+  return r;
+}
+
+ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n) {
+  void *buf;
+  nsc_stream s;
+  ncclResult_t r = exchange_issue(c, be, caller, vals, n, &buf, &s);
+  if (buf && be->oob_end(buf, s, vals, (size_t)n * sizeof *vals, 1) != 1 && r == ncclSuccess) r = ncclSystemError;
   return r;
 }
 
@@ -155,19 +170,48 @@ ncclResult_t nsc_mismatch(nsc_comm *c) {
 }
 
 /* Fusion block growth: every rank reports whether its allocation succeeded;
- * all see the same maximum of the failures, so all keep or drop alike. */
-static int agree(int ok, const nsc_backend *be, nsc_stream s, void *arg) {
+ * all see the same maximum of the failures, so all keep or drop alike. The
+ * answer is read at the communicator's next settle (staging.h), never waited
+ * for after the group that asked. */
+typedef struct {
+  nsc_comm *c;
+  const nsc_backend *be;
+  int ok;
+  ncclResult_t r;
+  void *buf;
+  nsc_stream s;
+  int64_t v;
+} agreement;
+
+static void *agree_start(int ok, const nsc_backend *be, nsc_stream s, void *arg) {
   nsc_comm *c = arg;
-  int64_t v = ok ? 0 : 1;
-  ncclResult_t r = nsc_exchange_max(c, be, s, &v, 1);
-  if (r != ncclSuccess || v != 0) {
-    if (c->rank == 0 || !ok)
-      nsc_warn("fusion disabled on communicator %p: %s", (void *)c->comm,
-               r != ncclSuccess ? "the agreement on its buffer failed"
-                                : "a rank could not allocate the fusion buffer (fused groups are forwarded in fp32)");
-    return 0;
+  agreement *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  *g = (agreement){c, be, ok, ncclSuccess, NULL, NULL, ok ? 0 : 1};
+  g->r = exchange_issue(c, be, s, &g->v, 1, &g->buf, &g->s);
+  /* Enqueue the copy back; the host backend answers at once. */
+  int e = g->buf ? be->oob_end(g->buf, g->s, &g->v, sizeof g->v, 0) : 0;
+  if (e != 0) g->buf = NULL; /* answered (or failed): the buffer is given back */
+  if (e < 0 && g->r == ncclSuccess) g->r = ncclSystemError;
+  return g;
+}
+
+static int agree_finish(void *tok, int wait, void *arg) {
+  (void)arg;
+  agreement *g = tok;
+  if (g->buf) {
+    int e = g->be->oob_end(g->buf, g->s, &g->v, sizeof g->v, wait);
+    if (e == 0) return -1;
+    if (e < 0 && g->r == ncclSuccess) g->r = ncclSystemError;
+    g->buf = NULL;
   }
-  return 1;
+  int all = g->r == ncclSuccess && g->v == 0;
+  if (!all && (g->c->rank == 0 || !g->ok))
+    nsc_warn("fusion disabled on communicator %p: %s", (void *)g->c->comm,
+             g->r != ncclSuccess ? "the agreement on its buffer failed"
+                                 : "a rank could not allocate the fusion buffer (fused groups are forwarded in fp32)");
+  free(g);
+  return all;
 }
 
 void nsc_fuse_settle(nsc_comm *c, int grow) {
@@ -176,5 +220,6 @@ void nsc_fuse_settle(nsc_comm *c, int grow) {
   pthread_mutex_unlock(&c->lock);
   /* Not under the communicator's lock: agreeing calls into NCCL. The arena
    * list is only changed by this thread's calls on this communicator. */
-  nsc_staging_fuse_settle(&c->staging, grow ? (size_t)nsc_g.cfg.max_staging_bytes : 0, agree, c);
+  c->fuse_agreement = (nsc_fuse_agreement){agree_start, agree_finish, c};
+  nsc_staging_fuse_settle(&c->staging, grow ? (size_t)nsc_g.cfg.max_staging_bytes : 0, &c->fuse_agreement);
 }

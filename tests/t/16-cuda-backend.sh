@@ -38,3 +38,11 @@ fi
 # Neither a usable fatbin nor a working NVRTC (a stand-in that cannot
 # compile): the kernels cannot load; device memory still never reaches host code.
 run nokernels CUDADRV_NO_FATBIN=1 LD_PRELOAD="$TBIN/stub/libnvrtc.so.13" -- kernels=none
+
+# Defect 3: a communicator's first all-reduces captured into a graph (alone,
+# and in a group): forwarded untouched, the first-call check left for later,
+# the capture intact (2 ranks, the shim over the host NCCL on the double).
+for m in single group; do
+  check "first all-reduces captured ($m): forwarded untouched, no check, no allocation or violation during capture" \
+    mpirun_shim 2 "$TBIN/shim_cuda_capture" $m
+done
