@@ -3,7 +3,7 @@
  * current on a fresh thread), the stream-capture mode rules, the counters of
  * cudadrv_hooks.h with their report at exit, and cuGetProcAddress.
  *
- * Devices: CUDADRV_DEVICES of them (default 2, at most CD_NDEV... 8), sm_90,
+ * Devices: CUDADRV_DEVICES of them (default 2, at most 8), sm_90,
  * 132 SMs; CUDADRV_NO_POOLS=1 makes them report no memory-pool support.
  *
  * Must not: do anything before cuInit except answer cuGetErrorName/String,
@@ -140,25 +140,18 @@ static const struct { CUresult r; const char *name, *text; } errs[] = {
 #undef E
 };
 
-CD_EXPORT CUresult cuGetErrorName(CUresult r, const char **s) {
+/* The name (which 0) or text (1) of r. */
+static CUresult err_lookup(CUresult r, int which, const char **s) {
   for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
     if (errs[i].r == r) {
-      *s = errs[i].name;
+      *s = which ? errs[i].text : errs[i].name;
       return CUDA_SUCCESS;
     }
   *s = NULL;
   return CUDA_ERROR_INVALID_VALUE;
 }
-
-CD_EXPORT CUresult cuGetErrorString(CUresult r, const char **s) {
-  for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
-    if (errs[i].r == r) {
-      *s = errs[i].text;
-      return CUDA_SUCCESS;
-    }
-  *s = NULL;
-  return CUDA_ERROR_INVALID_VALUE;
-}
+CD_EXPORT CUresult cuGetErrorName(CUresult r, const char **s) { return err_lookup(r, 0, s); }
+CD_EXPORT CUresult cuGetErrorString(CUresult r, const char **s) { return err_lookup(r, 1, s); }
 
 /* ---- devices ---- */
 CD_EXPORT CUresult cuDeviceGetCount(int *n) {

@@ -418,15 +418,21 @@ static int captured(CUevent e, cd_capture **c) {
   return *c != NULL;
 }
 
+/* Querying or synchronising e: illegal on an event recorded in an active
+ * capture, and an unsafe call for the capture-mode rules. */
+static CUresult event_wait_check(CUevent e, const char *api) {
+  cd_capture *c;
+  if (captured(e, &c)) {
+    cd_capture_invalidate(c, "%s of an event recorded in the capture", api);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return cd_unsafe(api);
+}
+
 CD_EXPORT CUresult cuEventQuery(CUevent e) {
   READY();
   EVENT(e);
-  cd_capture *c;
-  if (captured(e, &c)) {
-    cd_capture_invalidate(c, "cuEventQuery of an event recorded in the capture");
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  }
-  CUresult r = cd_unsafe("cuEventQuery");
+  CUresult r = event_wait_check(e, "cuEventQuery");
   if (r != CUDA_SUCCESS) return r;
   pthread_mutex_lock(&e->lock);
   r = e->done_gen == e->gen ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -437,12 +443,7 @@ CD_EXPORT CUresult cuEventQuery(CUevent e) {
 CD_EXPORT CUresult cuEventSynchronize(CUevent e) {
   READY();
   EVENT(e);
-  cd_capture *c;
-  if (captured(e, &c)) {
-    cd_capture_invalidate(c, "cuEventSynchronize of an event recorded in the capture");
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  }
-  CUresult r = cd_unsafe("cuEventSynchronize");
+  CUresult r = event_wait_check(e, "cuEventSynchronize");
   if (r != CUDA_SUCCESS) return r;
   cd_sync_call("cuEventSynchronize");
   pthread_mutex_lock(&e->lock);
