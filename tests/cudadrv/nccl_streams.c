@@ -1,7 +1,9 @@
 /* nccl_streams.c — the host NCCL honours streams on the CUDA driver test
  * double: its collectives run in stream order after the work enqueued before
  * them and before the work enqueued after, not at call time, in groups over
- * two streams and in captured graphs. Run by tests/t/15-cudadrv.sh with 2
+ * two streams and in captured graphs; and no NCCL call synchronises. The
+ * same program runs under the shim (mpirun_shim with the double on
+ * LD_LIBRARY_PATH, NCCLSHIM_MIN_BYTES=0): the inputs are exact in fp16. Run by tests/t/15-cudadrv.sh with 2
  * ranks (device rank % 2 each). One TAP line per check on rank 0; exits 1
  * on any rank if any check failed there.
  *
@@ -30,7 +32,9 @@ static void check(int ok, const char *what) {
 }
 
 #define CK(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { printf("FATAL rank %d %s: %d\n", rank, #call, (int)r_); MPI_Abort(MPI_COMM_WORLD, 2); } } while (0)
-#define NC(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) { printf("FATAL rank %d %s: %s\n", rank, #call, ncclGetErrorString(r_)); MPI_Abort(MPI_COMM_WORLD, 2); } } while (0)
+/* Every NCCL call is a user's collective: bracketed for the double's count
+ * of synchronising calls made inside one (must stay 0). */
+#define NC(call) do { cudadrv_region(1); ncclResult_t r_ = (call); cudadrv_region(0); if (r_ != ncclSuccess) { printf("FATAL rank %d %s: %s\n", rank, #call, ncclGetErrorString(r_)); MPI_Abort(MPI_COMM_WORLD, 2); } } while (0)
 
 static volatile int gate;
 static void wait_gate(void *arg) {
@@ -139,6 +143,7 @@ int main(int argc, char **argv) {
   cudadrv_stats st;
   cudadrv_get_stats(&st);
   check(st.host_ops >= 5 && !st.illegal_accesses && !st.capture_violations, "collectives ran as stream work of the double, no violation");
+  check(!st.region_syncs, "no synchronising driver call inside an NCCL call");
 
   NC(ncclCommDestroy(comm));
   MPI_Finalize();
