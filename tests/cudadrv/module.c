@@ -1,12 +1,11 @@
 /* module.c — modules and kernels of the CUDA driver test double.
  *
  * cuModuleLoadData accepts a fatbin (the shim's embedded one: magic
- * 0xBA55ED50, its size from the header), and what NVRTC makes of the same
- * source (compress/cu_nvrtc.c): a CUBIN (an ELF image, its size from the
- * section and program header tables) or PTX (text); the image is copied, as
- * the driver does. CUDADRV_NO_FATBIN=1 rejects fatbins with
- * CUDA_ERROR_NO_BINARY_FOR_GPU (a device or driver the fatbin has no code
- * for), so the NVRTC path can be tested. cuModuleGetFunction finds a kernel
+ * 0xBA55ED50, its size from the header), an ELF cubin or PTX text (NVRTC's
+ * output), copied as the driver does (the shim frees NVRTC's image at once).
+ * CUDADRV_NO_FATBIN=1 rejects fatbins with CUDA_ERROR_NO_BINARY_FOR_GPU (a
+ * device or driver the fatbin has no code for), so the NVRTC path can be
+ * tested. cuModuleGetFunction finds a kernel
  * only if its name is in that image and the double has a host implementation
  * of it (the kernels of compress/kernels.cu). cuLaunchKernel copies the
  * launch's parameters at call time with the sizes of the kernel's own
@@ -18,7 +17,7 @@
  * other than the kernels' NSC_K_BLOCK, and overlapping cast operands.
  *
  * Must not: run a kernel at launch time, or accept an image that is not a
- * fatbin, an ELF image or PTX. */
+ * fatbin. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,17 +219,11 @@ void cd_kernel_run(const struct CUfunc_st *f, const unsigned char *params) {
 
 #define READY() do { CUresult r_ = cd_ready(); if (r_ != CUDA_SUCCESS) return r_; } while (0)
 
-CD_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
-  READY();
-  CUcontext c = cd_current();
-  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
-  CUresult r = cd_unsafe("cuModuleLoadData");
-  if (r != CUDA_SUCCESS) return r;
-  cd_sync_call("cuModuleLoadData");
-  const unsigned char *img = image;
+/* The images the driver takes: a fatbin (magic, header size, payload size),
+ * an ELF cubin (sized by its section headers), or NUL-terminated PTX text
+ * (what NVRTC produces). Kernel names are then looked up inside. */
+static CUresult image_size(const unsigned char *img, size_t *size) {
   uint32_t magic;
-  size_t size;
-  if (!img) return CUDA_ERROR_INVALID_VALUE;
   memcpy(&magic, img, 4);
   if (magic == FATBIN_MAGIC) {
     const char *nf = getenv("CUDADRV_NO_FATBIN");
@@ -239,23 +232,37 @@ CD_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     uint64_t fsize;
     memcpy(&hsize, img + 6, 2);
     memcpy(&fsize, img + 8, 8);
-    size = hsize + fsize;
-  } else if (!memcmp(img, "\177ELF", 4) && img[4] == 2) { /* ELF64: the tables end the image */
-    uint64_t shoff, phoff;
-    uint16_t phentsize, phnum, shentsize, shnum;
-    memcpy(&phoff, img + 0x20, 8);
+    *size = hsize + fsize;
+    return CUDA_SUCCESS;
+  }
+  if (!memcmp(img, "\x7f" "ELF", 4) && img[4] == 2) { /* 64-bit ELF */
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
     memcpy(&shoff, img + 0x28, 8);
-    memcpy(&phentsize, img + 0x36, 2);
-    memcpy(&phnum, img + 0x38, 2);
     memcpy(&shentsize, img + 0x3a, 2);
     memcpy(&shnum, img + 0x3c, 2);
-    size = shoff + (size_t)shnum * shentsize;
-    if (phoff + (size_t)phnum * phentsize > size) size = phoff + (size_t)phnum * phentsize;
-  } else if ((img[0] == '/' || img[0] == '.') && strstr((const char *)img, ".entry")) { /* PTX text */
-    size = strlen((const char *)img) + 1;
-  } else {
-    return CUDA_ERROR_INVALID_IMAGE;
+    *size = shoff + (size_t)shentsize * shnum;
+    return CUDA_SUCCESS;
   }
+  size_t n = strnlen((const char *)img, (size_t)64 << 20);
+  if (n < (size_t)64 << 20 && memmem(img, n, ".version", 8) && memmem(img, n, ".entry", 6)) {
+    *size = n + 1;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_IMAGE;
+}
+
+CD_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  READY();
+  CUcontext c = cd_current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  CUresult r = cd_unsafe("cuModuleLoadData");
+  if (r != CUDA_SUCCESS) return r;
+  cd_sync_call("cuModuleLoadData");
+  const unsigned char *img = image;
+  size_t size;
+  if (!img) return CUDA_ERROR_INVALID_VALUE;
+  if ((r = image_size(img, &size)) != CUDA_SUCCESS) return r;
   struct CUmod_st *mod = calloc(1, sizeof *mod);
   unsigned char *copy = malloc(size);
   if (!mod || !copy) {
@@ -273,6 +280,12 @@ CD_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
 }
 
 CD_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *m, const void *image) { return cuModuleLoadData(m, image); }
+CD_EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *o, void **v) {
+  (void)n;
+  (void)o;
+  (void)v;
+  return cuModuleLoadData(m, image);
+}
 
 CD_EXPORT CUresult cuModuleUnload(CUmodule m) {
   READY();
@@ -290,8 +303,12 @@ CD_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
       *f = &m->fns[i];
       return CUDA_SUCCESS;
     }
+  /* in the image: NUL-terminated (fatbin/ELF symbol) or followed by '(' (PTX .entry) */
   size_t len = strlen(name);
-  if (!memmem(m->image, m->size, name, len + 1)) return CUDA_ERROR_NOT_FOUND; /* not in the image */
+  char ptx[160];
+  snprintf(ptx, sizeof ptx, "%s(", name);
+  if (!memmem(m->image, m->size, name, len + 1) && !memmem(m->image, m->size, ptx, len + 1))
+    return CUDA_ERROR_NOT_FOUND;
   for (size_t i = 0; i < NKERNELS; i++)
     if (!strcmp(kernels[i].name, name) && m->nfn < 32) {
       struct CUfunc_st *fn = &m->fns[m->nfn++];

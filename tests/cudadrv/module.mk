@@ -3,7 +3,7 @@
 # host cannot touch, modules and the shim's kernels run on the host), put on
 # LD_LIBRARY_PATH by tests that run the CUDA backend without a GPU; and its
 # unit test. Never part of the shim (see tests/README.md).
-CUDADRV_SRCS := $(filter-out tests/cudadrv/test_%.c,$(sort $(wildcard tests/cudadrv/*.c)))
+CUDADRV_SRCS := $(filter-out tests/cudadrv/test_%.c tests/cudadrv/nccl_%.c,$(sort $(wildcard tests/cudadrv/*.c)))
 CUDADRV_OBJS := $(CUDADRV_SRCS:%.c=$(B)/obj/%.o)
 CUDADRV_DIR  := $(B)/lib/cudadrv
 CUDADRV_LIB  := $(CUDADRV_DIR)/libcuda.so.1
@@ -28,3 +28,13 @@ $(TEST_CUDADRV): $(CUDADRV_TEST_DEPS) $(CUDADRV_LIB)
 	$(CC) -o $@ $(filter %.o,$^) -L$(CUDADRV_DIR) -l:libcuda.so.1 -Wl,-rpath,'$$ORIGIN/../lib/cudadrv' $(LDFLAGS_BASE) -lpthread -ldl -lm
 
 TEST_BINS += $(CUDADRV_LIB) $(TEST_CUDADRV)
+
+# The host NCCL in stream order on the double (an MPI program).
+CUDADRV_NCCL_TEST := $(B)/tests/cudadrv_nccl_streams
+$(B)/obj/tests/cudadrv/nccl_streams.o: CC_FOR := $(MPICC)
+$(B)/obj/tests/cudadrv/nccl_streams.o: EXTRA_CFLAGS := -Itests/cudadrv $(NCCL_INC)
+$(CUDADRV_NCCL_TEST): $(B)/obj/tests/cudadrv/nccl_streams.o $(CUDADRV_LIB) $(HOSTNCCL_LIB)
+	@mkdir -p $(@D)
+	$(MPICC) -o $@ $< -L$(CUDADRV_DIR) -l:libcuda.so.1 -Wl,-rpath,'$$ORIGIN/../lib/cudadrv' \
+	  -L$(B)/lib/hostnccl -lnccl $(LDFLAGS_BASE) -lpthread
+TEST_BINS += $(CUDADRV_NCCL_TEST)

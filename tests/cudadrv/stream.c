@@ -116,11 +116,11 @@ static void *worker(void *arg) {
     pthread_mutex_lock(&s->lock);
     s->head = op->next;
     if (!s->head) s->tail = NULL;
+    pthread_mutex_unlock(&s->lock);
+    cd_op_free(op); /* released before anyone sees it done */
+    pthread_mutex_lock(&s->lock);
     s->done++;
     pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->lock);
-    cd_op_free(op);
-    pthread_mutex_lock(&s->lock);
   }
   pthread_mutex_unlock(&s->lock);
   return NULL;

@@ -350,6 +350,7 @@ static int crashes(volatile float *p) {
   fflush(stdout);
   pid_t pid = fork();
   if (pid == 0) {
+    signal(SIGSEGV, SIG_DFL); /* not a sanitizer's handler: the plain signal */
     alarm(10);
     p[0] = 1.0f;
     _exit(0);
@@ -467,6 +468,15 @@ static void test_kernels(void) {
   CK(cuModuleGetFunction(&seg, mod, "nsc_k_seg_from_bf16_s"));
   CK(cuModuleGetFunction(&sc64, mod, "nsc_k_scale_f64"));
   check(cuModuleGetFunction(&none, mod, "nsc_k_to_fp8") == CUDA_ERROR_NOT_FOUND, "an unknown kernel name is not found");
+  /* PTX text (as NVRTC makes it): only the kernels it defines are found */
+  static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                            ".visible .entry nsc_k_scale_f32(\n.param .u64 a\n)\n{\nret;\n}\n";
+  CUmodule pm;
+  CUfunction pf;
+  CK(cuModuleLoadData(&pm, ptx));
+  check(cuModuleGetFunction(&pf, pm, "nsc_k_scale_f32") == CUDA_SUCCESS &&
+            cuModuleGetFunction(&none, pm, "nsc_k_to_f16") == CUDA_ERROR_NOT_FOUND,
+        "a PTX image: its .entry kernels are found, others are not");
   CUstream s;
   CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   enum { N = 10007 };

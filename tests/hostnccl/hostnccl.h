@@ -7,7 +7,8 @@
  * thread safety, waits, emulated links), numeric.c (datatypes, reductions),
  * algo.c (ring and chain algorithms, running a list of operations), comm.c
  * (communicators, nonblocking state), redop.c (reduction operators),
- * enqueue.c (the collective entry points and groups).
+ * enqueue.c (the collective entry points and groups), stream.c (stream order
+ * on the CUDA driver test double).
  *
  * Must not: include anything from the project's shim/ or compress/ (the
  * substrate is the oracle those are tested against), or export anything but
@@ -146,6 +147,7 @@ typedef struct {
   ncclDataType_t type;
   hn_red red;
   int peer;                  /* root, or peer of send/recv */
+  cudaStream_t stream;       /* honoured on the CUDA driver test double (stream.c) */
 } hn_op;
 
 /* A list of operations run together: point-to-point posted first, then the
@@ -163,6 +165,10 @@ enum { HN_QUEUED = 0, HN_RUNNING, HN_DONE };
 
 const char *hn_kind_name(enum hn_kind k);
 ncclResult_t hn_run_ops(const hn_op *ops, size_t n);
+/* ---- stream.c ---- */
+/* Runs ops now (hn_run_ops), or on the CUDA driver test double enqueues them
+ * on their streams and returns (failures then fail the communicators). */
+ncclResult_t hn_exec_ops(const hn_op *ops, size_t n);
 hn_batch *hn_batch_new(const hn_op *ops, size_t n);
 void hn_batch_ref(hn_batch *b);
 void hn_batch_unref(hn_batch *b);

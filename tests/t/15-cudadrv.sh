@@ -4,7 +4,8 @@
 # each mode, device memory crashing host code, pointer attributes, kernels
 # from the shim's fatbin with marshalled parameters, counters), and the
 # failing exit of a process that left a violation behind; then the kernel
-# checker (tests/gpu/check_kernels, quick form) on the double.
+# checker (tests/gpu/check_kernels, quick form) on the double; and the host
+# NCCL running its collectives in stream order on it (2 MPI ranks).
 source "$(dirname "$0")/../lib.sh"
 CUDADRV_DIR="$BUILD/lib/cudadrv"
 
@@ -47,3 +48,11 @@ if [ -x "$TBIN/check_kernels" ]; then
 else
   not_ok "check_kernels is built (needs nvcc)"
 fi
+
+# The host NCCL on the double: collectives in stream order (2 ranks).
+if [ -x "$TBIN/cudadrv_nccl_streams" ]; then
+  mpirun_host 2 "$TBIN/cudadrv_nccl_streams" >"$TMPD/ns.log" 2>&1
+  rc=$?
+  grep -E '^(ok|not ok) ' "$TMPD/ns.log" | sed 's/^\(ok\|not ok\) - /\1 - host NCCL on the double: /'
+  [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams exited $rc"; tail -n 15 "$TMPD/ns.log" | sed 's/^/#   /'; }
+else not_ok "cudadrv_nccl_streams is built"; fi

@@ -1,0 +1,119 @@
+/* stream.c — stream order for the host NCCL when it runs on the CUDA driver
+ * test double (tests/cudadrv): a collective (or a group, or a nonblocking
+ * batch at the poll that would run it) is then enqueued on its stream(s) with
+ * cudadrv_enqueue_multi and run by the stream's worker after everything
+ * enqueued there before it (casts, copies), as NCCL's kernels are; the call
+ * returns at once. Buffers are reached through cudadrv_host_view (device
+ * memory is not host-accessible on the double). A failure on the stream is
+ * asynchronous, as on a GPU: the communicator fails (later calls and
+ * ncclCommGetAsyncError report it) and a "hostnccl: ... failed on its stream"
+ * line goes to stderr.
+ *
+ * Without the double (no libcuda.so.1 loaded, or the real one) nothing
+ * changes: operations run on the calling thread at call time.
+ *
+ * Must not: link or load libcuda (the double is looked up with RTLD_NOLOAD),
+ * or let a communicator be freed while its work is queued (the work holds
+ * the communicator busy, which destroy and abort wait for). */
+#include "hostnccl.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*enqueue_fn)(void *const *streams, int n, void (*fn)(void *), void *arg,
+                          void (*release)(void *));
+typedef int (*view_fn)(const void *p, size_t bytes, void **host);
+static enqueue_fn enqueue_multi;
+static view_fn host_view;
+
+/* The double's hooks once it is loaded (by the shim or the program). */
+static int stream_mode(void) {
+  if (__atomic_load_n(&enqueue_multi, __ATOMIC_ACQUIRE)) return 1;
+  void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+  if (!h) return 0;
+  view_fn v = (view_fn)dlsym(h, "cudadrv_host_view");
+  enqueue_fn e = (enqueue_fn)dlsym(h, "cudadrv_enqueue_multi");
+  if (!v || !e) return 0; /* the real driver */
+  host_view = v;
+  __atomic_store_n(&enqueue_multi, e, __ATOMIC_RELEASE);
+  if (hn_cfg()->log) hn_log("running on the CUDA driver test double: collectives in stream order");
+  return 1;
+}
+
+/* Bytes of op's send and receive buffers on this rank. */
+static void op_bytes(const hn_op *op, size_t *send, size_t *recv) {
+  size_t b = op->count * hn_type_size(op->type), n = (size_t)op->comm->nranks;
+  *send = op->kind == HN_RECV ? 0 : op->kind == HN_REDUCESCATTER ? b * n : b;
+  *recv = op->kind == HN_SEND ? 0 : op->kind == HN_ALLGATHER ? b * n : b;
+  if (op->kind == HN_BROADCAST && op->comm->rank != op->peer) *send = 0;
+  if (op->kind == HN_REDUCE && op->comm->rank != op->peer) *recv = 0;
+}
+
+/* The host address of [p, p+bytes); a scratch buffer when the double
+ * refuses (it has counted the illegal access, and the process will fail at
+ * exit), so that the peers still get their messages instead of hanging. */
+static void *view_or_scratch(const void *p, size_t bytes, void **scratch) {
+  void *h = NULL;
+  if (!p || !bytes) return (void *)p;
+  if (host_view(p, bytes, &h) == 0) return h;
+  fprintf(stderr, "hostnccl: %zu bytes at %p are not device memory known to the CUDA driver double\n", bytes, p);
+  *scratch = calloc(1, bytes);
+  return *scratch;
+}
+
+static void run_on_stream(void *arg) {
+  hn_batch *b = arg;
+  size_t n = b->nops;
+  hn_op *ops = malloc(n * sizeof *ops);
+  void **scratch = calloc(3 * n + 1, sizeof *scratch);
+  ncclResult_t res = ops && scratch ? ncclSuccess : ncclSystemError;
+  for (size_t i = 0; i < n && res == ncclSuccess; i++) {
+    ops[i] = b->ops[i];
+    if (__atomic_load_n(&ops[i].comm->aborting, __ATOMIC_ACQUIRE)) res = ncclSystemError;
+    size_t sb, rb;
+    op_bytes(&ops[i], &sb, &rb);
+    ops[i].sendbuff = view_or_scratch(ops[i].sendbuff, sb, &scratch[3 * i]);
+    ops[i].recvbuff = view_or_scratch(ops[i].recvbuff, rb, &scratch[3 * i + 1]);
+    if (ops[i].red.scalar_ptr)
+      ops[i].red.scalar_ptr = view_or_scratch(ops[i].red.scalar_ptr, hn_type_size(ops[i].type), &scratch[3 * i + 2]);
+  }
+  if (res == ncclSuccess) res = hn_run_ops(ops, n);
+  if (res != ncclSuccess) {
+    fprintf(stderr, "hostnccl: %s (%zu operation%s) failed on its stream: %s\n", hn_kind_name(b->ops[0].kind), n,
+            n == 1 ? "" : "s", hn_last_error());
+    for (size_t i = 0; i < n; i++) hn_comm_fail(b->ops[i].comm, res);
+  }
+  for (size_t i = 0; scratch && i < 3 * n; i++) free(scratch[i]);
+  free(scratch);
+  free(ops);
+}
+
+/* The queued work holds each of its communicators busy until released. */
+static void release(void *arg) {
+  hn_batch *b = arg;
+  for (size_t i = 0; i < b->nops; i++) hn_comm_leave(b->ops[i].comm);
+  hn_batch_unref(b);
+}
+
+ncclResult_t hn_exec_ops(const hn_op *ops, size_t n) {
+  if (!n || !stream_mode()) return hn_run_ops(ops, n);
+  void *streams[64];
+  int ns = 0;
+  for (size_t i = 0; i < n; i++) {
+    int seen = 0;
+    for (int k = 0; k < ns; k++) seen |= streams[k] == (void *)ops[i].stream;
+    if (!seen && ns < 64) streams[ns++] = (void *)ops[i].stream;
+  }
+  hn_batch *b = hn_batch_new(ops, n);
+  if (!b) return hn_err(ncclSystemError, "hostnccl: out of host memory");
+  for (size_t i = 0; i < n; i++) hn_comm_enter(ops[i].comm);
+  int r = enqueue_multi(streams, ns, run_on_stream, b, release);
+  if (r != 0) {
+    release(b);
+    return hn_err(ncclUnhandledCudaError, "%s: cannot enqueue on stream %p (CUresult %d from the CUDA driver double)",
+                  hn_kind_name(ops[0].kind), streams[0], r);
+  }
+  return ncclSuccess;
+}
