@@ -243,9 +243,10 @@ CUresult nsc_cuctx_side_stream(nsc_cuctx *c, CUstream s, CUstream *side, const c
   const nsc_cu_api *cu = nsc_cu_driver();
   CUresult r = CUDA_SUCCESS;
   *side = s;
+  uintptr_t thread = s == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() : 0;
   pthread_mutex_lock(&c->lock);
   for (int i = 0; i < c->nside; i++)
-    if (c->sides[i].of == s) {
+    if (c->sides[i].of == s && c->sides[i].thread == thread) {
       *side = c->sides[i].side;
       goto done;
     }
@@ -263,6 +264,7 @@ CUresult nsc_cuctx_side_stream(nsc_cuctx *c, CUstream s, CUstream *side, const c
   nsc_cu_unrelax(mode);
   if (r == CUDA_SUCCESS) {
     c->sides[c->nside].of = s;
+    c->sides[c->nside].thread = thread;
     c->sides[c->nside++].side = n;
     *side = n;
   }

@@ -65,6 +65,7 @@ struct nsc_cuctx {
   int nside;
   struct {
     CUstream of, side;
+    uintptr_t thread; /* CU_STREAM_PER_THREAD: the thread whose stream it is, else 0 */
   } sides[NSC_CU_MAX_SIDE];
 };
 
@@ -91,8 +92,8 @@ CUresult nsc_cuctx_private_stream(nsc_cuctx *c, CUstream *s, const char **what);
 
 /* The side stream of caller stream s: one per caller stream (a shared one
  * would order the work of unrelated streams, e.g. two communicators, and can
- * deadlock across ranks), non-blocking, at s's priority; s itself once
- * NSC_CU_MAX_SIDE are in use. */
+ * deadlock across ranks), so one per thread for CU_STREAM_PER_THREAD,
+ * non-blocking, at s's priority; s itself once NSC_CU_MAX_SIDE are in use. */
 CUresult nsc_cuctx_side_stream(nsc_cuctx *c, CUstream s, CUstream *side, const char **what);
 /* waiter waits for everything enqueued on signaller so far (event record +
  * stream wait; legal under capture). */

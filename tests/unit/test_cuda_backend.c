@@ -11,7 +11,8 @@
  *   relaxed    queries and marks beside another thread's global-mode capture
  *              leave that capture valid (5)
  *   nopools    a device without memory pools gets no cuMemAlloc fallback (7)
- *   perthread  staging arenas of CU_STREAM_PER_THREAD are per thread (8)
+ *   perthread  staging arenas and side streams of CU_STREAM_PER_THREAD are
+ *              per thread (8)
  *
  *   test_cuda_backend CHECK...   (TAP lines; exit 1 on any failure)
  *
@@ -274,10 +275,14 @@ static void t_nopools(void) {
 }
 
 static nsc_staging pst;
+static void **pt_slot[2];
 static pthread_barrier_t both;
+static nsc_stream sides[2];
 static void *pt_get(void *arg) {
   void **p = arg;
   intptr_t rc = nsc_staging_get(&pst, &nsc_backend_host, (nsc_stream)0x2, 1000, 1 << 30, p);
+  cuCtxSetCurrent(ctx[0]);
+  if (be->side_stream((nsc_stream)CU_STREAM_PER_THREAD, &sides[p == pt_slot[1]])) rc = -1;
   pthread_barrier_wait(&both); /* both threads alive: their ids differ */
   return (void *)rc;
 }
@@ -287,6 +292,8 @@ static void t_perthread(void) {
   pthread_t t1, t2;
   void *r1, *r2;
   pthread_barrier_init(&both, NULL, 2);
+  pt_slot[0] = &p1;
+  pt_slot[1] = &p2;
   pthread_create(&t1, NULL, pt_get, &p1);
   pthread_create(&t2, NULL, pt_get, &p2);
   pthread_join(t1, &r1);
@@ -295,6 +302,8 @@ static void t_perthread(void) {
   for (nsc_arena *a = pst.arenas; a; a = a->next) arenas++;
   report(!r1 && !r2 && arenas == 2 && pst.arenas->live == 1 && pst.arenas->next->live == 1,
          "perthread: two threads' CU_STREAM_PER_THREAD staging lives in two arenas");
+  report(sides[0] && sides[1] && sides[0] != sides[1] && sides[0] != (nsc_stream)CU_STREAM_PER_THREAD,
+         "perthread: ... and their pipelining side streams are two streams");
   nsc_staging_release(&pst);
 }
 
