@@ -5,6 +5,7 @@
  *
  * Devices: CUDADRV_DEVICES of them (default 2, at most 8), sm_90,
  * 132 SMs; CUDADRV_NO_POOLS=1 makes them report no memory-pool support.
+ * CUDADRV_STATS=1 prints the information counters at exit.
  *
  * Must not: do anything before cuInit except answer cuGetErrorName/String,
  * or print anything but "cudadrv: " lines on stderr. */
@@ -67,6 +68,9 @@ static void report(void) {
   if (getpid() != init_pid) return;
   cudadrv_stats s;
   cudadrv_get_stats(&s);
+  if (getenv("CUDADRV_STATS") && !strcmp(getenv("CUDADRV_STATS"), "1"))
+    cd_note("stats: %llu kernel launches, %llu host operations, %llu graph allocations",
+            (unsigned long long)s.launches, (unsigned long long)s.host_ops, (unsigned long long)s.graph_allocs);
   if (!s.capture_violations && !s.region_syncs && !s.illegal_accesses) return;
   cd_note("FAIL %llu capture violation(s), %llu synchronising call(s) in user collectives, "
           "%llu illegal access(es)",

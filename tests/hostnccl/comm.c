@@ -150,6 +150,7 @@ static ncclResult_t comm_new(MPI_Comm mpi, int blocking, ncclComm_t *out) {
   hn_mpi_unlock();
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->idle, NULL);
+  pthread_cond_init(&c->turn, NULL);
   if (!blocking) c->report_inprogress = 1; /* init itself "completes" on a poll */
   if (hn_cfg()->log)
     hn_log("comm %p rank %d/%d created (%s)", (void *)c, c->rank, c->nranks,
@@ -170,6 +171,7 @@ static void comm_free(ncclComm_t c) {
   free(c->pending);
   free(c->ops);
   pthread_cond_destroy(&c->idle);
+  pthread_cond_destroy(&c->turn);
   pthread_mutex_destroy(&c->lock);
   free(c);
 }

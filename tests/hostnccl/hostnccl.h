@@ -120,6 +120,10 @@ struct ncclComm {
   ncclResult_t async_error;  /* sticky: a failed operation (MPI error) */
   hn_premul_op *ops;         /* ncclRedOpCreatePreMulSum; op id = ncclNumOps + index */
   int nops;
+  /* stream.c: operations enqueued on streams run in call order per
+   * communicator (NCCL serialises a communicator's launches) */
+  uint64_t tickets, served;  /* under lock */
+  pthread_cond_t turn;
 };
 
 ncclResult_t hn_check_comm(ncclComm_t comm, const char *fn);
@@ -148,6 +152,7 @@ typedef struct {
   hn_red red;
   int peer;                  /* root, or peer of send/recv */
   cudaStream_t stream;       /* honoured on the CUDA driver test double (stream.c) */
+  uint64_t ticket;           /* stream.c: its turn on comm, 0 = none */
 } hn_op;
 
 /* A list of operations run together: point-to-point posted first, then the

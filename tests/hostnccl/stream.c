@@ -9,6 +9,10 @@
  * ncclCommGetAsyncError report it) and a "hostnccl: ... failed on its stream"
  * line goes to stderr.
  *
+ * A communicator's operations run in the order of their calls, whatever
+ * their streams, as NCCL serialises a communicator's work (the shim issues
+ * its configuration check on a private stream beside the caller's).
+ *
  * Without the double (no libcuda.so.1 loaded, or the real one) nothing
  * changes: operations run on the calling thread at call time.
  *
@@ -25,8 +29,11 @@
 typedef int (*enqueue_fn)(void *const *streams, int n, void (*fn)(void *), void *arg,
                           void (*release)(void *));
 typedef int (*view_fn)(const void *p, size_t bytes, void **host);
+typedef int (*capturing_fn)(void *stream, int *status);
 static enqueue_fn enqueue_multi;
 static view_fn host_view;
+static capturing_fn is_capturing;
+static pthread_mutex_t ticket_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The double's hooks once it is loaded (by the shim or the program). */
 static int stream_mode(void) {
@@ -35,8 +42,10 @@ static int stream_mode(void) {
   if (!h) return 0;
   view_fn v = (view_fn)dlsym(h, "cudadrv_host_view");
   enqueue_fn e = (enqueue_fn)dlsym(h, "cudadrv_enqueue_multi");
-  if (!v || !e) return 0; /* the real driver */
+  capturing_fn c = (capturing_fn)dlsym(h, "cuStreamIsCapturing");
+  if (!v || !e || !c) return 0; /* the real driver */
   host_view = v;
+  is_capturing = c;
   __atomic_store_n(&enqueue_multi, e, __ATOMIC_RELEASE);
   if (hn_cfg()->log) hn_log("running on the CUDA driver test double: collectives in stream order");
   return 1;
@@ -63,9 +72,47 @@ static void *view_or_scratch(const void *p, size_t bytes, void **scratch) {
   return *scratch;
 }
 
+/* Operations of one communicator run in the order of their calls, whatever
+ * their streams: each op waits for its ticket's turn (taken at call time for
+ * all communicators of a batch at once, so the order is the same on all). */
+static void take_tickets(hn_op *ops, size_t n) {
+  pthread_mutex_lock(&ticket_lock);
+  for (size_t i = 0; i < n; i++) {
+    size_t j = 0;
+    while (j < i && ops[j].comm != ops[i].comm) j++;
+    if (j < i) continue; /* one ticket per communicator and batch */
+    pthread_mutex_lock(&ops[i].comm->lock);
+    ops[i].ticket = ++ops[i].comm->tickets;
+    pthread_mutex_unlock(&ops[i].comm->lock);
+  }
+  pthread_mutex_unlock(&ticket_lock);
+}
+
+static void wait_turns(const hn_op *ops, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (!ops[i].ticket) continue;
+    ncclComm_t c = ops[i].comm;
+    pthread_mutex_lock(&c->lock);
+    while (c->served + 1 < ops[i].ticket) pthread_cond_wait(&c->turn, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+  }
+}
+
+static void end_turns(const hn_op *ops, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (!ops[i].ticket) continue;
+    ncclComm_t c = ops[i].comm;
+    pthread_mutex_lock(&c->lock);
+    c->served = ops[i].ticket;
+    pthread_cond_broadcast(&c->turn);
+    pthread_mutex_unlock(&c->lock);
+  }
+}
+
 static void run_on_stream(void *arg) {
   hn_batch *b = arg;
   size_t n = b->nops;
+  wait_turns(b->ops, n);
   hn_op *ops = malloc(n * sizeof *ops);
   void **scratch = calloc(3 * n + 1, sizeof *scratch);
   ncclResult_t res = ops && scratch ? ncclSuccess : ncclSystemError;
@@ -88,6 +135,7 @@ static void run_on_stream(void *arg) {
   for (size_t i = 0; scratch && i < 3 * n; i++) free(scratch[i]);
   free(scratch);
   free(ops);
+  end_turns(b->ops, n);
 }
 
 /* The queued work holds each of its communicators busy until released. */
@@ -108,9 +156,15 @@ ncclResult_t hn_exec_ops(const hn_op *ops, size_t n) {
   }
   hn_batch *b = hn_batch_new(ops, n);
   if (!b) return hn_err(ncclSystemError, "hostnccl: out of host memory");
+  /* Captured work runs at each graph launch, any number of times: no turn. */
+  int cap = 0;
+  for (size_t i = 0; i < b->nops; i++) b->ops[i].ticket = 0;
+  if (is_capturing(streams[0], &cap) == 0 && cap == 0) take_tickets(b->ops, b->nops);
   for (size_t i = 0; i < n; i++) hn_comm_enter(ops[i].comm);
   int r = enqueue_multi(streams, ns, run_on_stream, b, release);
   if (r != 0) {
+    wait_turns(b->ops, b->nops); /* give the turns back in order */
+    end_turns(b->ops, b->nops);
     release(b);
     return hn_err(ncclUnhandledCudaError, "%s: cannot enqueue on stream %p (CUresult %d from the CUDA driver double)",
                   hn_kind_name(ops[0].kind), streams[0], r);

@@ -5,7 +5,8 @@
 # from the shim's fatbin with marshalled parameters, counters), and the
 # failing exit of a process that left a violation behind; then the kernel
 # checker (tests/gpu/check_kernels, quick form) on the double; and the host
-# NCCL running its collectives in stream order on it (2 MPI ranks).
+# NCCL running its collectives in stream order on it (2 MPI ranks); then the
+# shim's shimtest suites with device buffers on the double.
 source "$(dirname "$0")/../lib.sh"
 CUDADRV_DIR="$BUILD/lib/cudadrv"
 
@@ -56,3 +57,38 @@ if [ -x "$TBIN/cudadrv_nccl_streams" ]; then
   grep -E '^(ok|not ok) ' "$TMPD/ns.log" | sed 's/^\(ok\|not ok\) - /\1 - host NCCL on the double: /'
   [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams exited $rc"; tail -n 15 "$TMPD/ns.log" | sed 's/^/#   /'; }
 else not_ok "cudadrv_nccl_streams is built"; fi
+
+# The shim's suites with device buffers: shimtest with SHIMTEST_DEVICE=1
+# (tests/shim/devmirror.h) under the shim, on the double: the CUDA backend
+# end to end (kernels, staging, fusion, pipelining, accumulation) over the
+# host NCCL in stream order. A violation the double records fails the run
+# (exit 86).
+P="$TBIN/shimtest"
+export LD_LIBRARY_PATH="$CUDADRV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+dev_shim() { SHIMTEST_DEVICE=1 mpirun_shim "$@"; }
+unset NCCLSHIM_COMPRESS
+export NCCLSHIM_LOG=off
+( unset LD_LIBRARY_PATH; mpirun_host 3 "$P" hash >"$TMPD/plain" 2>"$TMPD/plain.err" )
+CUDADRV_STATS=1 dev_shim 3 "$P" hash >"$TMPD/dev" 2>"$TMPD/dev.err"
+NCCLSHIM_COMPRESS=off dev_shim 3 "$P" hash >"$TMPD/dev-off" 2>"$TMPD/dev-off.err"
+n=$(wc -l <"$TMPD/plain")
+[ "$n" -eq 960 ] && ok "host-memory hash run without the double: $n cases" || not_ok "hash run printed $n cases"
+check "device buffers, NCCLSHIM_COMPRESS=off: every datatype and op bit-identical to plain NCCL on host memory" \
+  cmp "$TMPD/plain" "$TMPD/dev-off"
+untouched() { awk '!($2 == 7 && ($4 == 0 || $4 == 4) && $6 >= 16384)' "$1"; }
+check "device buffers, default settings: every call not compressed is bit-identical" \
+  cmp <(untouched "$TMPD/plain") <(untouched "$TMPD/dev")
+! cmp -s "$TMPD/plain" "$TMPD/dev" && ok "device buffers, default settings: the fp32 Sum/Avg cases were compressed" \
+  || { not_ok "device buffers: nothing was compressed"; tail -n 5 "$TMPD/dev.err" | sed 's/^/#   /'; }
+check_grep "device buffers: the shim's casts ran as kernels on the double" \
+  '^cudadrv: stats: [1-9][0-9]* kernel launches, [1-9][0-9]* host operations' "$TMPD/dev.err"
+for w in fp16 bf16; do
+  check "device buffers: exact inputs bit-exact, $w, 3 ranks" with NCCLSHIM_COMPRESS=$w dev_shim 3 "$P" exact
+done
+check "device buffers: random inputs equal the quantizing reference, 2 ranks" dev_shim 2 "$P" quantized
+check "device buffers: pipelined in 64 KiB chunks, exact, 2 ranks" with NCCLSHIM_CHUNK_BYTES=64K dev_shim 2 "$P" exact
+check "device buffers: grouped calls exact with fusion, 3 ranks" dev_shim 3 "$P" group
+check "device buffers: grouped calls exact, fusion off" with NCCLSHIM_FUSE_BYTES=0 NCCLSHIM_MIN_BYTES=0 dev_shim 2 "$P" group
+check "device buffers: special values as documented, fp16" dev_shim 3 "$P" special
+check "device buffers: fused groups with NCCLSHIM_ACCUM_STEPS=2, synced or local exactly" \
+  with NCCLSHIM_ACCUM_STEPS=2 dev_shim 2 "$P" accumgroup 2
