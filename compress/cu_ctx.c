@@ -120,8 +120,6 @@ static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what
       cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, c->dev) ==
           CUDA_SUCCESS)
     c->pools = v != 0;
-  TRY(load_module(cu, c, what), *what);
-  for (int k = 0; k < NSC_K_COUNT; k++) TRY(cu->cuModuleGetFunction(&c->fn[k], c->mod, names[k]), names[k]);
   /* Counters (64 bytes), then the exchange slots, in one pinned block. */
   const size_t oob = (size_t)NSC_CU_OOB_SLOTS * NSC_CU_OOB_BYTES;
   void *host = NULL;
@@ -134,6 +132,10 @@ static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what
   TRY(cu->cuMemAlloc(&c->oob_dev, oob), "cuMemAlloc(exchange slots)");
   for (int i = 0; i < NSC_CU_OOB_SLOTS; i++)
     TRY(cu->cuEventCreate(&c->oob_ev[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate(exchange)");
+  /* Last: kernels that do not load leave the entry usable for the rest. */
+  c->kload = load_module(cu, c, &c->kload_what);
+  for (int k = 0; c->kload == CUDA_SUCCESS && k < NSC_K_COUNT; k++)
+    if ((c->kload = cu->cuModuleGetFunction(&c->fn[k], c->mod, names[k])) != CUDA_SUCCESS) c->kload_what = names[k];
   return CUDA_SUCCESS;
 }
 
@@ -182,7 +184,7 @@ static CUresult get_entry(CUcontext ctx, nsc_cuctx **out, const char **what) {
   c->setup = init_entry(cu, c, &c->setup_what);
   nsc_cuctx_leave(pushed);
   nsc_cu_unrelax(mode);
-  if (c->setup == CUDA_SUCCESS && !strcmp(kernels_desc, "none"))
+  if (c->setup == CUDA_SUCCESS && c->kload == CUDA_SUCCESS && !strcmp(kernels_desc, "none"))
     __atomic_store_n(&kernels_desc, c->kernels, __ATOMIC_RELEASE);
   pthread_mutex_init(&c->lock, NULL);
   table[ntable] = c;

@@ -44,6 +44,9 @@ struct nsc_cuctx {
   unsigned long long id;
   CUresult setup;          /* CUDA_SUCCESS, or why the entry is unusable */
   const char *setup_what;
+  CUresult kload;          /* CUDA_SUCCESS, or why the kernels did not load: the entry
+                            * still serves exchanges, staging and marks */
+  const char *kload_what;
   CUdevice dev;
   CUmodule mod;
   CUfunction fn[NSC_K_COUNT];
@@ -74,7 +77,9 @@ struct nsc_cuctx {
 
 /* The entry for the context of stream s (the current context for the NULL and
  * per-thread/legacy handles), created on first use. A context whose setup
- * failed (module load, say) keeps failing with the same result, untried. */
+ * failed keeps failing with the same result, untried. Kernels that did not
+ * load do not fail the entry (c->kload says why; launches fail with it), so
+ * the configuration check can still tell every rank. */
 CUresult nsc_cuctx_of(CUstream s, nsc_cuctx **out, const char **what);
 /* The entry for the calling thread's current context. */
 CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what);

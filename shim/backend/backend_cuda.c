@@ -306,6 +306,7 @@ static int c_usable(nsc_stream s) {
   nsc_cuctx *c = NULL;
   const char *what = NULL;
   CUresult r = nsc_cuctx_of((CUstream)s, &c, &what);
+  if (r == CUDA_SUCCESS && (r = c->kload) != CUDA_SUCCESS) what = c->kload_what;
   return r == CUDA_SUCCESS ? 1 : (fail(r, what), 0);
 }
 

@@ -46,3 +46,21 @@ for m in single group; do
   check "first all-reduces captured ($m): forwarded untouched, no check, no allocation or violation during capture" \
     mpirun_shim 2 "$TBIN/shim_cuda_capture" $m
 done
+
+# Defect 1, end to end: rank 0 of 2 cannot run the kernels (no usable fatbin,
+# an NVRTC that cannot compile); the check agrees on it, so both ranks forward
+# every call untouched: the run is bit-identical to plain NCCL on host memory
+# (shimtest hash, device buffers mirrored by tests/shim/devmirror.h).
+P="$TBIN/shimtest"
+mpirun_host 2 "$P" hash >"$TMPD/plain" 2>"$TMPD/plain.err"
+XD="-x SHIMTEST_DEVICE=1 -x NCCLSHIM_LOG=off -x LD_LIBRARY_PATH=$HOSTNCCL_DIR:$BUILD/lib/cudadrv"
+timeout "${TEST_TIMEOUT:-180}" mpirun \
+  -np 1 $XD -x CUDADRV_NO_FATBIN=1 -x LD_PRELOAD="$SHIM:$TBIN/stub/libnvrtc.so.13" "$P" hash : \
+  -np 1 $XD -x LD_PRELOAD="$SHIM" "$P" hash >"$TMPD/nokernels" 2>"$TMPD/nokernels.err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(wc -l <"$TMPD/nokernels")" -eq "$(wc -l <"$TMPD/plain")" ] && cmp -s "$TMPD/plain" "$TMPD/nokernels" \
+  && ok "one rank without kernels: every rank forwards untouched, bit-identical to plain NCCL ($(wc -l <"$TMPD/plain") cases)" \
+  || { not_ok "one rank without kernels: rc $rc, outputs differ from plain NCCL"; tail -n 6 "$TMPD/nokernels.err" | sed 's/^/#   /'; }
+check_grep "... the rank without kernels says so, once" "rank 0 cannot run the CUDA kernels" "$TMPD/nokernels.err"
+[ "$(grep -c 'cannot run the CUDA kernels' "$TMPD/nokernels.err")" -eq 1 ] && ok "... and only once" \
+  || not_ok "... said $(grep -c 'cannot run the CUDA kernels' "$TMPD/nokernels.err") times"
