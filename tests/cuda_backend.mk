@@ -19,13 +19,15 @@ $(NVRTC_STUB): tests/unit/nvrtc_stub.c
 	$(CC) $(CFLAGS_BASE) -shared -fvisibility=hidden -Wl,-soname,libnvrtc.so.13 -o $@ $<
 TEST_BINS += $(NVRTC_STUB)
 
-# A communicator's first all-reduces captured into a graph (MPI, host NCCL,
-# the shim preloaded, the double linked for its counters).
-SHIM_CUDA_CAPTURE := $(B)/tests/shim_cuda_capture
-$(B)/obj/tests/shim/shim_cuda_capture.o: CC_FOR := $(MPICC)
-$(B)/obj/tests/shim/shim_cuda_capture.o: EXTRA_CFLAGS := $(SHIM_INC) $(NCCL_INC) -Itests/shim -Itests/cudadrv
-$(SHIM_CUDA_CAPTURE): $(B)/obj/tests/shim/shim_cuda_capture.o $(HOSTNCCL_LIB) $(CUDADRV_LIB)
+# MPI programs over the host NCCL with the shim preloaded and the double
+# linked (for its counters): a communicator's first all-reduces captured into
+# a graph, and fusion growth that must not wait.
+SHIM_CUDA_PROGS := $(B)/tests/shim_cuda_capture $(B)/tests/shim_cuda_grow
+SHIM_CUDA_OBJS := $(SHIM_CUDA_PROGS:$(B)/tests/%=$(B)/obj/tests/shim/%.o)
+$(SHIM_CUDA_OBJS): CC_FOR := $(MPICC)
+$(SHIM_CUDA_OBJS): EXTRA_CFLAGS := $(SHIM_INC) $(NCCL_INC) -Itests/shim -Itests/cudadrv
+$(SHIM_CUDA_PROGS): $(B)/tests/%: $(B)/obj/tests/shim/%.o $(HOSTNCCL_LIB) $(CUDADRV_LIB)
 	@mkdir -p $(@D)
 	$(MPICC) -o $@ $< -L$(B)/lib/hostnccl -lnccl -L$(CUDADRV_DIR) -l:libcuda.so.1 \
 	  -Wl,-rpath,$(abspath $(CUDADRV_DIR)) $(LDFLAGS_BASE) -lpthread -lm -ldl
-TEST_BINS += $(SHIM_CUDA_CAPTURE)
+TEST_BINS += $(SHIM_CUDA_PROGS)

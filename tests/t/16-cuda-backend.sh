@@ -64,3 +64,10 @@ rc=$?
 check_grep "... the rank without kernels says so, once" "rank 0 cannot run the CUDA kernels" "$TMPD/nokernels.err"
 [ "$(grep -c 'cannot run the CUDA kernels' "$TMPD/nokernels.err")" -eq 1 ] && ok "... and only once" \
   || not_ok "... said $(grep -c 'cannot run the CUDA kernels' "$TMPD/nokernels.err") times"
+
+# Defect 6: a group that outgrows the agreed fusion block starts an agreement
+# on a bigger one and returns without waiting for it (rank 1 makes its group
+# only after rank 0's ncclGroupEnd returned: waiting would hang); it applies a
+# group later; every result exact (2 ranks, device buffers).
+check "fusion growth: ncclGroupEnd never waits for the agreement; applied a group later; exact" \
+  with NCCLSHIM_LOG=off TEST_TIMEOUT=60 mpirun_shim 2 "$TBIN/shim_cuda_grow"
