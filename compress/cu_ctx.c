@@ -351,7 +351,7 @@ CUresult nsc_cuctx_oob_get(nsc_cuctx *c, int *slot, const char **what) {
   *slot = free_bits ? __builtin_ctz(free_bits) : -1;
   if (*slot >= 0) {
     c->oob_busy |= 1u << *slot;
-    c->oob_ended &= ~(1u << *slot);
+    __atomic_and_fetch(&c->oob_ended, ~(1u << *slot), __ATOMIC_RELEASE); /* read without the lock */
   }
   pthread_mutex_unlock(&c->lock);
   if (*slot >= 0) return CUDA_SUCCESS;

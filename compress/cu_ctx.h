@@ -60,7 +60,7 @@ struct nsc_cuctx {
   CUevent oob_ev[NSC_CU_OOB_SLOTS];
   pthread_mutex_t lock; /* everything below */
   unsigned oob_busy;    /* bit per slot */
-  unsigned oob_ended;   /* bit per slot: its copy back is enqueued */
+  unsigned oob_ended;   /* bit per slot: its copy back is enqueued (atomic, read without the lock) */
   CUstream priv;
   nsc_cuev *free_ev;
   int nev;
