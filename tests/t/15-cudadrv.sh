@@ -56,6 +56,12 @@ if [ -x "$TBIN/cudadrv_nccl_streams" ]; then
   rc=$?
   grep -E '^(ok|not ok) ' "$TMPD/ns.log" | sed 's/^\(ok\|not ok\) - /\1 - host NCCL on the double: /'
   [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams exited $rc"; tail -n 15 "$TMPD/ns.log" | sed 's/^/#   /'; }
+  for m in capturefirst capturequery; do
+    mpirun_host 2 "$TBIN/cudadrv_nccl_streams" $m >"$TMPD/ns-$m.log" 2>&1
+    rc=$?
+    grep -E '^(ok|not ok) ' "$TMPD/ns-$m.log" | sed 's/^\(ok\|not ok\) - /\1 - host NCCL on the double: /'
+    [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams $m exited $rc"; tail -n 15 "$TMPD/ns-$m.log" | sed 's/^/#   /'; }
+  done
 else not_ok "cudadrv_nccl_streams is built"; fi
 
 # The shim's suites with device buffers: shimtest with SHIMTEST_DEVICE=1
