@@ -623,3 +623,8 @@ CD_EXPORT int cudadrv_enqueue_multi(void *const *streams, int n, void (*fn)(void
     if (ss[i] != m && !ss[i]->cap) push_wait(ss[i], m, seq);
   return CUDA_SUCCESS;
 }
+
+CD_EXPORT void *cudadrv_stream_handle(void *h) {
+  struct CUstream_st *s;
+  return cd_ready() == CUDA_SUCCESS && cd_stream((CUstream)h, &s) == CUDA_SUCCESS ? (void *)s : NULL;
+}
