@@ -144,6 +144,10 @@ void cd_capture_note_alloc(cd_capture *c, CUdeviceptr p);
  * or NULL (the access is then counted and reported with api). Host memory
  * the double does not know is accepted only when host_ok. */
 void *cd_view(CUdeviceptr p, size_t bytes, const char *api, int host_ok);
+/* The device of the kernel this thread is running (-1: not a kernel). A
+ * kernel may touch device memory of its own device only (no peer access),
+ * and VMM memory only where cuMemSetAccess allowed that device. */
+extern __thread int cd_exec_dev;
 int cd_is_pinned_or_device(const void *p);     /* known to the double */
 CUresult cd_free_device(CUdeviceptr p, int async);
 CUresult cd_alloc_device(int dev, CUcontext ctx, size_t bytes, struct CUmemPoolHandle_st *pool,

@@ -59,4 +59,10 @@ int cudadrv_enqueue(void *stream, void (*fn)(void *), void *arg, void (*release)
 int cudadrv_enqueue_multi(void *const *streams, int n, void (*fn)(void *), void *arg,
                           void (*release)(void *));
 
+/* The stream a handle names now on this thread: NULL/0x1 (legacy) and 0x2
+ * (per-thread) resolved with the current context, others returned as they
+ * are; NULL when it names none (no current context). For work enqueued
+ * later from another thread (the host NCCL's nonblocking polls). */
+void *cudadrv_stream_handle(void *stream);
+
 #endif

@@ -42,7 +42,8 @@ typedef struct {
 typedef struct {
   uintptr_t base;
   size_t size;
-  int kind, dev, access, from_capture;
+  int kind, dev, from_capture;
+  unsigned access; /* VMM: bit d = device d may read and write */
   int ar; /* arena holding the address (VMM: the reservation's, dev: the memory's) */
   unsigned flags;
   CUcontext ctx;
@@ -195,15 +196,22 @@ static void *host_of(const alloc_rec *r, uintptr_t p) {
   return (void *)p;
 }
 
+__thread int cd_exec_dev = -1;
+
 void *cd_view(CUdeviceptr dp, size_t bytes, const char *api, int host_ok) {
   uintptr_t p = (uintptr_t)dp;
   void *out = NULL;
   const char *why = "not in any allocation";
   pthread_mutex_lock(&lock);
   alloc_rec *r = tab_find(p);
+  int d = cd_exec_dev;
+  char other[128];
   if (r && bytes > r->base + r->size - p) why = "runs past the end of its allocation";
-  else if (r && r->kind == K_VMM && !r->access) why = "VMM mapping without cuMemSetAccess";
-  else if (r) out = host_of(r, p);
+  else if (r && r->kind == K_VMM && !(r->access & (d >= 0 ? 1u << d : ~0u))) why = "VMM mapping without cuMemSetAccess for this device";
+  else if (r && d >= 0 && r->kind == K_DEVICE && r->dev != d) {
+    snprintf(other, sizeof other, "memory of device %d used by a kernel on device %d (no peer access)", r->dev, d);
+    why = other;
+  } else if (r) out = host_of(r, p);
   else if (host_ok && arena_of(p) < 0) out = (void *)p; /* pageable host memory */
   pthread_mutex_unlock(&lock);
   if (!out) cd_count_illegal("%s: %zu bytes at %p %s", api, bytes, (void *)p, why);
@@ -660,10 +668,11 @@ CD_EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
 CD_EXPORT CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count) {
   READY();
   if (!desc || !count) return CUDA_ERROR_INVALID_VALUE;
-  int rw = 0;
+  unsigned rw = 0;
   for (size_t i = 0; i < count; i++)
-    if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-      rw = 1;
+    if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+        cd_primary(desc[i].location.id))
+      rw |= 1u << desc[i].location.id;
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&lock);
   for (uintptr_t q = (uintptr_t)p; q < (uintptr_t)p + size;) {
@@ -672,7 +681,7 @@ CD_EXPORT CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessD
       r = CUDA_ERROR_INVALID_VALUE;
       break;
     }
-    m->access = rw;
+    m->access = rw; /* the access of the devices named; others none */
     q = m->base + m->size;
   }
   pthread_mutex_unlock(&lock);

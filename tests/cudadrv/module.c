@@ -213,7 +213,9 @@ void cd_kernel_pack(const struct CUfunc_st *f, void **params, unsigned char *buf
 void cd_kernel_run(const struct CUfunc_st *f, const unsigned char *params) {
   const unsigned char *p[MAXP];
   for (int i = 0; i < f->k->np; i++) p[i] = params + off_of(f->k, i);
+  cd_exec_dev = f->mod->ctx->dev;
   f->k->run(f->k, p);
+  cd_exec_dev = -1;
   cd_count(&cd_stats.launches);
 }
 

@@ -312,14 +312,20 @@ CD_EXPORT CUresult cuStreamGetId(CUstream h, unsigned long long *id) {
   return CUDA_SUCCESS;
 }
 
+/* Querying or synchronising s: illegal on a capturing stream in any mode,
+ * and an unsafe call for the capture-mode rules. */
+static CUresult stream_wait_check(struct CUstream_st *s, const char *api) {
+  if (s->cap) {
+    cd_capture_invalidate(s->cap, "%s of the capturing stream", api);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return cd_unsafe(api);
+}
+
 CD_EXPORT CUresult cuStreamQuery(CUstream h) {
   READY();
   STREAM(h, s);
-  if (s->cap) {
-    cd_capture_invalidate(s->cap, "cuStreamQuery of the capturing stream");
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  }
-  CUresult r = cd_unsafe("cuStreamQuery");
+  CUresult r = stream_wait_check(s, "cuStreamQuery");
   if (r != CUDA_SUCCESS) return r;
   uint64_t e;
   return pending(s, &e) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
@@ -328,11 +334,7 @@ CD_EXPORT CUresult cuStreamQuery(CUstream h) {
 CD_EXPORT CUresult cuStreamSynchronize(CUstream h) {
   READY();
   STREAM(h, s);
-  if (s->cap) {
-    cd_capture_invalidate(s->cap, "cuStreamSynchronize of the capturing stream");
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  }
-  CUresult r = cd_unsafe("cuStreamSynchronize");
+  CUresult r = stream_wait_check(s, "cuStreamSynchronize");
   if (r != CUDA_SUCCESS) return r;
   cd_sync_call("cuStreamSynchronize");
   cd_stream_drain(s);
@@ -622,4 +624,9 @@ CD_EXPORT int cudadrv_enqueue_multi(void *const *streams, int n, void (*fn)(void
   for (int i = 1; i < n; i++)
     if (ss[i] != m && !ss[i]->cap) push_wait(ss[i], m, seq);
   return CUDA_SUCCESS;
+}
+
+CD_EXPORT void *cudadrv_stream_handle(void *h) {
+  struct CUstream_st *s;
+  return cd_ready() == CUDA_SUCCESS && cd_stream((CUstream)h, &s) == CUDA_SUCCESS ? (void *)s : NULL;
 }

@@ -548,6 +548,15 @@ static void test_kernels(void) {
   CK(cuLaunchKernel(to16, 3, 1, 1, NSC_K_BLOCK, 1, 1, 0, s, p5, NULL));
   CK(cuStreamSynchronize(s));
   check(stats().illegal_accesses == 2, "a kernel reading pageable host memory is an illegal access");
+  CUdeviceptr other;
+  CK(cuCtxPushCurrent(ctx1));
+  CK(cuMemAlloc(&other, N * 4));
+  CK(cuCtxPopCurrent(NULL));
+  void *p6[] = {&other, &dw, &n, &scale, &dcnt};
+  CK(cuLaunchKernel(to16, 3, 1, 1, NSC_K_BLOCK, 1, 1, 0, s, p6, NULL));
+  CK(cuStreamSynchronize(s));
+  check(stats().illegal_accesses == 3, "a kernel on device 0 reading device 1's memory is an illegal access");
+  CK(cuMemFree(other));
   check(cuLaunchKernel(to16, 3, 1, 1, 512, 1, 1, 0, s, p, NULL) == CUDA_ERROR_INVALID_VALUE,
         "more threads per block than the kernels' launch bounds is refused");
   cudadrv_reset_stats();

@@ -117,6 +117,7 @@ static ncclResult_t enqueue(hn_op *op, ncclRedOp_t redop) {
   if (res == ncclSuccess) {
     hn_comm_enter(op->comm); /* an abort from another thread waits for us */
     res = check(op, redop);
+    if (res == ncclSuccess) hn_stream_resolve(op);
     if (res == ncclSuccess) res = submit(op);
     hn_comm_leave(op->comm);
   }

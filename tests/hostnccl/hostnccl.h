@@ -174,6 +174,9 @@ ncclResult_t hn_run_ops(const hn_op *ops, size_t n);
 /* Runs ops now (hn_run_ops), or on the CUDA driver test double enqueues them
  * on their streams and returns (failures then fail the communicators). */
 ncclResult_t hn_exec_ops(const hn_op *ops, size_t n);
+/* On the double: the call's stream handle made concrete now (the legacy and
+ * per-thread handles depend on the calling thread), for work run later. */
+void hn_stream_resolve(hn_op *op);
 hn_batch *hn_batch_new(const hn_op *ops, size_t n);
 void hn_batch_ref(hn_batch *b);
 void hn_batch_unref(hn_batch *b);

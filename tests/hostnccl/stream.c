@@ -22,6 +22,7 @@
 #include "hostnccl.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,20 +31,37 @@ typedef int (*enqueue_fn)(void *const *streams, int n, void (*fn)(void *), void 
                           void (*release)(void *));
 typedef int (*view_fn)(const void *p, size_t bytes, void **host);
 typedef int (*capturing_fn)(void *stream, int *status);
+typedef void *(*handle_fn)(void *stream);
+static handle_fn stream_handle;
 static enqueue_fn enqueue_multi;
 static view_fn host_view;
 static capturing_fn is_capturing;
 static pthread_mutex_t ticket_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The double's hooks once it is loaded (by the shim or the program). */
+static int first_adds(struct dl_phdr_info *info, size_t size, void *out) {
+  (void)size;
+  *(unsigned long long *)out = info->dlpi_adds;
+  return 1; /* the first object is enough */
+}
+
+/* The double's hooks once it is loaded (by the shim or the program). A
+ * dlopen(RTLD_NOLOAD) of a library that is not loaded searches the file
+ * system (~90 us), so it is retried only when objects were loaded since. */
 static int stream_mode(void) {
+  static unsigned long long checked_adds = ~0ull;
   if (__atomic_load_n(&enqueue_multi, __ATOMIC_ACQUIRE)) return 1;
+  unsigned long long adds = 0;
+  dl_iterate_phdr(first_adds, &adds);
+  if (adds == __atomic_load_n(&checked_adds, __ATOMIC_RELAXED)) return 0;
+  __atomic_store_n(&checked_adds, adds, __ATOMIC_RELAXED);
   void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
   if (!h) return 0;
   view_fn v = (view_fn)dlsym(h, "cudadrv_host_view");
   enqueue_fn e = (enqueue_fn)dlsym(h, "cudadrv_enqueue_multi");
   capturing_fn c = (capturing_fn)dlsym(h, "cuStreamIsCapturing");
-  if (!v || !e || !c) return 0; /* the real driver */
+  handle_fn sh = (handle_fn)dlsym(h, "cudadrv_stream_handle");
+  if (!v || !e || !c || !sh) return 0; /* the real driver */
+  stream_handle = sh;
   host_view = v;
   is_capturing = c;
   __atomic_store_n(&enqueue_multi, e, __ATOMIC_RELEASE);
@@ -170,4 +188,10 @@ ncclResult_t hn_exec_ops(const hn_op *ops, size_t n) {
                   hn_kind_name(ops[0].kind), streams[0], r);
   }
   return ncclSuccess;
+}
+
+void hn_stream_resolve(hn_op *op) {
+  if (!stream_mode()) return;
+  void *h = stream_handle((void *)op->stream);
+  if (h) op->stream = (cudaStream_t)h; /* else left: the enqueue reports it */
 }

@@ -9,6 +9,10 @@
  * both buffers back after the call, or after the outermost group end inside
  * a group. The test body keeps reading and writing host memory.
  *
+ * SHIMTEST_SYNC_AUDIT=1 brackets every NCCL call with cudadrv_region, so the
+ * double counts (and fails the run on) synchronising driver calls the shim
+ * makes inside a user's collective.
+ *
  * Each rank uses device rank % count, current on the calling thread. For
  * blocking communicators only (a copy back needs the work on the stream).
  * Must not: be used without MPI initialised, or free a mirror (host
@@ -40,6 +44,7 @@ static struct {
   dm_map *maps;
   size_t nmaps, capmaps;
   int depth;
+  void (*region)(int); /* SHIMTEST_SYNC_AUDIT=1: cudadrv_region around NCCL calls */
   struct { char *host; CUdeviceptr dev; size_t bytes; cudaStream_t s; } *back;
   size_t nback, capback;
 } dm;
@@ -66,6 +71,8 @@ static int dm_on(void) {
 #define DM_LOAD(f) if (!(*(void **)&dm.f = dlsym(h, DM_STR(f)))) dm_die(DM_STR(f), 0);
   DM_DRIVER(DM_LOAD)
 #undef DM_LOAD
+  const char *audit = getenv("SHIMTEST_SYNC_AUDIT");
+  if (audit && !strcmp(audit, "1")) *(void **)&dm.region = dlsym(h, "cudadrv_region");
   int rank = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   DM_CK(dm.cuInit(0));
@@ -126,7 +133,9 @@ static ncclResult_t dm_allreduce(const void *s, void *r, size_t n, ncclDataType_
   CUdeviceptr ds = s ? dm_dev(s, bytes) : 0, dr = r ? dm_dev(r, bytes) : 0;
   if (s && bytes) DM_CK(dm.cuMemcpyHtoDAsync(ds, s, bytes, (CUstream)st));
   if (r && r != s && bytes) DM_CK(dm.cuMemcpyHtoDAsync(dr, r, bytes, (CUstream)st));
+  if (dm.region) dm.region(1);
   ncclResult_t res = ncclAllReduce(s ? (void *)ds : NULL, r ? (void *)dr : NULL, n, t, op, c, st);
+  if (dm.region) dm.region(0);
   if (s && bytes) dm_later(s, ds, bytes, st);
   if (r && r != s && bytes) dm_later(r, dr, bytes, st);
   if (!dm.depth) dm_copy_back();
@@ -140,7 +149,10 @@ static ncclResult_t dm_group_start(void) {
 }
 
 static ncclResult_t dm_group_end(void) {
+  int audit = dm.region && dm_on();
+  if (audit) dm.region(1);
   ncclResult_t r = ncclGroupEnd();
+  if (audit) dm.region(0);
   if (dm.depth > 0 && --dm.depth == 0 && dm_on()) dm_copy_back();
   return r;
 }

@@ -56,6 +56,12 @@ if [ -x "$TBIN/cudadrv_nccl_streams" ]; then
   rc=$?
   grep -E '^(ok|not ok) ' "$TMPD/ns.log" | sed 's/^\(ok\|not ok\) - /\1 - host NCCL on the double: /'
   [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams exited $rc"; tail -n 15 "$TMPD/ns.log" | sed 's/^/#   /'; }
+  for m in capturefirst capturequery; do
+    mpirun_host 2 "$TBIN/cudadrv_nccl_streams" $m >"$TMPD/ns-$m.log" 2>&1
+    rc=$?
+    grep -E '^(ok|not ok) ' "$TMPD/ns-$m.log" | sed 's/^\(ok\|not ok\) - /\1 - host NCCL on the double: /'
+    [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams $m exited $rc"; tail -n 15 "$TMPD/ns-$m.log" | sed 's/^/#   /'; }
+  done
 else not_ok "cudadrv_nccl_streams is built"; fi
 
 # The shim's suites with device buffers: shimtest with SHIMTEST_DEVICE=1
@@ -92,3 +98,10 @@ check "device buffers: grouped calls exact, fusion off" with NCCLSHIM_FUSE_BYTES
 check "device buffers: special values as documented, fp16" dev_shim 3 "$P" special
 check "device buffers: fused groups with NCCLSHIM_ACCUM_STEPS=2, synced or local exactly" \
   with NCCLSHIM_ACCUM_STEPS=2 dev_shim 2 "$P" accumgroup 2
+A="$TBIN/shimfault_args"
+( unset LD_LIBRARY_PATH; mpirun_host 2 "$A" codes >"$TMPD/codes.plain" 2>"$TMPD/codes.plain.err" )
+dev_shim 2 "$A" codes >"$TMPD/codes.dev" 2>"$TMPD/codes.dev.err"
+[ "$(wc -l <"$TMPD/codes.plain")" -ge 30 ] && check "device buffers: the table of edge-case calls (codes, hashes) equals plain NCCL on host memory" \
+  cmp "$TMPD/codes.plain" "$TMPD/codes.dev" || not_ok "codes table on host memory printed too little"
+check "device buffers: misaligned send/recv pointers exact, sendbuff unchanged" dev_shim 2 "$A" misaligned
+check "device buffers: Inf/NaN/-0/subnormals the same on every rank, = NCCL on the wire type" dev_shim 3 "$A" special sum
