@@ -212,6 +212,14 @@ static int apply_agreement(nsc_staging *st, nsc_arena *a, int all) {
   return all;
 }
 
+void nsc_staging_fuse_resolve(nsc_staging *st) {
+  lock(st);
+  nsc_arena *a = st->arenas;
+  unlock(st);
+  for (; a; a = a->next)
+    if (a->gtok) apply_agreement(st, a, a->gag->finish(a->gtok, 1, a->gag->arg) == 1);
+}
+
 int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreement *ag) {
   int grown = 0;
   /* Arenas are only ever prepended and freed by nsc_staging_release, so the

@@ -101,6 +101,11 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
  * a block of that size is allocated and its agreement started. Resets the
  * per-group counts of every arena. Returns the number of arenas grown. */
 int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreement *ag);
+/* Apply every agreement still waiting for its answer, waiting for it (by
+ * polling). For a captured call: work of the communicator left running on a
+ * private stream must not overlap the graph's collectives when it is
+ * launched (capture is alike on every rank, so the point is the same). */
+void nsc_staging_fuse_resolve(nsc_staging *st);
 /* At a communicator's first call: allocate an initial fusion block for
  * stream s (returns 1 if this rank got it); nsc_staging_fuse_agreed() then
  * applies what every rank agreed (ok = all got it): keep it, or free it and

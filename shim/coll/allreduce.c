@@ -323,6 +323,9 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
     static int warned;
     nsc_warn_once(&warned, "a stream is being captured into a CUDA graph: captured all-reduces are forwarded "
                            "untouched and always sync (decisions would be frozen into the graph)");
+    /* No fusion agreement of ours may still be running when the graph's
+     * collectives are launched. */
+    nsc_staging_fuse_resolve(&c->staging);
     a = nsc_policy_transform(cfg, &call);
     acc = nsc_policy_accumulable(cfg, &call);
   }
