@@ -23,6 +23,7 @@
 #include "cudadrv_hooks.h"
 #include "ncclshim.h"
 #include "testmpi.h"
+#include "cudatest.h"
 
 static int failures;
 static void check(int ok, const char *what) {
@@ -30,24 +31,11 @@ static void check(int ok, const char *what) {
   failures += !ok;
 }
 
-#define DRV(call)                                                                        \
-  do {                                                                                   \
-    CUresult r_ = (call);                                                                \
-    if (r_ != CUDA_SUCCESS) {                                                            \
-      fprintf(stderr, "%s failed (%d)\n", #call, (int)r_);                                \
-      MPI_Abort(MPI_COMM_WORLD, 2);                                                      \
-    }                                                                                    \
-  } while (0)
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int group = argc > 1 && !strcmp(argv[1], "group");
-  CUcontext ctx;
-  CUstream s;
-  DRV(cuInit(0));
-  DRV(cuDevicePrimaryCtxRetain(&ctx, 0));
-  DRV(cuCtxSetCurrent(ctx));
-  DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUstream s = ct_stream();
   enum { N = 1 << 16 }; /* 256 KiB of fp32: compressible by size */
   float *x = NULL, *y = NULL;
   DRV(cuMemHostAlloc((void **)&x, N * 4, CU_MEMHOSTALLOC_PORTABLE));

@@ -18,15 +18,8 @@
 
 #include "ncclshim.h"
 #include "testmpi.h"
+#include "cudatest.h"
 
-#define DRV(call)                                                                        \
-  do {                                                                                   \
-    CUresult r_ = (call);                                                                \
-    if (r_ != CUDA_SUCCESS) {                                                            \
-      fprintf(stderr, "rank %d: %s failed (%d)\n", tm_rank(), #call, (int)r_);          \
-      MPI_Abort(MPI_COMM_WORLD, 2);                                                      \
-    }                                                                                    \
-  } while (0)
 
 enum { M = 3, N = 1 << 20 };
 
@@ -37,12 +30,7 @@ int main(int argc, char **argv) {
   int rank, nranks, failures = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  CUcontext ctx;
-  CUstream s;
-  DRV(cuInit(0));
-  DRV(cuDevicePrimaryCtxRetain(&ctx, 0));
-  DRV(cuCtxSetCurrent(ctx));
-  DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUstream s = ct_stream();
   ncclComm_t comm = tm_comm_world();
   float *h = malloc((size_t)N * 4), *got = malloc((size_t)N * 4);
   CUdeviceptr d[M], one;
