@@ -105,3 +105,5 @@ dev_shim 2 "$A" codes >"$TMPD/codes.dev" 2>"$TMPD/codes.dev.err"
   cmp "$TMPD/codes.plain" "$TMPD/codes.dev" || not_ok "codes table on host memory printed too little"
 check "device buffers: misaligned send/recv pointers exact, sendbuff unchanged" dev_shim 2 "$A" misaligned
 check "device buffers: Inf/NaN/-0/subnormals the same on every rank, = NCCL on the wire type" dev_shim 3 "$A" special sum
+check "device buffers: two communicators interleaved on the legacy and per-thread streams, in and out of groups" \
+  dev_shim 2 "$TBIN/shim_threads" streams
