@@ -130,8 +130,13 @@ static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what
   c->oob_host = (unsigned char *)host + 64;
   TRY(cu->cuMemHostGetDevicePointer(&c->counters_dev, host, 0), "cuMemHostGetDevicePointer");
   TRY(cu->cuMemAlloc(&c->oob_dev, oob), "cuMemAlloc(exchange slots)");
-  for (int i = 0; i < NSC_CU_OOB_SLOTS; i++)
+  /* A stream per slot: exchanges of different communicators (threads) on one
+   * context must not queue behind each other, in orders that can differ
+   * between ranks (each waits for its own collective's peers). */
+  for (int i = 0; i < NSC_CU_OOB_SLOTS; i++) {
     TRY(cu->cuEventCreate(&c->oob_ev[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate(exchange)");
+    TRY(cu->cuStreamCreate(&c->oob_stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate(exchange)");
+  }
   /* Last: kernels that do not load leave the entry usable for the rest. */
   c->kload = load_module(cu, c, &c->kload_what);
   for (int k = 0; c->kload == CUDA_SUCCESS && k < NSC_K_COUNT; k++)
@@ -219,26 +224,6 @@ void nsc_cuctx_counts(uint64_t *overflow, uint64_t *underflow) {
       *overflow += table[i]->counters[0];
       *underflow += table[i]->counters[1];
     }
-}
-
-CUresult nsc_cuctx_private_stream(nsc_cuctx *c, CUstream *s, const char **what) {
-  CUresult r = CUDA_SUCCESS;
-  pthread_mutex_lock(&c->lock);
-  if (!c->priv) {
-    int pushed, mode = nsc_cu_relax();
-    if ((r = nsc_cuctx_enter(c, &pushed, what)) == CUDA_SUCCESS) {
-      if ((r = nsc_cu_driver()->cuStreamCreate(&c->priv, CU_STREAM_NON_BLOCKING)) !=
-          CUDA_SUCCESS) {
-        *what = "cuStreamCreate";
-        c->priv = NULL;
-      }
-      nsc_cuctx_leave(pushed);
-    }
-    nsc_cu_unrelax(mode);
-  }
-  *s = c->priv;
-  pthread_mutex_unlock(&c->lock);
-  return r;
 }
 
 CUresult nsc_cuctx_side_stream(nsc_cuctx *c, CUstream s, CUstream *side, const char **what) {

@@ -2,8 +2,8 @@
  * embedded fatbin, else the kernels compiled by NVRTC) and its functions, the
  * device's SM count and stream-ordered allocation support, the
  * overflow/underflow counters in pinned host-mapped memory, the slots of the
- * out-of-band exchange (pinned host + device memory and an event each, made
- * at setup so the hook path never allocates for it), a private stream and the
+ * out-of-band exchange (pinned host + device memory, an event and a private
+ * stream each, made at setup so the hook path never allocates for it), the
  * side streams (created on first use), and a pool of timing events.
  *
  * Entries are created on a context's first use and never freed (a process has
@@ -58,10 +58,10 @@ struct nsc_cuctx {
   unsigned char *oob_host;  /* NSC_CU_OOB_SLOTS * NSC_CU_OOB_BYTES, pinned */
   CUdeviceptr oob_dev;      /* the same size on the device */
   CUevent oob_ev[NSC_CU_OOB_SLOTS];
+  CUstream oob_stream[NSC_CU_OOB_SLOTS]; /* the private stream of each slot */
   pthread_mutex_t lock; /* everything below */
   unsigned oob_busy;    /* bit per slot */
   unsigned oob_ended;   /* bit per slot: its copy back is enqueued (atomic, read without the lock) */
-  CUstream priv;
   nsc_cuev *free_ev;
   int nev;
   CUevent join_ev; /* record-then-wait, reusable at once */
@@ -92,8 +92,6 @@ void nsc_cuctx_leave(int pushed);
 /* Totals over all contexts; may lag kernels still running (never waits). */
 void nsc_cuctx_counts(uint64_t *overflow, uint64_t *underflow);
 
-/* The context's private non-blocking stream, created on first use. */
-CUresult nsc_cuctx_private_stream(nsc_cuctx *c, CUstream *s, const char **what);
 
 /* The side stream of caller stream s: one per caller stream (a shared one
  * would order the work of unrelated streams, e.g. two communicators, and can

@@ -244,7 +244,6 @@ static int c_join(nsc_stream waiter, nsc_stream signaller) {
  * on the context's private stream. Nothing is allocated or synchronised. */
 static int c_oob_begin(nsc_stream caller, const void *host, size_t bytes, void **buf,
                        nsc_stream *s) {
-  CUstream priv = NULL;
   int slot = -1;
   *buf = NULL;
   if (bytes > NSC_CU_OOB_BYTES) {
@@ -252,8 +251,8 @@ static int c_oob_begin(nsc_stream caller, const void *host, size_t bytes, void *
     return -1;
   }
   WITH_CTX(caller);
-  CU_DO(nsc_cuctx_private_stream(c, &priv, &what));
   CU_DO(nsc_cuctx_oob_get(c, &slot, &what));
+  CUstream priv = c->oob_stream[slot];
   unsigned char *h = c->oob_host + (size_t)slot * NSC_CU_OOB_BYTES;
   CUdeviceptr d = c->oob_dev + (CUdeviceptr)slot * NSC_CU_OOB_BYTES;
   memcpy(h, host, bytes);
