@@ -541,15 +541,20 @@ CD_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUs
   return copy_async(dst, src, n, h, "cuMemcpyAsync", 1, 1);
 }
 
-/* Synchronous forms: the legacy stream, then wait for it. */
-static CUresult copy_sync(CUdeviceptr dst, CUdeviceptr src, size_t n, const char *api) {
-  READY();
-  CUresult r = cd_unsafe(api);
+/* Synchronous forms run on the legacy stream, then wait for it: an unsafe,
+ * synchronising call; *s gets the legacy stream. */
+static CUresult sync_form(const char *api, struct CUstream_st **s) {
+  CUresult r = cd_ready();
+  if (r == CUDA_SUCCESS) r = cd_unsafe(api);
   if (r != CUDA_SUCCESS) return r;
   cd_sync_call(api);
+  return cd_stream(NULL, s);
+}
+
+static CUresult copy_sync(CUdeviceptr dst, CUdeviceptr src, size_t n, const char *api) {
   struct CUstream_st *s;
-  if ((r = cd_stream(NULL, &s)) != CUDA_SUCCESS) return r;
-  if ((r = copy_async(dst, src, n, NULL, api, 1, 0)) == CUDA_SUCCESS) cd_stream_drain(s);
+  CUresult r = sync_form(api, &s);
+  if (r == CUDA_SUCCESS && (r = copy_async(dst, src, n, NULL, api, 1, 0)) == CUDA_SUCCESS) cd_stream_drain(s);
   return r;
 }
 CD_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy_sync(dst, src, n, "cuMemcpy"); }
@@ -578,13 +583,9 @@ CD_EXPORT CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, C
 CD_EXPORT CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream h) { return set_async(d, v, 4, n, h, "cuMemsetD32Async"); }
 
 static CUresult set_sync(CUdeviceptr d, unsigned v, unsigned w, size_t n, const char *api) {
-  READY();
-  CUresult r = cd_unsafe(api);
-  if (r != CUDA_SUCCESS) return r;
-  cd_sync_call(api);
   struct CUstream_st *s;
-  if ((r = cd_stream(NULL, &s)) != CUDA_SUCCESS) return r;
-  if ((r = set_async(d, v, w, n, NULL, api)) == CUDA_SUCCESS) cd_stream_drain(s);
+  CUresult r = sync_form(api, &s);
+  if (r == CUDA_SUCCESS && (r = set_async(d, v, w, n, NULL, api)) == CUDA_SUCCESS) cd_stream_drain(s);
   return r;
 }
 CD_EXPORT CUresult cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n) { return set_sync(d, v, 1, n, "cuMemsetD8"); }
