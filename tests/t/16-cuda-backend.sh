@@ -75,9 +75,10 @@ check "fusion growth: ncclGroupEnd never waits for the agreement; applied a grou
 # Threads, each with its own communicator, device buffers (found on the double
 # by the cuda branch): every first-call check has its own private stream, so
 # two threads' checks never queue behind each other in rank-dependent orders
-# (one shared private stream hung 2 runs of 2). (With SHIMTEST_PTDS=1, the
-# per-thread default stream for every thread, it no longer hangs, but about
-# one run in four ends in a SIGSEGV not yet located: not run here.)
+# (one shared private stream hung 2 runs of 2); with CU_STREAM_PER_THREAD as
+# every thread's stream (one handle), staging and side streams stay per thread.
 XT="SHIMTEST_DEVICE=1 NCCLSHIM_LOG=off LD_LIBRARY_PATH=$BUILD/lib/cudadrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 check "8 threads with their own communicators, device buffers: exact, no hang" \
   with $XT TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/shim_threads" threads 8
+check "... the same with CU_STREAM_PER_THREAD as every thread's stream" \
+  with $XT SHIMTEST_PTDS=1 TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/shim_threads" threads 8
