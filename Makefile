@@ -6,7 +6,8 @@
 #   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
 #   make deps       apt-get only what is missing
 #   make env-doc    regenerate the README's environment table from shim/misc/config.def
-#   make gpu-check  on a machine with a GPU: kernels, real NCCL, DDP (tests/gpu/check.sh)
+#   make gpu-check  on a machine with a GPU (pip PyTorch, toolkit optional): driver, kernels and
+#                   their bandwidth, PyTorch's NCCL with and without the shim, DDP (tests/gpu/check.sh)
 #
 # Each directory contributes a module.mk; this file holds only what they share.
 
@@ -28,6 +29,16 @@ ifeq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
   endif
 endif
 NVCC ?= $(if $(NVCC_PATH),$(NVCC_PATH),$(wildcard $(CUDA_HOME)/bin/nvcc))
+# cuda.h (types and prototypes only: libcuda is dlopen'ed): the toolkit's, else
+# the one pip PyTorch's CUDA wheels bring (nvidia/cu13/include, or the CUDA 12
+# wheels' nvidia/cuda_runtime/include).
+CUDA_INC ?= $(CUDA_HOME)/include
+ifeq ($(wildcard $(CUDA_INC)/cuda.h),)
+  PY_CUDA_INC := $(shell python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "include") for p in nvidia.__path__ for d in ("cu13", "cuda_runtime")))' 2>/dev/null)
+  ifneq ($(firstword $(wildcard $(addsuffix /cuda.h,$(PY_CUDA_INC)))),)
+    CUDA_INC := $(patsubst %/cuda.h,%,$(firstword $(wildcard $(addsuffix /cuda.h,$(PY_CUDA_INC)))))
+  endif
+endif
 
 # B: build directory; SAN=1 builds everything with ASan+UBSan into build-san.
 SAN ?=
@@ -48,7 +59,7 @@ MPICC   ?= mpicc
 OPT     ?= -O2
 WARN    := -Wall -Wextra -Werror
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SANFLAGS) -D_GNU_SOURCE
-NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_HOME)/include
+NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_INC)
 # The shim's folders, one concern each (shim/module.mk).
 SHIM_DIRS := shim shim/accum shim/algo shim/backend shim/coll shim/log shim/misc
 SHIM_INC := $(addprefix -I,$(SHIM_DIRS))
@@ -61,10 +72,12 @@ HAVE_NCCL_H := $(if $(wildcard $(NCCL_HOME)/include/nccl.h),1,)
 all:
 
 # Fragments: the shim and its numeric core first (others name SHIM_LIB), then
-# the host NCCL, the benchmarks (bench/*.mk), the tests (tests/*.mk), env/.
+# the host NCCL and the CUDA driver test double, the benchmarks (bench/*.mk),
+# the tests (tests/*.mk), env/.
 include compress/module.mk
 include shim/module.mk
 include tests/hostnccl/module.mk
+include tests/cudadrv/module.mk
 include $(sort $(wildcard bench/*.mk))
 include $(sort $(wildcard tests/*.mk))
 -include env/module.mk

@@ -20,10 +20,13 @@ ifneq ($(and $(HAVE_NVCC),$(AP_CUDART)),)
   AP_CUDA_LIBS := -L$(dir $(AP_CUDART)) -Wl,-rpath,$(dir $(AP_CUDART)) -lcudart
 endif
 
-AP_NCCL_SO := $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so $(NCCL_HOME)/lib/libnccl.so))
+# The real libnccl: the toolkit's libnccl.so, or the versioned libnccl.so.2
+# alone (PyTorch's nvidia-nccl wheel has no unversioned link).
+AP_NCCL_SO := $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so $(NCCL_HOME)/lib/libnccl.so \
+                                     $(NCCL_HOME)/lib64/libnccl.so.2 $(NCCL_HOME)/lib/libnccl.so.2))
 ifneq ($(AP_NCCL_SO),)
   AP_NCCL_DEP  :=
-  AP_NCCL_LIBS := -L$(dir $(AP_NCCL_SO)) -lnccl
+  AP_NCCL_LIBS := -L$(dir $(AP_NCCL_SO)) -l:$(notdir $(AP_NCCL_SO))
 else
   AP_NCCL_DEP  := $(HOSTNCCL_LIB)
   AP_NCCL_LIBS := -L$(dir $(HOSTNCCL_LIB)) -l:libnccl.so.2

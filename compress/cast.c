@@ -90,7 +90,8 @@ static void run_parallel(part proto, int t, size_t ssize, size_t dsize,
   part parts[MAX_THREADS];
   pthread_t tid[MAX_THREADS];
   int started[MAX_THREADS] = {0};
-  size_t per = (proto.n / (size_t)t + 63) & ~(size_t)63, off = 0;
+  /* ceil(n / t) rounded up to 64: t parts always cover all n elements */
+  size_t per = ((proto.n + (size_t)t - 1) / (size_t)t + 63) & ~(size_t)63, off = 0;
   pthread_attr_t attr;
   int attr_ok = pthread_attr_init(&attr) == 0;
   if (attr_ok) pthread_attr_setstacksize(&attr, (size_t)256 << 10);

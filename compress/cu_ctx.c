@@ -6,16 +6,23 @@
  * which cuModuleLoadData does into the current context, so the entry's
  * context is pushed for it when it is not the current one.
  *
+ * A context's setup (module load or NVRTC compilation, pinned counters and
+ * exchange slots) runs once, in relaxed capture mode; it is the only place
+ * that allocates with cuMemAlloc/cuMemHostAlloc.
+ *
  * Must not: synchronise a stream, free an entry, or exit. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cu_ctx.h"
+#include "cu_nvrtc.h"
 
 #define MAX_CTX 64
 #define EV_BLOCK 64
 
 static nsc_cuctx *table[MAX_CTX];
+static const char *kernels_desc = "none"; /* atomic */
 static int ntable; /* published entries, atomic */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -57,6 +64,47 @@ void nsc_cuctx_leave(int pushed) {
   if (pushed) nsc_cu_driver()->cuCtxPopCurrent(&dummy);
 }
 
+/* The module: the embedded fatbin, else (built without nvcc, or a fatbin
+ * this driver or device cannot use) the kernels compiled by NVRTC for the
+ * device's architecture. Records which in c->kernels. */
+static CUresult load_module(const nsc_cu_api *cu, nsc_cuctx *c, const char **what) {
+  static char why[256];
+  CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
+  if (nsc_fatbin_size) {
+    if ((r = cu->cuModuleLoadData(&c->mod, nsc_fatbin)) == CUDA_SUCCESS) {
+      snprintf(c->kernels, sizeof c->kernels, "fatbin");
+      return CUDA_SUCCESS;
+    }
+  }
+  int major = 0, minor = 0;
+  TRY(cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, c->dev),
+      "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)");
+  TRY(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, c->dev),
+      "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)");
+  void *image = NULL;
+  char desc[80], err[200];
+  if (nsc_nvrtc_image(major, minor, &image, desc, sizeof desc, err, sizeof err)) {
+    /* Static text for *what: setup runs once per context, under table_lock. */
+    if (nsc_fatbin_size)
+      snprintf(why, sizeof why, "cuModuleLoadData(embedded fatbin) failed (%s), and %s",
+               nsc_cu_errname(r), err);
+    else
+      snprintf(why, sizeof why, "built without nvcc, and %s", err);
+    *what = why;
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  }
+  r = cu->cuModuleLoadData(&c->mod, image);
+  free(image);
+  if (r != CUDA_SUCCESS) {
+    snprintf(why, sizeof why, "cuModuleLoadData(%s)", desc);
+    *what = why;
+    return r;
+  }
+  snprintf(c->kernels, sizeof c->kernels, "%s%s", desc,
+           nsc_fatbin_size ? " (the fatbin did not load)" : "");
+  return CUDA_SUCCESS;
+}
+
 /* Fills a new entry for ctx (current on this thread during the call). */
 static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what) {
   static const char *const names[NSC_K_COUNT] = {
@@ -72,14 +120,27 @@ static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what
       cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, c->dev) ==
           CUDA_SUCCESS)
     c->pools = v != 0;
-  TRY(cu->cuModuleLoadData(&c->mod, nsc_fatbin), "cuModuleLoadData(embedded fatbin)");
-  for (int k = 0; k < NSC_K_COUNT; k++) TRY(cu->cuModuleGetFunction(&c->fn[k], c->mod, names[k]), names[k]);
+  /* Counters (64 bytes), then the exchange slots, in one pinned block. */
+  const size_t oob = (size_t)NSC_CU_OOB_SLOTS * NSC_CU_OOB_BYTES;
   void *host = NULL;
-  TRY(cu->cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+  TRY(cu->cuMemHostAlloc(&host, 64 + oob, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
       "cuMemHostAlloc(counters)");
-  memset(host, 0, 64);
+  memset(host, 0, 64 + oob);
   c->counters = host;
+  c->oob_host = (unsigned char *)host + 64;
   TRY(cu->cuMemHostGetDevicePointer(&c->counters_dev, host, 0), "cuMemHostGetDevicePointer");
+  TRY(cu->cuMemAlloc(&c->oob_dev, oob), "cuMemAlloc(exchange slots)");
+  /* A stream per slot: exchanges of different communicators (threads) on one
+   * context must not queue behind each other, in orders that can differ
+   * between ranks (each waits for its own collective's peers). */
+  for (int i = 0; i < NSC_CU_OOB_SLOTS; i++) {
+    TRY(cu->cuEventCreate(&c->oob_ev[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate(exchange)");
+    TRY(cu->cuStreamCreate(&c->oob_stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate(exchange)");
+  }
+  /* Last: kernels that do not load leave the entry usable for the rest. */
+  c->kload = load_module(cu, c, &c->kload_what);
+  for (int k = 0; c->kload == CUDA_SUCCESS && k < NSC_K_COUNT; k++)
+    if ((c->kload = cu->cuModuleGetFunction(&c->fn[k], c->mod, names[k])) != CUDA_SUCCESS) c->kload_what = names[k];
   return CUDA_SUCCESS;
 }
 
@@ -117,8 +178,9 @@ static CUresult get_entry(CUcontext ctx, nsc_cuctx **out, const char **what) {
   }
   c->ctx = ctx;
   c->id = id;
-  int pushed;
+  int pushed, mode = nsc_cu_relax();
   if ((r = nsc_cuctx_enter(c, &pushed, what)) != CUDA_SUCCESS) {
+    nsc_cu_unrelax(mode);
     free(c);
     goto done;
   }
@@ -126,6 +188,9 @@ static CUresult get_entry(CUcontext ctx, nsc_cuctx **out, const char **what) {
    * later calls fail the same way without trying again. */
   c->setup = init_entry(cu, c, &c->setup_what);
   nsc_cuctx_leave(pushed);
+  nsc_cu_unrelax(mode);
+  if (c->setup == CUDA_SUCCESS && c->kload == CUDA_SUCCESS && !strcmp(kernels_desc, "none"))
+    __atomic_store_n(&kernels_desc, c->kernels, __ATOMIC_RELEASE);
   pthread_mutex_init(&c->lock, NULL);
   table[ntable] = c;
   __atomic_store_n(&ntable, ntable + 1, __ATOMIC_RELEASE);
@@ -161,45 +226,32 @@ void nsc_cuctx_counts(uint64_t *overflow, uint64_t *underflow) {
     }
 }
 
-CUresult nsc_cuctx_private_stream(nsc_cuctx *c, CUstream *s, const char **what) {
-  CUresult r = CUDA_SUCCESS;
-  pthread_mutex_lock(&c->lock);
-  if (!c->priv) {
-    int pushed;
-    if ((r = nsc_cuctx_enter(c, &pushed, what)) == CUDA_SUCCESS) {
-      if ((r = nsc_cu_driver()->cuStreamCreate(&c->priv, CU_STREAM_NON_BLOCKING)) !=
-          CUDA_SUCCESS) {
-        *what = "cuStreamCreate";
-        c->priv = NULL;
-      }
-      nsc_cuctx_leave(pushed);
-    }
-  }
-  *s = c->priv;
-  pthread_mutex_unlock(&c->lock);
-  return r;
-}
-
 CUresult nsc_cuctx_side_stream(nsc_cuctx *c, CUstream s, CUstream *side, const char **what) {
   const nsc_cu_api *cu = nsc_cu_driver();
   CUresult r = CUDA_SUCCESS;
   *side = s;
+  uintptr_t thread = s == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() : 0;
   pthread_mutex_lock(&c->lock);
   for (int i = 0; i < c->nside; i++)
-    if (c->sides[i].of == s) {
+    if (c->sides[i].of == s && c->sides[i].thread == thread) {
       *side = c->sides[i].side;
       goto done;
     }
   if (c->nside == NSC_CU_MAX_SIDE) goto done; /* no overlap, still correct */
-  int prio = 0, pushed;
-  if ((r = nsc_cuctx_enter(c, &pushed, what)) != CUDA_SUCCESS) goto done;
+  int prio = 0, pushed, mode = nsc_cu_relax();
+  if ((r = nsc_cuctx_enter(c, &pushed, what)) != CUDA_SUCCESS) {
+    nsc_cu_unrelax(mode);
+    goto done;
+  }
   if (cu->cuStreamGetPriority(s, &prio) != CUDA_SUCCESS) prio = 0;
   CUstream n = NULL;
   if ((r = cu->cuStreamCreateWithPriority(&n, CU_STREAM_NON_BLOCKING, prio)) != CUDA_SUCCESS)
     *what = "cuStreamCreateWithPriority";
   nsc_cuctx_leave(pushed);
+  nsc_cu_unrelax(mode);
   if (r == CUDA_SUCCESS) {
     c->sides[c->nside].of = s;
+    c->sides[c->nside].thread = thread;
     c->sides[c->nside++].side = n;
     *side = n;
   }
@@ -241,7 +293,7 @@ static CUresult grow_pool(nsc_cuctx *c, const char **what) {
     *what = "calloc";
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  int pushed;
+  int pushed, mode = nsc_cu_relax();
   CUresult r = nsc_cuctx_enter(c, &pushed, what);
   int made = 0;
   for (; r == CUDA_SUCCESS && made < EV_BLOCK; made++) {
@@ -254,6 +306,7 @@ static CUresult grow_pool(nsc_cuctx *c, const char **what) {
     c->free_ev = &blk[made];
   }
   nsc_cuctx_leave(pushed);
+  nsc_cu_unrelax(mode);
   c->nev += made;
   if (!made) free(blk); /* a partly filled block stays: its events are in use */
   return made ? CUDA_SUCCESS : r;
@@ -276,3 +329,31 @@ void nsc_cuev_put(nsc_cuev *e) {
   c->free_ev = e;
   pthread_mutex_unlock(&c->lock);
 }
+
+CUresult nsc_cuctx_oob_get(nsc_cuctx *c, int *slot, const char **what) {
+  pthread_mutex_lock(&c->lock);
+  unsigned free_bits = ~c->oob_busy & ((1u << NSC_CU_OOB_SLOTS) - 1);
+  *slot = free_bits ? __builtin_ctz(free_bits) : -1;
+  if (*slot >= 0) {
+    c->oob_busy |= 1u << *slot;
+    __atomic_and_fetch(&c->oob_ended, ~(1u << *slot), __ATOMIC_RELEASE); /* read without the lock */
+  }
+  pthread_mutex_unlock(&c->lock);
+  if (*slot >= 0) return CUDA_SUCCESS;
+  *what = "out-of-band exchange: all 16 slots of this context in use";
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void nsc_cuctx_oob_put(nsc_cuctx *c, int slot) {
+  pthread_mutex_lock(&c->lock);
+  c->oob_busy &= ~(1u << slot);
+  pthread_mutex_unlock(&c->lock);
+}
+
+int nsc_cuctx_oob_slot(const nsc_cuctx *c, CUdeviceptr dev) {
+  if (dev < c->oob_dev || (dev - c->oob_dev) % NSC_CU_OOB_BYTES) return -1;
+  CUdeviceptr i = (dev - c->oob_dev) / NSC_CU_OOB_BYTES;
+  return i < NSC_CU_OOB_SLOTS ? (int)i : -1;
+}
+
+const char *nsc_cuctx_kernels(void) { return __atomic_load_n(&kernels_desc, __ATOMIC_ACQUIRE); }

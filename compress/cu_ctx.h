@@ -1,15 +1,18 @@
-/* cu_ctx.h — what the CUDA side keeps per CUcontext: the kernel module loaded
- * from the embedded fatbin and its functions, the device's SM count and
- * stream-ordered allocation support, the overflow/underflow counters in pinned
- * host-mapped memory, a private stream and the side streams (created on first
- * use), and a pool of timing events.
+/* cu_ctx.h — what the CUDA side keeps per CUcontext: the kernel module (the
+ * embedded fatbin, else the kernels compiled by NVRTC) and its functions, the
+ * device's SM count and stream-ordered allocation support, the
+ * overflow/underflow counters in pinned host-mapped memory, the slots of the
+ * out-of-band exchange (pinned host + device memory, an event and a private
+ * stream each, made at setup so the hook path never allocates for it), the
+ * side streams (created on first use), and a pool of timing events.
  *
  * Entries are created on a context's first use and never freed (a process has
  * a handful of contexts); lookups take no lock. A context handle reused after
  * destruction is told apart by its id (cuCtxGetId) where the driver has it.
  *
  * Must not: synchronise, or run driver calls that are illegal during stream
- * capture except on a context's first use (module load, host allocation). */
+ * capture except on a context's first use (module load, host allocation),
+ * which runs in relaxed capture mode and never for a captured call. */
 #ifndef NSC_CU_CTX_H
 #define NSC_CU_CTX_H
 
@@ -26,6 +29,8 @@ enum { NSC_KERNEL_NAMES(NSC_K_ENUM) NSC_K_COUNT };
 typedef struct nsc_cuctx nsc_cuctx;
 
 #define NSC_CU_MAX_SIDE 64 /* side streams per context */
+#define NSC_CU_OOB_SLOTS 16   /* concurrent out-of-band exchanges per context */
+#define NSC_CU_OOB_BYTES 1024 /* bytes per exchange */
 
 /* A pooled event; handed out by nsc_cuev_get, back with nsc_cuev_put. */
 typedef struct nsc_cuev {
@@ -39,21 +44,31 @@ struct nsc_cuctx {
   unsigned long long id;
   CUresult setup;          /* CUDA_SUCCESS, or why the entry is unusable */
   const char *setup_what;
+  CUresult kload;          /* CUDA_SUCCESS, or why the kernels did not load: the entry
+                            * still serves exchanges, staging and marks */
+  const char *kload_what;
   CUdevice dev;
   CUmodule mod;
   CUfunction fn[NSC_K_COUNT];
   int sms;   /* multiprocessors, for grid sizes */
   int pools; /* cuMemAllocAsync usable */
+  char kernels[128]; /* where the module came from ("fatbin", "NVRTC 13.2, sm_90 CUBIN") */
   volatile uint64_t *counters; /* host view: [0] overflow, [1] underflow */
   CUdeviceptr counters_dev;
+  unsigned char *oob_host;  /* NSC_CU_OOB_SLOTS * NSC_CU_OOB_BYTES, pinned */
+  CUdeviceptr oob_dev;      /* the same size on the device */
+  CUevent oob_ev[NSC_CU_OOB_SLOTS];
+  CUstream oob_stream[NSC_CU_OOB_SLOTS]; /* the private stream of each slot */
   pthread_mutex_t lock; /* everything below */
-  CUstream priv;
+  unsigned oob_busy;    /* bit per slot */
+  unsigned oob_ended;   /* bit per slot: its copy back is enqueued (atomic, read without the lock) */
   nsc_cuev *free_ev;
   int nev;
   CUevent join_ev; /* record-then-wait, reusable at once */
   int nside;
   struct {
     CUstream of, side;
+    uintptr_t thread; /* CU_STREAM_PER_THREAD: the thread whose stream it is, else 0 */
   } sides[NSC_CU_MAX_SIDE];
 };
 
@@ -62,7 +77,9 @@ struct nsc_cuctx {
 
 /* The entry for the context of stream s (the current context for the NULL and
  * per-thread/legacy handles), created on first use. A context whose setup
- * failed (module load, say) keeps failing with the same result, untried. */
+ * failed keeps failing with the same result, untried. Kernels that did not
+ * load do not fail the entry (c->kload says why; launches fail with it), so
+ * the configuration check can still tell every rank. */
 CUresult nsc_cuctx_of(CUstream s, nsc_cuctx **out, const char **what);
 /* The entry for the calling thread's current context. */
 CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what);
@@ -75,21 +92,30 @@ void nsc_cuctx_leave(int pushed);
 /* Totals over all contexts; may lag kernels still running (never waits). */
 void nsc_cuctx_counts(uint64_t *overflow, uint64_t *underflow);
 
-/* The context's private non-blocking stream, created on first use. */
-CUresult nsc_cuctx_private_stream(nsc_cuctx *c, CUstream *s, const char **what);
 
 /* The side stream of caller stream s: one per caller stream (a shared one
  * would order the work of unrelated streams, e.g. two communicators, and can
- * deadlock across ranks), non-blocking, at s's priority; s itself once
- * NSC_CU_MAX_SIDE are in use. */
+ * deadlock across ranks), so one per thread for CU_STREAM_PER_THREAD,
+ * non-blocking, at s's priority; s itself once NSC_CU_MAX_SIDE are in use. */
 CUresult nsc_cuctx_side_stream(nsc_cuctx *c, CUstream s, CUstream *side, const char **what);
 /* waiter waits for everything enqueued on signaller so far (event record +
  * stream wait; legal under capture). */
 CUresult nsc_cuctx_join(nsc_cuctx *c, CUstream waiter, CUstream signaller, const char **what);
 
+/* An exchange slot: *slot, its pinned host bytes, device bytes and event. */
+CUresult nsc_cuctx_oob_get(nsc_cuctx *c, int *slot, const char **what);
+void nsc_cuctx_oob_put(nsc_cuctx *c, int slot);
+/* The slot whose device bytes start at dev, or -1. */
+int nsc_cuctx_oob_slot(const nsc_cuctx *c, CUdeviceptr dev);
+
+/* What the kernels of the first usable context came from ("none" before). */
+const char *nsc_cuctx_kernels(void);
+
 /* Events (default flags, so they carry timing) from c's pool, which grows in
- * blocks up to NSC_CUEV_MAX. */
-#define NSC_CUEV_MAX 4096
+ * blocks up to NSC_CUEV_MAX: enough for the summary rings (1024 records of up
+ * to 4 marks) of several communicators on one device. When it is exhausted a
+ * mark is not taken (the log counts it as dropped). */
+#define NSC_CUEV_MAX 32768
 CUresult nsc_cuev_get(nsc_cuctx *c, nsc_cuev **e, const char **what);
 void nsc_cuev_put(nsc_cuev *e);
 

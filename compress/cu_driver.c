@@ -1,5 +1,7 @@
 /* cu_driver.c — loads the CUDA driver once: dlopen("libcuda.so.1"), resolve
- * the entry points of cu_driver.h, cuInit(0).
+ * the entry points of cu_driver.h, cuInit(0); whether or not this build has
+ * a fatbin (the kernels can come from NVRTC, and pointers must be classified
+ * by the driver in any case). Also the thread's capture-mode switch.
  *
  * A few entry points were versioned after CUDA 12.0 (cuEventElapsedTime_v2);
  * when the versioned name is missing we fall back to the unversioned symbol,
@@ -35,10 +37,6 @@ static void *resolve(void *h, const char *name) {
 }
 
 static void load(void) {
-  if (nsc_fatbin_size == 0) {
-    snprintf(why, sizeof why, "built without nvcc: no CUDA kernels in this library");
-    return;
-  }
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     snprintf(why, sizeof why, "no CUDA driver (libcuda.so.1 not loadable)");
@@ -73,6 +71,21 @@ const nsc_cu_api *nsc_cu_driver(void) {
 const char *nsc_cu_driver_error(void) {
   nsc_cu_driver();
   return why;
+}
+
+int nsc_cu_relax(void) {
+  const nsc_cu_api *cu = __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (!cu || !cu->cuThreadExchangeStreamCaptureMode ||
+      cu->cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
+    return -1;
+  return (int)m;
+}
+
+void nsc_cu_unrelax(int prev) {
+  const nsc_cu_api *cu = __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+  CUstreamCaptureMode m = (CUstreamCaptureMode)prev;
+  if (prev >= 0 && cu && cu->cuThreadExchangeStreamCaptureMode) cu->cuThreadExchangeStreamCaptureMode(&m);
 }
 
 const char *nsc_cu_errname(CUresult r) {

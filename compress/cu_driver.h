@@ -24,8 +24,10 @@
   X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)  \
   X(cuMemsetD8Async) X(cuEventCreate) X(cuEventRecord) X(cuEventQuery)                  \
   X(cuEventElapsedTime) X(cuPointerGetAttribute)
-/* Optional (stream-ordered allocation 11.2+, context ids 12.0+); NULL when absent. */
-#define NSC_CU_OPTIONAL(X) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuCtxGetId)
+/* Optional (stream-ordered allocation 11.2+, context ids 12.0+, capture modes
+ * 10.1+); NULL when absent. */
+#define NSC_CU_OPTIONAL(X) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuCtxGetId) \
+  X(cuThreadExchangeStreamCaptureMode)
 
 #define NSC_CU_FIELD(f) __typeof__(f) *f;
 typedef struct {
@@ -35,16 +37,28 @@ typedef struct {
 #undef NSC_CU_FIELD
 
 /* The driver, loaded and cuInit'ed once (thread-safe); NULL when there is no
- * libcuda.so.1, a required symbol is missing, cuInit fails, or the library was
- * built without nvcc (empty fatbin). */
+ * libcuda.so.1, a required symbol is missing or cuInit fails. Loaded whether
+ * or not the library has kernels: without the driver nothing could tell
+ * device memory from host memory. */
 const nsc_cu_api *nsc_cu_driver(void);
 const char *nsc_cu_driver_error(void);
+
+/* The shim's own driver calls that stream capture may forbid (event queries,
+ * stream creation, module loads) run between nsc_cu_relax() and
+ * nsc_cu_unrelax(prev): the calling thread is in relaxed capture mode, so a
+ * capture in global mode on another thread (torch.cuda.graph's default) is
+ * not invalidated by them. prev is the mode to restore (-1: none to). */
+int nsc_cu_relax(void);
+void nsc_cu_unrelax(int prev);
 
 /* "CUDA_ERROR_..." for a result code (works without a driver too). */
 const char *nsc_cu_errname(CUresult r);
 
-/* The kernels (compress/fatbin.S); size 0 when built without nvcc. */
+/* The kernels (compress/fatbin.S): the fatbin nvcc built (size 0 when built
+ * without nvcc), and always their source for NVRTC (cu_nvrtc.h), a
+ * NUL-terminated string. */
 extern const unsigned char nsc_fatbin[];
 extern const size_t nsc_fatbin_size;
+extern const char nsc_kernels_src[];
 
 #endif

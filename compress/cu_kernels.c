@@ -16,6 +16,10 @@ static unsigned grid_for(const nsc_cuctx *c, uint64_t ntiles) {
 
 static CUresult launch(const nsc_cuctx *c, CUstream s, int k, uint64_t ntiles, void **params,
                        const char **what) {
+  if (c->kload != CUDA_SUCCESS) { /* the kernels did not load in this context */
+    *what = c->kload_what;
+    return c->kload;
+  }
   int pushed;
   CUresult r = nsc_cuctx_enter(c, &pushed, what);
   if (r != CUDA_SUCCESS) return r;

@@ -1,7 +1,8 @@
 /* fatbin.S — embeds the CUDA kernels' fatbin (built by nvcc from kernels.cu,
  * or an empty file when nvcc is absent) as the hidden symbols nsc_fatbin and
- * nsc_fatbin_size, for cuModuleLoadData. NSC_FATBIN is the file's path as a
- * string literal, given by compress/module.mk.
+ * nsc_fatbin_size, for cuModuleLoadData, and the kernels' source for NVRTC as
+ * the NUL-terminated string nsc_kernels_src. NSC_FATBIN and NSC_KERNELS_RTC
+ * are the files' paths as string literals, given by compress/module.mk.
  *
  * Must not: export anything (both symbols are hidden) or make the stack
  * executable. */
@@ -21,5 +22,15 @@ nsc_fatbin_end:
 nsc_fatbin_size:
 	.quad nsc_fatbin_end - nsc_fatbin
 	.size nsc_fatbin_size, 8
+
+	.section .rodata.nsc_kernels_src,"a",@progbits
+	.globl nsc_kernels_src
+	.hidden nsc_kernels_src
+	.type nsc_kernels_src, @object
+nsc_kernels_src:
+	.incbin NSC_KERNELS_RTC
+	.byte 0
+nsc_kernels_src_end:
+	.size nsc_kernels_src, nsc_kernels_src_end - nsc_kernels_src
 
 	.section .note.GNU-stack,"",@progbits

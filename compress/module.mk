@@ -1,7 +1,13 @@
 # compress/ — host casts (scalar reference + vectorised paths chosen at run
-# time) and, when nvcc is present, the CUDA kernels as an embedded fatbin
-# (compress/fatbin.S -> nsc_fatbin, nsc_fatbin_size), plus the driver-API
-# loader and launchers (compress/cu_*.c) that the CUDA backend uses.
+# time) and the CUDA kernels: as an embedded fatbin when nvcc is present, and
+# always as source for NVRTC at run time (compress/fatbin.S -> nsc_fatbin,
+# nsc_fatbin_size, nsc_kernels_src), plus the driver-API loader, the NVRTC
+# loader and the launchers (compress/cu_*.c) that the CUDA backend uses.
+#
+# Without nvcc (pip PyTorch, no toolkit) the library still compresses on GPU:
+# the kernels are compiled at a device's first use by the libnvrtc.so.13 that
+# the PyTorch wheel brings (compress/cu_nvrtc.c); cuda.h then comes from the
+# wheel too (Makefile).
 COMPRESS_SRCS := $(sort $(wildcard compress/*.c))
 COMPRESS_OBJS := $(COMPRESS_SRCS:%.c=$(B)/obj/%.o)
 $(COMPRESS_OBJS): EXTRA_CFLAGS := -fvisibility=hidden -Icompress
@@ -9,7 +15,7 @@ $(COMPRESS_OBJS): EXTRA_CFLAGS := -fvisibility=hidden -Icompress
 # the vectorised path and the GPU), and -O3 so the block loops vectorise.
 $(filter $(B)/obj/compress/wire%,$(COMPRESS_OBJS)): EXTRA_CFLAGS += -ffp-contract=off -O3
 # The driver-API files take cuda.h for its types only (libcuda is dlopen'ed).
-$(filter $(B)/obj/compress/cu_%,$(COMPRESS_OBJS)): EXTRA_CFLAGS += -I$(CUDA_HOME)/include
+$(filter $(B)/obj/compress/cu_%,$(COMPRESS_OBJS)): EXTRA_CFLAGS += -I$(CUDA_INC)
 
 # Kernels: SASS for the architectures we target plus PTX for newer ones.
 KERNELS_FATBIN := $(B)/obj/compress/kernels.fatbin
@@ -29,14 +35,21 @@ $(KERNELS_FATBIN): compress/kernels.cu compress/cast_bits.h compress/wire_bits.h
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ $<
 else
-$(info compress: nvcc not found, CUDA kernels are not built (the CUDA backend will report itself unavailable))
+$(info compress: nvcc not found: no fatbin; the CUDA kernels will be compiled at run time by NVRTC (libnvrtc.so.13 from pip PyTorch))
 $(KERNELS_FATBIN): $(KERNELS_MODE_FILE)
 	@mkdir -p $(@D)
 	@: > $@
 endif
 
-$(B)/obj/compress/fatbin.o: compress/fatbin.S $(KERNELS_FATBIN)
+# The kernels' source as one file for NVRTC: a prelude with the fixed-width
+# types, then the three headers and kernels.cu without their #include lines.
+KERNELS_RTC := $(B)/obj/compress/kernels_rtc.cu
+$(KERNELS_RTC): compress/kernels_rtc.h compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h compress/kernels.cu
 	@mkdir -p $(@D)
-	$(CC) -c -DNSC_FATBIN='"$(KERNELS_FATBIN)"' -o $@ $<
+	{ cat compress/kernels_rtc.h; sed '/^\#include/d' compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h compress/kernels.cu; } > $@
+
+$(B)/obj/compress/fatbin.o: compress/fatbin.S $(KERNELS_FATBIN) $(KERNELS_RTC)
+	@mkdir -p $(@D)
+	$(CC) -c -DNSC_FATBIN='"$(KERNELS_FATBIN)"' -DNSC_KERNELS_RTC='"$(KERNELS_RTC)"' -o $@ $<
 
 COMPRESS_OBJS += $(B)/obj/compress/fatbin.o

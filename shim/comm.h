@@ -38,12 +38,14 @@ typedef struct nsc_comm {
   int nonblocking;         /* a real call answered ncclInProgress: no pipelining */
   int fuse_grow;           /* a fused buffer did not fit: settle after the group */
   int check_queued;        /* a check waits for the end of the current group */
+  int untouched;           /* some rank cannot run the kernels: forward every call */
   char mismatch_msg[256];
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;
   nsc_xchg agree;          /* accumulation: the agreement waiting to be collected */
   int agree_queued;        /* ... one is queued for the current group's end */
   nsc_staging staging;
+  nsc_fuse_agreement fuse_agreement; /* how its fusion blocks grow (check.c) */
   nsc_comm_log log;
   pthread_mutex_t lock;    /* guards pending, staging, log, accum and agree of this entry */
   pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */

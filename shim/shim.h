@@ -28,8 +28,9 @@ ncclResult_t nsc_check_comm(struct nsc_comm *c, const nsc_backend *be, nsc_strea
  * for the shim's own first operations on it, never for the caller's). */
 ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
 /* An ncclInt64 Max all-reduce of n values on a private buffer and stream,
- * waited for (the shim's own agreements between ranks, never the caller's
- * data). Issued even when this rank has no private buffer: then on an
+ * of the caller's stream's context, its result polled for (the shim's own
+ * agreements between ranks, never the caller's data; nothing synchronises).
+ * Issued even when this rank has no private buffer: then on an
  * all-ones buffer on `caller` (every value reads -1 on every rank), and this
  * rank returns ncclSystemError. */
 ncclResult_t nsc_exchange_max(struct nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n);
@@ -47,8 +48,9 @@ int nsc_cast_fault(void);
 /* Testing (NCCLSHIM_FAULT_OOB): the n-th exchange buffer of this process fails. */
 void nsc_exchange_fault_at(long long n);
 /* After the outermost group end, whatever it answered: reset the
- * communicator's per-group fusion counts and, when a fused buffer did not
- * fit, grow the fusion block by agreement of all ranks (the same on every
+ * communicator's per-group fusion counts, apply the growth agreed after the
+ * previous group, and, when a fused buffer did not fit, start the agreement
+ * on a bigger fusion block (applied at the next settle; the same on every
  * rank: it depends on the call sequence only). */
 void nsc_fuse_settle(struct nsc_comm *c);
 /* Fail message for a communicator whose ranks disagree. */

@@ -78,23 +78,36 @@ typedef struct nsc_backend {
   int (*side_stream)(nsc_stream s, nsc_stream *side);
   int (*join)(nsc_stream waiter, nsc_stream signaller);
   /* A small out-of-band exchange buffer for the shim's own collectives (the
-   * configuration check), on a private stream, never the caller's:
-   * oob_begin copies `bytes` from host into a new buffer usable by NCCL and
-   * returns it with the stream to issue the collective on; oob_end waits for
-   * that private stream only, copies the buffer back into host and frees it. */
-  int (*oob_begin)(const void *host, size_t bytes, void **buf, nsc_stream *s);
-  int (*oob_end)(void *buf, nsc_stream s, void *host, size_t bytes);
+   * configuration check, fusion agreements), on a private stream of the
+   * context of the caller's stream `caller` (the communicator's device),
+   * never on the caller's stream: oob_begin copies `bytes` from host into a
+   * buffer usable by NCCL and returns it with the stream to issue the
+   * collective on. oob_end, after that collective, enqueues the copy back
+   * and returns 1 once `host` holds the result (then the buffer is given
+   * back), 0 while it is not there yet (only when !wait; call again with the
+   * same arguments), -1 on error (buffer given back). Nothing synchronises:
+   * with wait it polls a non-blocking query of the private stream's event. */
+  int (*oob_begin)(nsc_stream caller, const void *host, size_t bytes, void **buf, nsc_stream *s);
+  int (*oob_end)(void *buf, nsc_stream s, void *host, size_t bytes, int wait);
+  /* 1 when the casts can run on s (CUDA: the kernels loaded in s's
+   * context), else 0 with the reason in nsc_backend_error(). */
+  int (*usable)(nsc_stream s);
+  /* Which casts run: "host (avx2)", "fatbin", "NVRTC 13.2, sm_90 CUBIN". */
+  const char *(*kernels)(void);
 } nsc_backend;
 
 /* The host backend (always available). */
 extern const nsc_backend nsc_backend_host;
 
-/* The CUDA backend if libcuda.so.1 loads and the fatbin is usable, else NULL.
- * Decided once; safe to call from any thread. */
+/* The CUDA backend if libcuda.so.1 loads, else NULL. Whether its kernels
+ * load is known per context (usable()). Safe to call from any thread. */
 const nsc_backend *nsc_backend_cuda(void);
 
-/* Pick the backend for a call: the CUDA one when the pointer is device memory
- * (cuPointerGetAttribute), else the host one. */
+/* Pick the backend for a call: the host one only for memory CUDA does not
+ * know (no driver, or cuPointerGetAttribute answers CUDA_ERROR_INVALID_VALUE);
+ * the CUDA one for device, pinned host and managed memory, and when the
+ * driver cannot say (its operations then fail; host code never touches
+ * memory the driver may own). */
 const nsc_backend *nsc_backend_for(const void *ptr);
 
 const char *nsc_backend_error(void);

@@ -4,23 +4,30 @@
  * nsc_backend_for(), which sends device memory here and the rest to the host
  * backend.
  *
- * Staging memory is stream-ordered (cuMemAllocAsync/cuMemFreeAsync) where the
- * device supports memory pools, else cuMemAlloc/cuMemFree. Timing marks are
- * pooled events, read with cuEventElapsedTime only once complete. Counters
- * live in host-mapped memory and are read without any synchronisation.
+ * Staging memory is stream-ordered (cuMemAllocAsync/cuMemFreeAsync from the
+ * device's default memory pool, which PyTorch's caching allocator neither
+ * sees nor can reclaim); a device without memory pools has no staging (the
+ * call fails alike on every rank through the poisoned path), never
+ * cuMemAlloc/cuMemFree, which synchronise and are illegal under capture.
+ * Timing marks are pooled events, read with cuEventElapsedTime only once
+ * complete. Counters live in host-mapped memory and are read without any
+ * synchronisation. The driver calls capture may forbid (queries, stream
+ * creation, allocation) run with the thread in relaxed capture mode, so they
+ * never invalidate another thread's capture.
  *
- * nsc_backend_cuda() is NULL unless the driver loads and (when a context is
- * current at the first call) the kernels load in it; device pointers still
- * get this backend then, whose operations fail with the reason (cu_ctx.c
- * keeps a context's failed setup), never the host backend, which would
- * dereference them.
+ * nsc_backend_cuda() is NULL unless the driver loads. Device, pinned host
+ * and managed memory get this backend even when a context's kernels failed
+ * to load: usable() then says no (the policy forwards such calls untouched)
+ * and its operations fail with the reason (cu_ctx.c keeps a context's failed
+ * setup), never the host backend, which would touch them in host code.
  *
- * Must not: synchronise the caller's stream or device (only oob_end waits, on
- * the backend's private stream), exit, or print; errors go to
- * nsc_backend_set_error() and -1. Not for forked children (CUDA is not). */
-#include <pthread.h>
+ * Must not: synchronise a stream, context or event (oob_end polls a
+ * non-blocking event query of the private stream), exit, or print; errors go
+ * to nsc_backend_set_error() and -1. Not for forked children (CUDA is not). */
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "backend.h"
@@ -112,14 +119,15 @@ static int c_scale(nsc_stream s, char kind, const void *src, void *dst, size_t n
   return 0;
 }
 
-/* Runs a driver call with c's context current. */
+/* Runs a driver call with c's context current, in relaxed capture mode. */
 #define IN_CTX(call, name)                                                               \
   do {                                                                                   \
-    int pushed_;                                                                         \
-    CU_DO(nsc_cuctx_enter(c, &pushed_, &what));                                          \
-    CUresult r2_ = (call);                                                               \
-    nsc_cuctx_leave(pushed_);                                                            \
-    if (r2_ != CUDA_SUCCESS) return fail(r2_, name);                                     \
+    int pushed_, mode_ = nsc_cu_relax();                                                 \
+    CUresult r1_ = nsc_cuctx_enter(c, &pushed_, &what);                                  \
+    CUresult r2_ = r1_ == CUDA_SUCCESS ? (call) : r1_;                                   \
+    if (r1_ == CUDA_SUCCESS) nsc_cuctx_leave(pushed_);                                   \
+    nsc_cu_unrelax(mode_);                                                               \
+    if (r2_ != CUDA_SUCCESS) return fail(r2_, r1_ == CUDA_SUCCESS ? name : what);        \
   } while (0)
 
 static int c_fill_ones(nsc_stream s, void *p, size_t bytes) {
@@ -130,23 +138,26 @@ static int c_fill_ones(nsc_stream s, void *p, size_t bytes) {
   return 0;
 }
 
-/* Device memory on s's context: stream-ordered where pools exist. */
+/* Device memory on s's context, stream-ordered; none without memory pools. */
 static int dev_alloc(nsc_cuctx *c, CUstream s, size_t bytes, void **p) {
   const char *what = NULL;
   CUdeviceptr d = 0;
   *p = NULL;
   if (!bytes) return 0;
-  if (c->pools) IN_CTX(cu()->cuMemAllocAsync(&d, bytes, s), "cuMemAllocAsync");
-  else IN_CTX(cu()->cuMemAlloc(&d, bytes), "cuMemAlloc");
+  if (!c->pools) {
+    nsc_backend_set_error("CUDA backend: device %d has no memory pools (stream-ordered "
+                          "allocation), so there is no staging memory", (int)c->dev);
+    return -1;
+  }
+  IN_CTX(cu()->cuMemAllocAsync(&d, bytes, s), "cuMemAllocAsync");
   *p = (void *)(uintptr_t)d;
   return 0;
 }
 
 static int dev_free(nsc_cuctx *c, CUstream s, void *p) {
   const char *what = NULL;
-  if (!p) return 0;
-  if (c->pools) IN_CTX(cu()->cuMemFreeAsync((CUdeviceptr)(uintptr_t)p, s), "cuMemFreeAsync");
-  else IN_CTX(cu()->cuMemFree((CUdeviceptr)(uintptr_t)p), "cuMemFree");
+  if (!p || !c->pools) return 0;
+  IN_CTX(cu()->cuMemFreeAsync((CUdeviceptr)(uintptr_t)p, s), "cuMemFreeAsync");
   return 0;
 }
 
@@ -169,7 +180,9 @@ static void c_release(nsc_stream s, void *p) {
 
 static int c_capturing(nsc_stream s, int *yes) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  int mode = nsc_cu_relax();
   CUresult r = cu()->cuStreamIsCapturing((CUstream)s, &st);
+  nsc_cu_unrelax(mode);
   *yes = st != CU_STREAM_CAPTURE_STATUS_NONE;
   return r == CUDA_SUCCESS ? 0 : fail(r, "cuStreamIsCapturing");
 }
@@ -188,6 +201,8 @@ static int c_mark(nsc_stream s, nsc_mark *m) {
     if ((r = cu()->cuEventRecord(e->ev, (CUstream)s)) != CUDA_SUCCESS) what = "cuEventRecord";
     nsc_cuctx_leave(pushed);
   }
+  /* (An exhausted pool fails in nsc_cuev_get above: the log counts the
+   * mark as dropped.) */
   if (r != CUDA_SUCCESS) {
     nsc_cuev_put(e);
     return fail(r, what);
@@ -206,11 +221,14 @@ static int c_elapsed(const nsc_mark *a, const nsc_mark *b, uint64_t *ns) {
   nsc_cuctx *c = ea->owner;
   const char *what = NULL;
   float ms = 0;
-  int pushed;
-  CU_DO(nsc_cuctx_enter(c, &pushed, &what));
-  CUresult r = cu()->cuEventQuery(eb->ev);
-  if (r == CUDA_SUCCESS) r = cu()->cuEventElapsedTime(&ms, ea->ev, eb->ev);
-  nsc_cuctx_leave(pushed);
+  int pushed, mode = nsc_cu_relax(); /* a query would invalidate a global-mode capture */
+  CUresult r = nsc_cuctx_enter(c, &pushed, &what);
+  if (r == CUDA_SUCCESS) {
+    r = cu()->cuEventQuery(eb->ev);
+    if (r == CUDA_SUCCESS) r = cu()->cuEventElapsedTime(&ms, ea->ev, eb->ev);
+    nsc_cuctx_leave(pushed);
+  }
+  nsc_cu_unrelax(mode);
   if (r == CUDA_ERROR_NOT_READY) return 0;
   if (r != CUDA_SUCCESS) return fail(r, "cuEventElapsedTime");
   *ns = ms > 0 ? (uint64_t)((double)ms * 1e6 + 0.5) : 0;
@@ -239,48 +257,77 @@ static int c_join(nsc_stream waiter, nsc_stream signaller) {
   return 0;
 }
 
-/* The configuration exchange: a device buffer on the current context's private
- * stream, filled from host; oob_end waits for that stream alone. */
-static int c_oob_begin(const void *host, size_t bytes, void **buf, nsc_stream *s) {
-  nsc_cuctx *c = NULL;
-  const char *what = NULL;
-  CUstream priv = NULL;
+/* The out-of-band exchange: a slot of s's context (pinned host bytes, device
+ * bytes and an event, all made at the context's setup), copied in and out
+ * on the context's private stream. Nothing is allocated or synchronised. */
+static int c_oob_begin(nsc_stream caller, const void *host, size_t bytes, void **buf,
+                       nsc_stream *s) {
+  int slot = -1;
   *buf = NULL;
-  CU_DO(nsc_cuctx_current(&c, &what));
-  CU_DO(nsc_cuctx_private_stream(c, &priv, &what));
-  if (dev_alloc(c, priv, bytes, buf)) return -1;
+  if (bytes > NSC_CU_OOB_BYTES) {
+    nsc_backend_set_error("CUDA backend: exchange of %zu bytes (at most %d)", bytes, NSC_CU_OOB_BYTES);
+    return -1;
+  }
+  WITH_CTX(caller);
+  CU_DO(nsc_cuctx_oob_get(c, &slot, &what));
+  CUstream priv = c->oob_stream[slot];
+  unsigned char *h = c->oob_host + (size_t)slot * NSC_CU_OOB_BYTES;
+  CUdeviceptr d = c->oob_dev + (CUdeviceptr)slot * NSC_CU_OOB_BYTES;
+  memcpy(h, host, bytes);
   int pushed;
   CUresult r = nsc_cuctx_enter(c, &pushed, &what);
   if (r == CUDA_SUCCESS) {
-    if ((r = cu()->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)*buf, host, bytes, priv)) !=
-        CUDA_SUCCESS)
-      what = "cuMemcpyHtoDAsync";
+    if ((r = cu()->cuMemcpyHtoDAsync(d, h, bytes, priv)) != CUDA_SUCCESS) what = "cuMemcpyHtoDAsync";
     nsc_cuctx_leave(pushed);
   }
   if (r != CUDA_SUCCESS) {
-    dev_free(c, priv, *buf);
-    *buf = NULL;
+    nsc_cuctx_oob_put(c, slot);
     return fail(r, what);
   }
+  *buf = (void *)(uintptr_t)d;
   *s = (nsc_stream)priv;
   return 0;
 }
 
-static int c_oob_end(void *buf, nsc_stream s, void *host, size_t bytes) {
+static int c_oob_end(void *buf, nsc_stream s, void *host, size_t bytes, int wait) {
   WITH_CTX(s);
-  int pushed;
-  CU_DO(nsc_cuctx_enter(c, &pushed, &what));
-  CUresult r = cu()->cuMemcpyDtoHAsync(host, (CUdeviceptr)(uintptr_t)buf, bytes, (CUstream)s);
-  what = "cuMemcpyDtoHAsync";
-  if (r == CUDA_SUCCESS) {
-    r = cu()->cuStreamSynchronize((CUstream)s); /* the private stream only */
-    what = "cuStreamSynchronize(private stream)";
+  CUdeviceptr d = (CUdeviceptr)(uintptr_t)buf;
+  int slot = nsc_cuctx_oob_slot(c, d);
+  if (slot < 0) {
+    nsc_backend_set_error("CUDA backend: oob_end on a buffer oob_begin did not give");
+    return -1;
   }
-  nsc_cuctx_leave(pushed);
-  int freed = dev_free(c, (CUstream)s, buf);
-  if (r != CUDA_SUCCESS) return fail(r, what);
-  return freed;
+  unsigned char *h = c->oob_host + (size_t)slot * NSC_CU_OOB_BYTES;
+  int pushed, mode = nsc_cu_relax();
+  CUresult r = nsc_cuctx_enter(c, &pushed, &what);
+  if (r == CUDA_SUCCESS) {
+    if (!(__atomic_load_n(&c->oob_ended, __ATOMIC_ACQUIRE) & (1u << slot))) {
+      /* Pinned destination: the copy is truly asynchronous. */
+      if ((r = cu()->cuMemcpyDtoHAsync(h, d, bytes, (CUstream)s)) != CUDA_SUCCESS) what = "cuMemcpyDtoHAsync";
+      else if ((r = cu()->cuEventRecord(c->oob_ev[slot], (CUstream)s)) != CUDA_SUCCESS) what = "cuEventRecord";
+      else __atomic_or_fetch(&c->oob_ended, 1u << slot, __ATOMIC_RELEASE);
+    }
+    if (r == CUDA_SUCCESS)
+      while ((r = cu()->cuEventQuery(c->oob_ev[slot])) == CUDA_ERROR_NOT_READY && wait) sched_yield();
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY && !what) what = "cuEventQuery";
+    nsc_cuctx_leave(pushed);
+  }
+  nsc_cu_unrelax(mode);
+  if (r == CUDA_ERROR_NOT_READY) return 0;
+  if (r == CUDA_SUCCESS) memcpy(host, h, bytes);
+  nsc_cuctx_oob_put(c, slot);
+  return r == CUDA_SUCCESS ? 1 : fail(r, what);
 }
+
+static int c_usable(nsc_stream s) {
+  nsc_cuctx *c = NULL;
+  const char *what = NULL;
+  CUresult r = nsc_cuctx_of((CUstream)s, &c, &what);
+  if (r == CUDA_SUCCESS && (r = c->kload) != CUDA_SUCCESS) what = c->kload_what;
+  return r == CUDA_SUCCESS ? 1 : (fail(r, what), 0);
+}
+
+static const char *c_kernels(void) { return nsc_cuctx_kernels(); }
 
 static const nsc_backend cuda_backend = {
     .name = "cuda",
@@ -304,56 +351,28 @@ static const nsc_backend cuda_backend = {
     .join = c_join,
     .oob_begin = c_oob_begin,
     .oob_end = c_oob_end,
+    .usable = c_usable,
+    .kernels = c_kernels,
 };
 
-static const nsc_backend *available;
-static char unavailable_why[256];
-static pthread_once_t decided = PTHREAD_ONCE_INIT;
-
-/* Driver loaded; and when a context is current, the fatbin must load in it. */
-static void decide(void) {
-  if (!nsc_cu_driver()) {
-    snprintf(unavailable_why, sizeof unavailable_why, "%s", nsc_cu_driver_error());
-    return;
-  }
-  CUcontext cur = NULL;
-  if (cu()->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur) {
-    nsc_cuctx *c = NULL;
-    const char *what = NULL;
-    CUresult r = nsc_cuctx_current(&c, &what);
-    if (r != CUDA_SUCCESS) {
-      snprintf(unavailable_why, sizeof unavailable_why, "%s failed (%s)", what,
-               nsc_cu_errname(r));
-      return;
-    }
-  }
-  __atomic_store_n(&available, &cuda_backend, __ATOMIC_RELEASE);
-}
-
-static const nsc_backend *get(void) {
-  const nsc_backend *b = __atomic_load_n(&available, __ATOMIC_ACQUIRE);
-  if (b) return b;
-  pthread_once(&decided, decide);
-  return __atomic_load_n(&available, __ATOMIC_ACQUIRE);
-}
-
 const nsc_backend *nsc_backend_cuda(void) {
-  const nsc_backend *b = get();
-  if (!b) nsc_backend_set_error("CUDA backend unavailable: %s", unavailable_why);
-  return b;
+  if (nsc_cu_driver()) return &cuda_backend;
+  nsc_backend_set_error("CUDA backend unavailable: %s", nsc_cu_driver_error());
+  return NULL;
 }
 
 /* Called for every collective: no error text is formatted on this path.
- * Without a driver there is no device memory, so everything is host. Device
- * memory always gets the CUDA backend, even when its kernels failed to load
- * (a driver older than the fatbin, say): its operations then fail with the
- * reason, where the host backend would dereference device pointers. */
+ * Without a driver there is no device memory, so everything is host. Only
+ * CUDA_ERROR_INVALID_VALUE means memory the driver does not know (malloc'ed,
+ * stack, the host NCCL's buffers); pinned host memory (CU_MEMORYTYPE_HOST) and
+ * managed memory (reported as DEVICE or HOST, told apart by IS_MANAGED only)
+ * are reached by kernels in stream order like device memory, never by host
+ * code, which would run ahead of the stream. Any other error (a driver being
+ * torn down, say) keeps the CUDA backend, whose operations then fail. */
 const nsc_backend *nsc_backend_for(const void *ptr) {
   if (!ptr || !nsc_cu_driver()) return &nsc_backend_host;
   unsigned int type = 0;
   CUresult r = cu()->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                                            (CUdeviceptr)(uintptr_t)ptr);
-  if (r == CUDA_SUCCESS && (type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED))
-    return &cuda_backend;
-  return &nsc_backend_host;
+  return r == CUDA_ERROR_INVALID_VALUE ? &nsc_backend_host : &cuda_backend;
 }

@@ -15,11 +15,14 @@ static __thread char errbuf[256];
 
 const char *nsc_backend_error(void) { return errbuf[0] ? errbuf : "unknown error"; }
 
+/* The arguments may include nsc_backend_error() itself (a wrapped reason). */
 void nsc_backend_set_error(const char *fmt, ...) {
+  char msg[sizeof errbuf];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  memcpy(errbuf, msg, sizeof errbuf);
 }
 
 static nsc_cast_counts totals;
@@ -133,19 +136,28 @@ static void h_counts(nsc_cast_counts *out) {
   out->underflow = __atomic_load_n(&totals.underflow, __ATOMIC_RELAXED);
 }
 
-static int h_oob_begin(const void *host, size_t bytes, void **buf, nsc_stream *s) {
+static int h_oob_begin(nsc_stream caller, const void *host, size_t bytes, void **buf, nsc_stream *s) {
+  (void)caller;
   *s = NULL;
   if (h_alloc(NULL, bytes, buf)) return -1;
   memcpy(*buf, host, bytes);
   return 0;
 }
 
-static int h_oob_end(void *buf, nsc_stream s, void *host, size_t bytes) {
+static int h_oob_end(void *buf, nsc_stream s, void *host, size_t bytes, int wait) {
   (void)s;
+  (void)wait;
   memcpy(host, buf, bytes);
   free(buf);
-  return 0;
+  return 1;
 }
+
+static int h_usable(nsc_stream s) {
+  (void)s;
+  return 1;
+}
+
+static const char *h_kernels(void) { return nsc_cast_impl_name(); }
 
 static int h_side_stream(nsc_stream s, nsc_stream *side) {
   *side = s;
@@ -180,4 +192,6 @@ const nsc_backend nsc_backend_host = {
     .join = h_join,
     .oob_begin = h_oob_begin,
     .oob_end = h_oob_end,
+    .usable = h_usable,
+    .kernels = h_kernels,
 };

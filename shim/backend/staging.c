@@ -1,64 +1,92 @@
 /* staging.c — see staging.h. Memory comes from the backend (stream-ordered
- * allocation on a GPU, malloc on the host); nothing here touches NCCL. */
+ * allocation on a GPU, malloc on the host); nothing here touches NCCL.
+ *
+ * Every change of an arena happens under the staging's spin lock; the
+ * backend's alloc and release run outside it: a block to free is detached
+ * first, a new block is allocated and then installed. A communicator's calls
+ * come from one thread at a time (NCCL's rule); what may run beside them is
+ * nsc_staging_done from a thread finishing nonblocking work, which only
+ * detaches blocks. */
 #include "staging.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #define ALIGN 256
+#define PER_THREAD_STREAM ((nsc_stream)0x2) /* CU_STREAM_PER_THREAD / cudaStreamPerThread */
 
 static long long fault_n;
 static long long alloc_count;
 
 void nsc_staging_fault_at(long long n) { fault_n = n; }
 
-static int backend_alloc(const nsc_backend *be, nsc_stream s, size_t bytes, void **p) {
+static void lock(nsc_staging *st) {
+  while (__atomic_exchange_n(&st->lock, 1, __ATOMIC_ACQUIRE)) sched_yield();
+}
+static void unlock(nsc_staging *st) { __atomic_store_n(&st->lock, 0, __ATOMIC_RELEASE); }
+
+static int backend_alloc(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p) {
   long long k = __atomic_add_fetch(&alloc_count, 1, __ATOMIC_RELAXED);
+  int rc;
   if (fault_n && k == fault_n) {
     nsc_backend_set_error("staging allocation %lld failed (NCCLSHIM_FAULT_ALLOC)", k);
-    return -1;
+    rc = -1;
+  } else {
+    rc = be->alloc(s, bytes, p);
   }
-  return be->alloc(s, bytes, p);
+  if (rc) __atomic_add_fetch(&st->failed, 1, __ATOMIC_RELAXED);
+  return rc;
 }
 
-static nsc_arena *arena_for(nsc_staging *st, const nsc_backend *be, nsc_stream s) {
+static uintptr_t thread_of(nsc_stream s) { return s == PER_THREAD_STREAM ? (uintptr_t)pthread_self() : 0; }
+
+/* Under the lock. */
+static nsc_arena *find(nsc_staging *st, const nsc_backend *be, nsc_stream s) {
+  uintptr_t t = thread_of(s);
   for (nsc_arena *a = st->arenas; a; a = a->next)
-    if (a->stream == s && a->be == be) return a;
-  nsc_arena *a = calloc(1, sizeof *a);
-  if (!a) return NULL;
+    if (a->stream == s && a->be == be && a->thread == t) return a;
+  return NULL;
+}
+
+/* Under the lock. */
+static nsc_arena *arena_for(nsc_staging *st, const nsc_backend *be, nsc_stream s) {
+  nsc_arena *a = find(st, be, s);
+  if (a) return a;
+  if (!(a = calloc(1, sizeof *a))) return NULL;
   a->stream = s;
+  a->thread = thread_of(s);
   a->be = be;
   a->next = st->arenas;
   st->arenas = a;
   return a;
 }
 
-static void free_blocks(nsc_arena *a, nsc_block *b) {
+/* Not under the lock: the blocks are detached from every arena. */
+static void free_blocks(const nsc_backend *be, nsc_stream s, nsc_block *b) {
   while (b) {
     nsc_block *n = b->next;
-    a->be->release(a->stream, b->p);
+    be->release(s, b->p);
     free(b);
     b = n;
   }
-}
-
-static int add_block(nsc_arena *a, size_t cap) {
-  nsc_block *b = calloc(1, sizeof *b);
-  if (!b) return -1;
-  if (backend_alloc(a->be, a->stream, cap, &b->p)) { free(b); return -1; }
-  b->cap = cap;
-  b->next = a->blocks;
-  a->blocks = b;
-  a->used = 0;
-  return 0;
 }
 
 int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes,
                     size_t limit, void **p) {
   size_t want = (bytes + ALIGN - 1) / ALIGN * ALIGN;
   if (want == 0) want = ALIGN;
+  lock(st);
   nsc_arena *a = arena_for(st, be, s);
-  if (!a) return NSC_STAGING_NOMEM;
-  if (a->need + want > limit) return NSC_STAGING_LIMIT;
+  if (!a) {
+    unlock(st);
+    return NSC_STAGING_NOMEM;
+  }
+  if (a->need + want > limit) {
+    unlock(st);
+    return NSC_STAGING_LIMIT;
+  }
+  nsc_block *old = NULL;
   if (!a->blocks || a->used + want > a->blocks->cap) {
     size_t cap = want;
     if (a->live == 0) {
@@ -68,123 +96,201 @@ int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t
       if (a->peak > cap) cap = a->peak;
       if (grown > cap) cap = grown;
       if (cap > limit) cap = limit < want ? want : limit;
-      free_blocks(a, a->blocks);
+      old = a->blocks;
       a->blocks = NULL;
     }
-    if (add_block(a, cap)) return NSC_STAGING_NOMEM;
+    unlock(st);
+    free_blocks(be, s, old);
+    nsc_block *b = calloc(1, sizeof *b);
+    if (!b || backend_alloc(st, be, s, cap, &b->p)) {
+      free(b);
+      return NSC_STAGING_NOMEM;
+    }
+    b->cap = cap;
+    lock(st);
+    b->next = a->blocks;
+    a->blocks = b;
+    a->used = 0;
   }
   *p = (char *)a->blocks->p + a->used;
   a->used += want;
   a->need += want;
   if (a->need > a->peak) a->peak = a->need;
   a->live++;
+  unlock(st);
   return NSC_STAGING_OK;
 }
 
 void nsc_staging_done(nsc_staging *st, nsc_stream s) {
+  nsc_block *old = NULL;
+  const nsc_backend *be = NULL;
+  uintptr_t t = thread_of(s);
+  lock(st);
   for (nsc_arena *a = st->arenas; a; a = a->next) {
-    if (a->stream != s || a->live == 0) continue;
+    if (a->stream != s || a->thread != t || a->live == 0) continue;
     if (--a->live == 0) {
       a->used = 0;
       a->need = 0;
       if (a->blocks && a->blocks->next) {
         /* Several blocks were needed: keep none, the next get rebuilds one of the peak size. */
-        free_blocks(a, a->blocks);
+        old = a->blocks;
+        be = a->be;
         a->blocks = NULL;
       }
     }
-    return;
+    break;
   }
+  unlock(st);
+  if (old) free_blocks(be, s, old);
 }
 
 int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p) {
   size_t want = (bytes + ALIGN - 1) / ALIGN * ALIGN;
-  if (st->fbe && be != st->fbe) return -1; /* another memory kind: never fused, never grown */
+  lock(st);
+  if (st->fbe && be != st->fbe) { /* another memory kind: never fused, never grown */
+    unlock(st);
+    return -1;
+  }
   st->fwant += want;
-  if (st->fdisabled || !st->fblock || st->fused + want > st->fcap) return -1;
+  if (st->fdisabled || !st->fblock || st->fused + want > st->fcap) {
+    unlock(st);
+    return -1;
+  }
   *p = (char *)st->fblock + st->fused;
   st->fused += want;
-  if (st->fstream == s) return 0;
-  int rc = be->join(s, st->fstream) ? 1 : 0;
+  nsc_stream prev = st->fstream;
   st->fstream = s;
-  return rc;
+  unlock(st);
+  if (prev == s) return 0;
+  return be->join(s, prev) ? 1 : 0;
 }
 
 int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes) {
-  if (st->fblock) return 1;
+  lock(st);
+  int have = st->fblock != NULL;
+  unlock(st);
+  if (have) return 1;
   void *p = NULL;
-  if (backend_alloc(be, s, bytes, &p)) return 0;
+  if (backend_alloc(st, be, s, bytes, &p)) return 0;
+  lock(st);
   st->fbe = be;
   st->fstream = s;
   st->fblock = p;
   st->freserved = bytes;
+  unlock(st);
   return 1;
 }
 
 void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok) {
   (void)be;
   (void)s;
+  void *drop = NULL;
+  lock(st);
   if (ok && st->fblock) {
     st->fcap = st->freserved;
-    return;
+  } else {
+    drop = st->fblock;
+    st->fblock = NULL;
+    st->fcap = 0;
+    st->fdisabled = 1;
   }
-  if (st->fblock) st->fbe->release(st->fstream, st->fblock);
-  st->fblock = NULL;
-  st->fcap = 0;
-  st->fdisabled = 1;
+  unlock(st);
+  if (drop) st->fbe->release(st->fstream, drop);
 }
 
-int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, void *arg),
-                            void *arg, int parked) {
+/* Blocks replaced while cast-backs were parked; not under the lock. */
+static void free_retired(nsc_staging *st) {
+  lock(st);
+  nsc_block *b = st->fretired;
+  st->fretired = NULL;
+  unlock(st);
+  free_blocks(st->fbe, st->fstream, b);
+}
+
+/* Applies a grown block's agreement (all: every rank got it); not under the
+ * lock. A replaced block that parked cast-backs may still read is retired
+ * (on the node taken with the grown block, so that retiring can never fail
+ * on one rank only) instead of freed. */
+static int apply_agreement(nsc_staging *st, int all, int parked) {
+  void *drop = NULL;
+  nsc_block *node = NULL;
+  lock(st);
+  if (all) {
+    if (parked && st->fblock) {
+      st->gnode->p = st->fblock;
+      st->gnode->next = st->fretired;
+      st->fretired = st->gnode;
+    } else {
+      drop = st->fblock;
+      node = st->gnode;
+    }
+    st->fblock = st->gblock;
+    st->fcap = st->gcap;
+  } else {
+    drop = st->gblock;
+    node = st->gnode;
+    st->fdisabled = 1;
+  }
+  st->gblock = NULL;
+  st->gnode = NULL;
+  st->gcap = 0;
+  st->gtok = NULL;
+  unlock(st);
+  free(node);
+  if (drop) st->fbe->release(st->fstream, drop);
+  return all;
+}
+
+void nsc_staging_fuse_resolve(nsc_staging *st) {
+  if (st->gtok) apply_agreement(st, st->gag->finish(st->gtok, 1, st->gag->arg) == 1, 1);
+}
+
+int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreement *ag, int parked) {
+  if (!parked) free_retired(st);
+  int grown = 0;
+  if (st->gtok) grown = apply_agreement(st, st->gag->finish(st->gtok, 1, st->gag->arg) == 1, parked);
+  lock(st);
   size_t want = st->fwant;
   st->fused = st->fwant = 0;
-  if (!parked) {
-    for (nsc_block *b = st->fretired, *n; b; b = n) {
-      n = b->next;
-      st->fbe->release(st->fstream, b->p);
-      free(b);
-    }
-    st->fretired = NULL;
-  }
-  if (st->fdisabled || !st->fbe || want <= st->fcap || want > limit) return 0;
+  int skip = st->fdisabled || !st->fbe || want <= st->fcap || want > limit;
+  const nsc_backend *be = st->fbe;
+  nsc_stream s = st->fstream;
+  unlock(st);
+  if (skip) return grown;
   void *p = NULL;
-  int ok = backend_alloc(st->fbe, st->fstream, want, &p) == 0;
-  if (agree(ok, st->fbe, arg)) {
-    nsc_block *old = st->fblock && parked ? calloc(1, sizeof *old) : NULL;
-    if (old) {
-      old->p = st->fblock;
-      old->next = st->fretired;
-      st->fretired = old;
-    } else if (st->fblock && parked) {
-      st->fbe->release(st->fstream, p); /* no host memory to retire the old one: keep it, do not grow */
-      return 0;
-    } else if (st->fblock) {
-      st->fbe->release(st->fstream, st->fblock);
-    }
-    st->fblock = p;
-    st->fcap = want;
-    return 1;
-  }
-  if (p) st->fbe->release(st->fstream, p);
-  st->fdisabled = 1;
-  return 0;
+  nsc_block *node = calloc(1, sizeof *node);
+  int ok = node && backend_alloc(st, be, s, want, &p) == 0;
+  void *tok = ag->start(ok, be, s, ag->arg);
+  lock(st);
+  st->gblock = p;
+  st->gnode = node;
+  st->gcap = want;
+  st->gtok = tok;
+  st->gag = ag;
+  unlock(st);
+  if (!tok) apply_agreement(st, 0, parked);
+  return grown;
 }
 
 void nsc_staging_release(nsc_staging *st) {
-  if (st->fblock) st->fbe->release(st->fstream, st->fblock);
-  st->fblock = NULL;
-  for (nsc_block *b = st->fretired, *n; b; b = n) {
-    n = b->next;
-    st->fbe->release(st->fstream, b->p);
-    free(b);
-  }
-  st->fretired = NULL;
+  lock(st);
   nsc_arena *a = st->arenas;
+  st->arenas = NULL;
+  void *tok = st->gtok, *g = st->gblock, *f = st->fblock;
+  nsc_block *ret = st->fretired;
+  free(st->gnode);
+  st->gnode = NULL;
+  st->gtok = st->gblock = st->fblock = NULL;
+  st->fretired = NULL;
+  unlock(st);
+  if (tok) st->gag->finish(tok, 0, st->gag->arg);
+  if (g) st->fbe->release(st->fstream, g);
+  if (f) st->fbe->release(st->fstream, f);
+  if (ret) free_blocks(st->fbe, st->fstream, ret);
   while (a) {
     nsc_arena *n = a->next;
-    free_blocks(a, a->blocks);
+    free_blocks(a->be, a->stream, a->blocks);
     free(a);
     a = n;
   }
-  st->arenas = NULL;
 }

@@ -9,13 +9,38 @@
  *
  * The size limit is checked against the logical need, which depends only on
  * the sequence of calls on this communicator, so every rank fails the same
- * call when the limit is exceeded. Callers hold the communicator's lock. */
+ * call when the limit is exceeded.
+ *
+ * Arenas are keyed by (backend, stream handle), and for CU_STREAM_PER_THREAD
+ * (one handle, a different stream on every thread) by the calling thread too;
+ * the fusion block is the communicator's, whatever the streams.
+ *
+ * Locking: the staging has a lock of its own and never calls the backend's
+ * alloc/release while holding it, so callers must not hold the communicator's
+ * lock around the calls that allocate (get, fuse_reserve, fuse_settle): the
+ * watchdog's poll and abort paths need that lock, and an allocation (on a GPU:
+ * cuMemAllocAsync from the device's default pool, which PyTorch's caching
+ * allocator does not see) must never keep them waiting. */
 #ifndef NSC_STAGING_H
 #define NSC_STAGING_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
+
+/* Growing the fusion block needs every rank's word, and waiting for it
+ * would wait for the communicator's earlier work: the agreement is started
+ * after one group and its answer read at the settle after the next one.
+ * start(ok) issues it (NULL: it could not be issued, which counts as
+ * disagreement); finish(tok, wait) returns 1 when every rank succeeded, 0
+ * when not, -1 while the answer is not there (only when !wait), and gives
+ * the token back once it answered 0 or 1. */
+typedef struct {
+  void *(*start)(int ok, const nsc_backend *be, nsc_stream s, void *arg);
+  int (*finish)(void *tok, int wait, void *arg);
+  void *arg;
+} nsc_fuse_agreement;
 
 typedef struct nsc_block {
   void *p;
@@ -25,6 +50,7 @@ typedef struct nsc_block {
 
 typedef struct nsc_arena {
   nsc_stream stream;
+  uintptr_t thread; /* the owning thread for CU_STREAM_PER_THREAD, else 0 */
   const nsc_backend *be;
   nsc_block *blocks; /* first = current; further ones only while live > 0 */
   size_t used;       /* bytes handed out in the current block */
@@ -36,6 +62,8 @@ typedef struct nsc_arena {
 
 typedef struct {
   nsc_arena *arenas;
+  int lock;             /* a spin lock (zero = free): held for a few field updates only */
+  uint64_t failed;      /* allocations that failed (faults included) */
   /* Fusion has a block of its own per communicator, whatever streams the
    * callers use, whose size every rank agreed on (see nsc_staging_fuse_*): a
    * fused collective is issued only when its wire buffer fits there, so
@@ -52,6 +80,11 @@ typedef struct {
   size_t fwant;     /* asked for in the current group, fitting or not */
   int fdisabled;    /* an agreement failed: no fusion on this communicator */
   nsc_block *fretired; /* replaced blocks that parked cast-backs may still read */
+  void *gblock;     /* a grown block waiting for its agreement (gtok) */
+  size_t gcap;
+  nsc_block *gnode; /* taken with gblock: retires the replaced block if cast-backs are parked */
+  void *gtok;
+  const nsc_fuse_agreement *gag;
 } nsc_staging;
 
 enum { NSC_STAGING_OK = 0, NSC_STAGING_LIMIT = -1, NSC_STAGING_NOMEM = -2 };
@@ -65,27 +98,37 @@ int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t
 void nsc_staging_done(nsc_staging *st, nsc_stream s);
 /* Fusion: a wire buffer of `bytes` from the communicator's agreed fusion
  * block, for use on stream s; -1 when it does not fit (the caller forwards
- * the members in fp32 and the block grows after the group, by agreement).
- * Only the agreed size and the call sequence, the same on every rank,
- * decide. Returns 1 (the buffer is handed out all the same) when s could not
- * be made to wait for the block's previous stream: the caller poisons it. */
+ * the members in fp32 and the block grows by an agreement after the group,
+ * applied a group later). Only the agreed size and the call sequence, the
+ * same on every rank, decide. Returns 1 (the buffer is handed out all the
+ * same) when s could not be made to wait for the block's previous stream:
+ * the caller poisons it. */
 int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p);
-/* After the outermost group end: when the group wanted more fusion space
- * than agreed (and not more than limit), allocate a block of that size and
- * call agree(ok, arg) -> 1 when every rank succeeded; on agreement the new
- * block replaces the old one, else fusion is disabled on the communicator
- * (on every rank alike). Resets the per-group counts. Returns 1 if grown.
- * parked: cast-backs of a nonblocking communicator still wait (they may read
- * the block being replaced): the old block is kept until a settle without. */
-int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, int (*agree)(int ok, const nsc_backend *be, void *arg),
-                            void *arg, int parked);
-/* At a communicator's first call: allocate an initial fusion block in stream
- * order on s (returns 1 if this rank got it); nsc_staging_fuse_agreed() then
+/* After the outermost group end, whatever it answered: first the agreement
+ * started at the previous settle is read (waiting, which by then costs
+ * nothing: a whole group has run since) and applied: the new block replaces
+ * the old one, or fusion is disabled on the communicator, on every rank
+ * alike. Then, when this group wanted more fusion space than agreed (and not
+ * more than limit), a block of that size is allocated and its agreement
+ * started. Resets the per-group counts. Returns 1 if a grown block was
+ * applied. parked: cast-backs of a nonblocking communicator still wait (they
+ * may read a block being replaced): a replaced block is kept until a settle
+ * without. */
+int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreement *ag, int parked);
+/* Apply every agreement still waiting for its answer, waiting for it (by
+ * polling). For a captured call: work of the communicator left running on a
+ * private stream must not overlap the graph's collectives when it is
+ * launched (capture is alike on every rank, so the point is the same). */
+void nsc_staging_fuse_resolve(nsc_staging *st);
+/* At a communicator's first call: allocate an initial fusion block for
+ * stream s (returns 1 if this rank got it); nsc_staging_fuse_agreed() then
  * applies what every rank agreed (ok = all got it): keep it, or free it and
  * disable fusion on the communicator. */
 int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes);
 void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok);
-/* Free every arena (communicator destroy/abort). */
+/* Free every arena (communicator destroy/abort); an agreement still
+ * unanswered is asked once more without waiting (its exchange slot stays
+ * taken if the answer never comes). */
 void nsc_staging_release(nsc_staging *st);
 
 /* Testing: make the n-th allocation of this process fail (0 = never). */

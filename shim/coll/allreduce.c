@@ -87,14 +87,14 @@ static ncclResult_t answer_locally(nsc_comm *c, const nsc_backend *be, const voi
 /* Staging for count wire elements; on failure the message says why. A limit
  * failure is the same on every rank (it depends on the call sequence only). */
 ncclResult_t nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p) {
-  pthread_mutex_lock(&c->lock);
+  /* Not under c->lock: staging allocates outside its own lock, and the
+   * watchdog's paths need c->lock. */
   int rc = nsc_staging_get(&c->staging, be, (nsc_stream)s, bytes, (size_t)nsc_g.cfg.max_staging_bytes, p);
-  pthread_mutex_unlock(&c->lock);
   if (rc == NSC_STAGING_LIMIT)
     nsc_warn("an all-reduce needs %zu bytes of staging beyond NCCLSHIM_MAX_STAGING_BYTES=%lld on communicator %p; "
              "raise it or set NCCLSHIM_COMPRESS=off",
              bytes, nsc_g.cfg.max_staging_bytes, (void *)c->comm);
-  else if (rc == NSC_STAGING_NOMEM)
+  else if (rc == NSC_STAGING_NOMEM && __atomic_add_fetch(&c->log.staging_failed, 1, __ATOMIC_RELAXED))
     nsc_warn("staging allocation of %zu bytes failed on rank %d: %s", bytes, c->rank, nsc_backend_error());
   return rc == NSC_STAGING_OK ? ncclSuccess : rc == NSC_STAGING_LIMIT ? ncclInvalidUsage : ncclSystemError;
 }
@@ -347,8 +347,12 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   const nsc_config *cfg = &nsc_g.cfg;
   if (c->checked <= 0) {
     const nsc_backend *be = nsc_backend_for(recv);
-    if (c->checked == 0 && call.in_group) {
-      defer_check(c, be, stream);
+    /* Capture first: a captured call is forwarded untouched and leaves the
+     * check (staging, module loads, an exchange) to the first uncaptured
+     * call; capture is alike on every rank. */
+    if (c->checked == 0 && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
+    if (c->checked == 0 && (call.in_group || call.capturing)) {
+      if (!call.capturing) defer_check(c, be, stream);
       /* Passed through, but it is part of a backward pass all the same: the
        * micro-step count starts at the job's first pass (learning: syncs). */
       if (cfg->accum_steps > 1 && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
@@ -359,6 +363,10 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
     }
     r = nsc_check_comm(c, be, (nsc_stream)stream);
     if (r != ncclSuccess) goto out;
+  }
+  if (c->untouched) { /* agreed by every rank in the check */
+    r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
+    goto out;
   }
   c->seq++;
   nsc_action a = nsc_policy_transform(cfg, &call);
@@ -375,6 +383,9 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
     static int warned;
     nsc_warn_once(&warned, "a stream is being captured into a CUDA graph: captured all-reduces are forwarded "
                            "untouched and always sync (decisions would be frozen into the graph)");
+    /* No fusion agreement of ours may still be running when the graph's
+     * collectives are launched. */
+    nsc_staging_fuse_resolve(&c->staging);
     a = nsc_policy_transform(cfg, &call);
     acc = nsc_policy_accumulable(cfg, &call);
   }

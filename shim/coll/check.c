@@ -20,6 +20,7 @@
  * to decide whether the exchange is issued. */
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
@@ -29,7 +30,7 @@
 #include "real.h"
 #include "shim.h"
 
-static void banner(const nsc_comm *c) {
+static void banner(const nsc_comm *c, const nsc_backend *be) {
   if (!nsc_g.cfg.banner || c->rank != 0) return;
   char settings[512] = "";
   size_t n = 0;
@@ -41,9 +42,11 @@ static void banner(const nsc_comm *c) {
     n += (size_t)snprintf(settings + n, sizeof settings - n, " %s=%s", row->env + 9, v);
   }
   int v = nsc_g.nccl_version;
-  nsc_info("ncclshim %s active on communicator %p (%d ranks): NCCL %d.%d.%d via %s;%s",
+  nsc_info("ncclshim %s active on communicator %p (%d ranks): NCCL %d.%d.%d via %s; casts: %s%s;%s",
            NCCLSHIM_VERSION_STRING, (void *)c->comm, c->nranks, v / 10000, (v / 100) % 100, v % 100,
-           nsc_real.how ? nsc_real.how : "?", settings);
+           nsc_real.how ? nsc_real.how : "?", be->name, c->untouched ? " (unusable: calls untouched)" : "",
+           settings);
+  if (be != &nsc_backend_host) nsc_info("ncclshim CUDA kernels: %s", be->kernels());
 }
 
 ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
@@ -77,7 +80,7 @@ ncclResult_t nsc_exchange_begin(nsc_comm *c, const nsc_backend *be, nsc_stream c
   size_t bytes = (size_t)n * sizeof *vals;
   long long k = __atomic_add_fetch(&oob_count, 1, __ATOMIC_RELAXED);
   int rc = oob_fault_n && k == oob_fault_n ? (nsc_backend_set_error("exchange buffer %lld failed (NCCLSHIM_FAULT_OOB)", k), -1)
-                                           : be->oob_begin(vals, bytes, &x->buf, &x->s);
+                                           : be->oob_begin(caller, vals, bytes, &x->buf, &x->s);
   if (rc) {
     /* The peers issue this exchange: issue it too, on an all-ones buffer of
      * the same kind on the caller's stream (nothing is read back: x stays
@@ -106,7 +109,8 @@ ncclResult_t nsc_exchange_end(nsc_xchg *x, int64_t *vals) {
   if (!x->live) return ncclInternalError;
   x->live = 0;
   ncclResult_t r = x->r;
-  if (x->be->oob_end(x->buf, x->s, vals, (size_t)x->n * sizeof *vals) && r == ncclSuccess) r = ncclSystemError;
+  /* Polls the private stream's event: never a synchronisation. */
+  if (x->be->oob_end(x->buf, x->s, vals, (size_t)x->n * sizeof *vals, 1) != 1 && r == ncclSuccess) r = ncclSystemError;
   return r;
 }
 
@@ -116,6 +120,21 @@ ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, nsc_stream cal
   if (!x.live) return r;
   ncclResult_t e = nsc_exchange_end(&x, vals);
   return r != ncclSuccess ? r : e;
+}
+
+/* Kernels that cannot run on some rank (a driver older than the fatbin, no
+ * NVRTC, ...): every rank forwards this communicator's calls untouched,
+ * agreed in the check so no rank transforms alone. One message per rank
+ * that lacks them, one from rank 0 otherwise. */
+static void untouched_if(nsc_comm *c, const nsc_backend *be, int usable, int any_unusable) {
+  if (!any_unusable) return;
+  c->untouched = 1;
+  if (!usable)
+    nsc_warn("rank %d cannot run the CUDA kernels (%s): communicator %p forwards every call untouched on "
+             "every rank", c->rank, nsc_backend_error(), (void *)c->comm);
+  else if (c->rank == 0)
+    nsc_warn("a rank cannot run the CUDA kernels: communicator %p forwards every call untouched", (void *)c->comm);
+  (void)be;
 }
 
 ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
@@ -132,7 +151,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   if (fuse0 > ((size_t)4 << 20)) fuse0 = (size_t)4 << 20;
   if (fuse0 > (size_t)nsc_g.cfg.max_staging_bytes) fuse0 = (size_t)nsc_g.cfg.max_staging_bytes;
   int want_fuse = nsc_g.cfg.compress != NSC_COMPRESS_OFF && fuse0 > 0 && !nsc_g.bad_setting;
-  enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, NSLOTS };
+  enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, NSLOTS };
   enum { ST_OK = -2, ST_POISON = -1, ST_BAD_SETTING = 1 }; /* all-ones bytes read as -1 */
   int64_t vals[NSLOTS];
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
@@ -140,12 +159,10 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
     vals[NSC_CFG_COUNT + i] = -vals[i];
   }
   int got = 1;
-  if (want_fuse) {
-    pthread_mutex_lock(&c->lock);
-    got = nsc_staging_fuse_reserve(&c->staging, be, s, fuse0);
-    pthread_mutex_unlock(&c->lock);
-  }
+  if (want_fuse) got = nsc_staging_fuse_reserve(&c->staging, be, s, fuse0); /* allocates: not under c->lock */
   vals[SLOT_FUSE] = got ? 0 : 1;
+  int usable = be->usable(s);
+  vals[SLOT_KERNELS] = usable ? 0 : 1; /* a rank that cannot run the kernels: all forward untouched */
   vals[SLOT_STATUS] = nsc_g.bad_setting ? ST_BAD_SETTING : ST_OK;
   ncclResult_t res = nsc_exchange_max(c, be, s, vals, NSLOTS);
   if (res == ncclSuccess && vals[SLOT_STATUS] == ST_POISON) {
@@ -164,6 +181,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   }
   if (res != ncclSuccess) return res; /* passed up unchanged; the next call checks again */
   c->checked = 1;
+  untouched_if(c, be, usable, vals[SLOT_KERNELS] != 0);
   if (vals[SLOT_STATUS] == ST_BAD_SETTING) {
     if (nsc_g.bad_setting)
       snprintf(c->mismatch_msg, sizeof c->mismatch_msg, "%.200s", nsc_g.fail_msg);
@@ -187,7 +205,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
     nsc_warn("%s", c->mismatch_msg);
     return ncclInvalidUsage;
   }
-  banner(c);
+  banner(c, be);
   return ncclSuccess;
 }
 
@@ -198,19 +216,59 @@ ncclResult_t nsc_mismatch(nsc_comm *c) {
 }
 
 /* Fusion block growth: every rank reports whether its allocation succeeded;
- * all see the same maximum of the failures, so all keep or drop alike. */
-static int agree(int ok, const nsc_backend *be, void *arg) {
+ * all see the same maximum of the failures, so all keep or drop alike (a
+ * rank without an exchange buffer sends all-ones: v[1] != -2 on every rank).
+ * The answer is read at the communicator's next settle (staging.h), never
+ * waited for after the group that asked. */
+typedef struct {
+  nsc_comm *c;
+  int ok;
+  nsc_xchg x;
+  ncclResult_t r;
+  int answered;
+  int64_t v[2];
+} agreement;
+
+static void *agree_start(int ok, const nsc_backend *be, nsc_stream s, void *arg) {
   nsc_comm *c = arg;
-  int64_t v[2] = {ok ? 0 : 1, -2}; /* v[1] != -2: a rank sent poison */
-  ncclResult_t r = nsc_exchange_max(c, be, c->staging.fstream, v, 2);
-  if (r != ncclSuccess || v[0] != 0 || v[1] != -2) {
-    if (c->rank == 0 || !ok)
-      nsc_warn("fusion disabled on communicator %p: %s", (void *)c->comm,
-               r != ncclSuccess ? "the agreement on its buffer failed"
-                                : "a rank could not allocate the fusion buffer (fused groups are forwarded in fp32)");
-    return 0;
+  agreement *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  g->c = c;
+  g->ok = ok;
+  g->v[0] = ok ? 0 : 1;
+  g->v[1] = -2;
+  g->r = nsc_exchange_begin(c, be, s, g->v, 2, &g->x);
+  if (!g->x.live) { /* no buffer: the poisoned exchange was issued, this rank fails it */
+    g->answered = 1;
+    if (g->r == ncclSuccess) g->r = ncclSystemError;
+    return g;
   }
-  return 1;
+  /* Enqueue the copy back; the host backend answers at once. */
+  int e = be->oob_end(g->x.buf, g->x.s, g->v, sizeof g->v, 0);
+  if (e != 0) {
+    g->x.live = 0;
+    g->answered = 1;
+    if (e < 0 && g->r == ncclSuccess) g->r = ncclSystemError;
+  }
+  return g;
+}
+
+static int agree_finish(void *tok, int wait, void *arg) {
+  (void)arg;
+  agreement *g = tok;
+  if (!g->answered) {
+    int e = g->x.be->oob_end(g->x.buf, g->x.s, g->v, sizeof g->v, wait);
+    if (e == 0) return -1;
+    if (e < 0 && g->r == ncclSuccess) g->r = ncclSystemError;
+    g->x.live = 0;
+  }
+  int all = g->r == ncclSuccess && g->v[0] == 0 && g->v[1] == -2;
+  if (!all && (g->c->rank == 0 || !g->ok))
+    nsc_warn("fusion disabled on communicator %p: %s", (void *)g->c->comm,
+             g->r != ncclSuccess ? "the agreement on its buffer failed"
+                                 : "a rank could not allocate the fusion buffer (fused groups are forwarded in fp32)");
+  free(g);
+  return all;
 }
 
 void nsc_fuse_settle(nsc_comm *c) {
@@ -218,7 +276,7 @@ void nsc_fuse_settle(nsc_comm *c) {
   c->fuse_grow = 0;
   int parked = c->pending && c->pending->head;
   pthread_mutex_unlock(&c->lock);
-  /* Not under the communicator's lock: agreeing calls into NCCL. The arena
-   * list is only changed by this thread's calls on this communicator. */
-  nsc_staging_fuse_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, agree, c, parked);
+  /* Not under the communicator's lock: agreeing calls into NCCL. */
+  c->fuse_agreement = (nsc_fuse_agreement){agree_start, agree_finish, c};
+  nsc_staging_fuse_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, &c->fuse_agreement, parked);
 }

@@ -45,12 +45,18 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok) {
     if (w->kind == NSC_W_CHECK) {
       nsc_comm *c = w->c;
       c->check_queued = 0;
-      ncclResult_t wr = ncclSuccess;
-      if (in_progress) {
-        c->nonblocking = 1;
-        wr = nsc_wait_nonblocking(c->comm);
+      /* A stream being captured (the group was captured, alike on every
+       * rank) gets no check yet: the first uncaptured call makes it. */
+      int capturing = 0;
+      if (w->be->capturing(w->stream, &capturing)) capturing = 1;
+      ncclResult_t wr = ncclSuccess, rr = ncclSuccess;
+      if (!capturing) {
+        if (in_progress) {
+          c->nonblocking = 1;
+          wr = nsc_wait_nonblocking(c->comm);
+        }
+        rr = nsc_check_comm(c, w->be, w->stream);
       }
-      ncclResult_t rr = nsc_check_comm(c, w->be, w->stream);
       if (r == ncclSuccess) r = wr != ncclSuccess ? wr : rr;
       nsc_work_drop(w);
     } else if (w->kind == NSC_W_AGREE) {

@@ -177,6 +177,8 @@ static void take(nsc_rec *r, int which) {
     r->marked |= 1u << which;
   } else if (!r->be->mark(r->stream, &r->m[which])) {
     r->marked |= 1u << which;
+  } else {
+    r->marks_dropped++; /* counted, never silent: the summary says how many */
   }
 }
 
@@ -379,6 +381,7 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
     return;
   }
   r->lseq = ++l->nrec;
+  l->marks_dropped += r->marks_dropped;
   nsc_log_totals *t = &l->by_action[r->action & 3];
   t->calls += r->action == NSC_ACT_FUSE ? (uint64_t)r->nmembers : 1;
   t->records++;

@@ -42,6 +42,7 @@ typedef struct nsc_rec {
   nsc_stream stream;
   nsc_mark m[NSC_NMARKS];
   unsigned marked;         /* bit i: m[i] was taken */
+  unsigned marks_dropped;  /* marks the backend could not take (CUDA: event pool exhausted) */
   /* Filled by the log. */
   uint64_t lseq;           /* record number in the communicator, 1-based, commit order ("seq") */
   uint64_t ns[NSC_NTIMES]; /* valid where bit k of `have` is set */
@@ -78,6 +79,8 @@ typedef struct nsc_comm_log {
   uint64_t dropped;        /* records folded into totals without detail */
   uint64_t untimed;        /* records that were counted but never timed */
   uint64_t unknown;        /* records whose marks were not complete when they had to be read */
+  uint64_t marks_dropped;  /* timing marks not taken (the records are then untimed or partly timed) */
+  uint64_t staging_failed; /* staging allocations that failed on this rank (atomic) */
   nsc_rec *ring;           /* oldest first from ring_head; entries [0, ring_done) resolved */
   size_t ring_alloc, ring_head, ring_len, ring_done;
   int nudged;              /* the writer was woken for this ring and has not taken it yet */

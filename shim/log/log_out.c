@@ -319,6 +319,10 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
           pre, span > 0 ? 100.0 * (double)all.time_ns / span : 0.0, span / 1e9, l->nrec,
           nsc_log_detail() ? (size_t)(l->nrec - l->dropped) : (size_t)0, l->dropped, l->untimed, l->unknown,
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
+  uint64_t sf = __atomic_load_n(&l->staging_failed, __ATOMIC_RELAXED);
+  if (l->marks_dropped || sf)
+    fprintf(f, "%s# timing marks dropped (event pool exhausted): %" PRIu64 "; staging allocations failed: %" PRIu64 "\n",
+            pre, l->marks_dropped, sf);
   /* What the casts lost, counted on the device without synchronising (GPU)
    * or in the host casts; process totals, all communicators together. */
   ncclshim_stats_t st;
@@ -391,8 +395,10 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
   nsc_log_who who = nsc_log_who_of(l);
   json_head(f, "summary", &who);
   fprintf(f, ",\"records\":%" PRIu64 ",\"kept\":%zu,\"dropped\":%" PRIu64 ",\"untimed\":%" PRIu64 ",\"unknown\":%" PRIu64
+          ",\"marks_dropped\":%" PRIu64 ",\"staging_failed\":%" PRIu64
           ",\"accum_synced\":%" PRIu64 ",\"accum_skipped\":%" PRIu64 ",\"first_wall_us\":",
-          l->nrec, (size_t)(l->nrec - l->dropped), l->dropped, l->untimed, l->unknown,
+          l->nrec, (size_t)(l->nrec - l->dropped), l->dropped, l->untimed, l->unknown, l->marks_dropped,
+          __atomic_load_n(&l->staging_failed, __ATOMIC_RELAXED),
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
   nsc_log_put_us(f, l->first_wall_ns);
   fputs(",\"span_us\":", f);

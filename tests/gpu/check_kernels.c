@@ -1,6 +1,6 @@
 /* check_kernels.c — the CUDA kernels and the CUDA backend on a real GPU,
  * bit for bit against the host casts (which the unit tests tie to the scalar
- * reference), then their bandwidth against a device-to-device cudaMemcpy.
+ * reference), then their bandwidth against a device-to-device cuMemcpy.
  *
  *   check_kernels [--quick] [--allow-no-gpu]
  *
@@ -16,10 +16,13 @@
  * or 0 with --allow-no-gpu after checking that everything falls back to the
  * host backend (what tests/t/10-cast.sh runs on machines without one).
  *
- * Uses the CUDA runtime for its own buffers, streams and timing (as PyTorch
- * does), and the shim's backend for everything under test. Must not: be part
- * of the shim, or assert timings (the bandwidth table is information). */
-#include <cuda_runtime_api.h>
+ * Uses the CUDA driver API for its own buffers, streams and timing, loaded
+ * with dlopen("libcuda.so.1") like the shim does (so it runs on the real
+ * driver, on the test double of tests/cudadrv, and without any driver), and
+ * the shim's backend for everything under test. Must not: be part of the
+ * shim, or assert timings (the bandwidth table is information). */
+#include <cuda.h>
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,16 +34,45 @@
 
 static int failures, quick;
 static const nsc_backend *be;
-static cudaStream_t st;
+static CUstream st;
+
+/* The driver entry points this program uses; names go through cuda.h's
+ * version macros (cuMemAlloc is cuMemAlloc_v2), as in compress/cu_driver.h. */
+#define CK_DRIVER(X)                                                                     \
+  X(cuInit) X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetAttribute) \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuStreamCreate) X(cuStreamSynchronize)   \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)     \
+  X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuEventCreate) X(cuEventRecord)               \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuStreamBeginCapture)    \
+  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy)       \
+  X(cuGraphDestroy)
+#define CK_FIELD(f) __typeof__(f) *f;
+static struct { CK_DRIVER(CK_FIELD) } D;
+#undef CK_FIELD
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* 0 when every entry point resolved. */
+static int load_driver(void) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return -1;
+#define CK_LOAD(f) if (!(*(void **)&D.f = dlsym(h, STR(f)))) return -1;
+  CK_DRIVER(CK_LOAD)
+#undef CK_LOAD
+  return 0;
+}
 
 #define RT(call)                                                                         \
   do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      printf("FATAL %s: %s\n", #call, cudaGetErrorString(e_));                           \
+    CUresult e_ = (call);                                                                \
+    if (e_ != CUDA_SUCCESS) {                                                            \
+      const char *n_ = NULL;                                                             \
+      D.cuGetErrorName(e_, &n_);                                                         \
+      printf("FATAL %s: %s\n", #call, n_ ? n_ : "?");                                    \
       exit(2);                                                                           \
     }                                                                                    \
   } while (0)
+#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 #define BE(call)                                                                         \
   do {                                                                                   \
     if ((call) != 0) {                                                                   \
@@ -78,21 +110,23 @@ static void *hmalloc(size_t bytes) {
 }
 static void *dmalloc(size_t bytes) {
   void *p = NULL;
-  RT(cudaMalloc(&p, bytes ? bytes : 1));
+  CUdeviceptr d = 0;
+  RT(D.cuMemAlloc(&d, bytes ? bytes : 1));
+  p = (void *)(uintptr_t)d;
   return p;
 }
 
 /* Copies and fills in order with the kernels: on st (non-blocking, so the
  * legacy stream's implicit ordering would not apply), then waited for. */
 static void h2d(void *d, const void *h, size_t bytes) {
-  RT(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, st));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuMemcpyHtoDAsync(DP(d), h, bytes, st));
+  RT(D.cuStreamSynchronize(st));
 }
 static void d2h(void *h, const void *d, size_t bytes) {
-  RT(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, st));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuMemcpyDtoHAsync(h, DP(d), bytes, st));
+  RT(D.cuStreamSynchronize(st));
 }
-static void dset(void *d, int v, size_t bytes) { RT(cudaMemsetAsync(d, v, bytes, st)); }
+static void dset(void *d, int v, size_t bytes) { RT(D.cuMemsetD8Async(DP(d), (unsigned char)v, bytes, st)); }
 
 /* Number of differing 16/32-bit elements; *first gets the first index. */
 static size_t diff(const void *a, const void *b, size_t n, size_t es, size_t *first) {
@@ -118,7 +152,7 @@ static void check_to_wire(const char *what, nsc_wire_t w, const float *x, size_t
   h2d(dx + so, x, n * 4);
   nsc_cast_counts c0 = counts_now(), hc = {0, 0};
   BE(be->to_wire(st, w, dx + so, dh + dof, n, scale));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuStreamSynchronize(st));
   nsc_cast_counts c1 = counts_now();
   d2h(got, dh + dof, n * 2);
   nsc_cast_to_wire(w, x, want, n, scale, &hc);
@@ -135,8 +169,8 @@ static void check_to_wire(const char *what, nsc_wire_t w, const float *x, size_t
            (unsigned long long)hc.underflow, (unsigned long long)(c1.overflow - c0.overflow),
            (unsigned long long)(c1.underflow - c0.underflow));
   }
-  RT(cudaFree(dx));
-  RT(cudaFree(dh));
+  RT(D.cuMemFree(DP(dx)));
+  RT(D.cuMemFree(DP(dh)));
   free(got);
   free(want);
 }
@@ -147,14 +181,14 @@ static void check_from_wire(const char *what, nsc_wire_t w, const uint16_t *h, s
   float *dx = dmalloc((n + dof) * 4), *got = hmalloc(n * 4), *want = hmalloc(n * 4);
   h2d(dh + so, h, n * 2);
   BE(be->from_wire(st, w, dh + so, dx + dof, n, scale));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuStreamSynchronize(st));
   d2h(got, dx + dof, n * 4);
   nsc_cast_from_wire(w, h, want, n, scale);
   size_t first, bad = diff(got, want, n, 4, &first);
   report(!bad, "%s from %s (scale %g): %zu values, %zu differ (first [%zu])", what,
          w ? "bf16" : "fp16", (double)scale, n, bad, first);
-  RT(cudaFree(dx));
-  RT(cudaFree(dh));
+  RT(D.cuMemFree(DP(dx)));
+  RT(D.cuMemFree(DP(dh)));
   free(got);
   free(want);
 }
@@ -247,7 +281,7 @@ static void check_segments(int nseg, size_t maxcount) {
     nsc_cast_counts c0 = counts_now(), hc = {0, 0};
     BE(be->seg_to_wire(st, w, segs, nseg, dw, 0.5f));
     BE(be->seg_from_wire(st, w, segs, nseg, dw, 2.0f));
-    RT(cudaStreamSynchronize(st));
+    RT(D.cuStreamSynchronize(st));
     nsc_cast_counts c1 = counts_now();
     pos = 0;
     for (int i = 0; i < nseg; i++) {
@@ -263,9 +297,9 @@ static void check_segments(int nseg, size_t maxcount) {
     report(!b1 && !b2 && cnt_ok, "%d segments (up to %zu values) to %s and back: %zu/%zu differ%s",
            nseg, maxcount, wi ? "bf16" : "fp16", b1, b2, cnt_ok ? "" : ", counts differ");
   }
-  RT(cudaFree(dx));
-  RT(cudaFree(dy));
-  RT(cudaFree(dw));
+  RT(D.cuMemFree(DP(dx)));
+  RT(D.cuMemFree(DP(dy)));
+  RT(D.cuMemFree(DP(dw)));
   free(segs);
   free(hx);
   free(got);
@@ -286,14 +320,14 @@ static void check_scale(void) {
       unsigned char *ds = dmalloc(bytes + 8), *dd = inplace ? ds : dmalloc(bytes + 8);
       h2d(ds + es[k], h, bytes); /* misaligned by one */
       BE(be->scale(st, kinds[k], ds + es[k], dd + es[k], n, 0.1));
-      RT(cudaStreamSynchronize(st));
+      RT(D.cuStreamSynchronize(st));
       d2h(got, dd + es[k], bytes);
       nsc_scale_buffer(kinds[k], h, want, n, 0.1);
       size_t first, bad = diff(got, want, n, es[k], &first);
       report(!bad, "scale '%c' x0.1 %s: %zu values, %zu differ", kinds[k],
              inplace ? "in place" : "out of place", n, bad);
-      RT(cudaFree(ds));
-      if (!inplace) RT(cudaFree(dd));
+      RT(D.cuMemFree(DP(ds)));
+      if (!inplace) RT(D.cuMemFree(DP(dd)));
       free(h);
       free(want);
       free(got);
@@ -304,7 +338,7 @@ static void check_scale(void) {
 /* 2^31 + 5 elements: size_t indexing and exact 64-bit counts. */
 static void check_huge(void) {
   size_t n = ((size_t)1 << 31) + 5, freeb = 0, totalb = 0;
-  RT(cudaMemGetInfo(&freeb, &totalb));
+  RT(D.cuMemGetInfo(&freeb, &totalb));
   if (freeb < n * 10 + ((size_t)1 << 30)) {
     printf("skip 2^31 elements: %zu bytes free\n", freeb);
     return;
@@ -314,7 +348,7 @@ static void check_huge(void) {
   dset(dx, 0x48, n * 4); /* 0x48484848 = 205089.1: overflows fp16 */
   nsc_cast_counts c0 = counts_now();
   BE(be->to_wire(st, NSC_WIRE_FP16, dx, dh, n, 1.0f));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuStreamSynchronize(st));
   nsc_cast_counts c1 = counts_now();
   uint16_t tail[4096];
   d2h(tail, dh + n - 4096, sizeof tail);
@@ -324,14 +358,14 @@ static void check_huge(void) {
          (unsigned long long)(c1.overflow - c0.overflow));
   dset(dh, 0x3c, n * 2); /* 0x3c3c */
   BE(be->from_wire(st, NSC_WIRE_FP16, dh, dx, n, 1.0f));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuStreamSynchronize(st));
   float ftail[4096];
   d2h(ftail, dx + n - 4096, sizeof ftail);
   ok = 1;
   for (int i = 0; i < 4096; i++) ok &= ftail[i] == nsc_f16_to_f32_ref(0x3c3c);
   report(ok, "2^31+5 values from fp16: tail exact");
-  RT(cudaFree(dx));
-  RT(cudaFree(dh));
+  RT(D.cuMemFree(DP(dx)));
+  RT(D.cuMemFree(DP(dh)));
 }
 
 /* The backend's non-cast duties. */
@@ -347,8 +381,8 @@ static void check_backend_api(void) {
   BE(be->alloc(st, 1 << 20, &stage));
   BE(be->fill_ones(st, stage, 1 << 20));
   unsigned char *h = hmalloc(1 << 20);
-  RT(cudaMemcpyAsync(h, stage, 1 << 20, cudaMemcpyDeviceToHost, st));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuMemcpyDtoHAsync(h, DP(stage), 1 << 20, st));
+  RT(D.cuStreamSynchronize(st));
   be->release(st, stage);
   int ones = 1;
   for (int i = 0; i < 1 << 20; i++) ones &= h[i] == 0xff;
@@ -360,7 +394,7 @@ static void check_backend_api(void) {
   BE(be->mark(st, &a));
   BE(be->to_wire(st, NSC_WIRE_FP16, d, (uint16_t *)(d + 2048), 2048, 1.0f));
   BE(be->mark(st, &b));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuStreamSynchronize(st));
   uint64_t ns = 0;
   int r = be->elapsed(&a, &b, &ns);
   report(r == 1, "elapsed() after completion: %d (%llu ns)", r, (unsigned long long)ns);
@@ -373,33 +407,33 @@ static void check_backend_api(void) {
   h2d(d, hx, sizeof hx);
   uint16_t *dw = dmalloc(4096 * 2), hw[4096], want[4096];
   dset(dw, 0, 4096 * 2);
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  RT(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  CUgraph g;
+  CUgraphExec ge;
+  RT(D.cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL));
   cap = 0;
   int rc = be->capturing(st, &cap);
   nsc_seg seg = {d, d, 4096, 0};
   int rs = be->seg_to_wire(st, NSC_WIRE_BF16, &seg, 1, dw, 1.0f);
-  RT(cudaStreamEndCapture(st, &g));
+  RT(D.cuStreamEndCapture(st, &g));
   report(rc == 0 && cap == 1 && rs == 0, "capturing() is 1 while capturing; a segment launch is captured");
-  RT(cudaGraphInstantiate(&ge, g, 0));
-  RT(cudaGraphLaunch(ge, st));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuGraphInstantiate(&ge, g, 0));
+  RT(D.cuGraphLaunch(ge, st));
+  RT(D.cuStreamSynchronize(st));
   d2h(hw, dw, sizeof hw);
   nsc_cast_to_wire(NSC_WIRE_BF16, hx, want, 4096, 1.0f, NULL);
   report(!memcmp(hw, want, sizeof hw), "graph replay of a captured cast");
-  RT(cudaGraphExecDestroy(ge));
-  RT(cudaGraphDestroy(g));
+  RT(D.cuGraphExecDestroy(ge));
+  RT(D.cuGraphDestroy(g));
 
   /* side stream + joins: cast on the side, result visible on the main stream */
   nsc_stream side = NULL;
   BE(be->side_stream(st, &side));
-  RT(cudaMemsetAsync(dw, 0, 4096 * 2, st));
+  RT(D.cuMemsetD8Async(DP(dw), 0, 4096 * 2, st));
   BE(be->join(side, st));
   BE(be->to_wire(side, NSC_WIRE_FP16, d, dw, 4096, 1.0f));
   BE(be->join(st, side));
-  RT(cudaMemcpyAsync(hw, dw, sizeof hw, cudaMemcpyDeviceToHost, st));
-  RT(cudaStreamSynchronize(st));
+  RT(D.cuMemcpyDtoHAsync(hw, DP(dw), sizeof hw, st));
+  RT(D.cuStreamSynchronize(st));
   nsc_cast_to_wire(NSC_WIRE_FP16, hx, want, 4096, 1.0f, NULL);
   nsc_stream side2 = NULL;
   BE(be->side_stream(st, &side2));
@@ -410,11 +444,11 @@ static void check_backend_api(void) {
   int64_t vals[3] = {7, -1, 1ll << 40}, back[3] = {0, 0, 0};
   void *buf = NULL;
   nsc_stream os = NULL;
-  BE(be->oob_begin(vals, sizeof vals, &buf, &os));
-  BE(be->oob_end(buf, os, back, sizeof back));
+  BE(be->oob_begin((nsc_stream)st, vals, sizeof vals, &buf, &os));
+  report(be->oob_end(buf, os, back, sizeof back, 1) == 1, "oob_end with wait polls until the result is there");
   report(!memcmp(vals, back, sizeof vals) && os != (nsc_stream)st, "oob_begin/oob_end round trip on a private stream");
-  RT(cudaFree(d));
-  RT(cudaFree(dw));
+  RT(D.cuMemFree(DP(d)));
+  RT(D.cuMemFree(DP(dw)));
 }
 
 static int cmp_f(const void *a, const void *b) {
@@ -425,20 +459,20 @@ static int cmp_f(const void *a, const void *b) {
 /* Median milliseconds of reps runs of fn on st, each between two events. */
 typedef void (*bench_fn)(void *arg);
 static float time_ms(bench_fn fn, void *arg, int reps) {
-  cudaEvent_t e0, e1;
+  CUevent e0, e1;
   float t[32];
-  RT(cudaEventCreate(&e0));
-  RT(cudaEventCreate(&e1));
+  RT(D.cuEventCreate(&e0, CU_EVENT_DEFAULT));
+  RT(D.cuEventCreate(&e1, CU_EVENT_DEFAULT));
   fn(arg); /* warm-up */
   for (int i = 0; i < reps; i++) {
-    RT(cudaEventRecord(e0, st));
+    RT(D.cuEventRecord(e0, st));
     fn(arg);
-    RT(cudaEventRecord(e1, st));
-    RT(cudaEventSynchronize(e1));
-    RT(cudaEventElapsedTime(&t[i], e0, e1));
+    RT(D.cuEventRecord(e1, st));
+    RT(D.cuEventSynchronize(e1));
+    RT(D.cuEventElapsedTime(&t[i], e0, e1));
   }
-  RT(cudaEventDestroy(e0));
-  RT(cudaEventDestroy(e1));
+  RT(D.cuEventDestroy(e0));
+  RT(D.cuEventDestroy(e1));
   qsort(t, (size_t)reps, sizeof t[0], cmp_f);
   return t[reps / 2];
 }
@@ -456,7 +490,7 @@ typedef struct {
 static void run_op(void *p) {
   bench_arg *a = p;
   switch (a->op) {
-  case 0: RT(cudaMemcpyAsync(a->b, a->a, a->n, cudaMemcpyDeviceToDevice, st)); break;
+  case 0: RT(D.cuMemcpyDtoDAsync(DP(a->b), DP(a->a), a->n, st)); break;
   case 1: BE(be->to_wire(st, a->w, a->a, a->b, a->n, 1.0f)); break;
   case 2: BE(be->from_wire(st, a->w, a->b, a->a, a->n, 1.0f)); break;
   case 3: BE(be->scale(st, a->kind, a->a, a->a, a->n, 0.5)); break;
@@ -481,7 +515,7 @@ static void bandwidth(void) {
   double mgbs = 2.0 * (double)bytes / tm * 1e-6;
   printf("# bandwidth on %zu MiB of fp32, median of 21, bytes moved (read + write)\n", bytes >> 20);
   printf("# %-22s %9s %9s %7s\n", "kernel", "ms", "GB/s", "vs copy");
-  printf("  %-22s %9.3f %9.1f %7.2f\n", "cudaMemcpy D2D", (double)tm, mgbs, 1.0);
+  printf("  %-22s %9.3f %9.1f %7.2f\n", "cuMemcpy D2D", (double)tm, mgbs, 1.0);
   struct {
     const char *name;
     bench_arg a;
@@ -503,9 +537,9 @@ static void bandwidth(void) {
     double gbs = rows[i].moved / t * 1e-6;
     printf("  %-22s %9.3f %9.1f %7.2f\n", rows[i].name, (double)t, gbs, gbs / mgbs);
   }
-  RT(cudaFree(x));
-  RT(cudaFree(y));
-  RT(cudaFree(wv));
+  RT(D.cuMemFree(DP(x)));
+  RT(D.cuMemFree(DP(y)));
+  RT(D.cuMemFree(DP(wv)));
 }
 
 int main(int argc, char **argv) {
@@ -519,7 +553,7 @@ int main(int argc, char **argv) {
     }
   }
   int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+  if (load_driver() || D.cuInit(0) != CUDA_SUCCESS || D.cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev == 0) {
     float host = 0;
     int fallback = nsc_backend_cuda() == NULL && nsc_backend_for(&host) == &nsc_backend_host &&
                    nsc_backend_for(NULL) == &nsc_backend_host;
@@ -529,11 +563,19 @@ int main(int argc, char **argv) {
     if (!allow_no_gpu) printf("# nothing checked on a GPU\n");
     return failures || !allow_no_gpu;
   }
-  RT(cudaSetDevice(0));
-  RT(cudaFree(NULL)); /* create the primary context; the backend finds it current */
-  RT(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  struct cudaDeviceProp prop;
-  RT(cudaGetDeviceProperties(&prop, 0));
+  /* device 0's primary context, current (as the runtime makes it); the backend finds it */
+  CUcontext ctx;
+  RT(D.cuDevicePrimaryCtxRetain(&ctx, 0));
+  RT(D.cuCtxSetCurrent(ctx));
+  RT(D.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+  struct {
+    char name[256];
+    int major, minor, multiProcessorCount;
+  } prop;
+  RT(D.cuDeviceGetName(prop.name, sizeof prop.name, 0));
+  RT(D.cuDeviceGetAttribute(&prop.major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+  RT(D.cuDeviceGetAttribute(&prop.minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
+  RT(D.cuDeviceGetAttribute(&prop.multiProcessorCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
   be = nsc_backend_cuda();
   if (!be) {
     printf("FATAL CUDA backend unavailable on %s: %s\n", prop.name, nsc_backend_error());

@@ -355,7 +355,7 @@ ncclResult_t hn_batch_run(hn_batch *b) {
   ncclResult_t res = state == HN_DONE ? b->result : ncclInProgress;
   pthread_mutex_unlock(&b->lock);
   if (state != HN_QUEUED) return res;
-  res = hn_run_ops(b->ops, b->nops);
+  res = hn_exec_ops(b->ops, b->nops);
   pthread_mutex_lock(&b->lock);
   b->state = HN_DONE;
   b->result = res;

@@ -142,6 +142,7 @@ static ncclResult_t comm_alloc(int blocking, ncclComm_t *out) {
   c->blocking = blocking;
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->idle, NULL);
+  pthread_cond_init(&c->turn, NULL);
   *out = c;
   return ncclSuccess;
 }
@@ -162,6 +163,7 @@ static void comm_free(ncclComm_t c) {
   free(c->pending);
   free(c->ops);
   pthread_cond_destroy(&c->idle);
+  pthread_cond_destroy(&c->turn);
   pthread_mutex_destroy(&c->lock);
   free(c);
 }

@@ -7,7 +7,8 @@
  * with HOSTNCCL_LOG=1, then: inside a group, queued with its arguments until
  * the outermost ncclGroupEnd of this thread; on a nonblocking communicator,
  * queued for ncclCommGetAsyncError (ncclInProgress); else run now on the
- * calling thread (stream order here: cudaStream_t arguments are ignored).
+ * calling thread (stream order here: cudaStream_t arguments are ignored),
+ * or, on the CUDA driver test double, enqueued on the stream (stream.c).
  * A failing call inside a group also fails the group end, which then drops
  * the queued operations, as NCCL does.
  *
@@ -107,7 +108,7 @@ static ncclResult_t submit(hn_op *op) {
     hn_batch_unref(b);
     return res == ncclSuccess ? ncclInProgress : res;
   }
-  return hn_run_ops(op, 1);
+  return hn_exec_ops(op, 1);
 }
 
 static ncclResult_t enqueue(hn_op *op, ncclRedOp_t redop) {
@@ -116,6 +117,7 @@ static ncclResult_t enqueue(hn_op *op, ncclRedOp_t redop) {
   if (res == ncclSuccess) {
     hn_comm_enter(op->comm); /* an abort from another thread waits for us */
     res = check(op, redop);
+    if (res == ncclSuccess) hn_stream_resolve(op);
     if (res == ncclSuccess) res = submit(op);
     hn_comm_leave(op->comm);
   }
@@ -126,11 +128,10 @@ static ncclResult_t enqueue(hn_op *op, ncclRedOp_t redop) {
 
 #define OP(kind_, comm_, send_, recv_, count_, type_, peer_) \
   (hn_op) { .kind = (kind_), .comm = (comm_), .sendbuff = (send_), .recvbuff = (recv_), \
-            .count = (count_), .type = (type_), .peer = (peer_) }
+            .count = (count_), .type = (type_), .peer = (peer_), .stream = stream }
 
 ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                             ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   hn_op o = OP(HN_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, 0);
   return enqueue(&o, op);
 }
@@ -139,7 +140,6 @@ HN_ALIAS(ncclAllReduce);
 ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                 cudaStream_t stream) {
-  (void)stream;
   hn_op o = OP(HN_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, 0);
   return enqueue(&o, op);
 }
@@ -147,7 +147,6 @@ HN_ALIAS(ncclReduceScatter);
 
 ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   hn_op o = OP(HN_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, 0);
   return enqueue(&o, ncclSum);
 }
@@ -155,7 +154,6 @@ HN_ALIAS(ncclAllGather);
 
 ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                             int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   hn_op o = OP(HN_BROADCAST, comm, sendbuff, recvbuff, count, datatype, root);
   return enqueue(&o, ncclSum);
 }
@@ -169,7 +167,6 @@ HN_ALIAS(ncclBcast);
 
 ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   hn_op o = OP(HN_REDUCE, comm, sendbuff, recvbuff, count, datatype, root);
   return enqueue(&o, op);
 }
@@ -177,7 +174,6 @@ HN_ALIAS(ncclReduce);
 
 ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                        ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   hn_op o = OP(HN_SEND, comm, sendbuff, NULL, count, datatype, peer);
   return enqueue(&o, ncclSum);
 }
@@ -185,7 +181,6 @@ HN_ALIAS(ncclSend);
 
 ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                        ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   hn_op o = OP(HN_RECV, comm, NULL, recvbuff, count, datatype, peer);
   return enqueue(&o, ncclSum);
 }
@@ -225,7 +220,7 @@ ncclResult_t pncclGroupEnd(void) {
     if (grp.ops[i].comm->blocking != grp.ops[0].comm->blocking)
       res = hn_err(ncclInvalidUsage, "ncclGroupEnd: blocking and nonblocking communicators in one group");
   if (res == ncclSuccess && grp.n > 0)
-    res = grp.ops[0].comm->blocking ? hn_run_ops(grp.ops, grp.n) : queue_group(grp.ops, grp.n);
+    res = grp.ops[0].comm->blocking ? hn_exec_ops(grp.ops, grp.n) : queue_group(grp.ops, grp.n);
   group_drop();
   return res;
 }

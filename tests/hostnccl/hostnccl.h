@@ -10,7 +10,8 @@
  * implement: ncclInvalidUsage), numeric.c (datatypes, reductions),
  * algo.c (ring and chain algorithms, running a list of operations), comm.c
  * (communicators, nonblocking state), redop.c (reduction operators),
- * enqueue.c (the collective entry points and groups).
+ * enqueue.c (the collective entry points and groups), stream.c (stream order
+ * on the CUDA driver test double).
  *
  * Must not: include anything from the project's shim/ or compress/ (the
  * substrate is the oracle those are tested against), or export anything but
@@ -138,6 +139,10 @@ struct ncclComm {
   uint64_t coll_seq;         /* collectives checked so far (HOSTNCCL_CHECK; atomic) */
   hn_premul_op *ops;         /* ncclRedOpCreatePreMulSum; op id = ncclNumOps + index */
   int nops;
+  /* stream.c: operations enqueued on streams run in call order per
+   * communicator (NCCL serialises a communicator's launches) */
+  uint64_t tickets, served;  /* under lock */
+  pthread_cond_t turn;
 };
 
 ncclResult_t hn_check_comm(ncclComm_t comm, const char *fn);
@@ -165,6 +170,8 @@ typedef struct {
   ncclDataType_t type;
   hn_red red;
   int peer;                  /* root, or peer of send/recv */
+  cudaStream_t stream;       /* honoured on the CUDA driver test double (stream.c) */
+  uint64_t ticket;           /* stream.c: its turn on comm, 0 = none */
 } hn_op;
 
 /* A list of operations run together: point-to-point posted first, then the
@@ -182,6 +189,13 @@ enum { HN_QUEUED = 0, HN_RUNNING, HN_DONE };
 
 const char *hn_kind_name(enum hn_kind k);
 ncclResult_t hn_run_ops(const hn_op *ops, size_t n);
+/* ---- stream.c ---- */
+/* Runs ops now (hn_run_ops), or on the CUDA driver test double enqueues them
+ * on their streams and returns (failures then fail the communicators). */
+ncclResult_t hn_exec_ops(const hn_op *ops, size_t n);
+/* On the double: the call's stream handle made concrete now (the legacy and
+ * per-thread handles depend on the calling thread), for work run later. */
+void hn_stream_resolve(hn_op *op);
 hn_batch *hn_batch_new(const hn_op *ops, size_t n);
 void hn_batch_ref(hn_batch *b);
 void hn_batch_unref(hn_batch *b);

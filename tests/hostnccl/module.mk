@@ -13,7 +13,7 @@ $(HOSTNCCL_LIB): $(HOSTNCCL_OBJS) tests/hostnccl/hostnccl.map
 	@mkdir -p $(@D)
 	$(MPICC) -shared -o $@ $(HOSTNCCL_OBJS) -Wl,-soname,libnccl.so.2 \
 	  -Wl,--version-script=tests/hostnccl/hostnccl.map -Wl,-z,defs -Wl,-z,noexecstack \
-	  $(LDFLAGS_BASE) -lpthread -lm
+	  $(LDFLAGS_BASE) -lpthread -lm -ldl
 	ln -sf libnccl.so.2 $(@D)/libnccl.so
 
 all: $(HOSTNCCL_LIB)

@@ -234,6 +234,20 @@ static void ring_overflow_exact(void **state) {
   free(c);
 }
 
+/* An exhausted event pool: marks not taken are counted, never silent. */
+static void dropped_marks_counted(void **state) {
+  (void)state;
+  setup_log(NSC_LOG_SUMMARY, 4096);
+  nsc_comm *c = new_comm();
+  for (int i = 0; i < 100; i++) call(c, NSC_ACT_COMPRESS, 4096); /* nothing completes: marks stay held */
+  /* 255 events, 4 marks per record: 400 - 255 marks could not be taken. */
+  assert_int_equal(c->log.marks_dropped, 400 - (NEV - 1));
+  complete_all();
+  nsc_log_comm_close(&c->log);
+  assert_int_equal(outstanding, 0);
+  free(c);
+}
+
 static void grouped_and_discarded(void **state) {
   (void)state;
   setup_log(NSC_LOG_SUMMARY, 4096);
@@ -347,7 +361,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(not_queried_at_commit),   cmocka_unit_test(oldest_first_stops_at_incomplete),
       cmocka_unit_test(nothing_while_capturing), cmocka_unit_test(ring_overflow_exact),
       cmocka_unit_test(grouped_and_discarded),   cmocka_unit_test(commit_after_close),
-      cmocka_unit_test(histogram_within_1_32),
+      cmocka_unit_test(histogram_within_1_32),   cmocka_unit_test(dropped_marks_counted),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
   char cmd[64];

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "shimfault_util.h"
+#include "devmirror.h" /* SHIMTEST_DEVICE=1: device buffers on the CUDA driver double */
 
 /* ---- threads ------------------------------------------------------------------ */
 

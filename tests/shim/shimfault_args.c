@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 
 #include "shimfault_util.h"
+#include "devmirror.h" /* SHIMTEST_DEVICE=1: device buffers on the CUDA driver double */
 
 static ncclComm_t comm;
 

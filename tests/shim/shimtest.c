@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "testmpi.h"
+#include "devmirror.h" /* SHIMTEST_DEVICE=1: device buffers on the CUDA driver double */
 
 static int rank, nranks;
 static ncclComm_t comm, comm2;

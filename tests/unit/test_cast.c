@@ -484,8 +484,10 @@ static void test_counts_crafted(void **state) {
 
 static void test_threads(void **state) {
   (void)state;
-  /* Above NSC_CAST_MT_BYTES and NSC_CAST_NT_BYTES, odd length, odd offsets. */
-  size_t n = (NSC_CAST_NT_BYTES / 4) + 12345;
+  /* Above NSC_CAST_MT_BYTES and NSC_CAST_NT_BYTES, odd length, odd offsets;
+   * n / 16 is a multiple of 64 plus 7/16, so 16 parts of floor(n / 16)
+   * elements would leave the last 7 unconverted. */
+  size_t n = (NSC_CAST_NT_BYTES / 4) + 7;
   float *x = xalloc((n + 1) * 4), *y1 = xalloc((n + 1) * 4), *y2 = xalloc((n + 1) * 4);
   uint16_t *h1 = xalloc((n + 1) * 2), *h2 = xalloc((n + 1) * 2);
   uint64_t ov, uf;
@@ -497,7 +499,11 @@ static void test_threads(void **state) {
     nsc_cast_counts c1 = {0, 0};
     nsc_cast_to_wire(w, x + 1, h1 + 1, n, 1.0f, &c1);
     nsc_cast_from_wire(w, h1 + 1, y1, n, 0.5f);
-    for (int t = 2; t <= 3; t++) {
+    static const int threads[] = {2, 3, 16};
+    for (int k = 0; k < 3; k++) {
+      int t = threads[k];
+      memset(h2, 0, (n + 1) * 2);
+      memset(y2, 0, (n + 1) * 4);
       nsc_cast_set_threads(t);
       nsc_cast_counts c2 = {0, 0};
       nsc_cast_to_wire(w, x + 1, h2 + 1, n, 1.0f, &c2);

@@ -1,0 +1,394 @@
+/* module.c — modules and kernels of the CUDA driver test double.
+ *
+ * cuModuleLoadData accepts a fatbin (the shim's embedded one: magic
+ * 0xBA55ED50, its size from the header), an ELF cubin or PTX text (NVRTC's
+ * output), copied as the driver does (the shim frees NVRTC's image at once).
+ * CUDADRV_NO_FATBIN=1 rejects fatbins with CUDA_ERROR_NO_BINARY_FOR_GPU (a
+ * device or driver the fatbin has no code for), so the NVRTC path can be
+ * tested. cuModuleGetFunction finds a kernel
+ * only if its name is in that image and the double has a host implementation
+ * of it (the kernels of compress/kernels.cu). cuLaunchKernel copies the
+ * launch's parameters at call time with the sizes of the kernel's own
+ * signature (compress/cu_abi.h), as the driver does, and the stream's worker
+ * runs the host implementation on them: the scalar reference casts of
+ * compress/cast_scalar.c, so results are bit-identical to the host. A
+ * kernel's pointers go through cd_view: any access outside a live allocation
+ * is an illegal access (counted, reported), as is a launch with a block size
+ * other than the kernels' NSC_K_BLOCK, and overlapping cast operands.
+ *
+ * Must not: run a kernel at launch time, or accept an image that is not a
+ * fatbin. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cast_impl.h"
+#include "cu_abi.h"
+#include "cudadrv.h"
+#include "wire.h"
+
+#define MOD_MAGIC 0x4d4f4455
+#define FN_MAGIC 0x46554e43
+#define FATBIN_MAGIC 0xBA55ED50u
+#define MAXP 7
+
+typedef void (*krun)(const cd_kernel *k, const unsigned char *const *p);
+
+struct cd_kernel {
+  const char *name;
+  int np;
+  size_t sz[MAXP];
+  krun run;
+  int wire;  /* nsc_wire_t or scale kind */
+  int large; /* segment table size */
+};
+
+struct CUmod_st {
+  int magic;
+  CUcontext ctx;
+  const unsigned char *image;
+  size_t size;
+  struct CUfunc_st fns[32];
+  int nfn;
+};
+
+static uint64_t u64_at(const unsigned char *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+static float f32_at(const unsigned char *p) {
+  float v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static int overlap(const void *a, size_t na, const void *b, size_t nb) {
+  return (const char *)a < (const char *)b + nb && (const char *)b < (const char *)a + na;
+}
+
+static void add_counts(uint64_t cnt_ptr, const nsc_cast_counts *c, const char *k) {
+  if (!cnt_ptr) return;
+  uint64_t *h = cd_view((CUdeviceptr)cnt_ptr, 16, k, 0);
+  if (!h) return;
+  if (c->overflow) __atomic_add_fetch(&h[0], c->overflow, __ATOMIC_RELAXED);
+  if (c->underflow) __atomic_add_fetch(&h[1], c->underflow, __ATOMIC_RELAXED);
+}
+
+static void k_to(const cd_kernel *k, const unsigned char *const *p) {
+  uint64_t n = u64_at(p[2]);
+  const float *src = cd_view((CUdeviceptr)u64_at(p[0]), n * 4, k->name, 0);
+  uint16_t *dst = cd_view((CUdeviceptr)u64_at(p[1]), n * 2, k->name, 0);
+  if (!src || !dst) return;
+  if (overlap(src, n * 4, dst, n * 2)) {
+    cd_count_illegal("%s: source and destination overlap", k->name);
+    return;
+  }
+  nsc_cast_counts c = {0, 0};
+  nsc_cast_impl_scalar.to_wire[k->wire](src, dst, n, f32_at(p[3]), &c, 0);
+  add_counts(u64_at(p[4]), &c, k->name);
+}
+
+static void k_from(const cd_kernel *k, const unsigned char *const *p) {
+  uint64_t n = u64_at(p[2]);
+  const uint16_t *src = cd_view((CUdeviceptr)u64_at(p[0]), n * 2, k->name, 0);
+  float *dst = cd_view((CUdeviceptr)u64_at(p[1]), n * 4, k->name, 0);
+  if (!src || !dst) return;
+  if (overlap(src, n * 2, dst, n * 4)) {
+    cd_count_illegal("%s: source and destination overlap", k->name);
+    return;
+  }
+  nsc_cast_impl_scalar.from_wire[k->wire](src, dst, n, f32_at(p[3]), 0);
+}
+
+static uint64_t tiles(uint64_t n) { return (n + NSC_K_TILE - 1) / NSC_K_TILE; }
+
+/* Both segment kernels; the table is the small or large layout (same header). */
+static void k_seg(const cd_kernel *k, const unsigned char *const *p, int to) {
+  const unsigned char *t = p[0];
+  uint32_t nseg;
+  uint64_t ntiles;
+  memcpy(&nseg, t, 4);
+  memcpy(&ntiles, t + 8, 8);
+  const nsc_kseg *s = (const nsc_kseg *)(t + offsetof(nsc_ksegtab_large, s));
+  uint32_t cap = k->large ? NSC_KSEG_LARGE : NSC_KSEG_SMALL;
+  if (nseg > cap) {
+    cd_count_illegal("%s: %u segments in a table of %u", k->name, nseg, cap);
+    return;
+  }
+  uint64_t tsum = 0;
+  for (uint32_t i = 0; i < nseg; i++) {
+    if (s[i].tile0 != tsum) {
+      cd_count_illegal("%s: segment %u has tile0 %llu, the prefix sum is %llu", k->name, i,
+                       (unsigned long long)s[i].tile0, (unsigned long long)tsum);
+      return;
+    }
+    tsum += tiles(s[i].count);
+  }
+  if (tsum != ntiles) {
+    cd_count_illegal("%s: table says %llu tiles, segments have %llu", k->name, (unsigned long long)ntiles,
+                     (unsigned long long)tsum);
+    return;
+  }
+  uint64_t wire = u64_at(p[1]);
+  float scale = f32_at(p[2]);
+  nsc_cast_counts c = {0, 0};
+  for (uint32_t i = 0; i < nseg; i++) {
+    if (!s[i].count) continue;
+    uint16_t *w = cd_view((CUdeviceptr)(wire + s[i].off * 2), s[i].count * 2, k->name, 0);
+    float *f = cd_view((CUdeviceptr)(to ? s[i].src : s[i].dst), s[i].count * 4, k->name, 0);
+    if (!w || !f) return;
+    if (to) nsc_cast_impl_scalar.to_wire[k->wire](f, w, s[i].count, scale, &c, 0);
+    else nsc_cast_impl_scalar.from_wire[k->wire](w, f, s[i].count, scale, 0);
+  }
+  if (to) add_counts(u64_at(p[3]), &c, k->name);
+}
+static void k_seg_to(const cd_kernel *k, const unsigned char *const *p) { k_seg(k, p, 1); }
+static void k_seg_from(const cd_kernel *k, const unsigned char *const *p) { k_seg(k, p, 0); }
+
+static void k_scale(const cd_kernel *k, const unsigned char *const *p) {
+  uint64_t n = u64_at(p[2]);
+  size_t es = k->wire == 'd' ? 8 : k->wire == 'f' ? 4 : 2;
+  const void *src = cd_view((CUdeviceptr)u64_at(p[0]), n * es, k->name, 0);
+  void *dst = cd_view((CUdeviceptr)u64_at(p[1]), n * es, k->name, 0);
+  if (!src || !dst) return;
+  if (src != dst && overlap(src, n * es, dst, n * es)) {
+    cd_count_illegal("%s: source and destination overlap (not in place)", k->name);
+    return;
+  }
+  if (k->wire == 'd') {
+    double f;
+    memcpy(&f, p[3], 8);
+    const double *s = src;
+    double *d = dst;
+    for (uint64_t i = 0; i < n; i++) d[i] = s[i] * f;
+  } else if (k->wire == 'f') {
+    float f = f32_at(p[3]);
+    const float *s = src;
+    float *d = dst;
+    for (uint64_t i = 0; i < n; i++) d[i] = s[i] * f;
+  } else {
+    float f = f32_at(p[3]);
+    const uint16_t *s = src;
+    uint16_t *d = dst;
+    int bf = k->wire == 'b';
+    for (uint64_t i = 0; i < n; i++) {
+      float x = (bf ? nsc_bf16_to_f32_ref(s[i]) : nsc_f16_to_f32_ref(s[i])) * f;
+      d[i] = bf ? nsc_f32_to_bf16_ref(x) : nsc_f32_to_f16_ref(x);
+    }
+  }
+}
+
+/* Two-phase wire formats (compress/wire.h): each kernel's host
+ * implementation is the scalar reference with the same arguments. wire =
+ * nsc_fmt_t. */
+static int tp_block_ok(const cd_kernel *k, uint64_t block) {
+  if (block == 0) cd_count_illegal("%s: block size 0", k->name);
+  return block != 0;
+}
+static void k_tp_enc(const cd_kernel *k, const unsigned char *const *p) {
+  uint64_t n = u64_at(p[2]), block = u64_at(p[3]);
+  if (!tp_block_ok(k, block)) return;
+  const float *src = cd_view((CUdeviceptr)u64_at(p[0]), n * 4, k->name, 0);
+  void *dst = cd_view((CUdeviceptr)u64_at(p[1]), nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block), k->name, 0);
+  if (!src || !dst) return;
+  nsc_fmt_encode_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[4]));
+}
+static void k_tp_dec(const cd_kernel *k, const unsigned char *const *p) {
+  uint64_t n = u64_at(p[2]), block = u64_at(p[3]);
+  if (!tp_block_ok(k, block)) return;
+  const void *src = cd_view((CUdeviceptr)u64_at(p[0]), nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block), k->name, 0);
+  float *dst = cd_view((CUdeviceptr)u64_at(p[1]), n * 4, k->name, 0);
+  if (!src || !dst) return;
+  nsc_fmt_decode_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[4]));
+}
+static void k_tp_sum(const cd_kernel *k, const unsigned char *const *p) {
+  uint64_t stride = u64_at(p[1]), m = u64_at(p[2]), n = u64_at(p[4]), block = u64_at(p[5]);
+  if (!tp_block_ok(k, block)) return;
+  size_t one = nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block);
+  if (m == 0 || stride < one) {
+    cd_count_illegal("%s: %llu contributions %llu bytes apart, each %zu bytes", k->name, (unsigned long long)m,
+                     (unsigned long long)stride, one);
+    return;
+  }
+  const void *base = cd_view((CUdeviceptr)u64_at(p[0]), (m - 1) * stride + one, k->name, 0);
+  float *dst = cd_view((CUdeviceptr)u64_at(p[3]), n * 4, k->name, 0);
+  if (!base || !dst) return;
+  nsc_fmt_decode_sum_ref((nsc_fmt_t)k->wire, block, base, stride, (int)m, dst, n, f32_at(p[6]));
+}
+
+#define TAB_S sizeof(nsc_ksegtab_small)
+#define TAB_L sizeof(nsc_ksegtab_large)
+static const cd_kernel kernels[] = {
+    {"nsc_k_to_f16", 5, {8, 8, 8, 4, 8}, k_to, NSC_WIRE_FP16, 0},
+    {"nsc_k_to_bf16", 5, {8, 8, 8, 4, 8}, k_to, NSC_WIRE_BF16, 0},
+    {"nsc_k_from_f16", 4, {8, 8, 8, 4}, k_from, NSC_WIRE_FP16, 0},
+    {"nsc_k_from_bf16", 4, {8, 8, 8, 4}, k_from, NSC_WIRE_BF16, 0},
+    {"nsc_k_seg_to_f16_s", 4, {TAB_S, 8, 4, 8}, k_seg_to, NSC_WIRE_FP16, 0},
+    {"nsc_k_seg_to_bf16_s", 4, {TAB_S, 8, 4, 8}, k_seg_to, NSC_WIRE_BF16, 0},
+    {"nsc_k_seg_from_f16_s", 3, {TAB_S, 8, 4}, k_seg_from, NSC_WIRE_FP16, 0},
+    {"nsc_k_seg_from_bf16_s", 3, {TAB_S, 8, 4}, k_seg_from, NSC_WIRE_BF16, 0},
+    {"nsc_k_seg_to_f16_l", 4, {TAB_L, 8, 4, 8}, k_seg_to, NSC_WIRE_FP16, 1},
+    {"nsc_k_seg_to_bf16_l", 4, {TAB_L, 8, 4, 8}, k_seg_to, NSC_WIRE_BF16, 1},
+    {"nsc_k_seg_from_f16_l", 3, {TAB_L, 8, 4}, k_seg_from, NSC_WIRE_FP16, 1},
+    {"nsc_k_seg_from_bf16_l", 3, {TAB_L, 8, 4}, k_seg_from, NSC_WIRE_BF16, 1},
+    {"nsc_k_scale_f32", 4, {8, 8, 8, 4}, k_scale, 'f', 0},
+    {"nsc_k_scale_f64", 4, {8, 8, 8, 8}, k_scale, 'd', 0},
+    {"nsc_k_scale_f16", 4, {8, 8, 8, 4}, k_scale, 'h', 0},
+    {"nsc_k_scale_bf16", 4, {8, 8, 8, 4}, k_scale, 'b', 0},
+    {"nsc_k_tp_enc_int8", 5, {8, 8, 8, 8, 4}, k_tp_enc, NSC_FMT_INT8, 0},
+    {"nsc_k_tp_enc_fp8", 5, {8, 8, 8, 8, 4}, k_tp_enc, NSC_FMT_FP8, 0},
+    {"nsc_k_tp_dec_f16", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_FP16, 0},
+    {"nsc_k_tp_dec_bf16", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_BF16, 0},
+    {"nsc_k_tp_dec_int8", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_INT8, 0},
+    {"nsc_k_tp_dec_fp8", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_FP8, 0},
+    {"nsc_k_tp_sum_f16", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_FP16, 0},
+    {"nsc_k_tp_sum_bf16", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_BF16, 0},
+    {"nsc_k_tp_sum_int8", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_INT8, 0},
+    {"nsc_k_tp_sum_fp8", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_FP8, 0},
+};
+#define NKERNELS (sizeof kernels / sizeof kernels[0])
+
+static size_t off_of(const cd_kernel *k, int i) {
+  size_t o = 0;
+  for (int j = 0; j < i; j++) o += (k->sz[j] + 7) & ~(size_t)7;
+  return o;
+}
+size_t cd_kernel_params_size(const struct CUfunc_st *f) { return off_of(f->k, f->k->np); }
+
+void cd_kernel_pack(const struct CUfunc_st *f, void **params, unsigned char *buf) {
+  for (int i = 0; i < f->k->np; i++) memcpy(buf + off_of(f->k, i), params[i], f->k->sz[i]);
+}
+
+void cd_kernel_run(const struct CUfunc_st *f, const unsigned char *params) {
+  const unsigned char *p[MAXP];
+  for (int i = 0; i < f->k->np; i++) p[i] = params + off_of(f->k, i);
+  cd_exec_dev = f->mod->ctx->dev;
+  f->k->run(f->k, p);
+  cd_exec_dev = -1;
+  cd_count(&cd_stats.launches);
+}
+
+#define READY() do { CUresult r_ = cd_ready(); if (r_ != CUDA_SUCCESS) return r_; } while (0)
+
+/* The images the driver takes: a fatbin (magic, header size, payload size),
+ * an ELF cubin (sized by its section headers), or NUL-terminated PTX text
+ * (what NVRTC produces). Kernel names are then looked up inside. */
+static CUresult image_size(const unsigned char *img, size_t *size) {
+  uint32_t magic;
+  memcpy(&magic, img, 4);
+  if (magic == FATBIN_MAGIC) {
+    const char *nf = getenv("CUDADRV_NO_FATBIN");
+    if (nf && !strcmp(nf, "1")) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    uint16_t hsize;
+    uint64_t fsize;
+    memcpy(&hsize, img + 6, 2);
+    memcpy(&fsize, img + 8, 8);
+    *size = hsize + fsize;
+    return CUDA_SUCCESS;
+  }
+  if (!memcmp(img, "\x7f" "ELF", 4) && img[4] == 2) { /* 64-bit ELF */
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, img + 0x28, 8);
+    memcpy(&shentsize, img + 0x3a, 2);
+    memcpy(&shnum, img + 0x3c, 2);
+    *size = shoff + (size_t)shentsize * shnum;
+    return CUDA_SUCCESS;
+  }
+  size_t n = strnlen((const char *)img, (size_t)64 << 20);
+  if (n < (size_t)64 << 20 && memmem(img, n, ".version", 8) && memmem(img, n, ".entry", 6)) {
+    *size = n + 1;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_IMAGE;
+}
+
+CD_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+  READY();
+  CUcontext c = cd_current();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  CUresult r = cd_unsafe("cuModuleLoadData");
+  if (r != CUDA_SUCCESS) return r;
+  cd_sync_call("cuModuleLoadData");
+  const unsigned char *img = image;
+  size_t size;
+  if (!img) return CUDA_ERROR_INVALID_VALUE;
+  if ((r = image_size(img, &size)) != CUDA_SUCCESS) return r;
+  struct CUmod_st *mod = calloc(1, sizeof *mod);
+  unsigned char *copy = malloc(size);
+  if (!mod || !copy) {
+    free(mod);
+    free(copy);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  memcpy(copy, img, size);
+  mod->magic = MOD_MAGIC;
+  mod->ctx = c;
+  mod->image = copy;
+  mod->size = size;
+  *m = mod;
+  return CUDA_SUCCESS;
+}
+
+CD_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *m, const void *image) { return cuModuleLoadData(m, image); }
+CD_EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *o, void **v) {
+  (void)n;
+  (void)o;
+  (void)v;
+  return cuModuleLoadData(m, image);
+}
+
+CD_EXPORT CUresult cuModuleUnload(CUmodule m) {
+  READY();
+  if (!m || m->magic != MOD_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  m->magic = 0; /* kept: launches in flight name its functions */
+  return CUDA_SUCCESS;
+}
+
+CD_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  READY();
+  if (!m || m->magic != MOD_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < m->nfn; i++)
+    if (!strcmp(m->fns[i].k->name, name)) {
+      *f = &m->fns[i];
+      return CUDA_SUCCESS;
+    }
+  /* in the image: NUL-terminated (fatbin/ELF symbol) or followed by '(' (PTX .entry) */
+  size_t len = strlen(name);
+  char ptx[160];
+  snprintf(ptx, sizeof ptx, "%s(", name);
+  if (!memmem(m->image, m->size, name, len + 1) && !memmem(m->image, m->size, ptx, len + 1))
+    return CUDA_ERROR_NOT_FOUND;
+  for (size_t i = 0; i < NKERNELS; i++)
+    if (!strcmp(kernels[i].name, name) && m->nfn < 32) {
+      struct CUfunc_st *fn = &m->fns[m->nfn++];
+      fn->magic = FN_MAGIC;
+      fn->k = &kernels[i];
+      fn->mod = m;
+      *f = fn;
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+CD_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                  unsigned bz, unsigned shmem, CUstream h, void **params, void **extra) {
+  READY();
+  if (!f || f->magic != FN_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  if (!gx || !gy || !gz || !bx || !by || !bz) return CUDA_ERROR_INVALID_VALUE;
+  if (bx * by * bz > NSC_K_BLOCK) return CUDA_ERROR_INVALID_VALUE; /* __launch_bounds__ */
+  if (extra || !params) return CUDA_ERROR_INVALID_VALUE;
+  struct CUstream_st *s;
+  CUresult r = cd_stream(h, &s);
+  if (r != CUDA_SUCCESS) return r;
+  if (s->ctx != f->mod->ctx) return CUDA_ERROR_INVALID_HANDLE; /* function of another context */
+  if (bx * by * bz != NSC_K_BLOCK || shmem)
+    cd_count_illegal("%s launched with %u threads per block and %u bytes of shared memory (kernels need %d, 0)",
+                     f->k->name, bx * by * bz, shmem, NSC_K_BLOCK);
+  cd_op *op = cd_op_new(OP_KERNEL, f->k->name);
+  op->u.k.fn = f;
+  op->u.k.params = malloc(cd_kernel_params_size(f));
+  cd_kernel_pack(f, params, op->u.k.params);
+  return cd_enqueue(s, op);
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# 16-cuda-backend.sh — the shim's CUDA backend on the CUDA driver test double
+# (tests/unit/test_cuda_backend.c), one check per defect of issue 13 that the
+# backend alone shows: pointer classification, where the kernels come from
+# (fatbin; NVRTC when the fatbin cannot load, as in a build without nvcc; none),
+# the exchange on the caller's stream's context, never synchronising,
+# queries beside a global-mode capture, no cuMemAlloc fallback, per-thread
+# default stream arenas. Every run must also leave the double's violation
+# counters at 0 (it exits 86 otherwise).
+source "$(dirname "$0")/../lib.sh"
+T="$TBIN/test_cuda_backend"
+if [ ! -x "$T" ]; then
+  not_ok "test_cuda_backend is built (make test-build)"
+  exit 1
+fi
+run() { # label, env..., -- checks...
+  local label=$1; shift; local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" timeout "${TEST_TIMEOUT:-120}" "$T" "$@" >"$TMPD/$label.out" 2>"$TMPD/$label.err"
+  local rc=$?
+  cat "$TMPD/$label.out"
+  [ $rc -eq 0 ] || { not_ok "$label: test_cuda_backend exited $rc"; sed 's/^/#   /' "$TMPD/$label.err" | tail -n 8; }
+}
+run fatbin -- classify kernels=fatbin oobctx oobsync relaxed perthread
+run nopools CUDADRV_NO_POOLS=1 -- nopools
+
+# libnvrtc: on the library path, or from pip PyTorch's CUDA wheel when one is
+# installed (the shim finds it itself inside a PyTorch process).
+NVRTC_DIR=
+for d in ${NCCLSHIM_TORCH_VENV:-/root/.cache/ncclshim/torch-venv}/lib/python3*/site-packages/nvidia/cu13/lib; do
+  [ -e "$d/libnvrtc.so.13" ] && NVRTC_DIR=$d
+done
+if [ -n "$NVRTC_DIR" ]; then
+  run nvrtc CUDADRV_NO_FATBIN=1 LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" -- kernels=NVRTC classify
+else
+  echo "# skip - no libnvrtc.so.13 here (pip PyTorch's nvidia/cu13/lib): the NVRTC path is not run"
+fi
+# Neither a usable fatbin nor a working NVRTC (a stand-in that cannot
+# compile): the kernels cannot load; device memory still never reaches host code.
+run nokernels CUDADRV_NO_FATBIN=1 LD_PRELOAD="$TBIN/stub/libnvrtc.so.13" -- kernels=none
+
+# Defect 3: a communicator's first all-reduces captured into a graph (alone,
+# and in a group): forwarded untouched, the first-call check left for later,
+# the capture intact (2 ranks, the shim over the host NCCL on the double).
+for m in single group; do
+  check "first all-reduces captured ($m): forwarded untouched, no check, no allocation or violation during capture" \
+    mpirun_shim 2 "$TBIN/shim_cuda_capture" $m
+done
+
+# Defect 1, end to end: rank 0 of 2 cannot run the kernels (no usable fatbin,
+# an NVRTC that cannot compile); the check agrees on it, so both ranks forward
+# every call untouched: the run is bit-identical to plain NCCL on host memory
+# (shimtest hash, device buffers mirrored by tests/shim/devmirror.h).
+P="$TBIN/shimtest"
+mpirun_host 2 "$P" hash >"$TMPD/plain" 2>"$TMPD/plain.err"
+XD="-x SHIMTEST_DEVICE=1 -x NCCLSHIM_LOG=off -x LD_LIBRARY_PATH=$HOSTNCCL_DIR:$BUILD/lib/cudadrv"
+timeout "${TEST_TIMEOUT:-180}" mpirun \
+  -np 1 $XD -x CUDADRV_NO_FATBIN=1 -x LD_PRELOAD="$SHIM:$TBIN/stub/libnvrtc.so.13" "$P" hash : \
+  -np 1 $XD -x LD_PRELOAD="$SHIM" "$P" hash >"$TMPD/nokernels" 2>"$TMPD/nokernels.err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(wc -l <"$TMPD/nokernels")" -eq "$(wc -l <"$TMPD/plain")" ] && cmp -s "$TMPD/plain" "$TMPD/nokernels" \
+  && ok "one rank without kernels: every rank forwards untouched, bit-identical to plain NCCL ($(wc -l <"$TMPD/plain") cases)" \
+  || { not_ok "one rank without kernels: rc $rc, outputs differ from plain NCCL"; tail -n 6 "$TMPD/nokernels.err" | sed 's/^/#   /'; }
+check_grep "... the rank without kernels says so, once" "rank 0 cannot run the CUDA kernels" "$TMPD/nokernels.err"
+[ "$(grep -c 'cannot run the CUDA kernels' "$TMPD/nokernels.err")" -eq 1 ] && ok "... and only once" \
+  || not_ok "... said $(grep -c 'cannot run the CUDA kernels' "$TMPD/nokernels.err") times"
+
+# Defect 6: a group that outgrows the agreed fusion block starts an agreement
+# on a bigger one and returns without waiting for it (rank 1 makes its group
+# only after rank 0's ncclGroupEnd returned: waiting would hang); it applies a
+# group later; every result exact (2 ranks, device buffers).
+check "fusion growth: ncclGroupEnd never waits for the agreement; applied a group later; exact" \
+  with NCCLSHIM_LOG=off TEST_TIMEOUT=60 mpirun_shim 2 "$TBIN/shim_cuda_grow"
+
+# Threads, each with its own communicator, device buffers (found on the double
+# by the cuda branch): every first-call check has its own private stream, so
+# two threads' checks never queue behind each other in rank-dependent orders
+# (one shared private stream hung 2 runs of 2); with CU_STREAM_PER_THREAD as
+# every thread's stream (one handle), staging and side streams stay per thread.
+XT="SHIMTEST_DEVICE=1 NCCLSHIM_LOG=off LD_LIBRARY_PATH=$BUILD/lib/cudadrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+check "8 threads with their own communicators, device buffers: exact, no hang" \
+  with $XT TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/shim_threads" threads 8
+check "... the same with CU_STREAM_PER_THREAD as every thread's stream" \
+  with $XT SHIMTEST_PTDS=1 TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/shim_threads" threads 8
