@@ -16,6 +16,8 @@
  *     short POS      passes of three equal buckets; one pass lacks bucket POS
  *                    (0, 1, 2), one later pass has an extra equal-sized bucket
  *     twomodels      two models of equal size on one communicator
+ *     lostpass       one accumulable bucket and one below MIN_BYTES; one pass
+ *                    lacks the large bucket (seen only through the small one)
  *     midcomm        the model re-wrapped on a new communicator at micro-step 5
  *     metriconly     a second communicator that carries only large fp32 metric
  *                    all-reduces on a persistent buffer, every micro-step
@@ -267,6 +269,22 @@ static int case_short(ncclComm_t c, int pos) {
   return 0;
 }
 
+/* One accumulable bucket and one below MIN_BYTES: a pass without the large
+ * bucket is seen only through the small one (fuzz seed 147). */
+static const size_t ONE[] = {B, 512};
+
+static int case_lostpass(ncclComm_t c) {
+  model m;
+  model_init(&m, 2, ONE, 0);
+  ddp_start(c, &m);
+  run_passes(c, &m, 9);
+  bucket_pass(c, &m, 0);
+  end_pass();
+  run_passes(c, &m, 26);
+  model_free(&m);
+  return 0;
+}
+
 /* Two models on one communicator: per micro-step model A's backward, then B's. */
 static int case_twomodels(ncclComm_t c) {
   static const size_t TWO[] = {2 * B, 2 * B};
@@ -351,6 +369,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "foreign")) rc = case_foreign(c);
   else if (!strcmp(cmd, "short")) rc = case_short(c, argc > 2 ? atoi(argv[2]) : 1);
   else if (!strcmp(cmd, "twomodels")) rc = case_twomodels(c);
+  else if (!strcmp(cmd, "lostpass")) rc = case_lostpass(c);
   else if (!strcmp(cmd, "midcomm")) rc = case_midcomm(c), c = NULL;
   else if (!strcmp(cmd, "metriconly")) rc = case_metriconly(c);
   else fprintf(stderr, "unknown case %s\n", cmd);
