@@ -29,7 +29,10 @@
  *    not in the pass, at least as large as the pass and at most the pass plus
  *    one pass of small floating calls (default, static_graph: k = 2), or
  *    nothing, with an integer Sum (the used-map) after each pass
- *    (find_unused_parameters). Anything else is rejected: a metric-only
+ *    (find_unused_parameters); when the passes have used-maps, so must the
+ *    whole-model passes (a call of the pass's size before the first pass
+ *    without one is foreign: counting it as micro-step 0 would shift the
+ *    phase, so no lock). Anything else is rejected: a metric-only
  *    communicator never locks. Foreign calls never prevent learning for good.
  * R2 Agreement while learning: after every accumulable call (a point fixed by
  *    the call sequence) one agreement carries a hash of (signatures of the
@@ -270,6 +273,12 @@ static proposal propose(const nsc_accum *a) {
     for (size_t i = 1; i < f; i++)
       if (!el_eq(&a->hist[i].el, w)) return p;
     if (find_in_pass(a, w) >= 0 || w->bytes < P) return p;
+    /* Passes with a used-map after each: a whole-model pass has one too. A
+     * call of the pass's size without it is foreign (a metric before the
+     * first pass): counting it as micro-step 0 would shift the phase. */
+    if (a->prev_anchor_at < a->anchor_at && seg_has_int(a, a->prev_anchor_at, a->anchor_at))
+      for (size_t i = 0; i < f; i++)
+        if (!a->hist[i].int_after) return p;
     uint64_t small = 0; /* floating calls of the last complete pass */
     for (size_t i = a->prev_anchor_at; i < a->anchor_at; i++) small += a->hist[i].fb_after;
     if (w->bytes - P > small) return p;

@@ -18,6 +18,8 @@
  *     twomodels      two models of equal size on one communicator
  *     lostpass       one accumulable bucket and one below MIN_BYTES; one pass
  *                    lacks the large bucket (seen only through the small one)
+ *     unusedforeign  find_unused with a foreign call of the pass's size before
+ *                    the first pass (not a whole-model pass: no used-map)
  *     midcomm        the model re-wrapped on a new communicator at micro-step 5
  *     metriconly     a second communicator that carries only large fp32 metric
  *                    all-reduces on a persistent buffer, every micro-step
@@ -175,16 +177,21 @@ static int case_plain(ncclComm_t c) {
   return 0;
 }
 
+/* Micro-steps [ms, upto) of find_unused passes: buckets, then the used-map. */
+static void unused_passes(ncclComm_t c, model *m, long upto) {
+  while (ms < upto) {
+    bucket_pass(c, m, -1);
+    used_map(c, 40);
+    end_pass();
+  }
+}
+
 static int case_unused(ncclComm_t c) {
   model m;
   model_init(&m, 4, MIX, 0);
   model_rebuild(&m);
   expect_local_from = 8;
-  while (ms < 24) {
-    bucket_pass(c, &m, -1);
-    used_map(c, 40);
-    end_pass();
-  }
+  unused_passes(c, &m, 24);
   model_free(&m);
   return 0;
 }
@@ -285,6 +292,19 @@ static int case_lostpass(ncclComm_t c) {
   return 0;
 }
 
+/* find_unused_parameters (no whole-model pass, a used-map after each pass)
+ * with a foreign call of the pass's size before the first pass: not
+ * micro-step 0 (fuzz seed 133). */
+static int case_unusedforeign(ncclComm_t c) {
+  model m;
+  model_init(&m, 2, ONE, 0);
+  model_rebuild(&m);
+  foreign(c, B, 1);
+  unused_passes(c, &m, 24);
+  model_free(&m);
+  return 0;
+}
+
 /* Two models on one communicator: per micro-step model A's backward, then B's. */
 static int case_twomodels(ncclComm_t c) {
   static const size_t TWO[] = {2 * B, 2 * B};
@@ -370,6 +390,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "short")) rc = case_short(c, argc > 2 ? atoi(argv[2]) : 1);
   else if (!strcmp(cmd, "twomodels")) rc = case_twomodels(c);
   else if (!strcmp(cmd, "lostpass")) rc = case_lostpass(c);
+  else if (!strcmp(cmd, "unusedforeign")) rc = case_unusedforeign(c);
   else if (!strcmp(cmd, "midcomm")) rc = case_midcomm(c), c = NULL;
   else if (!strcmp(cmd, "metriconly")) rc = case_metriconly(c);
   else fprintf(stderr, "unknown case %s\n", cmd);

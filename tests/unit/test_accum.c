@@ -203,6 +203,23 @@ static void one_bucket_pass_missing(void **state) {
   }
 }
 
+/* find_unused_parameters with a foreign call of the pass's size before the
+ * first pass: not a whole-model pass (no used-map after it), never micro-step
+ * 0 (fuzz seed 133). Every pass m with m mod K = K-1 syncs. */
+static void find_unused_foreign_first(void **state) {
+  (void)state;
+  model m = mk(1000, 0, 0, 0);
+  m.used_map = 1;
+  sim s;
+  sim_init(&s, 4, 3);
+  assert_int_equal(sim_call(&s, 0x90000, 1000), 1);
+  for (long long i = 0; i < 20; i++) {
+    int d = pass(&s, &m, -1, -1);
+    if (i % 3 == 2) assert_int_equal(d, 1);
+  }
+  sim_free(&s);
+}
+
 static void ddp_default(void **state) {
   (void)state;
   model m = mk(100, 300, 300, 300);
@@ -619,6 +636,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ddp_default),
       cmocka_unit_test(one_bucket_pass_missing),
+      cmocka_unit_test(find_unused_foreign_first),
       cmocka_unit_test(static_graph),
       cmocka_unit_test(find_unused),
       cmocka_unit_test(small_rebuilt_buckets),
