@@ -32,7 +32,9 @@
  *    (find_unused_parameters); when the passes have used-maps, so must the
  *    whole-model passes (a call of the pass's size before the first pass
  *    without one is foreign: counting it as micro-step 0 would shift the
- *    phase, so no lock). Anything else is rejected: a metric-only
+ *    phase, so no lock). A call of no bucket's signature, at least as large
+ *    as the pass, after the pass's first bucket rejects (R4's whole-pass
+ *    rule: it may begin a re-created model). Anything else is rejected: a metric-only
  *    communicator never locks. Foreign calls never prevent learning for good.
  * R2 Agreement while learning: after every accumulable call (a point fixed by
  *    the call sequence) one agreement carries a hash of (signatures of the
@@ -75,7 +77,13 @@
  * Residual risk, stated in README: under a violation of B (a learned bucket
  * freed and its address reused on some ranks but not others, e.g. a DDP
  * re-created on the same communicator with asymmetric allocations) ranks may
- * decide differently before the next agreement catches it. */
+ * decide differently before the next agreement catches it. R4's companions
+ * extend B to the small floating calls that came on one buffer exactly once
+ * in each of the last two learned passes (the companion signatures are in
+ * the lock's hash, so all ranks lock with the same number of them): a
+ * temporary that got the same address in those passes on every rank and
+ * later does not on some rank stops that rank alone until the next
+ * agreement. */
 #include "accum.h"
 
 #include <stdio.h>
@@ -268,6 +276,15 @@ static proposal propose(const nsc_accum *a) {
   p.m = (long long)(f + occ) - 1;
   uint64_t P = pass_bytes_of(a);
   p.verdict = V_REJECT;
+  /* R4's whole-pass rule while learning: a call as large as the pass and of
+   * no bucket's signature after the first bucket may be a re-created model's
+   * first pass, which resets the phase (fuzz seed 113: with a pass missing
+   * its first bucket before it, the pass was learned rotated). */
+  for (size_t i = f; i < a->n; i++)
+    if (!sig_in_pass(a, &a->hist[i].el) && a->hist[i].el.bytes >= P) {
+      p.kind = "large";
+      return p;
+    }
   if (f > 0) {
     const nsc_accum_el *w = &a->hist[0].el;
     for (size_t i = 1; i < f; i++)
@@ -426,6 +443,13 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
                  "this communicator's first accumulable all-reduce came after another communicator's second backward "
                  "pass (created mid-training): the phase of its micro-steps is unknown, every call syncs");
       } else lock(a, &p, K, why, whylen);
+    } else if (same && v[5] == -1 && !strcmp(p.kind, "large")) {
+      snprintf(why, whylen,
+               "an all-reduce as large as the backward pass being learned (%zu buffer(s)) but not one of its buckets "
+               "came after its first bucket (a re-created model's first pass, or a parameter average): the phase of "
+               "the micro-steps is unknown, every call syncs",
+               a->nl);
+      off(a);
     } else if (same && v[5] == -1) {
       snprintf(why, whylen,
                "all-reduces repeat as a pass of %zu buffer(s) but not as DDP's gradients (no whole-model pass before "

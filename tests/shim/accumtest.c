@@ -18,6 +18,8 @@
  *     twomodels      two models of equal size on one communicator
  *     lostpass       one accumulable bucket and one below MIN_BYTES; one pass
  *                    lacks the large bucket (seen only through the small one)
+ *     rotated        the first rebuilt pass lacks its first bucket and is
+ *                    followed by a foreign call as large as the pass
  *     unusedforeign  find_unused with a foreign call of the pass's size before
  *                    the first pass (not a whole-model pass: no used-map)
  *     midcomm        the model re-wrapped on a new communicator at micro-step 5
@@ -305,6 +307,21 @@ static int case_unusedforeign(ncclComm_t c) {
   return 0;
 }
 
+/* The first rebuilt pass lacks its first bucket, then a foreign call as large
+ * as the pass: learned as a rotated pass unless that call rejects it (fuzz
+ * seed 113). */
+static int case_rotated(ncclComm_t c) {
+  model m;
+  model_init(&m, 3, EQ3, 0);
+  ddp_start(c, &m);
+  bucket_pass(c, &m, 0);
+  foreign(c, 3 * B, 1);
+  end_pass();
+  run_passes(c, &m, 26);
+  model_free(&m);
+  return 0;
+}
+
 /* Two models on one communicator: per micro-step model A's backward, then B's. */
 static int case_twomodels(ncclComm_t c) {
   static const size_t TWO[] = {2 * B, 2 * B};
@@ -390,6 +407,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "short")) rc = case_short(c, argc > 2 ? atoi(argv[2]) : 1);
   else if (!strcmp(cmd, "twomodels")) rc = case_twomodels(c);
   else if (!strcmp(cmd, "lostpass")) rc = case_lostpass(c);
+  else if (!strcmp(cmd, "rotated")) rc = case_rotated(c);
   else if (!strcmp(cmd, "unusedforeign")) rc = case_unusedforeign(c);
   else if (!strcmp(cmd, "midcomm")) rc = case_midcomm(c), c = NULL;
   else if (!strcmp(cmd, "metriconly")) rc = case_metriconly(c);

@@ -220,6 +220,22 @@ static void find_unused_foreign_first(void **state) {
   sim_free(&s);
 }
 
+/* The first rebuilt pass lacks its first bucket and a call as large as the
+ * pass follows: never locked on the rotated pass (fuzz seed 113). */
+static void rotated_after_short_first_pass(void **state) {
+  (void)state;
+  model m = mk(300, 300, 300, 0);
+  sim s;
+  sim_init(&s, 2, 4);
+  whole(&s, &m);
+  pass(&s, &m, 1, 0);
+  assert_int_equal(sim_call(&s, 0x90000, 900), 1);
+  for (long long i = 2; i < 30; i++) pass(&s, &m, 1, -1);
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "as large as the backward pass being learned"));
+  sim_free(&s);
+}
+
 static void ddp_default(void **state) {
   (void)state;
   model m = mk(100, 300, 300, 300);
@@ -637,6 +653,7 @@ int main(void) {
       cmocka_unit_test(ddp_default),
       cmocka_unit_test(one_bucket_pass_missing),
       cmocka_unit_test(find_unused_foreign_first),
+      cmocka_unit_test(rotated_after_short_first_pass),
       cmocka_unit_test(static_graph),
       cmocka_unit_test(find_unused),
       cmocka_unit_test(small_rebuilt_buckets),
