@@ -29,7 +29,12 @@
  *    not in the pass, at least as large as the pass and at most the pass plus
  *    one pass of small floating calls (default, static_graph: k = 2), or
  *    nothing, with an integer Sum (the used-map) after each pass
- *    (find_unused_parameters). Anything else is rejected: a metric-only
+ *    (find_unused_parameters); when the passes have used-maps, so must the
+ *    whole-model passes (a call of the pass's size before the first pass
+ *    without one is foreign: counting it as micro-step 0 would shift the
+ *    phase, so no lock). A call of no bucket's signature, at least as large
+ *    as the pass, after the pass's first bucket rejects (R4's whole-pass
+ *    rule: it may begin a re-created model). Anything else is rejected: a metric-only
  *    communicator never locks. Foreign calls never prevent learning for good.
  * R2 Agreement while learning: after every accumulable call (a point fixed by
  *    the call sequence) one agreement carries a hash of (signatures of the
@@ -53,7 +58,12 @@
  *    so a missing or extra bucket cannot shift the phase. A learned bucket
  *    that comes out of order, or a pass that lacks one, stops skipping on this
  *    rank at once (under B: on every rank) and ends accumulation at the next
- *    agreement. A call of a signature not in the pass and at least as large
+ *    agreement. A pass that lacks every accumulable bucket would be invisible
+ *    and shift the phase, so the small floating calls that came exactly once
+ *    in each of the last two learned passes (buckets below MIN_BYTES, on
+ *    buffers of their own under B; their signatures are in the lock's hash)
+ *    are the pass's companions: one that comes twice before the next first
+ *    bucket, or a pass that lacks one, stops skipping the same way. A call of a signature not in the pass and at least as large
  *    as the pass (a re-created model's whole-model bucket, or a parameter
  *    average: they cannot be told apart, and the first would shift the phase)
  *    ends accumulation at once: a signature-only rule, the same everywhere.
@@ -67,7 +77,13 @@
  * Residual risk, stated in README: under a violation of B (a learned bucket
  * freed and its address reused on some ranks but not others, e.g. a DDP
  * re-created on the same communicator with asymmetric allocations) ranks may
- * decide differently before the next agreement catches it. */
+ * decide differently before the next agreement catches it. R4's companions
+ * extend B to the small floating calls that came on one buffer exactly once
+ * in each of the last two learned passes (the companion signatures are in
+ * the lock's hash, so all ranks lock with the same number of them): a
+ * temporary that got the same address in those passes on every rank and
+ * later does not on some rank stops that rank alone until the next
+ * agreement. */
 #include "accum.h"
 
 #include <stdio.h>
@@ -80,15 +96,22 @@ static void drop_learning(nsc_accum *a) {
   free(a->hist);
   a->hist = NULL;
   a->n = a->cap = 0;
+  free(a->sm);
+  a->sm = NULL;
+  a->nsm = a->capsm = 0;
 }
 
 void nsc_accum_free(nsc_accum *a) {
   drop_learning(a);
   free(a->L);
   free(a->seen);
+  free(a->C);
+  free(a->cseen);
   a->L = NULL;
   a->seen = NULL;
-  a->nl = 0;
+  a->C = NULL;
+  a->cseen = NULL;
+  a->nl = a->nc = 0;
 }
 
 static int el_eq(const nsc_accum_el *x, const nsc_accum_el *y) {
@@ -244,18 +267,35 @@ static int seg_has_int(const nsc_accum *a, size_t s, size_t t) {
 /* R1's verdict on the current candidate (only when stable). */
 static proposal propose(const nsc_accum *a) {
   proposal p = {V_NONE, 0, 0, ""};
-  if (a->mode != NSC_ACC_LEARNING || !a->nl || a->reps < NSC_ACC_REPS || a->pos != a->nl || !all_seen(a)) return p;
+  if (a->mode != NSC_ACC_LEARNING || !a->nl || a->reps < NSC_ACC_REPS || a->pos != a->nl || !all_seen(a) ||
+      a->sm_lost)
+    return p;
   size_t f = first_occurrence(a, &a->L[0]), occ = 0;
   for (size_t i = f; i < a->n; i++) occ += el_eq(&a->hist[i].el, &a->L[0]);
   p.npre = f;
   p.m = (long long)(f + occ) - 1;
   uint64_t P = pass_bytes_of(a);
   p.verdict = V_REJECT;
+  /* R4's whole-pass rule while learning: a call as large as the pass and of
+   * no bucket's signature after the first bucket may be a re-created model's
+   * first pass, which resets the phase (fuzz seed 113: with a pass missing
+   * its first bucket before it, the pass was learned rotated). */
+  for (size_t i = f; i < a->n; i++)
+    if (!sig_in_pass(a, &a->hist[i].el) && a->hist[i].el.bytes >= P) {
+      p.kind = "large";
+      return p;
+    }
   if (f > 0) {
     const nsc_accum_el *w = &a->hist[0].el;
     for (size_t i = 1; i < f; i++)
       if (!el_eq(&a->hist[i].el, w)) return p;
     if (find_in_pass(a, w) >= 0 || w->bytes < P) return p;
+    /* Passes with a used-map after each: a whole-model pass has one too. A
+     * call of the pass's size without it is foreign (a metric before the
+     * first pass): counting it as micro-step 0 would shift the phase. */
+    if (a->prev_anchor_at < a->anchor_at && seg_has_int(a, a->prev_anchor_at, a->anchor_at))
+      for (size_t i = 0; i < f; i++)
+        if (!a->hist[i].int_after) return p;
     uint64_t small = 0; /* floating calls of the last complete pass */
     for (size_t i = a->prev_anchor_at; i < a->anchor_at; i++) small += a->hist[i].fb_after;
     if (w->bytes - P > small) return p;
@@ -275,12 +315,40 @@ static proposal propose(const nsc_accum *a) {
   return p;
 }
 
+/* Small floating calls after hist[s..t-1] that are el_eq to *e. */
+static size_t sm_count(const nsc_accum *a, const nsc_accum_el *e, size_t s, size_t t) {
+  size_t c = 0;
+  for (size_t i = 0; i < a->nsm; i++) c += a->sm[i].after >= s && a->sm[i].after < t && el_eq(&a->sm[i].el, e);
+  return c;
+}
+
+/* R4's companions of a stable candidate: the small floating calls that came
+ * exactly once in the last complete pass and exactly once in the pass before
+ * it (when there is one). Written to out and their signatures mixed into *h
+ * when those are not NULL; returns how many. A function of signatures and
+ * buffer identities, like L. */
+static size_t companions(const nsc_accum *a, nsc_accum_el *out, uint64_t *h) {
+  size_t s = a->prev_anchor_at, t = a->anchor_at, pp = s, n = 0;
+  for (size_t i = s; i-- > 0;)
+    if (el_eq(&a->hist[i].el, &a->L[0])) { pp = i; break; }
+  for (size_t i = 0; i < a->nsm; i++) {
+    const nsc_accum_el *e = &a->sm[i].el;
+    if (a->sm[i].after < s || a->sm[i].after >= t || sm_count(a, e, s, t) != 1) continue;
+    if (pp < s && sm_count(a, e, pp, s) != 1) continue;
+    if (out) out[n] = *e;
+    if (h) *h = mix(mix(mix(*h, e->count), (uint64_t)e->dtype), (uint64_t)e->op);
+    n++;
+  }
+  return n;
+}
+
 static int64_t state_hash(const nsc_accum *a, const proposal *p) {
   uint64_t h = mix(1469598103934665603ull, (uint64_t)a->mode);
   if (a->mode == NSC_ACC_LEARNING) {
     h = mix(mix(mix(mix(h, (uint64_t)p->verdict), p->npre), (uint64_t)p->m), a->nl);
     for (size_t k = 0; k < a->nl; k++)
       h = mix(mix(mix(h, a->L[k].count), (uint64_t)a->L[k].dtype), (uint64_t)a->L[k].op);
+    if (p->verdict == V_LOCK) h = mix(h, companions(a, NULL, &h));
   } else {
     h = mix(mix(mix(h, (uint64_t)a->m), a->pos), (uint64_t)a->stop);
   }
@@ -293,8 +361,23 @@ int nsc_accum_take_due(nsc_accum *a) {
   return d;
 }
 
+/* Room for the companions, taken before a lock is proposed so that locking
+ * itself never fails on one rank: without it this rank never proposes. */
+static void reserve_companions(nsc_accum *a) {
+  size_t nc = companions(a, NULL, NULL);
+  nsc_accum_el *C = realloc(a->C, (nc ? nc : 1) * sizeof *C);
+  if (C) a->C = C;
+  unsigned char *cs = C ? realloc(a->cseen, nc ? nc : 1) : NULL;
+  if (cs) a->cseen = cs;
+  if (!C || !cs) a->sm_lost = 1;
+}
+
 void nsc_accum_agree_vals(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N]) {
   proposal p = propose(a);
+  if (p.verdict == V_LOCK) {
+    reserve_companions(a);
+    p = propose(a);
+  }
   int64_t h = state_hash(a, &p);
   a->sent_hash = h;
   v[0] = h;
@@ -324,6 +407,8 @@ static void lock(nsc_accum *a, const proposal *p, long long K, char *why, size_t
   a->pass_bytes = pass_bytes_of(a);
   a->sp = 0;
   a->spass = p->m + 1;
+  a->nc = companions(a, a->C, NULL); /* room reserved when the lock was proposed */
+  for (size_t k = 0; k < a->nc; k++) a->cseen[k] = sm_count(a, &a->C[k], a->anchor_at, a->n) > 0;
   drop_learning(a);
   snprintf(why, whylen,
            "learned a backward pass of %zu bucket(s), %llu bytes, on buffers that stayed put for %d passes, %s; "
@@ -358,6 +443,13 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
                  "this communicator's first accumulable all-reduce came after another communicator's second backward "
                  "pass (created mid-training): the phase of its micro-steps is unknown, every call syncs");
       } else lock(a, &p, K, why, whylen);
+    } else if (same && v[5] == -1 && !strcmp(p.kind, "large")) {
+      snprintf(why, whylen,
+               "an all-reduce as large as the backward pass being learned (%zu buffer(s)) but not one of its buckets "
+               "came after its first bucket (a re-created model's first pass, or a parameter average): the phase of "
+               "the micro-steps is unknown, every call syncs",
+               a->nl);
+      off(a);
     } else if (same && v[5] == -1) {
       snprintf(why, whylen,
                "all-reduces repeat as a pass of %zu buffer(s) but not as DDP's gradients (no whole-model pass before "
@@ -380,10 +472,31 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
 
 int nsc_accum_recurred(const nsc_accum *a) { return a->mode == NSC_ACC_LOCKED || a->passes_local > 0; }
 
-void nsc_accum_observe(nsc_accum *a, int int_sum, uint64_t fbytes) {
+void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl) {
+  if (a->mode == NSC_ACC_LOCKED && fl) { /* R4: a pass seen through its small calls */
+    for (size_t k = 0; k < a->nc; k++)
+      if (el_eq(&a->C[k], fl)) {
+        if (a->cseen[k]) a->stop = 1; /* again before the first bucket: a pass began without it */
+        a->cseen[k] = 1;
+        return;
+      }
+    return;
+  }
   if (a->mode != NSC_ACC_LEARNING || !a->n) return;
   a->hist[a->n - 1].int_after |= int_sum != 0;
-  a->hist[a->n - 1].fb_after += fbytes;
+  if (!fl) return;
+  a->hist[a->n - 1].fb_after += fl->bytes;
+  if (a->nsm == a->capsm) {
+    size_t cap = a->capsm ? 2 * a->capsm : 64;
+    nsc_accum_small *m = cap <= 4 * (size_t)NSC_ACC_LEARN_MAX ? realloc(a->sm, cap * sizeof *m) : NULL;
+    if (!m) {
+      a->sm_lost = 1; /* this rank never proposes a lock: no rank locks */
+      return;
+    }
+    a->sm = m;
+    a->capsm = cap;
+  }
+  a->sm[a->nsm++] = (nsc_accum_small){*fl, a->n - 1};
 }
 
 static int learning_next(nsc_accum *a, const nsc_accum_el *e, char *why, size_t whylen) {
@@ -436,6 +549,10 @@ static int locked_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *w
   }
   if (k == 0) {
     if (a->pos < a->nl) a->stop = 1; /* the last pass lacked a bucket */
+    for (size_t c = 0; c < a->nc; c++) {
+      if (!a->cseen[c]) a->stop = 1; /* ... or one of its small calls */
+      a->cseen[c] = 0;
+    }
     a->m++;
     a->pos = 1;
   } else if ((size_t)k < a->pos) {

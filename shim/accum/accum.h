@@ -37,6 +37,13 @@ typedef struct {
   int int_after;     /* an integer Sum call followed it (DDP's used-map) */
 } nsc_accum_ent;
 
+/* A floating Sum/Avg call too small to be accumulable (a small bucket, a
+ * metric), seen while learning after hist[after]. */
+typedef struct {
+  nsc_accum_el el;
+  size_t after;
+} nsc_accum_small;
+
 typedef struct {
   int mode;
   int late;                 /* first accumulable call came after another communicator's second pass */
@@ -51,6 +58,13 @@ typedef struct {
   int reps;                 /* learning: complete identical passes in a row */
   size_t anchor_at, prev_anchor_at; /* learning: hist index of the last two L[0] */
   long long passes_local;   /* learning: passes this rank has delimited */
+  nsc_accum_small *sm;      /* learning: the small floating calls */
+  size_t nsm, capsm;
+  int sm_lost;              /* learning: one could not be recorded (no lock is proposed) */
+  /* the small calls on fixed buffers in every pass (locked: a pass is also seen through them) */
+  nsc_accum_el *C;
+  unsigned char *cseen;     /* per companion: arrived since the last L[0] */
+  size_t nc;
   /* locked */
   long long m;              /* micro-step of the current pass */
   int stop;                 /* a learned bucket came out of order or went missing: no more skips */
@@ -70,9 +84,11 @@ void nsc_accum_free(nsc_accum *a);
  * is written into why (else why[0] = 0). */
 int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen);
 
-/* Any other all-reduce on the communicator: evidence while learning only.
- * int_sum: an integer Sum; fbytes: its bytes if a floating Sum/Avg, else 0. */
-void nsc_accum_observe(nsc_accum *a, int int_sum, uint64_t fbytes);
+/* Any other all-reduce on the communicator: evidence while learning; while
+ * locked, a small floating call of the learned pass (a companion) that comes
+ * twice in one pass, or a pass that lacks one, stops skipping (R4).
+ * int_sum: an integer Sum; fl: the call if a floating Sum/Avg, else NULL. */
+void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl);
 
 /* 1 (once) when an agreement must be issued at this point of the call
  * sequence; the caller then fills vals with nsc_accum_agree_vals(), all-reduces

@@ -16,6 +16,12 @@
  *     short POS      passes of three equal buckets; one pass lacks bucket POS
  *                    (0, 1, 2), one later pass has an extra equal-sized bucket
  *     twomodels      two models of equal size on one communicator
+ *     lostpass       one accumulable bucket and one below MIN_BYTES; one pass
+ *                    lacks the large bucket (seen only through the small one)
+ *     rotated        the first rebuilt pass lacks its first bucket and is
+ *                    followed by a foreign call as large as the pass
+ *     unusedforeign  find_unused with a foreign call of the pass's size before
+ *                    the first pass (not a whole-model pass: no used-map)
  *     midcomm        the model re-wrapped on a new communicator at micro-step 5
  *     metriconly     a second communicator that carries only large fp32 metric
  *                    all-reduces on a persistent buffer, every micro-step
@@ -173,16 +179,21 @@ static int case_plain(ncclComm_t c) {
   return 0;
 }
 
+/* Micro-steps [ms, upto) of find_unused passes: buckets, then the used-map. */
+static void unused_passes(ncclComm_t c, model *m, long upto) {
+  while (ms < upto) {
+    bucket_pass(c, m, -1);
+    used_map(c, 40);
+    end_pass();
+  }
+}
+
 static int case_unused(ncclComm_t c) {
   model m;
   model_init(&m, 4, MIX, 0);
   model_rebuild(&m);
   expect_local_from = 8;
-  while (ms < 24) {
-    bucket_pass(c, &m, -1);
-    used_map(c, 40);
-    end_pass();
-  }
+  unused_passes(c, &m, 24);
   model_free(&m);
   return 0;
 }
@@ -262,6 +273,50 @@ static int case_short(ncclComm_t c, int pos) {
   }
   end_pass();
   free(extra);
+  run_passes(c, &m, 26);
+  model_free(&m);
+  return 0;
+}
+
+/* One accumulable bucket and one below MIN_BYTES: a pass without the large
+ * bucket is seen only through the small one (fuzz seed 147). */
+static const size_t ONE[] = {B, 512};
+
+static int case_lostpass(ncclComm_t c) {
+  model m;
+  model_init(&m, 2, ONE, 0);
+  ddp_start(c, &m);
+  run_passes(c, &m, 9);
+  bucket_pass(c, &m, 0);
+  end_pass();
+  run_passes(c, &m, 26);
+  model_free(&m);
+  return 0;
+}
+
+/* find_unused_parameters (no whole-model pass, a used-map after each pass)
+ * with a foreign call of the pass's size before the first pass: not
+ * micro-step 0 (fuzz seed 133). */
+static int case_unusedforeign(ncclComm_t c) {
+  model m;
+  model_init(&m, 2, ONE, 0);
+  model_rebuild(&m);
+  foreign(c, B, 1);
+  unused_passes(c, &m, 24);
+  model_free(&m);
+  return 0;
+}
+
+/* The first rebuilt pass lacks its first bucket, then a foreign call as large
+ * as the pass: learned as a rotated pass unless that call rejects it (fuzz
+ * seed 113). */
+static int case_rotated(ncclComm_t c) {
+  model m;
+  model_init(&m, 3, EQ3, 0);
+  ddp_start(c, &m);
+  bucket_pass(c, &m, 0);
+  foreign(c, 3 * B, 1);
+  end_pass();
   run_passes(c, &m, 26);
   model_free(&m);
   return 0;
@@ -351,6 +406,9 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "foreign")) rc = case_foreign(c);
   else if (!strcmp(cmd, "short")) rc = case_short(c, argc > 2 ? atoi(argv[2]) : 1);
   else if (!strcmp(cmd, "twomodels")) rc = case_twomodels(c);
+  else if (!strcmp(cmd, "lostpass")) rc = case_lostpass(c);
+  else if (!strcmp(cmd, "rotated")) rc = case_rotated(c);
+  else if (!strcmp(cmd, "unusedforeign")) rc = case_unusedforeign(c);
   else if (!strcmp(cmd, "midcomm")) rc = case_midcomm(c), c = NULL;
   else if (!strcmp(cmd, "metriconly")) rc = case_metriconly(c);
   else fprintf(stderr, "unknown case %s\n", cmd);

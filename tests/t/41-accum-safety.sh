@@ -36,6 +36,12 @@ for NPK in 2:4 3:2; do
       acc $np $k short $pos
   done
   check "two equal models on one communicator, $np ranks, K=$k: every step synced" acc $np $k twomodels
+  check "one large bucket and a small one, a pass without the large one, $np ranks, K=$k: every step synced" \
+    acc $np $k lostpass
+  check "find_unused with a foreign call of the pass's size before the first pass, $np ranks, K=$k: every step synced" \
+    acc $np $k unusedforeign
+  check "first rebuilt pass without its first bucket, then a call as large as the pass, $np ranks, K=$k: every step synced" \
+    acc $np $k rotated
   check "communicator created at micro-step 5, $np ranks, K=$k: every step synced" acc $np $k midcomm
   check "metric-only communicator, $np ranks, K=$k: metrics are true sums" acc $np $k metriconly
 done

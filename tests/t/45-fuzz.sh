@@ -12,6 +12,6 @@
 # fail, loudly. To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
 # on 2 cores (FUZZ_SEEDS overrides the list).
 . "$(dirname "$0")/../lib.sh"
-SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3"}
+SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113"}
 # shellcheck disable=SC2086
 bash "$ROOT/tests/fuzz/fuzz.sh" --seeds "$SEEDS"

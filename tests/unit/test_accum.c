@@ -111,9 +111,19 @@ static int sim_call_on(sim *s, uintptr_t buf, const uintptr_t *per_rank, uint64_
 
 static int sim_call(sim *s, uintptr_t buf, uint64_t count) { return sim_call_on(s, buf, NULL, count); }
 
-/* Any other all-reduce: integer Sum (used-map) or floating bytes. */
+/* A small floating Sum call on buffer buf (identity only) of fbytes bytes. */
+static void sim_small(sim *s, uintptr_t buf, uint64_t fbytes) {
+  nsc_accum_el e = {buf, buf, fbytes / 4, 7 /* ncclFloat32 */, 0 /* ncclSum */, fbytes};
+  for (int r = 0; r < s->W; r++) nsc_accum_observe(&s->a[r], 0, &e);
+}
+
+/* Any other all-reduce: integer Sum (used-map) or floating bytes, on a buffer
+ * of its own every time. */
 static void sim_other(sim *s, int int_sum, uint64_t fbytes) {
-  for (int r = 0; r < s->W; r++) nsc_accum_observe(&s->a[r], int_sum, fbytes);
+  static uintptr_t fresh = 0x7000000000;
+  nsc_accum_el e = {fresh, fresh, fbytes / 4, 7 /* ncclFloat32 */, 0 /* ncclSum */, fbytes};
+  fresh += 64;
+  for (int r = 0; r < s->W; r++) nsc_accum_observe(&s->a[r], int_sum, fbytes ? &e : NULL);
 }
 
 /* A model: whole-model bucket id, rebuilt bucket ids and sizes. */
@@ -162,6 +172,68 @@ static void whole(sim *s, const model *m) {
 /* Steady state: pass i syncs exactly when i mod K == K-1. */
 static void steady(sim *s, const model *m, long long from, long long to) {
   for (long long i = from; i < to; i++) pass(s, m, i % s->K == s->K - 1, -1);
+}
+
+/* One accumulable bucket and a small one on a fixed buffer: a pass that lacks
+ * the large bucket is seen through the small one (it comes twice before the
+ * next first bucket), and every later pass syncs (fuzz seed 147). */
+static void one_bucket_pass_missing(void **state) {
+  (void)state;
+  for (int miss = 0; miss < 2; miss++) {
+    sim s;
+    sim_init(&s, 2, 3);
+    assert_int_equal(sim_call(&s, 0x10000, 1100), 1); /* whole-model pass */
+    sim_other(&s, 0, 4);
+    long long i = 1;
+    for (; i < 9; i++) {
+      int d = sim_call(&s, 0x20000, 1000);
+      if (i >= 4) assert_int_equal(d, i % 3 == 2);
+      sim_small(&s, 0x30000, 400);
+    }
+    assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+    if (miss) sim_small(&s, 0x30000, 400); /* pass 9 without its large bucket */
+    else sim_call(&s, 0x20000, 1000), sim_small(&s, 0x30000, 400);
+    for (i = 10; i < 16; i++) {
+      int d = sim_call(&s, 0x20000, 1000);
+      assert_int_equal(d, miss ? 1 : i % 3 == 2);
+      sim_small(&s, 0x30000, 400);
+    }
+    assert_int_equal(s.a[0].mode, miss ? NSC_ACC_OFF : NSC_ACC_LOCKED);
+    sim_free(&s);
+  }
+}
+
+/* find_unused_parameters with a foreign call of the pass's size before the
+ * first pass: not a whole-model pass (no used-map after it), never micro-step
+ * 0 (fuzz seed 133). Every pass m with m mod K = K-1 syncs. */
+static void find_unused_foreign_first(void **state) {
+  (void)state;
+  model m = mk(1000, 0, 0, 0);
+  m.used_map = 1;
+  sim s;
+  sim_init(&s, 4, 3);
+  assert_int_equal(sim_call(&s, 0x90000, 1000), 1);
+  for (long long i = 0; i < 20; i++) {
+    int d = pass(&s, &m, -1, -1);
+    if (i % 3 == 2) assert_int_equal(d, 1);
+  }
+  sim_free(&s);
+}
+
+/* The first rebuilt pass lacks its first bucket and a call as large as the
+ * pass follows: never locked on the rotated pass (fuzz seed 113). */
+static void rotated_after_short_first_pass(void **state) {
+  (void)state;
+  model m = mk(300, 300, 300, 0);
+  sim s;
+  sim_init(&s, 2, 4);
+  whole(&s, &m);
+  pass(&s, &m, 1, 0);
+  assert_int_equal(sim_call(&s, 0x90000, 900), 1);
+  for (long long i = 2; i < 30; i++) pass(&s, &m, 1, -1);
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "as large as the backward pass being learned"));
+  sim_free(&s);
 }
 
 static void ddp_default(void **state) {
@@ -579,6 +651,9 @@ static void policy_edges(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ddp_default),
+      cmocka_unit_test(one_bucket_pass_missing),
+      cmocka_unit_test(find_unused_foreign_first),
+      cmocka_unit_test(rotated_after_short_first_pass),
       cmocka_unit_test(static_graph),
       cmocka_unit_test(find_unused),
       cmocka_unit_test(small_rebuilt_buckets),
