@@ -110,6 +110,18 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
   return rc;
 }
 
+int nsc_staging_fuse_fresh(nsc_staging *st, nsc_stream s) {
+  if (st->fused || st->fdisabled || !st->fblock) return 0;
+  nsc_block *old = calloc(1, sizeof *old);
+  void *p = NULL;
+  if (!old || backend_alloc(st->fbe, s, st->fcap, &p)) { free(old); return -1; }
+  old->p = st->fblock;
+  old->next = st->fretired;
+  st->fretired = old;
+  st->fblock = p;
+  return 0;
+}
+
 int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes) {
   if (st->fblock) return 1;
   void *p = NULL;
