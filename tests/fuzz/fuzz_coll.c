@@ -958,7 +958,7 @@ static int check_tag;
 /* A check point: wait for every nonblocking communicator in use, then check
  * every pending call in issue order. The same points on every rank and in
  * both halves, whatever the calls returned. */
-static void check_point(int *tainted) {
+static void poll_pending(void) {
   int used[MAXC] = {0};
   for (int i = 0; i < npend; i++) used[pend[i].comm] = 1;
   for (int k = 0; k < P.ncomm; k++) {
@@ -967,6 +967,22 @@ static void check_point(int *tainted) {
     for (int i = 0; i < npend; i++)
       if (pend[i].comm == k && !is_err(pend[i].code)) pend[i].code = e;
   }
+}
+
+/* Real NCCL progresses a nonblocking communicator's queued work in the
+ * background; the host NCCL runs it only when polled. Before a step that
+ * blocks on this rank, the queued work is polled (as NCCL's background
+ * progress would run it), else a peer blocked on that work and this rank
+ * blocked on the step wait for each other under the host NCCL only. Depends
+ * on the program only. */
+static void progress_before(const step_t *s) {
+  int blocks = 0;
+  for (int i = 0; i < (s->kind == ST_CALL ? 1 : s->n); i++) blocks |= !nb_here(s->c[i].comm);
+  if (blocks) poll_pending();
+}
+
+static void check_point(int *tainted) {
+  poll_pending();
   for (int i = 0; i < npend; i++) {
     pend_t *e = &pend[i];
     if (e->c) {
@@ -1165,6 +1181,7 @@ static int run(double timeout) {
       run_pass(&st->p);
       if (st->p.step_after) optimizer_step(st->p.pass);
     } else if (st->kind != ST_NOP) {
+      progress_before(st);
       run_calls(st);
       if (st->poll) check_point(tainted);
     }
