@@ -57,7 +57,10 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok) {
       /* Issued on every rank; a nonblocking group end completes first (an
        * error there shows in the agreement). */
       if (in_progress) (void)nsc_wait_nonblocking(w->c->comm);
-      nsc_accum_issue(w->c, w->be, w->stream);
+      /* Not after the group's check found a bad or differing setting: every
+       * rank saw that check's answer, and a rank with a bad setting queued
+       * no agreement (its calls failed before accumulation). */
+      if (w->c->checked >= 0) nsc_accum_issue(w->c, w->be, w->stream);
       nsc_work_drop(w);
     } else if (!ok) {
       nsc_work_drop(w);
