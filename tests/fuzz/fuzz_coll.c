@@ -971,14 +971,15 @@ static void poll_pending(void) {
 
 /* Real NCCL progresses a nonblocking communicator's queued work in the
  * background; the host NCCL runs it only when polled. Before a step that
- * blocks on this rank, the queued work is polled (as NCCL's background
- * progress would run it), else a peer blocked on that work and this rank
- * blocked on the step wait for each other under the host NCCL only. Depends
- * on the program only. */
-static void progress_before(const step_t *s) {
+ * blocks on some rank, and after it, every rank polls its queued work (as
+ * NCCL's background progress would run it), else a rank blocked on the step
+ * and a peer's queued work wait for each other under the host NCCL only.
+ * Depends on the program only, alike on every rank. */
+static int blocks_somewhere(const step_t *s) {
   int blocks = 0;
-  for (int i = 0; i < (s->kind == ST_CALL ? 1 : s->n); i++) blocks |= !nb_here(s->c[i].comm);
-  if (blocks) poll_pending();
+  unsigned all = (1u << P.W) - 1;
+  for (int i = 0; i < (s->kind == ST_CALL ? 1 : s->n); i++) blocks |= (P.comm[s->c[i].comm].nb & all) != all;
+  return blocks;
 }
 
 static void check_point(int *tainted) {
@@ -1181,8 +1182,10 @@ static int run(double timeout) {
       run_pass(&st->p);
       if (st->p.step_after) optimizer_step(st->p.pass);
     } else if (st->kind != ST_NOP) {
-      progress_before(st);
+      int blocks = blocks_somewhere(st);
+      if (blocks) poll_pending();
       run_calls(st);
+      if (blocks) poll_pending();
       if (st->poll) check_point(tainted);
     }
   }
