@@ -96,7 +96,9 @@ ncclResult_t nsc_group_end(void) {
   }
   if (!NSC_OK(r)) return r;
   if (r == ncclSuccess && !NSC_OK(fr)) return fr;
-  return r == ncclSuccess ? ar : r;
+  /* A failed deferred check is the same answer on every rank: returned even
+   * where the group end said ncclInProgress (the check waited for it). */
+  return r == ncclSuccess || !NSC_OK(ar) ? ar : r;
 }
 
 ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err) {
