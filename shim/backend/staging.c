@@ -165,6 +165,28 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
   return be->join(s, prev) ? 1 : 0;
 }
 
+int nsc_staging_fuse_fresh(nsc_staging *st, nsc_stream s) {
+  lock(st);
+  int skip = st->fused || st->fdisabled || !st->fblock;
+  const nsc_backend *be = st->fbe;
+  size_t cap = st->fcap;
+  unlock(st);
+  if (skip) return 0;
+  nsc_block *old = calloc(1, sizeof *old);
+  void *p = NULL;
+  if (!old || backend_alloc(st, be, s, cap, &p)) {
+    free(old);
+    return -1;
+  }
+  lock(st);
+  old->p = st->fblock;
+  old->next = st->fretired;
+  st->fretired = old;
+  st->fblock = p;
+  unlock(st);
+  return 0;
+}
+
 int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes) {
   lock(st);
   int have = st->fblock != NULL;

@@ -104,6 +104,14 @@ void nsc_staging_done(nsc_staging *st, nsc_stream s);
  * same) when s could not be made to wait for the block's previous stream:
  * the caller poisons it. */
 int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p);
+/* Before a group's first take while parked cast-backs still read the block:
+ * this rank moves to a fresh block of the agreed size (the old one is retired
+ * until a settle without parked work). Capacity and the call sequence stay
+ * what decides, so what is issued is unchanged. Returns 0, or -1 when the
+ * allocation failed (the block is kept: the caller poisons the parked
+ * cast-backs that read it). Nothing to do (0) unless the group's first take.
+ * Allocates: not under the communicator's lock. */
+int nsc_staging_fuse_fresh(nsc_staging *st, nsc_stream s);
 /* After the outermost group end, whatever it answered: first the agreement
  * started at the previous settle is read (waiting, which by then costs
  * nothing: a whole group has run since) and applied: the new block replaces

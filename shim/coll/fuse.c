@@ -52,8 +52,22 @@ static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T, nsc_stream home)
   nsc_stream *joins = calloc((size_t)n, sizeof *joins);
   void *stage = NULL;
   pthread_mutex_lock(&c->lock);
-  int rc = nsc_staging_fuse_take(&c->staging, be, home, T * 2, &stage);
+  /* A parked cast-back (its group not yet reported complete) still reads the
+   * block: this group's cast-in must not overwrite it. */
+  int busy = 0;
+  for (nsc_work *x = c->pending ? c->pending->head : NULL; x && !busy; x = x->next)
+    busy = x->from_fuse_block && x->wirebuf;
   pthread_mutex_unlock(&c->lock);
+  /* Allocates: not under c->lock (the watchdog's paths need it). */
+  if (busy && nsc_staging_fuse_fresh(&c->staging, home)) {
+    nsc_warn("fusion: no fresh fusion block on rank %d (%s); the unfinished fused collectives of communicator "
+             "%p fail", c->rank, nsc_backend_error(), (void *)c->comm);
+    pthread_mutex_lock(&c->lock);
+    for (nsc_work *x = c->pending ? c->pending->head : NULL; x; x = x->next)
+      if (x->from_fuse_block) x->poison = 1;
+    pthread_mutex_unlock(&c->lock);
+  }
+  int rc = nsc_staging_fuse_take(&c->staging, be, home, T * 2, &stage);
   if (rc < 0) {
     /* Not (yet) agreed space for this fused buffer: forwarded in fp32 this
      * time, alike on every rank; the block grows after the group. */

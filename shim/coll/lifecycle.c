@@ -63,7 +63,10 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok) {
       /* Issued on every rank; a nonblocking group end completes first (an
        * error there shows in the agreement). */
       if (in_progress) (void)nsc_wait_nonblocking(w->c->comm);
-      nsc_accum_issue(w->c, w->be, w->stream);
+      /* Not after the group's check found a bad or differing setting: every
+       * rank saw that check's answer, and a rank with a bad setting queued
+       * no agreement (its calls failed before accumulation). */
+      if (w->c->checked >= 0) nsc_accum_issue(w->c, w->be, w->stream);
       nsc_work_drop(w);
     } else if (!ok) {
       nsc_work_drop(w);
@@ -99,7 +102,9 @@ ncclResult_t nsc_group_end(void) {
   }
   if (!NSC_OK(r)) return r;
   if (r == ncclSuccess && !NSC_OK(fr)) return fr;
-  return r == ncclSuccess ? ar : r;
+  /* A failed deferred check is the same answer on every rank: returned even
+   * where the group end said ncclInProgress (the check waited for it). */
+  return r == ncclSuccess || !NSC_OK(ar) ? ar : r;
 }
 
 ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err) {

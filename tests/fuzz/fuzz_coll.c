@@ -955,18 +955,49 @@ static int check_call(pend_t *e, int tag) {
 
 static int check_tag;
 
-/* A check point: wait for every nonblocking communicator in use, then check
- * every pending call in issue order. The same points on every rank and in
- * both halves, whatever the calls returned. */
-static void check_point(int *tainted) {
+static int step_uses(const step_t *s, int k) {
+  for (int i = 0; s && i < (s->kind == ST_CALL ? 1 : s->n); i++)
+    if (s->c[i].comm == k) return 1;
+  return 0;
+}
+
+/* Poll every nonblocking communicator with calls pending, except those the
+ * step `except` uses (NULL: none excepted), in the order of their oldest
+ * pending call (as the work was queued: a peer blocked on the older work
+ * waits for none of the newer). */
+static void poll_pending_but(const step_t *except) {
   int used[MAXC] = {0};
-  for (int i = 0; i < npend; i++) used[pend[i].comm] = 1;
-  for (int k = 0; k < P.ncomm; k++) {
-    if (!used[k] || !nb_here(k)) continue;
+  for (int j = 0; j < npend; j++) {
+    int k = pend[j].comm;
+    if (used[k] || step_uses(except, k) || !nb_here(k)) continue;
+    used[k] = 1;
     ncclResult_t e = poll_comm(k);
     for (int i = 0; i < npend; i++)
       if (pend[i].comm == k && !is_err(pend[i].code)) pend[i].code = e;
   }
+}
+static void poll_pending(void) { poll_pending_but(NULL); }
+
+/* Real NCCL progresses a nonblocking communicator's queued work in the
+ * background; the host NCCL runs it only when polled. Before a step that
+ * blocks on some rank, every rank polls its queued work on the other
+ * communicators (as NCCL's background progress would run it), else a rank
+ * blocked on the step and a peer's queued work wait for each other under the
+ * host NCCL only. Queued work on the step's own communicators stays queued
+ * into the step (calls issued while earlier ones are in progress). Depends on
+ * the program only, alike on every rank. */
+static int blocks_somewhere(const step_t *s) {
+  int blocks = 0;
+  unsigned all = (1u << P.W) - 1;
+  for (int i = 0; i < (s->kind == ST_CALL ? 1 : s->n); i++) blocks |= (P.comm[s->c[i].comm].nb & all) != all;
+  return blocks;
+}
+
+/* A check point: wait for every nonblocking communicator in use, then check
+ * every pending call in issue order. The same points on every rank and in
+ * both halves, whatever the calls returned. */
+static void check_point(int *tainted) {
+  poll_pending();
   for (int i = 0; i < npend; i++) {
     pend_t *e = &pend[i];
     if (e->c) {
@@ -1165,6 +1196,7 @@ static int run(double timeout) {
       run_pass(&st->p);
       if (st->p.step_after) optimizer_step(st->p.pass);
     } else if (st->kind != ST_NOP) {
+      if (blocks_somewhere(st)) poll_pending_but(st);
       run_calls(st);
       if (st->poll) check_point(tainted);
     }

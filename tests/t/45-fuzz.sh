@@ -9,9 +9,10 @@
 # issues 11 and 12 (the features in brackets; tests/README.md lists which
 # seed found which defect on the code before the fixes). They are expected to
 # pass once those fixes are merged; on a tree without them the matching seeds
-# fail, loudly. To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
+# fail, loudly. Seeds 20 89 33 63 22 74 19 40 were added with the fixes of
+# branch fixnb (mixed blocking, bad settings; tests/README.md). To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
 # on 2 cores (FUZZ_SEEDS overrides the list).
 . "$(dirname "$0")/../lib.sh"
-SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113"}
+SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113 20 89 33 63 22 74 19 40"}
 # shellcheck disable=SC2086
 bash "$ROOT/tests/fuzz/fuzz.sh" --seeds "$SEEDS"
