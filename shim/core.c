@@ -65,6 +65,15 @@ static void activate(void) {
     return;
   }
   if (nsc_config_parse(environ, &nsc_g.cfg, err, sizeof err)) {
+    /* NCCLSHIM_DISABLE=1 wins: a disabled rank issues nothing of its own, as
+     * its peers with DISABLE=1 do, so it must not join their (absent)
+     * configuration checks either. */
+    const char *d = getenv("NCCLSHIM_DISABLE");
+    if (d && !strcmp(d, "1")) {
+      nsc_warn("%s; ignored: NCCLSHIM_DISABLE=1 forwards every call untouched", err);
+      nsc_g.state = NSC_DISABLED;
+      return;
+    }
     bad_setting(err);
     return;
   }

@@ -44,6 +44,14 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
   }
   const nsc_backend *be = nsc_backend_for(recv);
   if (c->checked <= 0) {
+    /* Capture first: a captured first call is forwarded and leaves the check
+     * (allocation, module loads, an exchange) to the first uncaptured call;
+     * capture is alike on every rank. */
+    if (c->checked == 0 && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
+    if (call.capturing) {
+      r = forward(send, recv, rc, dt, op, comm, stream, c->nranks);
+      goto out;
+    }
     r = nsc_check_comm(c, be, (nsc_stream)stream);
     if (r != ncclSuccess) goto out;
   }

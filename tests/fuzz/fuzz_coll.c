@@ -925,7 +925,9 @@ static int check_call(pend_t *e, int tag) {
    * the wire type (Avg only over a power-of-two rank count), and all of it
    * when nothing is transformed. */
   int n = members(&P, c->comm, me, NULL);
-  int bitwise = c->kind == K_RS || c->dt != ncclFloat32 || (c->op != ncclSum && c->op != ncclAvg) || P.disable ||
+  /* Reduce-scatters are compressed too (two-phase: one rounding of each
+   * input and of the shard, within the ring's bound below). */
+  int bitwise = c->dt != ncclFloat32 || (c->op != ncclSum && c->op != ncclAvg) || P.disable ||
                 P.compress == 0 || (c->exact && (c->op == ncclSum || (n & (n - 1)) == 0));
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < c->count; i++)

@@ -399,16 +399,17 @@ static int cmd_faultalloc(int grouped) {
  * program, where on a real NCCL ncclSuccess vs ncclInProgress is timing.
  * Run with NCCLSHIM_FUSE_BYTES=256K (initial fusion block 128 KiB) and
  * NCCLSHIM_CHUNK_BYTES=64K: a grouped first call (deferred check), a group
- * that outgrows the fusion block (forwarded, then grown by agreement), the
- * same group again (fused), two pipelined calls. Every result exact. */
+ * that outgrows the fusion block (forwarded, then grown by an agreement read
+ * at the next group end, so the grown block serves from the group after
+ * that), the same group twice more, two pipelined calls. Every result exact. */
 static int cmd_nbmix(void) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = rank % 2 == 0;
   ncclComm_t c = tm_comm_over_cfg(MPI_COMM_WORLD, &cfg);
   float *s[2], *r[2];
   for (int q = 0; q < 2; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
-  for (int step = 0; step < 5; step++) {
-    int members = step == 0 ? 1 : step <= 2 ? 2 : 1, grouped = step <= 2;
+  for (int step = 0; step < 6; step++) {
+    int members = step == 0 ? 1 : step <= 3 ? 2 : 1, grouped = step <= 3;
     for (int q = 0; q < members; q++) sf_fill(s[q], N, rank, 100 + 10 * step + q), sf_poison(r[q], N);
     ncclResult_t res = ncclSuccess;
     if (grouped) NCCL_OK(ncclGroupStart());
@@ -430,8 +431,9 @@ static int cmd_nbmix(void) {
   MPI_Allreduce(&fused, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(&fused, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   /* step 1: two buckets of 128 KiB wire, the first fits the initial block, the
-   * second is forwarded and the block grows; step 2: both fused */
-  EXPECT(lo == hi && (!sf_shim_loaded() || hi == 3), "fused members differ between ranks or are not 3: %lld..%lld", lo, hi);
+   * second is forwarded and the growth agreement starts; step 2: the same
+   * (the answer is read at its end); step 3: both fused: 1 + 1 + 2 */
+  EXPECT(lo == hi && (!sf_shim_loaded() || hi == 4), "fused members differ between ranks or are not 4: %lld..%lld", lo, hi);
   NCCL_OK(ncclCommDestroy(c));
   for (int q = 0; q < 2; q++) free(s[q]), free(r[q]);
   return 0;

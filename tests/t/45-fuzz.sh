@@ -13,6 +13,6 @@
 # branch fixnb (mixed blocking, bad settings; tests/README.md). To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
 # on 2 cores (FUZZ_SEEDS overrides the list).
 . "$(dirname "$0")/../lib.sh"
-SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113 20 89 33 63 22 74 19 40"}
+SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113 20 89 33 63 22 74 19 40 5 34 224 211"}
 # shellcheck disable=SC2086
 bash "$ROOT/tests/fuzz/fuzz.sh" --seeds "$SEEDS"
