@@ -137,8 +137,25 @@ _G = ctypes.CDLL(None)
 _counters = getattr(_G, "hostnccl_get_type_counters", None)
 
 
+class _ShimStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("calls", "passthrough", "compressed", "skipped", "fused",
+                                               "real_calls", "logical_bytes", "wire_bytes", "overflow",
+                                               "underflow")] + [("wire", ctypes.c_char * 8), ("enabled", ctypes.c_int),
+                                                                ("twophase", ctypes.c_uint64)]
+
+
+_shim_stats = getattr(_G, "ncclshim_get_stats", None)
+
+
 def wire_bytes():
-    """Bytes of the all-reduces that reached the host NCCL so far, all types."""
+    """Bytes the collectives reduced in their element type so far: with the shim,
+    its own count (wire type for compressed calls, two-phase sends included,
+    0 for skipped ones, the caller's type for the rest); without it, the
+    all-reduces that reached the host NCCL, all types."""
+    if _shim_stats:
+        st = _ShimStats()
+        if _shim_stats(ctypes.byref(st)) == 0 and st.enabled:
+            return st.wire_bytes
     tot = 0
     for t in range(12):
         calls, byts = ctypes.c_uint64(), ctypes.c_uint64()
