@@ -25,7 +25,7 @@ void nsc_ef_free(nsc_ef *e) {
 }
 
 static int sig_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) {
-  return a->count == b->count && a->rs == b->rs && a->fmt == b->fmt && a->block == b->block &&
+  return a->recv == b->recv && a->send == b->send && a->count == b->count && a->rs == b->rs && a->fmt == b->fmt && a->block == b->block &&
          a->nranks == b->nranks;
 }
 

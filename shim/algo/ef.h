@@ -5,8 +5,10 @@
  *
  * Buckets are told apart by their position in the repeating sequence of the
  * communicator's two-phase calls (a backward pass), learned here as calls
- * come, from their signature (element count, all-reduce or reduce-scatter,
- * wire format, block, rank count) only:
+ * come, from their signature: buffer identity (recvbuff, sendbuff, as the
+ * accumulation learner tells buckets apart: DDP's and ZeRO's buckets are
+ * persistent buffers), element count, all-reduce or reduce-scatter, wire
+ * format, block, rank count:
  *   - the expected next slot matches: it is this call's;
  *   - at the end of the learned sequence, a call matching slot j begins a
  *     new pass there (slots before j, a first pass that never came again
@@ -24,9 +26,16 @@
  * stream starts again (its old buffers are released on their own stream).
  *
  * Local data only: nothing here decides what is issued; a slot that differs
- * between ranks changes only what that rank's own roundings carry.
+ * between ranks changes only what that rank's own roundings carry (results
+ * stay identical on every rank: each value they all receive was rounded
+ * once, by one rank). Limit: a program that passes one buffer for several
+ * buckets of the same count within a pass (a reused scratch buffer) makes
+ * its second use look like a new pass: those buckets then share a slot, so
+ * one carries another's residual (bounded by a rounding step, never
+ * accumulating beyond it).
  *
- * Must not: call NCCL, wait, or depend on data, pointers or timings. */
+ * Must not: call NCCL, wait, dereference the buffers, or depend on data or
+ * timings. */
 #ifndef NSC_EF_H
 #define NSC_EF_H
 
@@ -38,6 +47,7 @@
 #define NSC_EF_MAX_SLOTS 4096 /* buckets of one pass, at most (as the accumulation learner) */
 
 typedef struct {
+  uintptr_t recv, send; /* identity only */
   uint64_t count; /* all-reduce: elements; reduce-scatter: elements per rank */
   int rs, fmt, block, nranks;
 } nsc_ef_sig;

@@ -9,6 +9,20 @@ P="$TBIN/shim_ef"
 export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0 NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0
 unset NCCLSHIM_COMPRESS NCCLSHIM_ERROR_FEEDBACK NCCLSHIM_ROUNDING
 
+# 0. The slots (unit, cmocka) and the CUDA kernels on the driver double (bit
+# for bit against the host path); the element rules are in test_wire (10-cast).
+for t in test_ef; do
+  if [ -x "$TBIN/$t" ]; then CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/$t" | grep -E '^(ok|not ok) ' | sed "s/^\(ok\|not ok\) [0-9]* - /\1 - $t: /"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || not_ok "$t exited non-zero"
+  else not_ok "$t was not built"; fi
+done
+if [ -x "$TBIN/test_ef_cuda" ]; then
+  LD_LIBRARY_PATH="$BUILD/lib/cudadrv" timeout "${TEST_TIMEOUT:-120}" "$TBIN/test_ef_cuda" >"$TMPD/efcuda" 2>&1
+  rc=$?
+  grep -E '^(ok|not ok) ' "$TMPD/efcuda"
+  [ $rc -eq 0 ] || { not_ok "test_ef_cuda exited $rc"; sed 's/^/#   /' "$TMPD/efcuda" | tail -5; }
+else not_ok "test_ef_cuda was not built"; fi
+
 # 1. Convergence of the running mean (N = 64 calls of one bucket, 3 ranks).
 for w in fp16 int8 fp8; do
   check "$w, 3 ranks, error feedback: N*|mean - fp32 sum| <= B after 64 calls, identical on every rank" \
