@@ -34,33 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testmpi.h"
-
-static int rank, nranks, fails;
-static ncclComm_t comm;
-static const char *fmt;
-
-#define EXPECT(cond, ...)                                          \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      if (fails++ < 10) {                                          \
-        fprintf(stderr, "rank %d: ", rank);                        \
-        fprintf(stderr, __VA_ARGS__);                              \
-        fputc('\n', stderr);                                       \
-      }                                                            \
-    }                                                              \
-  } while (0)
-
-static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-
-static int identical(const float *x, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ f2u(x[i])) * 1099511628211ull;
-  uint64_t lo, hi;
-  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return lo == hi;
-}
+#include "tpcheck.h"
 
 static double hs(double v);
 static float xval(int r, size_t i) {
@@ -143,24 +117,11 @@ static int cmd_reset(void) {
   return fails != 0;
 }
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  fmt = getenv("NCCLSHIM_COMPRESS");
-  if (!fmt) fmt = "fp16";
-  comm = tm_comm_world();
-  const char *cmd = argc > 1 ? argv[1] : "converge";
-  int rc;
-  if (!strcmp(cmd, "converge")) rc = cmd_converge(argc > 2 ? atoi(argv[2]) : 64, argc > 3 && !strcmp(argv[3], "ef"));
-  else if (!strcmp(cmd, "reset")) rc = cmd_reset();
-  else {
-    fprintf(stderr, "unknown command %s\n", cmd);
-    rc = 2;
-  }
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  ncclCommDestroy(comm);
-  MPI_Finalize();
-  return any;
+static int run(const char *cmd, int argc, char **argv) {
+  if (!strcmp(cmd, "converge")) return cmd_converge(argc > 2 ? atoi(argv[2]) : 64, argc > 3 && !strcmp(argv[3], "ef"));
+  if (!strcmp(cmd, "reset")) return cmd_reset();
+  fprintf(stderr, "unknown command %s\n", cmd);
+  return 2;
 }
+
+int main(int argc, char **argv) { return tp_main(argc, argv, "converge", run); }

@@ -4,7 +4,8 @@
  * reference (nsc_fmt_encode_opt_ref), against the host's fast path
  * (nsc_fmt_encode_opt): encoded bytes and residuals bit for bit, for every
  * format, with and without error feedback (first call: residuals read as
- * zero; then carried), nearest and stochastic, on inputs with Inf, NaN,
+ * zero; then carried), nearest and stochastic, and the plain encode
+ * (tp_enc_*, which shares the 8-bit kernel body), on inputs with Inf, NaN,
  * zeros and subnormals, lengths that end inside a block, scale 1 and not.
  * The double counts any access outside the buffers (exit 86 then).
  *
@@ -79,17 +80,17 @@ int main(void) {
   DRV(cuMemAlloc(&dr, maxn * 4));
   DRV(cuMemAlloc(&de, maxe));
   for (int fi = 0; fi < 4; fi++)
-    for (int mode = 0; mode < 3; mode++) { /* 0: EF nearest, 1: stochastic only, 2: EF + stochastic */
+    for (int mode = 0; mode < 4; mode++) { /* 0: EF nearest, 1: stochastic only, 2: EF + stochastic, 3: plain */
       int ok = 1;
       for (size_t li = 0; li < 4 && ok; li++) {
         nsc_fmt_t f = fmts[fi];
         size_t n = lens[li], block = li == 3 ? 256 : 16, eb = nsc_fmt_bytes(f, n, block);
         float scale = li == 2 ? 0.25f : 1.0f;
-        int ef = mode != 1;
+        int ef = mode == 0 || mode == 2;
         for (int call = 0; call < 3 && ok; call++) {
           fill(x, n);
           DRV(cuMemcpyHtoD(dx, x, n * 4));
-          nsc_enc_opt oh = {ef ? rh : NULL, call == 0, mode != 0, nsc_sr_key(5, (uint64_t)call, 1, (uint32_t)li)};
+          nsc_enc_opt oh = {ef ? rh : NULL, call == 0, mode == 1 || mode == 2, nsc_sr_key(5, (uint64_t)call, 1, (uint32_t)li)};
           nsc_enc_opt od = oh;
           od.resid = ef ? (float *)(uintptr_t)dr : NULL;
           nsc_fmt_encode_opt(f, block, x, eh, n, scale, &oh, NULL);
@@ -116,7 +117,10 @@ int main(void) {
       }
       char what[160];
       snprintf(what, sizeof what, "%s %s: CUDA kernel = host fast path = reference, bytes and residuals, 3 calls",
-               nsc_fmt_name(fmts[fi]), mode == 0 ? "error feedback" : mode == 1 ? "stochastic" : "error feedback + stochastic");
+               nsc_fmt_name(fmts[fi]), mode == 0   ? "error feedback"
+               : mode == 1 ? "stochastic"
+               : mode == 2 ? "error feedback + stochastic"
+                           : "no options (tp_enc_* / to_* casts)");
       report(ok, what);
     }
   cuMemFree(dx);
