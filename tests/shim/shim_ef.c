@@ -17,6 +17,10 @@
  *                         first (the state was dropped); a reduce-scatter
  *                         bucket likewise carries its residual.
  *
+ * With SHIMTEST_DEVICE=1 (tests/shim/devmirror.h) the all-reduces run on
+ * device memory of the CUDA driver double: the CUDA backend's kernels and
+ * residuals in device memory, end to end.
+ *
  * Inputs: x_r[i] = base(i) + k * u, base in {1, 1.25, 1.5}, k = (7i + 3r)
  * mod 8, u = hs(1) / 8 (an eighth of the format's half step at 1, so the
  * nearest code of x is always its base): exact in fp32, not in the wire
@@ -35,6 +39,12 @@
 #include <string.h>
 
 #include "tpcheck.h"
+/* SHIMTEST_DEVICE=1: the all-reduces on device buffers of the CUDA driver
+ * double (its group wrappers are not used here) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "devmirror.h"
+#pragma GCC diagnostic pop
 
 static double hs(double v);
 static float xval(int r, size_t i) {

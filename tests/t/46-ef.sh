@@ -33,6 +33,12 @@ check "int8, 3 ranks, no error feedback: the bias stays (N*|mean - sum| > B: the
 check "bf16, 2 ranks, error feedback with stochastic rounding: converges too, identical on every rank" \
   with NCCLSHIM_COMPRESS=bf16 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_ROUNDING=stochastic mpirun_shim 2 "$P" converge 64 ef
 
+# The CUDA path end to end: device buffers on the driver double (residuals in
+# its device memory, tp_encx_* kernels); a violation it records fails the run (exit 86).
+check "int8, 2 ranks, device buffers on the CUDA driver double: error feedback converges, identical on every rank" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 SHIMTEST_DEVICE=1 \
+    LD_LIBRARY_PATH="$BUILD/lib/cudadrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" mpirun_shim 2 "$P" converge 64 ef
+
 # 2. A changed sequence drops the bucket's state; a reduce-scatter carries its residual.
 check "int8, 2 ranks: B's residual carried, dropped when C took its position, reduce-scatter carried" \
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" reset
