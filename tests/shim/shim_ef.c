@@ -10,11 +10,13 @@
  *                         (the bias of round to nearest stays); every call's
  *                         result identical on every rank. Prints
  *                         "converge <fmt> <N> <max N*|err|> <B>" on rank 0.
- *   shim_ef reset         passes [A, B], [A, B], [A, C], [A, B] (C another
- *                         count at B's position): B's second result differs
- *                         from its first (its residual was carried), its
- *                         result after the change is bit-identical to its
- *                         first (the state was dropped); a reduce-scatter
+ *   shim_ef reset         passes [A, B] x 3, [A, C], [A, B] x 2 (C another
+ *                         count at B's position): B's third result differs
+ *                         from its first (residuals exist from a bucket's
+ *                         second call and are fed back from its third), its
+ *                         two results after the change are bit-identical to
+ *                         its first (the state was dropped, and is made again
+ *                         only from the second call); a reduce-scatter
  *                         bucket likewise carries its residual.
  *
  * With SHIMTEST_DEVICE=1 (tests/shim/devmirror.h) the all-reduces run on
@@ -26,10 +28,12 @@
  * nearest code of x is always its base): exact in fp32, not in the wire
  * format (k > 0), which rounds them to their base; every sum and
  * residual below is then exact in fp32, so the telescoping sum of the
- * results is exact: N * (mean - S) = -(sum over ranks of the last input
- * residuals + the owner's last output residual), each at most half a step
- * of its format at twice the magnitude (B = n * hs(2 * 1.5) + hs(2 * 1.5n),
- * hs(v) = 2^(floor(log2 v) - m), m = 11 fp16, 8 bf16, 7 int8, 4 fp8).
+ * results is exact: N * (mean - S) = the error of the bucket's first call
+ * (which keeps no residual, ef.h) - (the sum over ranks of the last input
+ * residuals + the owner's last output residual); each of the two parts is
+ * at most half a step per rounding at twice the magnitude, so
+ * B = 2 (n hs(2 * 1.5) + hs(2 * 1.5n)),
+ * hs(v) = 2^(floor(log2 v) - m), m = 11 fp16, 8 bf16, 7 int8, 4 fp8.
  *
  * Must not: rely on timings. */
 #include <math.h>
@@ -65,7 +69,7 @@ static int cmd_converge(int N, int ef) {
   const size_t M = 4096;
   float *b = malloc(M * 4);
   double *acc = calloc(M, sizeof *acc);
-  double B = nranks * hs(2 * 1.5) + hs(2 * 1.5 * nranks);
+  double B = 2 * (nranks * hs(2 * 1.5) + hs(2 * 1.5 * nranks));
   NCCL_OK(ncclAllReduce(b, b, 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
   for (int t = 0; t < N; t++) {
     for (size_t i = 0; i < M; i++) b[i] = xval(rank, i);
@@ -98,26 +102,26 @@ static int cmd_reset(void) {
   float *a = malloc(NA * 4), *b = malloc(NC * 4), *b1 = malloc(NB * 4), *s = malloc(RC * nranks * 4),
         *r = malloc(RC * 4), *r1 = malloc(RC * 4);
   NCCL_OK(ncclAllReduce(a, a, 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
-  for (int pass = 0; pass < 4; pass++) {
-    size_t nb = pass == 2 ? NC : NB;
+  for (int pass = 0; pass < 6; pass++) {
+    size_t nb = pass == 3 ? NC : NB;
     fill(a, NA, 0);
     NCCL_OK(ncclAllReduce(a, a, NA, ncclFloat32, ncclSum, comm, NULL));
     fill(b, nb, 0);
     NCCL_OK(ncclAllReduce(b, b, nb, ncclFloat32, ncclSum, comm, NULL));
     EXPECT(identical(b, nb), "pass %d: ranks hold different bits", pass);
     if (pass == 0) memcpy(b1, b, NB * 4);
-    if (pass == 1) EXPECT(memcmp(b, b1, NB * 4) != 0, "pass 1: B's result equals its first: no residual carried");
-    if (pass == 3) EXPECT(memcmp(b, b1, NB * 4) == 0, "pass 3: B after a changed sequence differs from its first "
-                                                      "result: its state was not dropped");
+    if (pass == 2) EXPECT(memcmp(b, b1, NB * 4) != 0, "pass 2: B's result equals its first: no residual carried");
+    if (pass >= 4) EXPECT(memcmp(b, b1, NB * 4) == 0, "pass %d: B after a changed sequence differs from its first "
+                                                      "result: its state was not dropped", pass);
   }
   /* A reduce-scatter bucket of its own communicator's sequence: the second
    * call carries the first one's residual. */
-  for (int t = 0; t < 2; t++) {
+  for (int t = 0; t < 3; t++) {
     fill(s, RC * nranks, 0);
     NCCL_OK(ncclReduceScatter(s, r, RC, ncclFloat32, ncclSum, comm, NULL));
     if (t == 0) memcpy(r1, r, RC * 4);
   }
-  EXPECT(memcmp(r, r1, RC * 4) != 0, "reduce-scatter: the second result equals the first: no residual carried");
+  EXPECT(memcmp(r, r1, RC * 4) != 0, "reduce-scatter: the third result equals the first: no residual carried");
   free(a);
   free(b);
   free(b1);

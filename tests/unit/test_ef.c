@@ -1,6 +1,7 @@
 /* test_ef.c — unit tests of the error-feedback slots (shim/algo/ef.h): which
  * slot each call of a changing call sequence gets, what state is dropped,
- * the memory cap, allocation failure, and that every buffer is released
+ * memory only from a bucket's second use, the memory cap, allocation
+ * failure, fresh buffers on every call, and that every buffer is released
  * (a counting stand-in backend).
  *
  * Runs as cmocka with TAP output. Must not: rely on timings. */
@@ -94,17 +95,24 @@ static void test_cap_and_failures(void **state) {
   nsc_ef e;
   nsc_ef_init(&e);
   nsc_ef_sig a = sig(1000), b = sig(2000), c = sig(3000);
-  /* cap 12000 bytes: a (1000 + 250 floats = 5000 bytes) fits, b (10000) does not */
-  nsc_ef_slot *sa = nsc_ef_next(&e, &a);
+  /* first uses: no memory yet */
+  nsc_ef_slot *sa = nsc_ef_next(&e, &a), *sb, *sc;
+  assert_int_equal(nsc_ef_buffers(&e, sa, &fake, NULL, 1000, 250, 12000), -1);
+  assert_int_equal(sa->none, 0);
+  nsc_ef_next(&e, &b);
+  nsc_ef_next(&e, &c);
+  assert_int_equal(live, 0);
+  /* second pass, cap 12000 bytes: a (1000 + 250 floats = 5000 bytes) fits, b (10000) does not */
+  sa = nsc_ef_next(&e, &a);
   assert_int_equal(nsc_ef_buffers(&e, sa, &fake, NULL, 1000, 250, 12000), 0);
   assert_int_equal(e.bytes, 5000);
-  nsc_ef_slot *sb = nsc_ef_next(&e, &b);
+  sb = nsc_ef_next(&e, &b);
   assert_int_equal(nsc_ef_buffers(&e, sb, &fake, NULL, 2000, 500, 12000), -1);
   assert_int_equal(sb->none, 1);
   assert_int_equal(e.bytes, 5000);
   /* a failed allocation: no feedback for that bucket, nothing leaked */
   fail_next = 2; /* the second buffer of c */
-  nsc_ef_slot *sc = nsc_ef_next(&e, &c);
+  sc = nsc_ef_next(&e, &c);
   assert_int_equal(nsc_ef_buffers(&e, sc, &fake, NULL, 3000, 750, 1 << 30), -1);
   assert_int_equal(live, 2);
   /* another stream: the state starts again */
@@ -117,10 +125,28 @@ static void test_cap_and_failures(void **state) {
   assert_int_equal(live, 0);
 }
 
+/* A program that passes a fresh buffer to every call: no bucket recurs, no
+ * memory is taken, the slots stay bounded and never run out. */
+static void test_fresh_buffers(void **state) {
+  (void)state;
+  nsc_ef e;
+  nsc_ef_init(&e);
+  for (uintptr_t p = 1; p <= 3 * NSC_EF_MAX_SLOTS; p++) {
+    nsc_ef_sig s = sigb(p * 64, 1000);
+    nsc_ef_slot *sl = nsc_ef_next(&e, &s);
+    assert_non_null(sl);
+    assert_int_equal(nsc_ef_buffers(&e, sl, &fake, NULL, 1000, 250, (size_t)1 << 40), -1);
+    assert_true(e.len <= NSC_EF_MAX_SLOTS);
+  }
+  assert_int_equal(live, 0);
+  nsc_ef_free(&e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sequence),
       cmocka_unit_test(test_cap_and_failures),
+      cmocka_unit_test(test_fresh_buffers),
   };
   return cmocka_run_group_tests_name("ef", tests, NULL, NULL);
 }
