@@ -47,6 +47,10 @@ nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs)
   switch (cfg->algo) {
   case NSC_ALGO_RING: return NSC_ALG_RING;
   case NSC_ALGO_TWOPHASE: return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
-  default: return fits && nranks >= 4 && count / (size_t)nranks >= 16384 ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
+  default:
+    /* Error feedback exists only in two phases (the ring rounds inside NCCL's
+     * kernels), so asking for it makes auto choose two phases wherever they fit. */
+    if (cfg->error_feedback) return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
+    return fits && nranks >= 4 && count / (size_t)nranks >= 16384 ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
   }
 }

@@ -32,6 +32,10 @@ check "int8, 3 ranks, no error feedback: the bias stays (N*|mean - sum| > B: the
   with NCCLSHIM_COMPRESS=int8 mpirun_shim 3 "$P" converge 64
 check "bf16, 2 ranks, error feedback with stochastic rounding: converges too, identical on every rank" \
   with NCCLSHIM_COMPRESS=bf16 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_ROUNDING=stochastic mpirun_shim 2 "$P" converge 64 ef
+check "fp16, 2 ranks, NCCLSHIM_ALGO=auto with error feedback: auto chooses two phases (the ring has no feedback), converges" \
+  with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=auto NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" converge 64 ef
+check "fp16, 2 ranks, NCCLSHIM_ALGO=ring with error feedback: the ring, no feedback (the bias stays: the check above can fail)" \
+  with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=ring NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" converge 64
 
 # The CUDA path end to end: device buffers on the driver double (residuals in
 # its device memory, tp_encx_* kernels); a violation it records fails the run (exit 86).
