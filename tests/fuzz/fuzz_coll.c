@@ -981,20 +981,22 @@ static void poll_pending_but(const step_t *except) {
 static void poll_pending(void) { poll_pending_but(NULL); }
 
 /* Real NCCL progresses a nonblocking communicator's queued work in the
- * background; the host NCCL runs it only when polled. Before a step that
- * blocks on some rank, every rank polls its queued work on the other
- * communicators (as NCCL's background progress would run it), else a rank
- * blocked on the step and a peer's queued work wait for each other under the
- * host NCCL only. Queued work on the step's own communicators stays queued
- * into the step (calls issued while earlier ones are in progress). Depends on
- * the program only, alike on every rank. */
-static int blocks_somewhere(const step_t *s) {
-  int blocks = 0;
-  unsigned all = (1u << P.W) - 1;
-  for (int i = 0; i < (s->kind == ST_CALL ? 1 : s->n); i++) blocks |= (P.comm[s->c[i].comm].nb & all) != all;
-  return blocks;
-}
-
+ * background; the host NCCL runs it only when polled, and runs a blocking
+ * communicator's collective synchronously, waiting for its peers. So before
+ * every step, every rank polls its queued work on the other communicators (as
+ * NCCL's background progress would run it), else a rank that waits in the
+ * step and a peer's queued work wait for each other under the host NCCL only.
+ * Every step, not only those on a communicator blocking on some rank: with
+ * the shim, a call or group end on a nonblocking communicator waits too
+ * whenever the shim issues an exchange of its own there (a first call's
+ * check, a fusion-growth or accumulation agreement, chunk or two-phase
+ * waits). Seed 588 hung in such a wait (rank 0 in the fusion-growth
+ * agreement on c1 at step 14, while rank 2 blocked at step 12 on c2, where
+ * rank 0's call was queued and unpolled): a hang of the host NCCL's model
+ * only, since real NCCL would have run that queued call. Queued work on the
+ * step's own communicators stays queued into the step (calls issued while
+ * earlier ones are in progress). Depends on the program only, alike on every
+ * rank. */
 /* A check point: wait for every nonblocking communicator in use, then check
  * every pending call in issue order. The same points on every rank and in
  * both halves, whatever the calls returned. */
@@ -1198,7 +1200,7 @@ static int run(double timeout) {
       run_pass(&st->p);
       if (st->p.step_after) optimizer_step(st->p.pass);
     } else if (st->kind != ST_NOP) {
-      if (blocks_somewhere(st)) poll_pending_but(st);
+      poll_pending_but(st);
       run_calls(st);
       if (st->poll) check_point(tainted);
     }
