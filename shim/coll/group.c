@@ -112,6 +112,25 @@ ncclResult_t nsc_work_run(nsc_work *w) {
   return r;
 }
 
+ncclResult_t nsc_twophase_defer(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv,
+                                size_t count, ncclRedOp_t op, nsc_stream s, int rs) {
+  nsc_work *w = nsc_work_new(NSC_W_TWOPHASE, c);
+  if (!w) { /* heap and reserve exhausted at once: the peers' group issues it, this one cannot */
+    nsc_warn("out of host memory on rank %d for a grouped two-phase call on communicator %p: its peers will wait "
+             "for it", c->rank, (void *)c->comm);
+    return ncclSystemError;
+  }
+  w->be = be;
+  w->stream = s;
+  w->op = op;
+  w->tsend = send;
+  w->trecv = recv;
+  w->count = count;
+  w->rs = rs;
+  nsc_group_defer(w);
+  return ncclSuccess;
+}
+
 void nsc_work_drop(nsc_work *w) {
   if (w->kind == NSC_W_AGREE && w->c) w->c->agree_queued = 0; /* issued or not, the next group may queue one */
   if (w->c && w->wirebuf && !w->from_fuse_block) {

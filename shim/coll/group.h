@@ -67,6 +67,13 @@ void nsc_group_enter(void);
 /* Returns the depth after leaving (0 = this was the outermost end). */
 int nsc_group_leave(void);
 
+/* A two-phase all-reduce (rs = 0) or reduce-scatter (rs = 1, count per
+ * rank) called inside a user's group: its second phase needs the first
+ * phase's data, and nothing of a group runs before the outermost end, so the
+ * whole call is issued right after the real group end (lifecycle.c), in the
+ * order it was queued, on its own stream, by every rank alike. */
+ncclResult_t nsc_twophase_defer(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv,
+                                size_t count, ncclRedOp_t op, nsc_stream s, int rs);
 /* Queue work for the outermost group end of this thread. */
 void nsc_group_defer(nsc_work *w);
 /* Take this thread's queued work (in order) and clear the queue. */
