@@ -1,5 +1,6 @@
 /* allreduce.c — one intercepted ncclAllReduce: pass it through, compress it,
- * answer it locally (accumulation) or queue it for fusion at group end.
+ * answer it locally (accumulation), queue it for fusion at group end, or
+ * carry it out in two phases (inside a group: right after the group end).
  *
  * Order of work on the caller's stream: cast-in, the real collective on the
  * wire buffer, cast-back; outside a group all three are enqueued before the

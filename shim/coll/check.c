@@ -7,7 +7,9 @@
  * fusion-block slot and a status slot, on a private buffer and stream (never
  * the caller's stream), issued by every rank at the same point (its first
  * intercepted call on the communicator, or right after the group in which it
- * first appeared). It cannot be switched off, and it is issued whatever
+ * first appeared), followed by a one-value confirmation in which every rank
+ * says whether it could read the answer back (a failure on one rank then
+ * fails the call on every rank). It cannot be switched off, and it is issued whatever
  * happens locally: a rank whose settings are invalid takes part with status 1
  * (every rank then fails every call on the communicator with
  * ncclInvalidUsage), a rank that cannot build its exchange buffer reduces an

@@ -1,5 +1,6 @@
 /* lifecycle.c — the calls that close work the shim has open: the outermost
- * ncclGroupEnd (fusion, queued cast-backs, deferred checks), completion of a
+ * ncclGroupEnd (fusion, queued cast-backs, deferred checks, grouped two-phase
+ * calls), completion of a
  * nonblocking communicator (ncclCommGetAsyncError) and the end of a
  * communicator (destroy/abort: state and staging released, summary written).
  *
