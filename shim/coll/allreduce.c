@@ -1,5 +1,6 @@
 /* allreduce.c — one intercepted ncclAllReduce: pass it through, compress it,
- * answer it locally (accumulation) or queue it for fusion at group end.
+ * answer it locally (accumulation), queue it for fusion at group end, or
+ * carry it out in two phases (inside a group: right after the group end).
  *
  * Order of work on the caller's stream: cast-in, the real collective on the
  * wire buffer, cast-back; outside a group all three are enqueued before the
@@ -371,7 +372,12 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   c->seq++;
   nsc_action a = nsc_policy_transform(cfg, &call);
   int acc = nsc_policy_accumulable(cfg, &call);
-  if (a == NSC_ACT_PASS && !acc) {
+  /* Two-phase from count, rank count and configuration alone, inside a
+   * group as outside (there after the real group end, group.h); it takes
+   * precedence over fusion: a two-phase member is not packed with the
+   * ring's fused members. */
+  int tp = nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, count, c->nranks, 0) == NSC_ALG_TWOPHASE;
+  if (a == NSC_ACT_PASS && !acc && !tp) {
     (void)nsc_accum_feed(c, &call, send, recv, 0, &agree);
     r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
     goto out;
@@ -389,12 +395,13 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
     a = nsc_policy_transform(cfg, &call);
     acc = nsc_policy_accumulable(cfg, &call);
   }
+  if (call.capturing) tp = 0;
   if (!nsc_accum_feed(c, &call, send, recv, acc, &agree)) r = answer_locally(c, be, send, recv, count, dt, op, stream);
+  else if (tp && call.in_group) r = nsc_twophase_defer(c, be, send, recv, count, op, (nsc_stream)stream, 0);
+  else if (tp) r = nsc_twophase(c, be, send, recv, count, op, stream, 0);
   else switch (a) {
   case NSC_ACT_COMPRESS:
-    if (!call.in_group && nsc_algo_choose(cfg, count, c->nranks, 0) == NSC_ALG_TWOPHASE)
-      r = nsc_twophase(c, be, send, recv, count, op, stream, 0);
-    else if (nsc_policy_wire8(cfg)) /* too small for two-phase; NCCL cannot reduce 8-bit blocks */
+    if (nsc_policy_wire8(cfg)) /* too small for two-phase; NCCL cannot reduce 8-bit blocks */
       r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
     else
       r = compress(c, be, send, recv, count, op, stream, call.in_group);

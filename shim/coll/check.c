@@ -7,7 +7,9 @@
  * fusion-block slot and a status slot, on a private buffer and stream (never
  * the caller's stream), issued by every rank at the same point (its first
  * intercepted call on the communicator, or right after the group in which it
- * first appeared). It cannot be switched off, and it is issued whatever
+ * first appeared), followed by a one-value confirmation in which every rank
+ * says whether it could read the answer back (a failure on one rank then
+ * fails the call on every rank). It cannot be switched off, and it is issued whatever
  * happens locally: a rank whose settings are invalid takes part with status 1
  * (every rank then fails every call on the communicator with
  * ncclInvalidUsage), a rank that cannot build its exchange buffer reduces an
@@ -105,13 +107,52 @@ ncclResult_t nsc_exchange_begin(nsc_comm *c, const nsc_backend *be, nsc_stream c
   return x->r;
 }
 
+/* Testing (NCCLSHIM_FAULT_OOB_END): the n-th read-back of this process
+ * fails (its buffer is given back all the same). */
+static int oob_end_fault(int e) {
+  static long long k;
+  long long f = nsc_g.cfg.fault_oob_end;
+  if (e == 0 || !f || __atomic_add_fetch(&k, 1, __ATOMIC_RELAXED) != f) return e;
+  nsc_backend_set_error("read-back %lld of an exchange failed (NCCLSHIM_FAULT_OOB_END)", f);
+  return -1;
+}
+
 ncclResult_t nsc_exchange_end(nsc_xchg *x, int64_t *vals) {
   if (!x->live) return ncclInternalError;
   x->live = 0;
   ncclResult_t r = x->r;
   /* Polls the private stream's event: never a synchronisation. */
-  if (x->be->oob_end(x->buf, x->s, vals, (size_t)x->n * sizeof *vals, 1) != 1 && r == ncclSuccess) r = ncclSystemError;
+  if (oob_end_fault(x->be->oob_end(x->buf, x->s, vals, (size_t)x->n * sizeof *vals, 1)) != 1 && r == ncclSuccess) {
+    nsc_warn("an exchange between the ranks could not read its answer back (%s)", nsc_backend_error());
+    r = ncclSystemError;
+  }
   return r;
+}
+
+/* After an exchange whose outcome was `mine` on this rank: one more int64
+ * Max exchange in which every rank says whether it got (and could read) the
+ * answer, so that a failure on one rank only fails the call on every rank
+ * (ncclSystemError) instead of leaving that rank alone behind. A rank that
+ * failed knows the answer without reading it (its own 1 is the maximum); a
+ * rank that cannot read this confirmation but had the answer assumes the
+ * others had it too, so any single failing read-back ends alike on every
+ * rank (two failing reads in one check may not). Returns ncclSuccess when
+ * every rank had the answer. */
+static ncclResult_t confirm(nsc_comm *c, const nsc_backend *be, nsc_stream s, ncclResult_t mine) {
+  int64_t v = mine == ncclSuccess ? -2 : 1; /* a poisoned buffer reads -1: a failure too */
+  nsc_xchg x;
+  ncclResult_t r = nsc_exchange_begin(c, be, s, &v, 1, &x);
+  if (x.live) {
+    ncclResult_t e = nsc_exchange_end(&x, &v);
+    if (r == ncclSuccess && e != ncclSuccess && mine == ncclSuccess) {
+      nsc_warn("communicator %p: rank %d could not read the confirmation of its check; it assumes every rank "
+               "had the answer, as it had", (void *)c->comm, c->rank);
+      v = -2;
+    }
+  } else if (r == ncclSuccess) r = ncclSystemError;
+  if (mine != ncclSuccess) return mine;
+  if (r != ncclSuccess && !(r == ncclSystemError && !x.live)) return r; /* NCCL's own error, passed up */
+  return v == -2 && r == ncclSuccess ? ncclSuccess : ncclSystemError;
 }
 
 ncclResult_t nsc_exchange_max(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int64_t *vals, int n) {
@@ -164,7 +205,19 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   int usable = be->usable(s);
   vals[SLOT_KERNELS] = usable ? 0 : 1; /* a rank that cannot run the kernels: all forward untouched */
   vals[SLOT_STATUS] = nsc_g.bad_setting ? ST_BAD_SETTING : ST_OK;
+  if (!nsc_pending_reserve(c) && vals[SLOT_STATUS] == ST_OK) {
+    nsc_warn("configuration check on communicator %p: no host memory on rank %d for its list of parked work",
+             (void *)c->comm, c->rank);
+    vals[SLOT_STATUS] = ST_POISON; /* every rank fails this call and checks again at the next */
+  }
   ncclResult_t res = nsc_exchange_max(c, be, s, vals, NSLOTS);
+  /* Every rank learns whether every rank has the answer. */
+  ncclResult_t cr = confirm(c, be, s, res);
+  if (res == ncclSuccess && cr != ncclSuccess) {
+    nsc_warn("configuration check on communicator %p: a rank could not read its answer (it said why); this call "
+             "fails on every rank and the next one checks again", (void *)c->comm);
+    res = cr;
+  }
   if (res == ncclSuccess && vals[SLOT_STATUS] == ST_POISON) {
     nsc_warn("configuration check on communicator %p: a rank could not take part properly (it said why); "
              "this call fails on every rank and the next one checks again", (void *)c->comm);
@@ -227,14 +280,18 @@ typedef struct {
   ncclResult_t r;
   int answered;
   int64_t v[2];
+  const nsc_backend *be;
+  nsc_stream s; /* the caller's stream it was issued from (the confirmation's too) */
 } agreement;
 
 static void *agree_start(int ok, const nsc_backend *be, nsc_stream s, void *arg) {
   nsc_comm *c = arg;
-  agreement *g = calloc(1, sizeof *g);
+  agreement *g = nsc_coll_zalloc(sizeof *g); /* the heap or the reserve: issued on every rank */
   if (!g) return NULL;
   g->c = c;
   g->ok = ok;
+  g->be = be;
+  g->s = s;
   g->v[0] = ok ? 0 : 1;
   g->v[1] = -2;
   g->r = nsc_exchange_begin(c, be, s, g->v, 2, &g->x);
@@ -244,7 +301,7 @@ static void *agree_start(int ok, const nsc_backend *be, nsc_stream s, void *arg)
     return g;
   }
   /* Enqueue the copy back; the host backend answers at once. */
-  int e = be->oob_end(g->x.buf, g->x.s, g->v, sizeof g->v, 0);
+  int e = oob_end_fault(be->oob_end(g->x.buf, g->x.s, g->v, sizeof g->v, 0));
   if (e != 0) {
     g->x.live = 0;
     g->answered = 1;
@@ -257,17 +314,27 @@ static int agree_finish(void *tok, int wait, void *arg) {
   (void)arg;
   agreement *g = tok;
   if (!g->answered) {
-    int e = g->x.be->oob_end(g->x.buf, g->x.s, g->v, sizeof g->v, wait);
+    int e = oob_end_fault(g->x.be->oob_end(g->x.buf, g->x.s, g->v, sizeof g->v, wait));
     if (e == 0) return -1;
     if (e < 0 && g->r == ncclSuccess) g->r = ncclSystemError;
     g->x.live = 0;
+  }
+  /* Read at a settle (wait), alike on every rank: confirm that every rank
+   * read the answer, so that a read-back failing on one rank disables
+   * fusion on all. Not during a capture (alike on every rank: nothing of
+   * ours is issued there) nor at destroy (!wait). */
+  int capturing = 0;
+  if (wait && g->be->capturing(g->s, &capturing)) capturing = 1;
+  if (wait && !capturing) {
+    ncclResult_t cr = confirm(g->c, g->be, g->s, g->r);
+    if (g->r == ncclSuccess) g->r = cr;
   }
   int all = g->r == ncclSuccess && g->v[0] == 0 && g->v[1] == -2;
   if (!all && (g->c->rank == 0 || !g->ok))
     nsc_warn("fusion disabled on communicator %p: %s", (void *)g->c->comm,
              g->r != ncclSuccess ? "the agreement on its buffer failed"
                                  : "a rank could not allocate the fusion buffer (fused groups are forwarded in fp32)");
-  free(g);
+  nsc_coll_free(g);
   return all;
 }
 

@@ -28,28 +28,29 @@ static int same_key(const nsc_work *a, const nsc_work *b) {
   return a->c == b->c && a->op == b->op && a->be == b->be;
 }
 
-static void forward_members(nsc_work **m, int n, ncclResult_t *r) {
+static void forward_members(nsc_work *m, ncclResult_t *r) {
   nsc_group_enter(); /* still inside the real group: the log must not time these */
-  for (int i = 0; i < n; i++) {
-    ncclResult_t rr = nsc_forward(m[i]->c, m[i]->src, m[i]->dst, m[i]->count, ncclFloat32, m[i]->op,
-                                  (cudaStream_t)m[i]->stream, NSC_ACT_PASS);
+  for (; m; m = m->bnext) {
+    ncclResult_t rr = nsc_forward(m->c, m->src, m->dst, m->count, ncclFloat32, m->op, (cudaStream_t)m->stream,
+                                  NSC_ACT_PASS);
     if (*r == ncclSuccess && !NSC_OK(rr)) *r = rr;
   }
   nsc_group_leave();
 }
 
-/* One bucket: members m[0..n) of one key, total elements T, reduced on home. */
-static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T, nsc_stream home) {
-  nsc_comm *c = m[0]->c;
-  const nsc_backend *be = m[0]->be;
+/* One bucket: n members linked by bnext from m0, of one key, total elements
+ * T, reduced on home. */
+static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home) {
+  nsc_comm *c = m0->c;
+  const nsc_backend *be = m0->be;
   ncclResult_t r = ncclSuccess;
   if (T * 4 < (size_t)nsc_g.cfg.min_bytes) {
-    forward_members(m, n, &r);
+    forward_members(m0, &r);
     return r;
   }
   nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
-  nsc_seg *segs = calloc((size_t)n, sizeof *segs);
-  nsc_stream *joins = calloc((size_t)n, sizeof *joins);
+  nsc_seg *segs = nsc_coll_calloc((size_t)n, sizeof *segs);
+  nsc_stream *joins = nsc_coll_calloc((size_t)n, sizeof *joins);
   void *stage = NULL;
   pthread_mutex_lock(&c->lock);
   /* A parked cast-back (its group not yet reported complete) still reads the
@@ -74,20 +75,21 @@ static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T, nsc_stream home)
     free(segs);
     free(joins);
     if (w) nsc_work_drop(w);
-    forward_members(m, n, &r);
+    forward_members(m0, &r);
     c->fuse_grow = 1;
     return r;
   }
   int bad = rc > 0 || !w || !segs || !joins, nj = 0;
   size_t off = 0;
-  for (int i = 0; i < n; i++) {
-    if (segs) segs[i] = (nsc_seg){m[i]->src, m[i]->dst, m[i]->count, off};
-    off += m[i]->count;
-    int seen = m[i]->stream == home;
-    for (int j = 0; j < nj && !seen; j++) seen = joins[j] == m[i]->stream;
+  int i = 0;
+  for (nsc_work *m = m0; m; m = m->bnext, i++) {
+    if (segs) segs[i] = (nsc_seg){m->src, m->dst, m->count, off};
+    off += m->count;
+    int seen = m->stream == home;
+    for (int j = 0; j < nj && !seen; j++) seen = joins[j] == m->stream;
     if (!seen && joins) {
-      joins[nj++] = m[i]->stream;
-      if (be->join(home, m[i]->stream)) bad = 1;
+      joins[nj++] = m->stream;
+      if (be->join(home, m->stream)) bad = 1;
     }
   }
   ncclDataType_t wdt = nsc_policy_wire_dtype(&nsc_g.cfg);
@@ -103,17 +105,17 @@ static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T, nsc_stream home)
   NSC_COUNT(logical_bytes, T * 4);
   NSC_COUNT(wire_bytes, T * 2);
   if (!w || !segs || !joins) { /* no item to carry the cast-back: NaN now, the same collective all the same */
-    for (int i = 0; i < n; i++) be->fill_ones(home, m[i]->dst, m[i]->count * 4);
+    for (nsc_work *m = m0; m; m = m->bnext) be->fill_ones(home, m->dst, m->count * 4);
     free(segs);
     free(joins);
     if (w) nsc_work_drop(w);
-    ncclResult_t rr = nsc_wire_calls(c, stage, 1, T, 0, wdt, m[0]->op, (cudaStream_t)home, 1);
+    ncclResult_t rr = nsc_wire_calls(c, stage, 1, T, 0, wdt, m0->op, (cudaStream_t)home, 1);
     return NSC_OK(rr) ? ncclSystemError : rr;
   }
   w->be = be;
   w->stream = home;
   w->wire = wire;
-  w->op = m[0]->op;
+  w->op = m0->op;
   w->wirebuf = stage;
   w->from_fuse_block = 1;
   w->count = T;
@@ -137,66 +139,63 @@ static ncclResult_t issue_bucket(nsc_work **m, int n, size_t T, nsc_stream home)
   return nsc_reduce_wire(c, w, T, 0, 1);
 }
 
+/* Allocates nothing: the members stay in their linked list (done, bnext),
+ * so that what is issued can never depend on host memory. */
 ncclResult_t nsc_fuse_flush(nsc_work **list, nsc_comm **touched, int *ntouched, int max) {
   /* Split the list: FUSE members out (in order), everything else stays. */
-  int n = 0, cap = 0;
-  nsc_work **m = NULL, *keep = NULL, **tail = &keep;
+  nsc_work *m = NULL, **mt = &m, *keep = NULL, **tail = &keep;
   for (nsc_work *w = *list, *next; w; w = next) {
     next = w->next;
     w->next = NULL;
+    w->done = 0;
+    w->bnext = NULL;
     if (w->kind != NSC_W_FUSE) { *tail = w; tail = &w->next; continue; }
-    if (n == cap) {
-      cap = cap ? 2 * cap : 16;
-      nsc_work **g = realloc(m, (size_t)cap * sizeof *m);
-      if (!g) { nsc_work_drop(w); continue; } /* cannot happen quietly: see below */
-      m = g;
-    }
-    m[n++] = w;
+    *mt = w;
+    mt = &w->next;
   }
   *list = keep;
   ncclResult_t r = ncclSuccess;
   const size_t cap_elems = (size_t)nsc_g.cfg.fuse_bytes / 4;
-  char *done = calloc((size_t)n + 1, 1);
-  nsc_work **bucket = malloc(((size_t)n + 1) * sizeof *bucket);
-  if (!done || !bucket) { n = 0; r = ncclSystemError; }
   /* Every bucket is issued even after an error, so the real operations stay
    * matched across ranks; the first error is returned. */
-  for (int i = 0; i < n; i++) {
-    if (done[i]) continue;
+  for (nsc_work *i = m; i; i = i->next) {
+    if (i->done) continue;
     int nb = 0;
     size_t T = 0;
-    nsc_stream home = m[i]->stream; /* the communicator's first fused member's stream */
-    for (int k = 0; k < i; k++)
-      if (m[k]->c == m[i]->c) { home = m[k]->stream; break; }
-    for (int j = i; j < n; j++) {
-      if (done[j] || !same_key(m[i], m[j])) continue;
-      if (nb > 0 && T + m[j]->count > cap_elems) {
-        ncclResult_t rr = issue_bucket(bucket, nb, T, home);
+    nsc_work *head = NULL, *last = NULL;
+    nsc_stream home = i->stream; /* the communicator's first fused member's stream */
+    for (nsc_work *k = m; k != i; k = k->next)
+      if (k->c == i->c) { home = k->stream; break; }
+    for (nsc_work *j = i; j; j = j->next) {
+      if (j->done || !same_key(i, j)) continue;
+      if (nb > 0 && T + j->count > cap_elems) {
+        ncclResult_t rr = issue_bucket(head, nb, T, home);
         if (r == ncclSuccess && !NSC_OK(rr)) r = rr;
         nb = 0;
         T = 0;
+        head = last = NULL;
       }
-      bucket[nb++] = m[j];
-      T += m[j]->count;
-      done[j] = 1;
+      if (last) last->bnext = j;
+      else head = j;
+      last = j;
+      nb++;
+      T += j->count;
+      j->done = 1;
     }
     /* Remember the communicator (with a reference) for the settling after
      * the group; more communicators than `max` in one group are settled at
      * their next group. */
     int seen = 0;
-    for (int t = 0; t < *ntouched; t++) seen |= touched[t] == m[i]->c;
-    if (!seen && *ntouched < max && m[i]->c) {
-      nsc_comm_ref(m[i]->c);
-      touched[(*ntouched)++] = m[i]->c;
+    for (int t = 0; t < *ntouched; t++) seen |= touched[t] == i->c;
+    if (!seen && *ntouched < max && i->c) {
+      nsc_comm_ref(i->c);
+      touched[(*ntouched)++] = i->c;
     }
     if (nb) {
-      ncclResult_t rr = issue_bucket(bucket, nb, T, home);
+      ncclResult_t rr = issue_bucket(head, nb, T, home);
       if (r == ncclSuccess && !NSC_OK(rr)) r = rr;
     }
   }
-  for (int i = 0; i < n; i++) nsc_work_drop(m[i]);
-  free(m);
-  free(done);
-  free(bucket);
+  nsc_work_drop_list(m);
   return r;
 }

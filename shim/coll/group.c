@@ -32,8 +32,42 @@ nsc_work *nsc_group_take(void) {
   return w;
 }
 
+void *nsc_coll_calloc(size_t n, size_t size) {
+  static long long k;
+  long long f = nsc_g.cfg.fault_host_alloc;
+  if (f && __atomic_add_fetch(&k, 1, __ATOMIC_RELAXED) == f) {
+    nsc_warn("host allocation %lld of the collectives failed (NCCLSHIM_FAULT_HOST_ALLOC)", f);
+    return NULL;
+  }
+  return calloc(n ? n : 1, size);
+}
+
+/* The reserve: taken only when the heap fails, released by whichever
+ * thread frees the block. */
+static _Alignas(64) unsigned char reserve[NSC_RESERVE_N][NSC_RESERVE_SLOT];
+static int reserve_held[NSC_RESERVE_N];
+
+void *nsc_coll_zalloc(size_t bytes) {
+  void *p = nsc_coll_calloc(1, bytes);
+  for (int i = 0; !p && bytes <= NSC_RESERVE_SLOT && i < NSC_RESERVE_N; i++)
+    if (!__atomic_exchange_n(&reserve_held[i], 1, __ATOMIC_ACQUIRE)) {
+      p = reserve[i];
+      memset(p, 0, bytes);
+    }
+  return p;
+}
+
+void nsc_coll_free(void *p) {
+  unsigned char *b = p;
+  if (b >= &reserve[0][0] && b < &reserve[0][0] + sizeof reserve)
+    __atomic_store_n(&reserve_held[(b - &reserve[0][0]) / NSC_RESERVE_SLOT], 0, __ATOMIC_RELEASE);
+  else free(p);
+}
+
+_Static_assert(sizeof(nsc_work) <= NSC_RESERVE_SLOT, "a work item fits a reserve slot");
+
 nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c) {
-  nsc_work *w = calloc(1, sizeof *w);
+  nsc_work *w = nsc_coll_zalloc(sizeof *w);
   if (!w) return NULL;
   w->kind = kind;
   w->c = c;
@@ -46,7 +80,7 @@ static void work_free(nsc_work *w) {
   free(w->segs);
   free(w->joins);
   nsc_comm_put(w->c);
-  free(w);
+  nsc_coll_free(w);
 }
 
 ncclResult_t nsc_work_run(nsc_work *w) {
@@ -78,6 +112,25 @@ ncclResult_t nsc_work_run(nsc_work *w) {
   return r;
 }
 
+ncclResult_t nsc_twophase_defer(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv,
+                                size_t count, ncclRedOp_t op, nsc_stream s, int rs) {
+  nsc_work *w = nsc_work_new(NSC_W_TWOPHASE, c);
+  if (!w) { /* heap and reserve exhausted at once: the peers' group issues it, this one cannot */
+    nsc_warn("out of host memory on rank %d for a grouped two-phase call on communicator %p: its peers will wait "
+             "for it", c->rank, (void *)c->comm);
+    return ncclSystemError;
+  }
+  w->be = be;
+  w->stream = s;
+  w->op = op;
+  w->tsend = send;
+  w->trecv = recv;
+  w->count = count;
+  w->rs = rs;
+  nsc_group_defer(w);
+  return ncclSuccess;
+}
+
 void nsc_work_drop(nsc_work *w) {
   if (w->kind == NSC_W_AGREE && w->c) w->c->agree_queued = 0; /* issued or not, the next group may queue one */
   if (w->c && w->wirebuf && !w->from_fuse_block) {
@@ -97,15 +150,25 @@ void nsc_work_drop_list(nsc_work *w) {
   }
 }
 
+int nsc_pending_reserve(struct nsc_comm *c) {
+  pthread_mutex_lock(&c->lock);
+  if (!c->pending) c->pending = nsc_coll_calloc(1, sizeof *c->pending);
+  int ok = c->pending != NULL;
+  pthread_mutex_unlock(&c->lock);
+  return ok;
+}
+
 void nsc_pending_add(struct nsc_comm *c, nsc_work *w) {
   pthread_mutex_lock(&c->lock);
-  if (!c->pending) c->pending = calloc(1, sizeof *c->pending);
-  if (c->pending) {
+  if (c->pending) { /* reserved at the configuration check */
     w->pseq = ++c->pending->last_seq;
     append(&c->pending->head, &c->pending->tail, w);
   }
   pthread_mutex_unlock(&c->lock);
-  if (!c->pending) nsc_work_drop(w); /* out of memory: nothing was enqueued for it */
+  if (!c->pending) { /* unreachable after a passed check, which reserved the list */
+    nsc_warn("no list for parked work on communicator %p: a cast-back is lost", (void *)c->comm);
+    nsc_work_drop(w);
+  }
 }
 
 void nsc_pending_drop(struct nsc_pending **p) {

@@ -22,6 +22,7 @@ typedef enum {
   NSC_W_FUSE,     /* an fp32 member waiting to be packed at group end */
   NSC_W_CHECK,    /* a communicator first seen in this group: check it after */
   NSC_W_AGREE,    /* accumulation: issue an agreement after this group */
+  NSC_W_TWOPHASE, /* a two-phase all-reduce or reduce-scatter: run after the real group end */
 } nsc_work_kind;
 
 typedef struct nsc_work {
@@ -46,6 +47,12 @@ typedef struct nsc_work {
   int njoin;
   nsc_rec rec;
   uint64_t pseq;            /* order in the communicator's parked list */
+  int done;                 /* fuse_flush: already in a bucket */
+  struct nsc_work *bnext;   /* fuse_flush: next member of the same bucket */
+  /* TWOPHASE (a two-phase member of a user group, run after its real end) */
+  int rs;                   /* 1: a reduce-scatter (count per rank) */
+  const float *tsend;
+  float *trecv;
   struct nsc_work *next;
 } nsc_work;
 
@@ -60,11 +67,31 @@ void nsc_group_enter(void);
 /* Returns the depth after leaving (0 = this was the outermost end). */
 int nsc_group_leave(void);
 
+/* A two-phase all-reduce (rs = 0) or reduce-scatter (rs = 1, count per
+ * rank) called inside a user's group: its second phase needs the first
+ * phase's data, and nothing of a group runs before the outermost end, so the
+ * whole call is issued right after the real group end (lifecycle.c), in the
+ * order it was queued, on its own stream, by every rank alike. */
+ncclResult_t nsc_twophase_defer(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv,
+                                size_t count, ncclRedOp_t op, nsc_stream s, int rs);
 /* Queue work for the outermost group end of this thread. */
 void nsc_group_defer(nsc_work *w);
 /* Take this thread's queued work (in order) and clear the queue. */
 nsc_work *nsc_group_take(void);
 
+/* Host memory on the decision path (work items decide what is issued at
+ * group end; an agreement's state must exist on every rank that issues it):
+ * zeroed bytes from the heap or, when the heap fails, a slot of a static
+ * reserve (NSC_RESERVE_N slots of NSC_RESERVE_SLOT bytes, process-wide).
+ * NULL only when the heap fails and every slot is held at once (or bytes is
+ * larger than a slot). Free with nsc_coll_free. */
+#define NSC_RESERVE_N 64
+#define NSC_RESERVE_SLOT 1024
+void *nsc_coll_zalloc(size_t bytes);
+void nsc_coll_free(void *p);
+/* calloc for the collectives' host allocations, with the fault point
+ * NCCLSHIM_FAULT_HOST_ALLOC (the N-th call fails; tests). */
+void *nsc_coll_calloc(size_t n, size_t size);
 nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c);
 /* Run a CASTBACK (enqueue the cast, or the NaN fill of a poisoned item,
  * release staging, commit the record). */
@@ -73,7 +100,10 @@ ncclResult_t nsc_work_run(nsc_work *w);
 void nsc_work_drop(nsc_work *w);
 void nsc_work_drop_list(nsc_work *w);
 
-/* Nonblocking communicators: park work until completion is reported. */
+/* Nonblocking communicators: park work until completion is reported. The
+ * list is allocated by the configuration check (reserve: 0 when it cannot
+ * be, and the check then fails on every rank), before any decision needs it. */
+int nsc_pending_reserve(struct nsc_comm *c);
 void nsc_pending_add(struct nsc_comm *c, nsc_work *w);
 void nsc_pending_drop(struct nsc_pending **p);
 /* The pseq of the last item parked so far (0 if none): taken before polling

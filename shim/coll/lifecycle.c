@@ -1,5 +1,6 @@
 /* lifecycle.c — the calls that close work the shim has open: the outermost
- * ncclGroupEnd (fusion, queued cast-backs, deferred checks), completion of a
+ * ncclGroupEnd (fusion, queued cast-backs, deferred checks, grouped two-phase
+ * calls), completion of a
  * nonblocking communicator (ncclCommGetAsyncError) and the end of a
  * communicator (destroy/abort: state and staging released, summary written).
  *
@@ -29,8 +30,8 @@ static nsc_work *concat(nsc_work *a, nsc_work *b) {
   return a;
 }
 
-/* After the real group end: cast-backs, deferred checks and accumulation
- * agreements, in the order they were queued. A deferred check and an
+/* After the real group end: cast-backs, deferred checks, grouped two-phase
+ * calls and accumulation agreements, in the order they were queued. A deferred check and an
  * agreement are issued whatever the group end answered (ncclSuccess or
  * ncclInProgress is timing on a nonblocking communicator, not a decision,
  * and a failure may be this rank's alone): after an ncclInProgress the
@@ -67,6 +68,19 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok) {
        * rank saw that check's answer, and a rank with a bad setting queued
        * no agreement (its calls failed before accumulation). */
       if (w->c->checked >= 0) nsc_accum_issue(w->c, w->be, w->stream);
+      nsc_work_drop(w);
+    } else if (w->kind == NSC_W_TWOPHASE) {
+      /* Issued whatever the group end answered (a failed group end may be
+       * this rank's alone, and its peers issue it); after an ncclInProgress
+       * the group's work is waited for first, so that the two phases follow
+       * it on the communicator and the stream, as on every other rank. */
+      ncclResult_t wr = ncclSuccess;
+      if (in_progress) {
+        w->c->nonblocking = 1;
+        wr = nsc_wait_nonblocking(w->c->comm);
+      }
+      ncclResult_t rr = nsc_twophase(w->c, w->be, w->tsend, w->trecv, w->count, w->op, (cudaStream_t)w->stream, w->rs);
+      if (r == ncclSuccess) r = wr != ncclSuccess ? wr : NSC_OK(rr) ? ncclSuccess : rr;
       nsc_work_drop(w);
     } else if (!ok) {
       nsc_work_drop(w);

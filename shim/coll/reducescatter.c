@@ -16,6 +16,7 @@
  * issued, retry a real call, or hold our lock across one. */
 #include "comm.h"
 #include "core.h"
+#include "group.h"
 #include "msg.h"
 #include "policy.h"
 #include "real.h"
@@ -38,11 +39,25 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
   if (e == NSC_ENTER_FORWARD) return nsc_real.ReduceScatter(send, recv, rc, dt, op, comm, stream);
   const nsc_config *cfg = &nsc_g.cfg;
   nsc_call call = {rc, dt, op, send && recv, nsc_group_depth() > 0, 0};
-  if (call.in_group) { /* checked at the communicator's next call outside a group */
-    r = forward(send, recv, rc, dt, op, comm, stream, c->nranks);
+  const nsc_backend *be = nsc_backend_for(recv);
+  if (call.in_group) {
+    /* Before the check: forwarded (checked at the communicator's next call
+     * outside a group). After it: two-phase as outside a group, issued
+     * right after the real group end (group.h). */
+    int tp = c->checked > 0 && !c->untouched && nsc_algo_choose(cfg, rc, c->nranks, 1) == NSC_ALG_TWOPHASE;
+    if (tp) {
+      call.count = rc * (size_t)c->nranks;
+      tp = nsc_policy_compressible(cfg, &call);
+    }
+    if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
+    if (tp && !call.capturing) {
+      c->seq++;
+      r = nsc_twophase_defer(c, be, send, recv, rc, op, (nsc_stream)stream, 1);
+    } else {
+      r = forward(send, recv, rc, dt, op, comm, stream, c->nranks);
+    }
     goto out;
   }
-  const nsc_backend *be = nsc_backend_for(recv);
   if (c->checked <= 0) {
     /* Capture first: a captured first call is forwarded and leaves the check
      * (allocation, module loads, an exchange) to the first uncaptured call;
@@ -57,7 +72,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
   }
   c->seq++;
   call.count = rc * (size_t)c->nranks; /* MIN_BYTES applies to the whole buffer */
-  int tp = nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, rc, c->nranks, 1) == NSC_ALG_TWOPHASE;
+  int tp = !c->untouched && nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, rc, c->nranks, 1) == NSC_ALG_TWOPHASE;
   if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
   if (tp && !call.capturing) {
     r = nsc_twophase(c, be, send, recv, rc, op, stream, 1);

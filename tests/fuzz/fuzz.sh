@@ -17,7 +17,8 @@
 # the features line: nb, nb-mixed, streams-mixed, accum, ddp-foreign,
 # ddp-short-pass, ddp-long-pass, ddp-two-models, ddp-rewrap, accum-other-comm,
 # alloc-one+chunk, and the faults fail-call, fail-group-end,
-# alloc-one, check0-one, bad-one, diff-one, prescale-bad).
+# alloc-one, check0-one, bad-one, diff-one, prescale-bad, host-alloc-one, oob-end-one;
+# seeds >= 1000 also draw int8, fp8, algo-twophase, algo-ring).
 # FUZZ_SHIM_EXTRA='NAME=value ...' adds variables to the shim's ranks (debugging:
 # NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE=/tmp/fz.%p.jsonl).
 # FUZZ_TIMEOUT (default 30 s) bounds each program; the program's own alarm
@@ -33,7 +34,7 @@ T=${FUZZ_TIMEOUT:-30}
 OFF=${FUZZ_OFF:-}
 # FUZZ_ONLY=class,...: every other class of CLASSES is off (to tell which
 # class a failing seed needs).
-CLASSES="nb-mixed streams-mixed check0-one bad-one diff-one alloc-one alloc-one+chunk prescale-bad fail-call fail-group-end ddp-foreign ddp-short-pass ddp-long-pass ddp-two-models ddp-rewrap accum-other-comm"
+CLASSES="nb-mixed streams-mixed check0-one bad-one diff-one alloc-one alloc-one+chunk prescale-bad fail-call fail-group-end host-alloc-one oob-end-one ddp-foreign ddp-short-pass ddp-long-pass ddp-two-models ddp-rewrap accum-other-comm"
 if [ -n "${FUZZ_ONLY:-}" ]; then
   for c in $CLASSES; do [[ ",$FUZZ_ONLY," == *",$c,"* ]] || OFF="${OFF:+$OFF,}$c"; done
 fi

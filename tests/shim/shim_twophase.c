@@ -22,6 +22,11 @@
  *   shim_twophase nonblocking  a nonblocking communicator: all-reduce and
  *                           reduce-scatter exact once ncclCommGetAsyncError
  *                           reports success
+ *   shim_twophase group[-nb]  two-phase inside a user's (nested) group, with
+ *                           fused, forwarded and integer members beside it, on
+ *                           a blocking (nonblocking) communicator: exact,
+ *                           identical, no two-phase member reaching NCCL's
+ *                           all-reduce
  *   shim_twophase poison    with NCCLSHIM_FAULT_ALLOC on some ranks only: those
  *                           return ncclSystemError, every rank's result is NaN
  *                           in every element, the next call is exact
@@ -33,13 +38,22 @@
  *
  * Must not: rely on timings or on the shim's internals beyond its documented
  * behaviour (README, shim/algo/tp_plan.h for the chunk layout). */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ncclshim.h"
 #include "tpcheck.h"
+
+static void stats(ncclshim_stats_t *st) { /* the preloaded shim's, found at run time */
+  int (*get)(ncclshim_stats_t *);
+  memset(st, 0, sizeof *st);
+  *(void **)&get = dlsym(RTLD_DEFAULT, "ncclshim_get_stats");
+  if (get) get(st);
+}
 
 int hostnccl_get_type_counters(int datatype, uint64_t *allreduce_calls, uint64_t *allreduce_bytes);
 
@@ -310,6 +324,96 @@ static int cmd_nonblocking(void) {
   return fails != 0;
 }
 
+/* Inside a user's group (nested once), on a blocking or (nb) a nonblocking
+ * communicator: two-phase all-reduces in and out of place, a reduce-scatter,
+ * a small fp32 call and an int32 call; every two-phase member exact and
+ * identical on every rank, and none of them an all-reduce reaching NCCL
+ * (only the int32 call and the small one do: 2 per group). */
+static int cmd_group(int nbc) {
+  enum { N1 = 65537, N2 = 16384, RC = 4097, NSMALL = 3 };
+  ncclComm_t cm = comm;
+  if (nbc) {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    cm = tm_comm_over_cfg(MPI_COMM_WORLD, &cfg);
+  }
+  size_t tot = (size_t)RC * nranks;
+  float *a = malloc(N1 * 4), *b = malloc(N2 * 4), *bo = malloc(N2 * 4), *rs = malloc(tot * 4), *ro = malloc(RC * 4);
+  float *sm = malloc(NSMALL * 4);
+  int32_t iv[5];
+  ncclResult_t res = ncclAllReduce(a, a, 1, ncclFloat32, ncclSum, cm, NULL); /* the check, outside the group */
+  if (res == ncclInProgress) {
+    ncclResult_t e = ncclInProgress;
+    while (e == ncclInProgress) NCCL_OK(ncclCommGetAsyncError(cm, &e));
+  }
+  for (int round = 0; round < 2; round++) {
+    for (size_t i = 0; i < N1; i++) a[i] = exact_val(rank, i);
+    for (size_t i = 0; i < N2; i++) b[i] = exact_val(rank, i + 7);
+    for (size_t i = 0; i < tot; i++) rs[i] = exact_val(rank, i + 3);
+    for (size_t i = 0; i < NSMALL; i++) sm[i] = (float)rank;
+    for (int i = 0; i < 5; i++) iv[i] = rank + i;
+    ncclshim_stats_t st0, st1;
+    stats(&st0);
+    uint64_t before = all_ar_calls();
+    float *rsout = round ? rs + (size_t)rank * RC : ro; /* round 1: in place */
+    ncclResult_t g = ncclGroupStart();
+    ncclResult_t c1 = ncclAllReduce(a, a, N1, ncclFloat32, ncclSum, cm, NULL);
+    ncclResult_t c2 = ncclGroupStart();
+    ncclResult_t c3 = ncclAllReduce(sm, sm, NSMALL, ncclFloat32, ncclSum, cm, NULL);
+    ncclResult_t c4 = ncclReduceScatter(rs, rsout, RC, ncclFloat32, ncclSum, cm, NULL);
+    ncclResult_t c5 = ncclGroupEnd();
+    ncclResult_t c6 = ncclAllReduce(iv, iv, 5, ncclInt32, ncclSum, cm, NULL);
+    ncclResult_t c7 = ncclAllReduce(b, bo, N2, ncclFloat32, ncclSum, cm, NULL);
+    ncclResult_t e = ncclGroupEnd();
+    EXPECT(g == ncclSuccess && c1 == ncclSuccess && c2 == ncclSuccess && c3 == ncclSuccess && c4 == ncclSuccess &&
+               c5 == ncclSuccess && c6 == ncclSuccess && c7 == ncclSuccess,
+           "group round %d: member results %d %d %d %d %d %d %d %d", round, g, c1, c2, c3, c4, c5, c6, c7);
+    EXPECT(e == (nbc ? ncclInProgress : ncclSuccess) || (nbc && e == ncclSuccess), "group round %d: group end %d",
+           round, e);
+    if (nbc) {
+      ncclResult_t x = ncclInProgress;
+      while (x == ncclInProgress) NCCL_OK(ncclCommGetAsyncError(cm, &x));
+      EXPECT(x == ncclSuccess, "group round %d: async error %d", round, x);
+    }
+    stats(&st1);
+    uint64_t issued = all_ar_calls() - before;
+    EXPECT(issued == 2, "group round %d: %llu all-reduces reached NCCL (want 2: the int32 and the small one)", round,
+           (unsigned long long)issued);
+    EXPECT(st1.twophase - st0.twophase == 3, "group round %d: %llu two-phase calls (want 3)", round,
+           (unsigned long long)(st1.twophase - st0.twophase));
+    for (size_t i = 0; i < N1; i++) {
+      float want = 0;
+      for (int q = 0; q < nranks; q++) want += exact_val(q, i);
+      if (f2u(a[i]) != f2u(want) && !(want == 0 && a[i] == 0)) {
+        EXPECT(0, "group %s: in-place member element %zu = %a, want %a", fmt, i, a[i], want);
+        break;
+      }
+    }
+    for (size_t i = 0; i < N2; i++) {
+      float want = 0;
+      for (int q = 0; q < nranks; q++) want += exact_val(q, i + 7);
+      if (f2u(bo[i]) != f2u(want) && !(want == 0 && bo[i] == 0)) {
+        EXPECT(0, "group %s: out-of-place member element %zu = %a, want %a", fmt, i, bo[i], want);
+        break;
+      }
+    }
+    for (size_t i = 0; i < RC; i++) {
+      float want = 0;
+      for (int q = 0; q < nranks; q++) want += exact_val(q, (size_t)rank * RC + i + 3);
+      if (f2u(rsout[i]) != f2u(want) && !(want == 0 && rsout[i] == 0)) {
+        EXPECT(0, "group %s: reduce-scatter element %zu = %a, want %a", fmt, i, rsout[i], want);
+        break;
+      }
+    }
+    EXPECT(sm[0] == (float)(nranks * (nranks - 1) / 2) && iv[0] == nranks * (nranks - 1) / 2,
+           "group: forwarded members wrong (%g, %d)", sm[0], iv[0]);
+    EXPECT(identical(a, N1) && identical(bo, N2), "group %s: ranks hold different bits", fmt);
+  }
+  if (nbc) ncclCommDestroy(cm);
+  free(a), free(b), free(bo), free(rs), free(ro), free(sm);
+  return fails != 0;
+}
+
 static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "exact")) return cmd_exact();
   if (!strcmp(cmd, "rs")) return cmd_rs();
@@ -318,6 +422,8 @@ static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "fault")) return cmd_fault();
   if (!strcmp(cmd, "poison")) return cmd_poison();
   if (!strcmp(cmd, "nonblocking")) return cmd_nonblocking();
+  if (!strcmp(cmd, "group")) return cmd_group(0);
+  if (!strcmp(cmd, "group-nb")) return cmd_group(1);
   fprintf(stderr, "unknown command %s\n", cmd);
   return 2;
 }

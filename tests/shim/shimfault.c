@@ -521,7 +521,7 @@ static int cmd_faultoob(void) {
 }
 
 /* NCCLSHIM_COMPRESS=off: what the shim adds is exactly one configuration
- * check per communicator (the host NCCL counts the all-reduces it accepted). */
+ * check (two real all-reduces: the exchange and its confirmation) per communicator (the host NCCL counts the all-reduces it accepted). */
 static int cmd_offcalls(void) {
   float *x = malloc(N * 4), *y = malloc(N * 4);
   sf_fill(x, N, rank, 195);
@@ -534,7 +534,7 @@ static int cmd_offcalls(void) {
     NCCL_OK(ncclAllReduce(x, y, N, ncclFloat32, ncclSum, other, NULL));
     NCCL_OK(ncclGroupEnd());
   }
-  uint64_t got = sf_host_calls() - before, want = 9 + (sf_shim_loaded() ? 2 : 0);
+  uint64_t got = sf_host_calls() - before, want = 9 + (sf_shim_loaded() ? 4 : 0); /* check + confirmation each */
   EXPECT(got == want, "%llu real all-reduces for 9 calls on 2 communicators, expected %llu",
          (unsigned long long)got, (unsigned long long)want);
   sf_check(y, N, 195, nranks, 0, "COMPRESS=off result");

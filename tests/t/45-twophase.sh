@@ -55,12 +55,12 @@ awk '$1 == "maxrel" { e[$2 " " $4] = $5; k++ } END {
   || { not_ok "two-phase error grows with n"; sed 's/^/#   /' "$TMPD/bounds"; }
 
 # 5. A real call failing mid-way (HOSTNCCL_FAIL_CALL=N on every rank; real
-# call 1 is the configuration check; with 3 ranks the all-reduce's sends and
-# receives are calls 2-5 and 6-9, the reduce-scatter's 10-13): the failing
-# collective returns ncclSystemError (2) on every rank, the other succeeds,
-# nobody hangs.
-for n in 2 7 9 13; do
-  want="rc 2 0"; [ $n -ge 10 ] && want="rc 0 2"
+# calls 1 and 2 are the configuration check and its confirmation; with 3
+# ranks the all-reduce's sends and receives are calls 3-6 and 7-10, the
+# reduce-scatter's 11-14): the failing collective returns ncclSystemError (2)
+# on every rank, the other succeeds, nobody hangs.
+for n in 2 3 8 10 14; do
+  want="rc 2 0"; [ $n -ge 11 ] && want="rc 0 2"
   with HOSTNCCL_FAIL_CALL=$n NCCLSHIM_COMPRESS=int8 mpirun_shim 3 "$P" fault >"$TMPD/fault.$n" 2>&1
   rc=$?
   [ $rc -eq 0 ] && [ "$(grep -c "^$want\$" "$TMPD/fault.$n")" -eq 3 ] \

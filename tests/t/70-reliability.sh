@@ -23,29 +23,31 @@ mpmd() { mpirun_checked "$@"; }
 
 # ---- 1. Faults ---------------------------------------------------------------
 # HOSTNCCL_FAIL_CALL=N fails the N-th real all-reduce of each process. With the
-# shim, real call 1 is its configuration check at the first call. Row: N, the
+# shim, real calls 1 and 2 are its configuration check at the first call and
+# the check's confirmation (every rank read the answer). Row: N, the
 # user call K that fails, what the host NCCL accepts during K, what the shim
 # attempts during K (one more: the failed attempt, never retried).
 while read -r -u 3 n k hostd shimd what; do
   check "real call $n fails ($what): ncclSystemError unchanged, outputs untouched, no retry, later calls exact, $leak" \
     with HOSTNCCL_FAIL_CALL=$n mpirun_shim 2 "$F" failcall "$k" "$hostd" "$shimd"
 done 3<<'EOF'
-1 1 0 1 the configuration check at the first call
-2 1 1 2 the first compressed call
-3 2 0 1 a compressed out-of-place call
-4 3 0 1 an int32 pass-through call
-5 4 0 1 a compressed in-place call
-6 5 0 1 a fused group of two
+1 1 1 2 the configuration check at the first call (its confirmation still issued)
+2 1 1 2 the check's confirmation
+3 1 2 3 the first compressed call
+4 2 0 1 a compressed out-of-place call
+5 3 0 1 an int32 pass-through call
+6 4 0 1 a compressed in-place call
+7 5 0 1 a fused group of two
 EOF
-check "real call 6 fails (group, fusion off: queued cast-backs dropped)" \
-  with HOSTNCCL_FAIL_CALL=6 NCCLSHIM_FUSE_BYTES=0 mpirun_shim 2 "$F" failcall 5 1 2
-# Pipelined (CHUNK_BYTES=64K: 4 chunks a call; real calls: check 1, call 1 = 2-5,
-# call 2 = 6-9, int32 = 10, in-place call = 11-14): no chunk after the failed
+check "real call 7 fails (group, fusion off: queued cast-backs dropped)" \
+  with HOSTNCCL_FAIL_CALL=7 NCCLSHIM_FUSE_BYTES=0 mpirun_shim 2 "$F" failcall 5 1 2
+# Pipelined (CHUNK_BYTES=64K: 4 chunks a call; real calls: check 1-2, call 1 = 3-6,
+# call 2 = 7-10, int32 = 11, in-place call = 12-15): no chunk after the failed
 # one is issued; chunks before it may already be final (exact), nothing else.
-check "real call 7 fails (chunk 2 of 4 of a pipelined call): error unchanged, no further chunk, no retry" \
-  with HOSTNCCL_FAIL_CALL=7 NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" failcall 2 1 2 chunked
-check "real call 13 fails (chunk 3 of 4, in place): the same" \
-  with HOSTNCCL_FAIL_CALL=13 NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" failcall 4 2 3 chunked
+check "real call 8 fails (chunk 2 of 4 of a pipelined call): error unchanged, no further chunk, no retry" \
+  with HOSTNCCL_FAIL_CALL=8 NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" failcall 2 1 2 chunked
+check "real call 14 fails (chunk 3 of 4, in place): the same" \
+  with HOSTNCCL_FAIL_CALL=14 NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" failcall 4 2 3 chunked
 check "control without the shim: the same program sees the same failure" \
   with HOSTNCCL_FAIL_CALL=2 mpirun_host 2 "$F" failcall 2 0 0
 for fb in 64M 0; do
@@ -112,7 +114,7 @@ NCCLSHIM_COMPRESS=fp61 NCCLSHIM_COMPRESS='fp61' is invalid: expected one of off\
 NCCLSHIM_CHECK_CONFIG=0 unknown variable NCCLSHIM_CHECK_CONFIG
 NCCLSHIM_PRESCALE=1e-40 NCCLSHIM_PRESCALE='1e-40' is invalid: expected a finite number > 1e-38
 EOF
-check "NCCLSHIM_COMPRESS=off: the shim adds exactly one real all-reduce per communicator (its configuration check)" \
+check "NCCLSHIM_COMPRESS=off: the shim adds exactly two real all-reduces per communicator (its configuration check and confirmation)" \
   with NCCLSHIM_COMPRESS=off mpirun_shim 2 "$F" offcalls
 
 # ---- 2. Arguments ------------------------------------------------------------

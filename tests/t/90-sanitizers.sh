@@ -88,7 +88,7 @@ if command -v valgrind >/dev/null; then
     check "memcheck: $desc" with "$@"
   }
   memcheck "nonblocking communicator" mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault" inprogress
-  memcheck "real call failing" HOSTNCCL_FAIL_CALL=3 mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault" failcall 2 0 1
+  memcheck "real call failing" HOSTNCCL_FAIL_CALL=4 mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault" failcall 2 0 1
   memcheck "group end failing with queued cast-backs" HOSTNCCL_FAIL_GROUP_END=1 NCCLSHIM_FUSE_BYTES=0 \
     mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault" failgroup
   memcheck "misaligned pointers" mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault_args" misaligned
