@@ -48,7 +48,8 @@
  *    call: each whole-model pass before the rebuild is one, then each pass of
  *    the learned sequence (a pass begins at its first bucket). Pass m syncs
  *    when m mod K == K-1. A communicator whose first accumulable call comes
- *    after another communicator of this process began its second pass is
+ *    after another communicator of this process made its second accumulable
+ *    call (DDP's second pass has begun by then, whatever its buffers) is
  *    "late" (created mid-training: its phase is unknown) and never skips;
  *    the flag is agreed (Max), so it is the same on every rank.
  * R4 Locked. A call is answered locally only when it is exactly the next
@@ -470,7 +471,13 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
   }
 }
 
-int nsc_accum_recurred(const nsc_accum *a) { return a->mode == NSC_ACC_LOCKED || a->passes_local > 0; }
+/* A second accumulable call begins a second pass: DDP's first pass is one
+ * whole-model bucket (two with static_graph, which only makes this earlier),
+ * so a second call of any shape is already the next pass or later. Buffer
+ * recurrence is not needed: a rebuilt pass has new buffers (fuzzer seed 2023). */
+int nsc_accum_recurred(const nsc_accum *a) {
+  return a->mode == NSC_ACC_LOCKED || a->passes_local > 0 || a->synced + a->skipped >= 2;
+}
 
 void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl) {
   if (a->mode == NSC_ACC_LOCKED && fl) { /* R4: a pass seen through its small calls */
