@@ -68,8 +68,10 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
   double ex = share(t->exposed_ns, t->wall_ns);
   o->exposed_comm_share = ex;
   if (!t->busy_steps || !t->busy_wall_ns) {
-    snprintf(o->reason, sizeof o->reason, "exposed communication %.1f%% of %llu step(s) (mean %.3f ms); device busy "
-             "time unknown (no source)", 100 * ex, (unsigned long long)t->steps, o->mean_step_us / 1e3);
+    snprintf(o->reason, sizeof o->reason,
+             "exposed communication %.1f%% of %llu step(s) (mean %.3f ms); device busy time unknown (no source: "
+             "NVML sampling is not implemented, so input and compute are not told apart)",
+             100 * ex, (unsigned long long)t->steps, o->mean_step_us / 1e3);
     if (ex >= NSC_DIAG_COMM_SHARE) {
       o->verdict = "communication-bound";
       try_comm(o->suggest, sizeof o->suggest, c);
