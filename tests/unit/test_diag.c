@@ -317,6 +317,10 @@ static void test_verdict_rules(void **state) {
   nsc_diag_judge(&t, &ctx, &o);
   assert_string_equal(o.verdict, "unknown");
   assert_string_equal(o.reason, "2 complete step(s), 3 needed (5 more with calls captured into a CUDA graph, not timed)");
+  ctx.learned = 0; /* a communicator of small calls only (metrics, barriers) */
+  nsc_diag_judge(&t, &ctx, &o);
+  assert_string_equal(o.reason, "no accumulable all-reduce on this communicator (floating Sum/Avg of at least "
+                                "NCCLSHIM_MIN_BYTES): no steps to find");
 }
 
 int main(void) {
