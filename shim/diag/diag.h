@@ -13,7 +13,9 @@
  * Per step, from the log's records as they are read (in commit order, under
  * the log's lock): the time with a collective in flight, the exposed
  * communication, the longest gap without a collective, and (host backend)
- * the process's CPU time over the step, read at the step's boundary call.
+ * the process's CPU time over the step, read at the step's boundary call;
+ * (GPU) NVML's utilisation samples over the step (diag_nvml.h), mapped by the
+ * writer once they cover the step.
  *
  * Must not: call NCCL or CUDA, wait, allocate per call (the state is
  * allocated once per communicator; learning allocates as accum.c does), or
@@ -101,6 +103,10 @@ typedef struct nsc_diag {
   nsc_diag_step *steps;
   size_t shead, slen;
   uint64_t steps_dropped;
+  /* GPU: steps waiting for NVML samples that cover them (diag_nvml.h) */
+  int cudev;                /* the CUDA device of its records, -1 not known yet, -2 none */
+  nsc_diag_step *pend;      /* NSC_DIAG_STEPS, allocated at the first GPU step */
+  size_t phead, plen;
 } nsc_diag;
 
 /* A fresh state (NULL when out of memory: no diagnosis for it). */
@@ -120,6 +126,14 @@ void nsc_diag_boundary(nsc_diag *d, uint64_t t_ns, uint64_t wall_ns, int64_t cpu
  * thread's CPU and run-queue time inside it (-1: not read). */
 void nsc_diag_rec(nsc_diag *d, const struct nsc_rec *r, int64_t pass, int last_bucket, uint64_t dur_ns, int timed,
                   int gpu, int64_t busy_in_ns);
+
+/* GPU steps closed while their device is followed by NVML wait here until
+ * samples cover them (then busy = the samples' kernel time less the exposed
+ * communication, source "nvml"), or until force (then busy unknown). Called
+ * by the writer each round (after nsc_nvml_poll) and on a log's close. */
+void nsc_diag_settle(nsc_diag *d, int force);
+/* A GPU step's busy time from its device's kernel time over the step (pure). */
+int64_t nsc_diag_gpu_busy(const nsc_diag_step *s, uint64_t kernel_ns);
 
 /* Closed steps waiting for the writer: up to max copied to out, removed. */
 size_t nsc_diag_take(nsc_diag *d, nsc_diag_step *out, size_t max);

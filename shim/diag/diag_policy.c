@@ -73,9 +73,10 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
   o->exposed_comm_share = ex;
   if (!t->busy_steps || !t->busy_wall_ns) {
     snprintf(o->reason, sizeof o->reason,
-             "exposed communication %.1f%% of %llu step(s) (mean %.3f ms); device busy time unknown (no source: "
-             "NVML sampling is not implemented, so input and compute are not told apart)",
-             100 * ex, (unsigned long long)t->steps, o->mean_step_us / 1e3);
+             "exposed communication %.1f%% of %llu step(s) (mean %.3f ms); device busy time unknown (%s), so input "
+             "and compute are not told apart",
+             100 * ex, (unsigned long long)t->steps, o->mean_step_us / 1e3,
+             c->busy_why && c->busy_why[0] ? c->busy_why : t->gpu ? "no source" : "the CPU time could not be read");
     if (ex >= NSC_DIAG_COMM_SHARE) {
       o->verdict = "communication-bound";
       try_comm(o->suggest, sizeof o->suggest, c);
@@ -107,5 +108,7 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
            "%llu step(s), mean %.3f ms, longest gap without a collective %.3f ms; busy from %s",
            100 * ex, 100 * in, 100 * o->compute_share, (unsigned long long)t->steps, o->mean_step_us / 1e3,
            (double)t->max_gap_ns / 1e6,
-           t->src == NSC_DIAG_SRC_CPU ? "process CPU time (host stand-in for the device)" : nsc_diag_src_name(t->src));
+           t->src == NSC_DIAG_SRC_CPU    ? "process CPU time (host stand-in for the device)"
+           : t->src == NSC_DIAG_SRC_NVML ? "NVML GPU utilisation samples (kernel time less the exposed communication)"
+                                         : nsc_diag_src_name(t->src));
 }

@@ -13,7 +13,9 @@
  *     -o  rank 0 writes what it built in: passes, CPU work and sleep per pass (µs)
  * CPU work is measured on the thread's CPU clock (it takes C µs of CPU,
  * however long the machine makes it take). Results are checked exactly
- * (integers times powers of two). Exit 0 on success. */
+ * (integers times powers of two). With SHIMTEST_DEVICE=1 the buffers are
+ * mirrored in device memory of the CUDA driver double (tests/shim/devmirror.h):
+ * the shim takes its CUDA backend. Exit 0 on success. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "testmpi.h"
+#include "devmirror.h" /* SHIMTEST_DEVICE=1: device buffers on the CUDA driver double */
 
 static long long thread_cpu_us(void) {
   struct timespec t;
@@ -60,6 +63,8 @@ int main(int argc, char **argv) {
     default: fprintf(stderr, "usage: see the header of tests/shim/diagtest.c\n"); return 2;
     }
   }
+  (void)dm_group_start; /* devmirror.h's, unused here */
+  (void)dm_group_end;
   MPI_Init(&argc, &argv);
   int rank, n;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
