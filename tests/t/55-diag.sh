@@ -11,7 +11,9 @@
 # times themselves). Also: with
 # compression off and ACCUM_STEPS=1 the host NCCL sees exactly the calls of
 # a run without the shim while the diagnosis runs (it issues nothing), and
-# NCCLSHIM_DIAG=0 writes no step and no diagnosis.
+# NCCLSHIM_DIAG=0 writes no step and no diagnosis. Device busy on a GPU from
+# NVML: the CUDA backend on the CUDA driver double with the NVML test double
+# (tests/nvml) scripted to 30 % busy, its fallback, and no NVML at all.
 source "$(dirname "$0")/../lib.sh"
 
 P="$TBIN/diagtest"
