@@ -32,6 +32,12 @@ const char *nsc_diag_src_name(int src) {
   return src == NSC_DIAG_SRC_CPU ? "cpu-time" : src == NSC_DIAG_SRC_NVML ? "nvml" : "none";
 }
 
+nsc_accum_el nsc_diag_el(int rs, const void *send, const void *recv, uint64_t count, int dtype, int op,
+                         uint64_t bytes) {
+  nsc_accum_el e = {(uintptr_t)recv, (uintptr_t)send, count, dtype, rs ? op + NSC_DIAG_RS_OP : op, bytes};
+  return e;
+}
+
 nsc_diag *nsc_diag_new(long long accum_steps, int keep_steps) {
   nsc_diag *d = calloc(1, sizeof *d);
   if (!d) return NULL;

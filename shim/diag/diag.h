@@ -4,7 +4,8 @@
  * the definitions; the verdict rules are in diag_policy.c.
  *
  * Steps: the accumulation learner (accum/accum.c) in its observe-only mode
- * finds the backward pass in the sequence of accumulable all-reduces; a step
+ * finds the backward pass in the sequence of accumulable all-reduces and
+ * reduce-scatters (FSDP2 / ZeRO reduce gradients with those); a step
  * runs from the call of the pass's first bucket to the call of the next
  * pass's first bucket. What the learner says is used for logging only: it
  * never decides anything, issues nothing (its agreements are one-rank
@@ -113,7 +114,15 @@ typedef struct nsc_diag {
 nsc_diag *nsc_diag_new(long long accum_steps, int keep_steps);
 void nsc_diag_free(nsc_diag *d);
 
-/* One intercepted all-reduce, before its real call (call = the shim's call
+/* The learner's element of one call: an all-reduce as it is; a
+ * reduce-scatter (rs; count = the whole send buffer) with NSC_DIAG_RS_OP
+ * added to its op, so that it never matches an all-reduce of the same
+ * buffers and count. */
+#define NSC_DIAG_RS_OP 0x100000
+nsc_accum_el nsc_diag_el(int rs, const void *send, const void *recv, uint64_t count, int dtype, int op,
+                         uint64_t bytes);
+
+/* One intercepted all-reduce or reduce-scatter, before its real call (call = the shim's call
  * counter). acc: accumulable by signature (floating Sum/Avg, at least
  * NCCLSHIM_MIN_BYTES, both buffers); int_sum: an integer Sum. Returns 1
  * when this call begins a pass (then the caller fills the boundary's clocks

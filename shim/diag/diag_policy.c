@@ -55,11 +55,11 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
   if (t->steps < NSC_DIAG_MIN_STEPS) {
     if (!c->learned && !c->acc_calls)
       snprintf(o->reason, sizeof o->reason,
-               "no accumulable all-reduce on this communicator (floating Sum/Avg of at least NCCLSHIM_MIN_BYTES): "
-               "no steps to find");
+               "no accumulable all-reduce or reduce-scatter on this communicator (floating Sum/Avg of at least "
+               "NCCLSHIM_MIN_BYTES): no steps to find");
     else if (!c->learned)
       snprintf(o->reason, sizeof o->reason,
-               "no repeating backward pass was learned from this communicator's %llu accumulable all-reduce(s)%s%s",
+               "no repeating backward pass was learned from this communicator's %llu accumulable call(s)%s%s",
                (unsigned long long)c->acc_calls, c->why_off && c->why_off[0] ? ": " : "",
                c->why_off ? c->why_off : "");
     else
@@ -103,11 +103,12 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
     if (ex >= in) try_comm(o->suggest, sizeof o->suggest, c);
     else try_input(o->suggest, sizeof o->suggest);
   }
+  char gap[80] = ""; /* host only: a GPU's records have no common time origin */
+  if (!t->gpu) snprintf(gap, sizeof gap, ", longest gap without a collective %.3f ms", (double)t->max_gap_ns / 1e6);
   snprintf(o->reason, sizeof o->reason,
            "exposed communication %.1f%%, input (device idle, no collective in flight) %.1f%%, compute %.1f%% of "
-           "%llu step(s), mean %.3f ms, longest gap without a collective %.3f ms; busy from %s",
-           100 * ex, 100 * in, 100 * o->compute_share, (unsigned long long)t->steps, o->mean_step_us / 1e3,
-           (double)t->max_gap_ns / 1e6,
+           "%llu step(s), mean %.3f ms%s; busy from %s",
+           100 * ex, 100 * in, 100 * o->compute_share, (unsigned long long)t->steps, o->mean_step_us / 1e3, gap,
            t->src == NSC_DIAG_SRC_CPU    ? "process CPU time (host stand-in for the device)"
            : t->src == NSC_DIAG_SRC_NVML ? "NVML GPU utilisation samples (kernel time less the exposed communication)"
                                          : nsc_diag_src_name(t->src));

@@ -498,18 +498,17 @@ static int is_float(ncclDataType_t dt) {
   return dt == ncclFloat16 || dt == ncclBfloat16 || dt == ncclFloat32 || dt == ncclFloat64;
 }
 
-void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
-                  const void *recv) {
-  if (!diag_on) return;
+static void log_call(nsc_comm_log *l, int rs, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                     const void *send, const void *recv) {
   uint64_t bytes = (uint64_t)count * nsc_dtype_size(dt);
   int fl = is_float(dt) && (op == ncclSum || op == ncclAvg);
   int acc = fl && send && recv && count > 0 && bytes >= diag_min_bytes;
-  int in = op == ncclSum && !is_float(dt) && dt != ncclFloat8e4m3 && dt != ncclFloat8e5m2;
+  int in = !rs && op == ncclSum && !is_float(dt) && dt != ncclFloat8e4m3 && dt != ncclFloat8e5m2; /* a used-map */
   /* Nothing to learn from until an accumulable call came (the common small
    * calls of a job without one cost this test only). */
   if (!acc && !__atomic_load_n(&l->diag_acc, __ATOMIC_ACQUIRE)) return;
   if (__atomic_load_n(&l->open, __ATOMIC_ACQUIRE) == NSC_LOG_UNOPENED) open_lazily(l);
-  nsc_accum_el el = {(uintptr_t)recv, (uintptr_t)send, count, (int32_t)dt, (int32_t)op, bytes};
+  nsc_accum_el el = nsc_diag_el(rs, send, recv, count, (int)dt, (int)op, bytes);
   pthread_mutex_lock(&l->lock);
   if (l->open == NSC_LOG_OPEN) {
     if (!l->diag) l->diag = nsc_diag_new(diag_k, detail);
@@ -531,6 +530,16 @@ void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt
     }
   }
   pthread_mutex_unlock(&l->lock);
+}
+
+void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
+                  const void *recv) {
+  if (diag_on) log_call(l, 0, seq, count, dt, op, send, recv);
+}
+
+void nsc_log_call_rs(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
+                     const void *recv) {
+  if (diag_on) log_call(l, 1, seq, count, dt, op, send, recv);
 }
 
 void nsc_log_position(nsc_comm_log *l, long long *pass, long *pos) {

@@ -346,7 +346,7 @@ static void json_diag(FILE *f, const nsc_comm_log *l) {
   put_us_or_null(f, "exposed_comm_us", t ? (int64_t)t->exposed_ns : 0);
   put_us_or_null(f, "input_us", t && t->busy_steps ? (int64_t)(fr - busy) : -1);
   put_us_or_null(f, "compute_us", t && t->busy_steps ? (int64_t)busy : -1);
-  put_us_or_null(f, "max_gap_us", t ? (int64_t)t->max_gap_ns : 0);
+  put_us_or_null(f, "max_gap_us", t ? (t->gpu ? -1 : (int64_t)t->max_gap_ns) : 0); /* null on a GPU */
   fputs(",\"busy_why\":\"", f); /* why busy_source is "none" ("" otherwise) */
   if (t && t->steps && !t->busy_steps) nsc_log_json_str(f, t->gpu && d ? nsc_nvml_why(d->cudev) : "the CPU time could not be read");
   fputs("\"", f);

@@ -121,3 +121,8 @@ check_grep "... and the summary line says so" "device busy time unknown \(NVML n
 gpu_run noperm "$CD:$FN" FAKENVML_UTIL=30 FAKENVML_FAIL=perm
 $NV --label "NVML refuses the device" --rank 0 --none "nvmlDeviceGetHandleByPciBusId_v2(0000:01:00.0) failed (Insufficient Permissions)" \
   "$TMPD/noperm.0.jsonl" || not_ok "check_nvml.py crashed"
+
+# 8. Reduce-scatters (FSDP2, ZeRO): diagtest -R reduce-scatters its buckets; the passes are learned
+#    from them alone (bf16: two-phase records, timed on the host), input-bound as in 1.
+NCCLSHIM_COMPRESS=bf16 run rs -R -p 10 -c 500 -s 60000
+for r in 0 1; do chk --label "reduce-scatter" --rank $r --verdict input-bound --input-from-sleep "$TMPD/rs.json" "$TMPD/rs.$r.jsonl"; done

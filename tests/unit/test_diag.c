@@ -102,6 +102,33 @@ static void test_plain_loop_boundaries(void **state) {
   nsc_diag_free(d);
 }
 
+/* Reduce-scatters (FSDP2, ZeRO) are learned too, as elements of their own:
+ * a pass of RS(A), an all-reduce of A with the same count, RS(B) is three
+ * buckets long (were RS(A) and AR(A) one element, A would repeat inside the
+ * pass); passes count from the first, locked after the third (call 9), so
+ * call 10 begins pass 3. */
+static void test_reduce_scatter_passes(void **state) {
+  (void)state;
+  nsc_diag *d = nsc_diag_new(1, 0);
+  int nb = 0;
+  uint64_t call = 0, at[4];
+  for (int p = 0; p < 6; p++)
+    for (int k = 0; k < 3; k++) {
+      nsc_accum_el e = nsc_diag_el(k != 1, (void *)(uintptr_t)(k == 2 ? 0x2000 : 0x1000),
+                                   (void *)(uintptr_t)(k == 2 ? 0x2000 : 0x1000), BUCKET, ncclFloat32, ncclSum,
+                                   BUCKET * 4u);
+      if (nsc_diag_call(d, ++call, &e, 1, 0, 1) && nb < 4) at[nb++] = call;
+    }
+  assert_int_equal(d->pass_len, 3);
+  assert_int_equal(nb, 3);
+  for (int i = 0; i < nb; i++) assert_int_equal(at[i], 10 + 3 * (uint64_t)i);
+  nsc_accum_el a = nsc_diag_el(0, (void *)1, (void *)1, 8, ncclFloat32, ncclAvg, 32);
+  nsc_accum_el r = nsc_diag_el(1, (void *)1, (void *)1, 8, ncclFloat32, ncclAvg, 32);
+  assert_int_equal(a.op, ncclAvg);
+  assert_int_equal(r.op, ncclAvg + NSC_DIAG_RS_OP);
+  nsc_diag_free(d);
+}
+
 /* A bucket out of order after the lock: the observer stops at the next
  * agreement, the step in progress is dropped, learning starts again and
  * locks again three passes later. */
@@ -152,7 +179,7 @@ static void test_no_pass(void **state) {
   nsc_diag_judge(&t, &ctx, &o);
   assert_string_equal(o.verdict, "unknown");
   assert_true(strstr(o.reason, "no repeating backward pass was learned from this communicator's 20485 accumulable "
-                               "all-reduce(s): no backward pass learned in 4096") != NULL);
+                               "call(s): no backward pass learned in 4096") != NULL);
   assert_true(o.exposed_comm_share < 0 && o.input_share < 0 && o.compute_share < 0);
   nsc_diag_free(d);
 }
@@ -376,7 +403,7 @@ static void test_verdict_rules(void **state) {
   assert_string_equal(o.reason, "2 complete step(s), 3 needed (5 more with calls captured into a CUDA graph, not timed)");
   ctx.learned = 0; /* a communicator of small calls only (metrics, barriers) */
   nsc_diag_judge(&t, &ctx, &o);
-  assert_string_equal(o.reason, "no accumulable all-reduce on this communicator (floating Sum/Avg of at least "
+  assert_string_equal(o.reason, "no accumulable all-reduce or reduce-scatter on this communicator (floating Sum/Avg of at least "
                                 "NCCLSHIM_MIN_BYTES): no steps to find");
 }
 
@@ -386,7 +413,7 @@ int main(void) {
       cmocka_unit_test(test_anomaly_relearns),
       cmocka_unit_test(test_no_pass),           cmocka_unit_test(test_host_accounting),
       cmocka_unit_test(test_gpu_accounting),    cmocka_unit_test(test_verdict_rules),
-      cmocka_unit_test(test_nvml_map),          cmocka_unit_test(test_gpu_busy_and_settle),
+      cmocka_unit_test(test_reduce_scatter_passes), cmocka_unit_test(test_nvml_map),          cmocka_unit_test(test_gpu_busy_and_settle),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
