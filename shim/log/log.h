@@ -50,6 +50,9 @@ typedef struct nsc_rec {
   int state;               /* NSC_REC_* */
   int nvtx_open;           /* an NVTX range was started for it */
   uint64_t nvtx_id;
+  int64_t dpass;           /* diagnosis: the backward pass of its call, -1 unknown (set at commit) */
+  int dlast;               /* diagnosis: its call was the pass's last bucket */
+  int64_t dbusy;           /* diagnosis, host: the calling thread's CPU + run-queue time inside the call, -1 none */
 } nsc_rec;
 
 /* Aggregates for one action. Calls, bytes and records are exact for the whole
@@ -86,6 +89,8 @@ typedef struct nsc_comm_log {
   int nudged;              /* the writer was woken for this ring and has not taken it yet */
   struct nsc_comm_log *open_next; /* the list of open logs (log.c) */
   struct nsc_log_wstate *w;       /* the writer's own state (trace tracks); only it reads it */
+  struct nsc_diag *diag;          /* the diagnosis (shim/diag/), NULL until an accumulable all-reduce was seen */
+  int diag_acc;                   /* ... one was seen: later calls are fed too (atomic) */
   pthread_mutex_t lock;
 } nsc_comm_log;
 
@@ -106,6 +111,22 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r);
 /* Drop a record's marks without committing it (failed call). */
 void nsc_log_discard(nsc_rec *r);
 void nsc_log_accum(nsc_comm_log *l, int synced);
+/* The diagnosis's view of one intercepted all-reduce, before its real call
+ * (seq: the shim's call counter of the communicator, the record's `seq`).
+ * Observe-only: nothing is issued, nothing decided; a no-op unless logging
+ * and NCCLSHIM_DIAG are on. */
+void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
+                  const void *recv);
+/* The same for a reduce-scatter outside a group (count: the whole send
+ * buffer, recvcount times the ranks): its passes are learned too (FSDP2,
+ * ZeRO), as elements of their own. */
+void nsc_log_call_rs(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
+                     const void *recv);
+/* Right after nsc_log_call on the same thread: the backward pass the call
+ * is in and its index in the learned pass (-1, -1 when not known: no pass
+ * learned yet, not an element of it, or the diagnosis off — it exists only
+ * with logging on and NCCLSHIM_DIAG=1). Local, observe-only knowledge. */
+void nsc_log_position(nsc_comm_log *l, long long *pass, long *pos);
 /* Write this communicator's summary (and its JSON lines / trace events). */
 void nsc_log_comm_close(nsc_comm_log *l);
 
