@@ -90,7 +90,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-void nsc_accum_init(nsc_accum *a) { memset(a, 0, sizeof *a); }
+void nsc_accum_init(nsc_accum *a) {
+  memset(a, 0, sizeof *a);
+  a->last_pos = -1;
+}
+
+void nsc_accum_init_observe(nsc_accum *a) {
+  nsc_accum_init(a);
+  a->observe = 1;
+}
 
 static void drop_learning(nsc_accum *a) {
   free(a->hist);
@@ -123,6 +131,9 @@ static int sig_eq(const nsc_accum_el *x, const nsc_accum_el *y) {
 }
 
 static long find_in_pass(const nsc_accum *a, const nsc_accum_el *e) {
+  /* The pass's elements are distinct: the expected next one, when it
+   * matches, is the only match (the common case, checked first). */
+  if (a->pos < a->nl && el_eq(&a->L[a->pos], e)) return (long)a->pos;
   for (size_t k = 0; k < a->nl; k++)
     if (el_eq(&a->L[k], e)) return (long)k;
   return -1;
@@ -264,8 +275,23 @@ static int seg_has_int(const nsc_accum *a, size_t s, size_t t) {
   return 0;
 }
 
-/* R1's verdict on the current candidate (only when stable). */
+static proposal propose_ddp(const nsc_accum *a);
+
+/* R1's verdict on the current candidate (only when stable). Observe-only:
+ * any stable pass locks (not DDP's: micro-steps from its first bucket). */
 static proposal propose(const nsc_accum *a) {
+  proposal p = propose_ddp(a);
+  if (!a->observe || p.verdict != V_REJECT) return p;
+  size_t f = first_occurrence(a, &a->L[0]), occ = 0;
+  for (size_t i = f; i < a->n; i++) occ += el_eq(&a->hist[i].el, &a->L[0]);
+  p.verdict = V_LOCK;
+  p.npre = 0;
+  p.m = (long long)occ - 1;
+  p.kind = "a repeating pass (observe only)";
+  return p;
+}
+
+static proposal propose_ddp(const nsc_accum *a) {
   proposal p = {V_NONE, 0, 0, ""};
   if (a->mode != NSC_ACC_LEARNING || !a->nl || a->reps < NSC_ACC_REPS || a->pos != a->nl || !all_seen(a) ||
       a->sm_lost)
@@ -537,8 +563,9 @@ static void sig_track(nsc_accum *a, const nsc_accum_el *e, long long K) {
 static int locked_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen) {
   sig_track(a, e, K);
   long k = find_in_pass(a, e);
+  a->last_pos = k;
   if (k < 0) {
-    if (!sig_in_pass(a, e) && e->bytes >= a->pass_bytes) {
+    if (!a->observe && !sig_in_pass(a, e) && e->bytes >= a->pass_bytes) {
       snprintf(why, whylen,
                "an all-reduce of %llu elements, as large as a whole backward pass (%llu bytes) but not one of its "
                "buckets, came (a re-created model's first pass, or a parameter average): every call syncs from now on",
@@ -570,9 +597,14 @@ int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, 
   if (!why || !whylen) { why = scratch; whylen = sizeof scratch; }
   why[0] = '\0';
   int sync = 1;
+  a->last_pos = -1;
   if (a->mode == NSC_ACC_LEARNING) sync = learning_next(a, e, why, whylen);
   else if (a->mode == NSC_ACC_LOCKED) sync = locked_next(a, e, K, why, whylen);
   if (sync) a->synced++;
   else a->skipped++;
   return sync;
 }
+
+long long nsc_accum_pass_no(const nsc_accum *a) { return a->mode == NSC_ACC_LOCKED ? a->m : -1; }
+long nsc_accum_pass_pos(const nsc_accum *a) { return a->mode == NSC_ACC_LOCKED ? a->last_pos : -1; }
+size_t nsc_accum_pass_len(const nsc_accum *a) { return a->mode == NSC_ACC_LOCKED ? a->nl : 0; }

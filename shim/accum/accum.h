@@ -46,6 +46,7 @@ typedef struct {
 
 typedef struct {
   int mode;
+  int observe;              /* observe-only (nsc_accum_init_observe): see below */
   int late;                 /* first accumulable call came after another communicator's second pass */
   /* learning */
   nsc_accum_ent *hist;
@@ -74,9 +75,21 @@ typedef struct {
   int64_t sent_hash;        /* hash of the state an issued agreement carried */
   int due;                  /* an agreement must be issued after this call */
   uint64_t synced, skipped;
+  long last_pos;            /* locked: index in L of the last call given to nsc_accum_next, -1 if none */
 } nsc_accum;
 
 void nsc_accum_init(nsc_accum *a);
+/* Observe-only (the diagnosis, NCCLSHIM_DIAG): the same machine, used to
+ * find passes and never to decide anything. The caller hands each due
+ * agreement's own values straight back (nsc_accum_agree_vals, then
+ * nsc_accum_agreed with them: a one-rank agreement, nothing issued), with
+ * K = 1 (every pass syncs). Differences to accumulation: a stable pass locks
+ * even when what came before it is not DDP's (then its micro-steps count
+ * from its first bucket's first call: the phase is not known, which only
+ * optimizer-step numbering of K >= 2 needs), and a large foreign call does
+ * not end it (foreign, ignored). An anomaly still ends it (mode OFF) at the
+ * next agreement; the caller may start learning again. */
+void nsc_accum_init_observe(nsc_accum *a);
 void nsc_accum_free(nsc_accum *a);
 
 /* One accumulable call (K >= 2): 1 = synchronise, 0 = answer locally. When the
@@ -102,5 +115,18 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t vals[NSC_ACC_AGREE_N], int ok,
 
 /* This communicator has begun a second backward pass (a bucket came again). */
 int nsc_accum_recurred(const nsc_accum *a);
+
+/* Where the calls are in the learned pass (for logging and for state keyed
+ * by position, e.g. error feedback): pure reads, valid right after
+ * nsc_accum_next. While not locked all three say "unknown".
+ *   nsc_accum_pass_no   the micro-step (backward pass number m, counted as in
+ *                       R3) of the current pass, -1 if not locked
+ *   nsc_accum_pass_pos  the index in the learned pass (0 = its first bucket)
+ *                       of the last call given to nsc_accum_next, -1 if it
+ *                       was not an element of the pass or not locked
+ *   nsc_accum_pass_len  elements of the learned pass, 0 if not locked */
+long long nsc_accum_pass_no(const nsc_accum *a);
+long nsc_accum_pass_pos(const nsc_accum *a);
+size_t nsc_accum_pass_len(const nsc_accum *a);
 
 #endif

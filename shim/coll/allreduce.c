@@ -369,6 +369,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
     goto out;
   }
   c->seq++;
+  nsc_log_call(&c->log, c->seq, count, dt, op, send, recv); /* the diagnosis: observe-only */
   nsc_action a = nsc_policy_transform(cfg, &call);
   int acc = nsc_policy_accumulable(cfg, &call);
   if (a == NSC_ACT_PASS && !acc) {

@@ -25,14 +25,18 @@
  * ones become "unknown"). */
 #include "log.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "core.h"
+#include "diag.h"
 #include "group.h"
 #include "log_int.h"
 #include "policy.h"
@@ -43,6 +47,9 @@ static int level;             /* NSC_LOG_* */
 static int keep;              /* records are kept (level != off or a trace file); 0 in a forked child */
 static int detail;            /* detail kept: calls mode or a trace file */
 static int forgotten;         /* forked child: touch nothing, write nothing */
+static int diag_on;           /* NCCLSHIM_DIAG and records kept */
+static uint64_t diag_min_bytes;
+static long long diag_k;
 static size_t ring_cap = 4096;
 /* CLOCK_REALTIME - CLOCK_MONOTONIC, read at activation and at each
  * communicator's opening: one clock read per call gives both clocks. */
@@ -70,6 +77,9 @@ void nsc_log_init(const nsc_config *cfg) {
   keep = level != NSC_LOG_OFF || cfg->trace_file[0];
   detail = level == NSC_LOG_CALLS || cfg->trace_file[0];
   ring_cap = (size_t)cfg->log_ring;
+  diag_on = keep && cfg->diag;
+  diag_min_bytes = (uint64_t)cfg->min_bytes;
+  diag_k = cfg->accum_steps;
   refresh_wall_offset();
   if (!keep) return;
   nsc_log_out_init(cfg);
@@ -269,7 +279,21 @@ static int read_times(nsc_rec *r) {
   return 1;
 }
 
+/* The diagnosis's share of a read record: its pass, its work's length. */
+static void diag_rec(nsc_comm_log *l, const nsc_rec *r) {
+  nsc_diag *d = l->diag;
+  if (!d) return;
+  int gpu = r->be != &nsc_backend_host;
+  if (gpu) d->want_cpu = 0;
+  int timed = r->state != NSC_REC_UNKNOWN && (r->have & (1u << NSC_T_COLL));
+  uint64_t dur = 0;
+  for (int t = 0; t < NSC_NTIMES; t++)
+    if (r->have & (1u << t)) dur += r->ns[t];
+  nsc_diag_rec(d, r, r->dpass, r->dlast, dur, timed, gpu, r->dbusy);
+}
+
 static void fold_time(nsc_comm_log *l, const nsc_rec *r) {
+  diag_rec(l, r);
   if (r->state == NSC_REC_UNKNOWN) { l->unknown++; return; }
   if (!(r->have & (1u << NSC_T_COLL))) { l->untimed++; return; }
   nsc_log_totals *t = &l->by_action[r->action & 3];
@@ -369,6 +393,53 @@ static void push(nsc_comm_log *l, nsc_rec *r) {
   advance(l, may_query);
 }
 
+/* The host stand-in for device busy, read once per pass on the thread of
+ * the pass's first bucket: its time on a CPU and waiting for one (run
+ * queue), from /proc/thread-self/schedstat (kept open per thread, closed at
+ * the thread's exit); without it, the thread's CPU clock and no run-queue
+ * time. cpu = run = -1 when neither can be read. */
+static pthread_key_t ss_key;
+static pthread_once_t ss_once = PTHREAD_ONCE_INIT;
+static __thread int ss_fd = -1, ss_tried;
+static void ss_close(void *p) {
+  int fd = (int)(intptr_t)p - 1;
+  if (fd >= 0) close(fd);
+}
+static void ss_init(void) { (void)pthread_key_create(&ss_key, ss_close); }
+
+/* The reading taken before this thread's current accumulable call. */
+static __thread struct {
+  const nsc_comm_log *l;
+  uint64_t seq;
+  int64_t cpu, runq;
+} tl_call;
+
+static void thread_busy(int64_t *cpu, int64_t *runq) {
+  *cpu = *runq = -1;
+  if (!ss_tried) {
+    ss_tried = 1;
+    pthread_once(&ss_once, ss_init);
+    ss_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (ss_fd >= 0 && pthread_setspecific(ss_key, (void *)(intptr_t)(ss_fd + 1))) {
+      close(ss_fd);
+      ss_fd = -1;
+    }
+  }
+  char buf[96];
+  ssize_t n = ss_fd >= 0 ? pread(ss_fd, buf, sizeof buf - 1, 0) : -1;
+  unsigned long long run = 0, wait = 0;
+  if (n > 0) {
+    buf[n] = '\0';
+    if (sscanf(buf, "%llu %llu", &run, &wait) == 2) {
+      *cpu = (int64_t)run;
+      *runq = (int64_t)wait;
+      return;
+    }
+  }
+  struct timespec ts;
+  if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) *cpu = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
 void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
   if (!keep || !r->be) { nsc_log_discard(r); return; }
   nsc_log_writer_start(); /* once: the first logged call starts the writer */
@@ -381,6 +452,15 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
     return;
   }
   r->lseq = ++l->nrec;
+  r->dpass = l->diag ? l->diag->cur_pass : -1;
+  r->dlast = l->diag && l->diag->last_call == r->seq;
+  r->dbusy = -1;
+  if (tl_call.l == l && tl_call.seq == r->seq) { /* read before the call on this thread: the same now */
+    int64_t cpu, runq;
+    thread_busy(&cpu, &runq);
+    if (cpu >= tl_call.cpu && runq >= tl_call.runq) r->dbusy = (cpu - tl_call.cpu) + (runq - tl_call.runq);
+    tl_call.l = NULL;
+  }
   l->marks_dropped += r->marks_dropped;
   nsc_log_totals *t = &l->by_action[r->action & 3];
   t->calls += r->action == NSC_ACT_FUSE ? (uint64_t)r->nmembers : 1;
@@ -403,6 +483,45 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
   if (nudge) nsc_log_writer_nudge();
 }
 
+static int is_float(ncclDataType_t dt) {
+  return dt == ncclFloat16 || dt == ncclBfloat16 || dt == ncclFloat32 || dt == ncclFloat64;
+}
+
+void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
+                  const void *recv) {
+  if (!diag_on) return;
+  uint64_t bytes = (uint64_t)count * nsc_dtype_size(dt);
+  int fl = is_float(dt) && (op == ncclSum || op == ncclAvg);
+  int acc = fl && send && recv && count > 0 && bytes >= diag_min_bytes;
+  int in = op == ncclSum && !is_float(dt) && dt != ncclFloat8e4m3 && dt != ncclFloat8e5m2;
+  /* Nothing to learn from until an accumulable call came (the common small
+   * calls of a job without one cost this test only). */
+  if (!acc && !__atomic_load_n(&l->diag_acc, __ATOMIC_ACQUIRE)) return;
+  if (__atomic_load_n(&l->open, __ATOMIC_ACQUIRE) == NSC_LOG_UNOPENED) open_lazily(l);
+  nsc_accum_el el = {(uintptr_t)recv, (uintptr_t)send, count, (int32_t)dt, (int32_t)op, bytes};
+  pthread_mutex_lock(&l->lock);
+  if (l->open == NSC_LOG_OPEN) {
+    if (!l->diag) l->diag = nsc_diag_new(diag_k, detail);
+    if (acc) __atomic_store_n(&l->diag_acc, 1, __ATOMIC_RELEASE);
+    if (l->diag && nsc_diag_call(l->diag, seq, &el, acc, in, fl)) {
+      uint64_t t = now_ns(CLOCK_MONOTONIC);
+      int64_t cpu = -1, runq = -1;
+      if (l->diag->want_cpu) thread_busy(&cpu, &runq); /* the host stand-in for device busy: once per pass */
+      nsc_diag_boundary(l->diag, t, t + (uint64_t)__atomic_load_n(&wall_off, __ATOMIC_RELAXED), cpu, runq,
+                        (uint64_t)pthread_self());
+      tl_call.l = NULL;
+      if (cpu >= 0 && runq >= 0) tl_call = (__typeof__(tl_call)){l, seq, cpu, runq};
+    } else if (acc && l->diag && l->diag->want_cpu && l->diag->cur_pass >= 0) {
+      /* host: what this thread spends inside the collective is not compute */
+      int64_t cpu, runq;
+      thread_busy(&cpu, &runq);
+      tl_call.l = NULL;
+      if (cpu >= 0 && runq >= 0) tl_call = (__typeof__(tl_call)){l, seq, cpu, runq};
+    }
+  }
+  pthread_mutex_unlock(&l->lock);
+}
+
 void nsc_log_accum(nsc_comm_log *l, int synced) {
   __atomic_fetch_add(synced ? &l->accum_synced : &l->accum_skipped, 1, __ATOMIC_RELAXED);
 }
@@ -412,6 +531,7 @@ void nsc_log_accum(nsc_comm_log *l, int synced) {
 /* What a log owns on the heap: its ring, the writer's state, histograms. */
 static void free_owned(const nsc_comm_log *l) {
   free(l->ring);
+  nsc_diag_free(l->diag);
   if (l->w) free(l->w->tr);
   free(l->w);
   for (int a = 0; a < 4; a++) free(l->by_action[a].hist);
@@ -450,6 +570,7 @@ static nsc_log_final *close_locked(nsc_comm_log *l, int may_query) {
   }
   l->ring = NULL;
   l->w = NULL;
+  l->diag = NULL;
   l->ring_alloc = l->ring_len = l->ring_done = l->ring_head = 0;
   for (int a = 0; a < 4; a++) l->by_action[a].hist = NULL;
   return f;
@@ -490,8 +611,8 @@ void nsc_log_collect(nsc_log_batch **out, size_t *n, const struct timespec *dead
   for (nsc_comm_log *l = proc_rank_seq == 0 ? open_logs : NULL; l; l = l->open_next) {
     if (lock_by(&l->lock, deadline)) continue;
     l->nudged = 0;
-    size_t k = l->ring_done;
-    if (k && l->rank >= 0 && *n == cap) {
+    size_t k = l->ring_done, ks = l->diag ? l->diag->slen : 0;
+    if ((k || ks) && l->rank >= 0 && *n == cap) {
       size_t c2 = cap ? 2 * cap : 8;
       nsc_log_batch *g = realloc(*out, c2 * sizeof *g);
       if (g) {
@@ -499,16 +620,21 @@ void nsc_log_collect(nsc_log_batch **out, size_t *n, const struct timespec *dead
         cap = c2;
       }
     }
-    nsc_rec *recs = k && l->rank >= 0 && *n < cap ? malloc(k * sizeof *recs) : NULL;
-    if (recs && !l->w) l->w = calloc(1, sizeof *l->w);
-    if (recs && l->w) {
+    int room = (k || ks) && l->rank >= 0 && *n < cap;
+    nsc_rec *recs = room && k ? malloc(k * sizeof *recs) : NULL;
+    nsc_diag_step *steps = room && ks ? malloc(ks * sizeof *steps) : NULL;
+    if (room && !l->w) l->w = calloc(1, sizeof *l->w);
+    if (room && l->w && (recs || !k) && (steps || !ks)) {
       for (size_t i = 0; i < k; i++) recs[i] = *at(l, i);
-      l->ring_head = (l->ring_head + k) % l->ring_alloc;
+      if (k) l->ring_head = (l->ring_head + k) % l->ring_alloc;
       l->ring_len -= k;
       l->ring_done = 0;
-      (*out)[(*n)++] = (nsc_log_batch){.who = nsc_log_who_of(l), .w = l->w, .recs = recs, .n = k};
+      if (ks) ks = nsc_diag_take(l->diag, steps, ks);
+      (*out)[(*n)++] = (nsc_log_batch){.who = nsc_log_who_of(l), .w = l->w, .recs = recs, .n = k, .steps = steps,
+                                       .nsteps = ks};
     } else {
       free(recs); /* out of memory: the records wait in the ring */
+      free(steps);
     }
     pthread_mutex_unlock(&l->lock);
   }

@@ -50,6 +50,9 @@ typedef struct nsc_rec {
   int state;               /* NSC_REC_* */
   int nvtx_open;           /* an NVTX range was started for it */
   uint64_t nvtx_id;
+  int64_t dpass;           /* diagnosis: the backward pass of its call, -1 unknown (set at commit) */
+  int dlast;               /* diagnosis: its call was the pass's last bucket */
+  int64_t dbusy;           /* diagnosis, host: the calling thread's CPU + run-queue time inside the call, -1 none */
 } nsc_rec;
 
 /* Aggregates for one action. Calls, bytes and records are exact for the whole
@@ -86,6 +89,8 @@ typedef struct nsc_comm_log {
   int nudged;              /* the writer was woken for this ring and has not taken it yet */
   struct nsc_comm_log *open_next; /* the list of open logs (log.c) */
   struct nsc_log_wstate *w;       /* the writer's own state (trace tracks); only it reads it */
+  struct nsc_diag *diag;          /* the diagnosis (shim/diag/), NULL until an accumulable all-reduce was seen */
+  int diag_acc;                   /* ... one was seen: later calls are fed too (atomic) */
   pthread_mutex_t lock;
 } nsc_comm_log;
 
@@ -106,6 +111,12 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r);
 /* Drop a record's marks without committing it (failed call). */
 void nsc_log_discard(nsc_rec *r);
 void nsc_log_accum(nsc_comm_log *l, int synced);
+/* The diagnosis's view of one intercepted all-reduce, before its real call
+ * (seq: the shim's call counter of the communicator, the record's `seq`).
+ * Observe-only: nothing is issued, nothing decided; a no-op unless logging
+ * and NCCLSHIM_DIAG are on. */
+void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
+                  const void *recv);
 /* Write this communicator's summary (and its JSON lines / trace events). */
 void nsc_log_comm_close(nsc_comm_log *l);
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "diag.h"
 #include "log.h"
 
 /* Log-linear histogram: exact below 16 ns, then 16 bins per power of two, so
@@ -51,6 +52,7 @@ typedef struct {
 typedef struct nsc_log_wstate {
   nsc_log_track *tr;
   int nt, cap;
+  int step_track;  /* the diagnosis's step track was named */
 } nsc_log_wstate;
 
 /* Records a ring holds: n of them from head in a ring of alloc entries. */
@@ -59,12 +61,14 @@ typedef struct {
   size_t head, alloc, n;
 } nsc_log_recs;
 
-/* Detail records taken from an open log (recs owned by the batch). */
+/* Detail records taken from an open log (recs and steps owned by the batch). */
 typedef struct {
   nsc_log_who who;
   nsc_log_wstate *w;
   nsc_rec *recs;
   size_t n;
+  nsc_diag_step *steps;    /* closed diagnosis steps (after the records) */
+  size_t nsteps;
 } nsc_log_batch;
 
 /* A closed communicator's log handed to the writer: a copy of the log whose
@@ -97,6 +101,12 @@ void nsc_log_writer_final(nsc_log_final *f);
 void nsc_log_writer_stop(void);
 
 /* log_out.c */
+/* Diagnosis JSON of one step (a JSON Lines "step" record) and of a closed log's verdict. */
+void nsc_log_json_step(FILE *f, const nsc_log_who *who, const nsc_diag_step *s, long long accum_steps);
+/* NCCLSHIM_ACCUM_STEPS, for optimizer-step numbers. */
+long long nsc_log_accum_steps(void);
+/* Its fields only ("pass":...,"captured":N), for the trace's args. */
+void nsc_log_json_step_body(FILE *f, const nsc_diag_step *s, long long accum_steps);
 void nsc_log_out_init(const nsc_config *cfg);
 /* One writing round: the closed logs (their last records, summary line,
  * table), then the detail batches; each file gets one write() per round. */
@@ -119,6 +129,9 @@ void nsc_log_trace_begin(FILE *f);
 /* Events of rs into f; metadata of tracks first seen also into meta. */
 void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *who, nsc_log_wstate *w, nsc_log_recs rs);
 void nsc_log_trace_end(FILE *f);
+/* Diagnosis steps as slices on the communicator's step track. */
+void nsc_log_trace_steps(FILE *f, FILE *meta, const nsc_log_who *who, nsc_log_wstate *w, const nsc_diag_step *s,
+                         size_t n);
 
 /* log_nvtx.c */
 void nsc_nvtx_init(void);

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "diag_policy.h"
 #include "log_int.h"
 #include "ncclshim.h"
 #include "msg.h"
@@ -61,6 +62,12 @@ static sink trace_sink = {.env = "NCCLSHIM_TRACE_FILE", .trace = 1};
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static int finished; /* after exit or a fatal SIGTERM: nothing more is written */
 static char host[256] = "?";
+static struct {
+  int diag, compress_off;
+  long long accum_steps;
+} out_cfg; /* what the diagnosis's lines need from the configuration */
+
+long long nsc_log_accum_steps(void) { return out_cfg.accum_steps; }
 
 const char *nsc_log_host(void) { return host; }
 
@@ -223,6 +230,9 @@ static void set_tmpl(sink *s, const char *v, const char *in_dir) {
 
 void nsc_log_out_init(const nsc_config *cfg) {
   gethostname(host, sizeof host - 1);
+  out_cfg.diag = cfg->diag;
+  out_cfg.compress_off = cfg->compress == NSC_COMPRESS_OFF;
+  out_cfg.accum_steps = cfg->accum_steps;
   if (cfg->log == NSC_LOG_SUMMARY && cfg->log_file[0]) set_tmpl(&table_sink, cfg->log_file, "ncclshim.%h.%p.txt");
   if (cfg->log == NSC_LOG_CALLS)
     set_tmpl(&calls_sink, cfg->log_file[0] ? cfg->log_file : "ncclshim.%h.%p.jsonl", "ncclshim.%h.%p.jsonl");
@@ -280,6 +290,102 @@ static void table_row(FILE *f, const char *pre, const char *name, const nsc_log_
   else fprintf(f, " %11.3f %11.3f\n", alg, nsc_log_busbw(alg, nranks));
 }
 
+/* The diagnosis ------------------------------------------------------------- */
+
+static void json_head(FILE *f, const char *kind, const nsc_log_who *l);
+
+static void diag_judge(const nsc_comm_log *l, nsc_diag_result *o) {
+  static const nsc_diag_tot none;
+  const nsc_diag *d = l->diag;
+  nsc_diag_ctx c = {.compress_off = out_cfg.compress_off, .accum_steps = out_cfg.accum_steps,
+                    .learned = d && d->pass_len > 0, .why_off = d ? d->why_off : "", .acc_calls = d ? d->acc_calls : 0};
+  nsc_diag_judge(d ? &d->tot : &none, &c, o);
+}
+
+static void diag_lines(FILE *f, const nsc_comm_log *l, const char *pre) {
+  if (!out_cfg.diag) return;
+  nsc_diag_result o;
+  diag_judge(l, &o);
+  fprintf(f, "%s# diagnosis: %s: %s\n", pre, o.verdict, o.reason);
+  if (o.suggest[0]) fprintf(f, "%s# try: %s\n", pre, o.suggest);
+}
+
+static void put_share(FILE *f, const char *key, double v) {
+  if (v < 0) fprintf(f, ",\"%s\":null", key);
+  else fprintf(f, ",\"%s\":%.4f", key, v);
+}
+
+static void put_us_or_null(FILE *f, const char *key, int64_t ns) {
+  fprintf(f, ",\"%s\":", key);
+  if (ns < 0) fputs("null", f);
+  else nsc_log_put_us(f, (uint64_t)ns);
+}
+
+static void json_diag(FILE *f, const nsc_comm_log *l) {
+  const nsc_diag *d = l->diag;
+  nsc_diag_result o;
+  diag_judge(l, &o);
+  const nsc_diag_tot *t = d ? &d->tot : NULL;
+  uint64_t w = t ? t->busy_wall_ns : 0, e = t ? t->busy_exposed_ns : 0, fr = w > e ? w - e : 0;
+  uint64_t busy = t && t->busy_ns < fr ? t->busy_ns : fr;
+  fprintf(f, ",\"diagnosis\":{\"verdict\":\"%s\"", o.verdict);
+  put_share(f, "exposed_comm_share", o.exposed_comm_share);
+  put_share(f, "input_share", o.input_share);
+  put_share(f, "compute_share", o.compute_share);
+  fprintf(f, ",\"steps\":%" PRIu64 ",\"steps_untimed\":%" PRIu64 ",\"steps_broken\":%" PRIu64
+          ",\"learned\":%s,\"pass_buckets\":%zu,\"pass_bytes\":%" PRIu64 ",\"accumulable_calls\":%" PRIu64
+          ",\"relearned\":%d,\"busy_source\":\"%s\"",
+          t ? t->steps : 0, t ? t->steps_untimed : 0, t ? t->steps_broken : 0, d && d->pass_len ? "true" : "false",
+          d ? d->pass_len : 0, d ? d->pass_bytes : 0, d ? d->acc_calls : 0, d ? d->relearns : 0,
+          nsc_diag_src_name(t && t->busy_steps ? t->src : NSC_DIAG_SRC_NONE));
+  put_us_or_null(f, "wall_us", t ? (int64_t)t->wall_ns : 0);
+  put_us_or_null(f, "mean_step_us", t && t->steps ? (int64_t)(t->wall_ns / t->steps) : -1);
+  put_us_or_null(f, "inflight_us", t ? (int64_t)t->inflight_ns : 0);
+  put_us_or_null(f, "exposed_comm_us", t ? (int64_t)t->exposed_ns : 0);
+  put_us_or_null(f, "input_us", t && t->busy_steps ? (int64_t)(fr - busy) : -1);
+  put_us_or_null(f, "compute_us", t && t->busy_steps ? (int64_t)busy : -1);
+  put_us_or_null(f, "max_gap_us", t ? (int64_t)t->max_gap_ns : 0);
+  fputs(",\"reason\":\"", f);
+  nsc_log_json_str(f, o.reason);
+  fputs("\",\"suggest\":\"", f);
+  nsc_log_json_str(f, o.suggest);
+  fputs("\"}", f);
+}
+
+/* One step: shares of its own wall time (input and compute null without a
+ * busy time). */
+void nsc_log_json_step(FILE *f, const nsc_log_who *who, const nsc_diag_step *s, long long k) {
+  json_head(f, "step", who);
+  fputc(',', f);
+  nsc_log_json_step_body(f, s, k);
+  fputs("}\n", f);
+}
+
+void nsc_log_json_step_body(FILE *f, const nsc_diag_step *s, long long k) {
+  if (k < 1) k = 1;
+  fprintf(f, "\"pass\":%" PRId64 ",\"opt_step\":%" PRId64 ",\"micro\":%" PRId64 ",\"accum_steps\":%lld"
+          ",\"first_call\":%" PRIu64 ",\"records\":%" PRIu64 ",\"wall_start_us\":",
+          s->pass, (int64_t)(s->pass / k), (int64_t)(s->pass % k), k, s->first_call, s->records);
+  nsc_log_put_us(f, s->wall_start_ns);
+  put_us_or_null(f, "wall_us", (int64_t)s->wall_ns);
+  put_us_or_null(f, "inflight_us", (int64_t)s->inflight_ns);
+  put_us_or_null(f, "exposed_comm_us", (int64_t)s->exposed_ns);
+  put_us_or_null(f, "max_gap_us", s->gpu ? -1 : (int64_t)s->max_gap_ns);
+  put_us_or_null(f, "cpu_us", s->cpu_ns);
+  put_us_or_null(f, "runq_us", s->runq_ns);
+  put_us_or_null(f, "coll_busy_us", s->cpu_ns < 0 ? -1 : (int64_t)s->coll_busy_ns);
+  uint64_t fr = s->wall_ns > s->exposed_ns ? s->wall_ns - s->exposed_ns : 0;
+  int64_t busy = s->busy_ns < 0 ? -1 : (uint64_t)s->busy_ns < fr ? s->busy_ns : (int64_t)fr;
+  put_us_or_null(f, "compute_us", busy);
+  put_us_or_null(f, "input_us", busy < 0 ? -1 : (int64_t)(fr - (uint64_t)busy));
+  double w = s->wall_ns ? (double)s->wall_ns : 1.0;
+  put_share(f, "exposed_comm_share", s->wall_ns ? (double)s->exposed_ns / w : -1);
+  put_share(f, "input_share", busy < 0 || !s->wall_ns ? -1 : (double)(fr - (uint64_t)busy) / w);
+  put_share(f, "compute_share", busy < 0 || !s->wall_ns ? -1 : (double)busy / w);
+  fprintf(f, ",\"busy_source\":\"%s\",\"device\":\"%s\",\"untimed\":%u,\"captured\":%u",
+          nsc_diag_src_name(s->src), s->gpu ? "gpu" : "host", s->untimed, s->captured);
+}
+
 static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
   nsc_log_totals all;
   memset(&all, 0, sizeof all);
@@ -319,6 +425,7 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
           pre, span > 0 ? 100.0 * (double)all.time_ns / span : 0.0, span / 1e9, l->nrec,
           nsc_log_detail() ? (size_t)(l->nrec - l->dropped) : (size_t)0, l->dropped, l->untimed, l->unknown,
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
+  diag_lines(f, l, pre);
   uint64_t sf = __atomic_load_n(&l->staging_failed, __ATOMIC_RELAXED);
   if (l->marks_dropped || sf)
     fprintf(f, "%s# timing marks dropped (event pool exhausted): %" PRIu64 "; staging allocations failed: %" PRIu64 "\n",
@@ -425,11 +532,17 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
       fputs(",\"p50_us\":null,\"p99_us\":null,\"algbw_GBps\":null,\"busbw_GBps\":null}", f);
     }
   }
-  fputs("}}\n", f);
+  fputs("}", f);
+  if (out_cfg.diag) json_diag(f, l);
+  fputs("}\n", f);
 }
 
 static void json_recs(FILE *f, const nsc_log_who *who, nsc_log_recs rs) {
   for (size_t i = 0; i < rs.n; i++) json_call(f, who, &rs.ring[(rs.head + i) % rs.alloc]);
+}
+
+static void json_steps(FILE *f, const nsc_log_who *who, const nsc_diag_step *s, size_t n) {
+  for (size_t i = 0; i < n; i++) nsc_log_json_step(f, who, &s[i], out_cfg.accum_steps);
 }
 
 void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *fin) {
@@ -448,18 +561,32 @@ void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *f
     nsc_log_who who = nsc_log_who_of(l);
     nsc_log_recs rs = {l->ring, l->ring_head, l->ring_alloc, l->ring_len};
     if (lv != NSC_LOG_OFF) emit_table(l);
+    nsc_diag_step *st = NULL;
+    size_t nst = l->diag && l->diag->slen && (st = malloc(l->diag->slen * sizeof *st))
+                     ? nsc_diag_take(l->diag, st, l->diag->slen) : 0;
     if (calls && mem(&cm) && mem(&cs)) {
       json_recs(cm.m, &who, rs);
+      json_steps(cm.m, &who, st, nst);
       json_summary(cm.m, l);
       json_summary(cs.m, l);
     }
-    if (trace && mem(&tm) && mem(&ts)) nsc_log_trace_recs(tm.m, ts.m, &who, l->w, rs);
+    if (trace && mem(&tm) && mem(&ts)) {
+      nsc_log_trace_recs(tm.m, ts.m, &who, l->w, rs);
+      nsc_log_trace_steps(tm.m, ts.m, &who, l->w, st, nst);
+    }
+    free(st);
     n += rs.n;
   }
   for (size_t i = 0; i < nb; i++) {
     nsc_log_recs rs = {b[i].recs, 0, b[i].n, b[i].n};
-    if (calls && mem(&cm)) json_recs(cm.m, &b[i].who, rs);
-    if (trace && mem(&tm) && mem(&ts)) nsc_log_trace_recs(tm.m, ts.m, &b[i].who, b[i].w, rs);
+    if (calls && mem(&cm)) {
+      json_recs(cm.m, &b[i].who, rs);
+      json_steps(cm.m, &b[i].who, b[i].steps, b[i].nsteps);
+    }
+    if (trace && mem(&tm) && mem(&ts)) {
+      nsc_log_trace_recs(tm.m, ts.m, &b[i].who, b[i].w, rs);
+      nsc_log_trace_steps(tm.m, ts.m, &b[i].who, b[i].w, b[i].steps, b[i].nsteps);
+    }
     n += rs.n;
   }
   mem_put(&cm, &cs, &calls_sink, n);

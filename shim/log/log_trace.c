@@ -123,3 +123,33 @@ void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstat
   }
   free(tmp.tr);
 }
+
+/* The diagnosis's steps: one slice per step on a track of their own per
+ * communicator ("comm N steps"), from the call of the pass's first bucket to
+ * the next pass's, with the breakdown in args (README "Diagnosis"). */
+void nsc_log_trace_steps(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstate *w, const nsc_diag_step *s,
+                         size_t n) {
+  if (!n) return;
+  int tid = (l->comm_seq + 1) * 1000;
+  if (!w || !w->step_track) {
+    FILE *to[2] = {f, meta};
+    for (int i = 0; i < 2; i++) {
+      if (!to[i]) continue;
+      fprintf(to[i], ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"comm %d (%#" PRIx64
+              ", %d ranks) steps\"}}",
+              trace_pid, tid, l->comm_seq, l->id, l->nranks);
+      fprintf(to[i], ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+              trace_pid, tid, tid);
+    }
+    if (w) w->step_track = 1;
+  }
+  char name[48];
+  for (size_t i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "step (pass %" PRId64 ")", s[i].pass);
+    uint64_t t = s[i].wall_start_ns;
+    slice(f, name, tid, &t, s[i].wall_ns);
+    fputs(",\"args\":{", f);
+    nsc_log_json_step_body(f, &s[i], nsc_log_accum_steps());
+    fputs("}}", f);
+  }
+}

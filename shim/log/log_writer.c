@@ -104,7 +104,10 @@ static void round_once(const struct timespec *deadline) {
   size_t nb = 0;
   nsc_log_collect(&b, &nb, deadline);
   if (nb || f) nsc_log_out_round(b, nb, f);
-  for (size_t i = 0; i < nb; i++) free(b[i].recs);
+  for (size_t i = 0; i < nb; i++) {
+    free(b[i].recs);
+    free(b[i].steps);
+  }
   free(b);
   while (f) {
     nsc_log_final *next = f->next;

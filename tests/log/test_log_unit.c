@@ -45,6 +45,7 @@ const char *nsc_action_name(nsc_action a) {
 }
 const char *nsc_dtype_name(ncclDataType_t dt) { return dt == ncclFloat32 ? "float" : "other"; }
 const char *nsc_op_name(ncclRedOp_t op) { return op == ncclSum ? "sum" : "other"; }
+size_t nsc_dtype_size(ncclDataType_t dt) { return dt == ncclFloat32 || dt == ncclInt32 ? 4 : 1; }
 void nsc_msg(const char *level, const char *fmt, ...) { (void)level; (void)fmt; }
 int ncclshim_get_stats(ncclshim_stats_t *out) { memset(out, 0, sizeof *out); return 0; }
 

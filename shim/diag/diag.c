@@ -1,0 +1,248 @@
+/* diag.c — see diag.h: the step detector (the learner, observe-only) and the
+ * per-step accounting of the records the log reads.
+ *
+ * Boundaries. A call that the learner, once locked, finds to be the first
+ * element of its pass begins pass m (its micro-step); its clocks are kept in
+ * a small table indexed by m. Records are tagged with the pass of the call
+ * they belong to when they are committed, and read later (GPU: when their
+ * events completed, still in commit order); the first record of a later
+ * pass closes the open step at that pass's boundary. When the learner
+ * stops (an anomaly: a bucket out of order, a moved buffer) the open step is
+ * dropped (counted as broken) and learning starts again, at most
+ * NSC_DIAG_RELEARN times.
+ *
+ * Host backend: collectives run on the calling thread, so a record's
+ * interval [call, call + its time] is time the program waited for it; the
+ * union of those intervals in the step is both the time in flight and the
+ * exposed communication. GPU: the records' times are device times without a
+ * common origin, so the time in flight is their sum (capped at the step) and
+ * the exposed communication is the time of the pass's last bucket's record
+ * (README says what that misses). */
+#include "diag.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "policy.h"
+
+const char *nsc_diag_src_name(int src) {
+  return src == NSC_DIAG_SRC_CPU ? "cpu-time" : src == NSC_DIAG_SRC_NVML ? "nvml" : "none";
+}
+
+nsc_diag *nsc_diag_new(long long accum_steps, int keep_steps) {
+  nsc_diag *d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  nsc_accum_init_observe(&d->learn);
+  d->accum_steps = accum_steps > 0 ? accum_steps : 1;
+  d->cur_pass = -1;
+  d->last_call = UINT64_MAX;
+  d->want_cpu = 1;
+  for (int i = 0; i < NSC_DIAG_BND; i++) d->bnd[i].pass = -1;
+  if (keep_steps) d->steps = malloc(NSC_DIAG_STEPS * sizeof *d->steps); /* NULL: no step detail */
+  return d;
+}
+
+void nsc_diag_free(nsc_diag *d) {
+  if (!d) return;
+  nsc_accum_free(&d->learn);
+  free(d->steps);
+  free(d);
+}
+
+/* The learner stopped: drop the step being measured, start again. */
+static void restart(nsc_diag *d, const char *why) {
+  if (why && why[0]) {
+    size_t n = strlen(why) < sizeof d->why_off - 1 ? strlen(why) : sizeof d->why_off - 1;
+    memcpy(d->why_off, why, n);
+    d->why_off[n] = '\0';
+  }
+  d->cur_pass = -1;
+  d->last_call = UINT64_MAX;
+  nsc_accum_free(&d->learn);
+  if (d->relearns >= NSC_DIAG_RELEARN) {
+    d->learn.mode = NSC_ACC_OFF;
+    return;
+  }
+  d->relearns++;
+  nsc_accum_init_observe(&d->learn);
+}
+
+int nsc_diag_call(nsc_diag *d, uint64_t call, const nsc_accum_el *e, int acc, int int_sum, int fl) {
+  nsc_accum *a = &d->learn;
+  if (a->mode == NSC_ACC_OFF) return 0;
+  if (!acc) {
+    nsc_accum_observe(a, int_sum, fl ? e : NULL);
+    return 0;
+  }
+  d->acc_calls++;
+  char why[512];
+  (void)nsc_accum_next(a, e, 1, why, sizeof why);
+  long long m = nsc_accum_pass_no(a);
+  long pos = nsc_accum_pass_pos(a);
+  int begins = m >= 0 && pos == 0;
+  if (begins) d->cur_pass = m;
+  if (m >= 0 && pos >= 0 && (size_t)pos + 1 == nsc_accum_pass_len(a)) d->last_call = call;
+  if (nsc_accum_take_due(a)) { /* a one-rank agreement: its own values, nothing issued */
+    int64_t v[NSC_ACC_AGREE_N];
+    int was_locked = a->mode == NSC_ACC_LOCKED;
+    nsc_accum_agree_vals(a, v);
+    nsc_accum_agreed(a, v, 1, 1, why, sizeof why);
+    if (a->mode == NSC_ACC_LOCKED && !was_locked) {
+      d->pass_len = nsc_accum_pass_len(a);
+      d->pass_bytes = a->pass_bytes;
+    }
+    if (a->mode == NSC_ACC_OFF) restart(d, why);
+  }
+  if (begins && d->cur_pass == m) {
+    nsc_diag_bnd *b = &d->bnd[m % NSC_DIAG_BND];
+    b->pass = m;
+    b->call = call;
+    b->cpu_ns = b->runq_ns = -1;
+    return 1;
+  }
+  return 0;
+}
+
+void nsc_diag_boundary(nsc_diag *d, uint64_t t_ns, uint64_t wall_ns, int64_t cpu_ns, int64_t runq_ns, uint64_t tid) {
+  if (d->cur_pass < 0) return;
+  nsc_diag_bnd *b = &d->bnd[d->cur_pass % NSC_DIAG_BND];
+  b->t_ns = t_ns;
+  b->wall_ns = wall_ns;
+  b->cpu_ns = cpu_ns;
+  b->runq_ns = runq_ns;
+  b->tid = tid;
+}
+
+static const nsc_diag_bnd *bnd_of(const nsc_diag *d, int64_t pass) {
+  const nsc_diag_bnd *b = &d->bnd[pass % NSC_DIAG_BND];
+  return b->pass == pass ? b : NULL;
+}
+
+int64_t nsc_diag_host_busy(const nsc_diag_step *s) {
+  if (s->cpu_ns < 0) return -1;
+  uint64_t free_ns = s->wall_ns > s->inflight_ns ? s->wall_ns - s->inflight_ns : 0;
+  uint64_t busy = (uint64_t)s->cpu_ns + (s->runq_ns > 0 ? (uint64_t)s->runq_ns : 0);
+  busy = busy > s->coll_busy_ns ? busy - s->coll_busy_ns : 0;
+  return busy < free_ns ? (int64_t)busy : (int64_t)free_ns;
+}
+
+void nsc_diag_tot_add(nsc_diag_tot *t, const nsc_diag_step *s) {
+  if (s->untimed || s->captured) {
+    t->steps_untimed++;
+    return;
+  }
+  t->steps++;
+  t->gpu |= s->gpu;
+  t->wall_ns += s->wall_ns;
+  t->inflight_ns += s->inflight_ns;
+  t->exposed_ns += s->exposed_ns;
+  if (s->max_gap_ns > t->max_gap_ns) t->max_gap_ns = s->max_gap_ns;
+  if (s->busy_ns >= 0) {
+    t->busy_steps++;
+    t->busy_wall_ns += s->wall_ns;
+    t->busy_ns += (uint64_t)s->busy_ns;
+    t->busy_exposed_ns += s->exposed_ns;
+    t->src = s->src;
+  }
+}
+
+static void close_step(nsc_diag *d, const nsc_diag_bnd *next) {
+  nsc_diag_step *s = &d->open;
+  d->have_open = 0;
+  if (next->t_ns < s->start_ns) return;
+  s->wall_ns = next->t_ns - s->start_ns;
+  if (!s->gpu) {
+    uint64_t tail = next->t_ns > d->cursor_ns ? next->t_ns - d->cursor_ns : 0;
+    if (tail > s->max_gap_ns) s->max_gap_ns = tail;
+  }
+  if (s->inflight_ns > s->wall_ns) s->inflight_ns = s->wall_ns;
+  if (s->exposed_ns > s->wall_ns) s->exposed_ns = s->wall_ns;
+  int same = next->tid == d->open_tid;
+  s->cpu_ns = same && s->cpu_ns >= 0 && next->cpu_ns >= s->cpu_ns ? next->cpu_ns - s->cpu_ns : -1;
+  s->runq_ns = same && s->runq_ns >= 0 && next->runq_ns >= s->runq_ns ? next->runq_ns - s->runq_ns : -1;
+  s->busy_ns = -1;
+  s->src = NSC_DIAG_SRC_NONE;
+  if (!s->gpu && s->cpu_ns >= 0) {
+    s->busy_ns = nsc_diag_host_busy(s);
+    s->src = NSC_DIAG_SRC_CPU;
+  }
+  nsc_diag_tot_add(&d->tot, s);
+  if (!d->steps) return;
+  if (d->slen == NSC_DIAG_STEPS) { /* the writer is behind: the oldest leaves without detail */
+    d->shead = (d->shead + 1) % NSC_DIAG_STEPS;
+    d->slen--;
+    d->steps_dropped++;
+  }
+  d->steps[(d->shead + d->slen) % NSC_DIAG_STEPS] = *s;
+  d->slen++;
+}
+
+static void open_step(nsc_diag *d, const nsc_diag_bnd *b) {
+  memset(&d->open, 0, sizeof d->open);
+  d->open.pass = b->pass;
+  d->open.first_call = b->call;
+  d->open.start_ns = b->t_ns;
+  d->open.wall_start_ns = b->wall_ns;
+  d->open.cpu_ns = b->cpu_ns; /* the start's readings until the step closes */
+  d->open.runq_ns = b->runq_ns;
+  d->open_tid = b->tid;
+  d->cursor_ns = b->t_ns;
+  d->have_open = 1;
+}
+
+void nsc_diag_rec(nsc_diag *d, const nsc_rec *r, int64_t pass, int last_bucket, uint64_t dur_ns, int timed,
+                  int gpu, int64_t busy_in_ns) {
+  if (pass < 0) {
+    if (d->have_open) d->tot.steps_broken++;
+    d->have_open = 0;
+    return;
+  }
+  if (!d->have_open || pass != d->open.pass) {
+    const nsc_diag_bnd *b = bnd_of(d, pass);
+    if (d->have_open && pass > d->open.pass && b) close_step(d, b);
+    else if (d->have_open) d->tot.steps_broken++;
+    d->have_open = 0;
+    if (!b) return;
+    open_step(d, b);
+  }
+  nsc_diag_step *s = &d->open;
+  s->records++;
+  s->gpu |= gpu;
+  if (busy_in_ns > 0) s->coll_busy_ns += (uint64_t)busy_in_ns;
+  if (r->untimed == NSC_UNTIMED_CAPTURE) s->captured++;
+  if (!timed) {
+    s->untimed++;
+    return;
+  }
+  if (r->action == NSC_ACT_SKIP) return; /* answered locally: work, not communication */
+  if (gpu) {
+    s->inflight_ns += dur_ns;
+    if (last_bucket) s->exposed_ns += dur_ns;
+    return;
+  }
+  uint64_t b = r->host_ns, e = b + dur_ns;
+  if (b > d->cursor_ns && b - d->cursor_ns > s->max_gap_ns) s->max_gap_ns = b - d->cursor_ns;
+  uint64_t from = b > d->cursor_ns ? b : d->cursor_ns;
+  if (e > from) {
+    s->inflight_ns += e - from;
+    s->exposed_ns += e - from;
+  }
+  if (e > d->cursor_ns) d->cursor_ns = e;
+}
+
+size_t nsc_diag_take(nsc_diag *d, nsc_diag_step *out, size_t max) {
+  size_t n = 0;
+  for (; n < max && d->slen; n++) {
+    out[n] = d->steps[d->shead];
+    d->shead = (d->shead + 1) % NSC_DIAG_STEPS;
+    d->slen--;
+  }
+  return n;
+}
+
+void nsc_diag_position(const nsc_diag *d, long long *pass, long *pos) {
+  *pass = d ? nsc_accum_pass_no(&d->learn) : -1;
+  *pos = d ? nsc_accum_pass_pos(&d->learn) : -1;
+}

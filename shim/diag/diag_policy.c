@@ -1,0 +1,105 @@
+/* diag_policy.c — the verdict: shares of step time from the totals over
+ * complete steps, the first rule of the table below that holds, and what to
+ * try next with the numbers behind it (thresholds in diag_policy.h):
+ *
+ *   1 fewer than NSC_DIAG_MIN_STEPS steps        unknown (and why)
+ *   2 busy time unknown (no source)              communication-bound if
+ *                                                exposed >= COMM, else unknown
+ *   3 exposed >= COMM and exposed >= input       communication-bound
+ *   4 input >= INPUT                             input-bound
+ *   5 compute >= COMPUTE                         compute-bound
+ *   6 otherwise                                  mixed
+ *
+ *   exposed = exposed communication / step time   (all counted steps)
+ *   input   = idle, no collective in flight / step time  (steps with a busy time)
+ *   compute = 1 - exposed - input                        (the same steps)
+ * Must not: depend on anything but its arguments. */
+#include "diag_policy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static double share(uint64_t part, uint64_t whole) { return whole ? (double)part / (double)whole : 0.0; }
+
+static void add(char *buf, size_t len, const char *s) {
+  size_t n = strlen(buf);
+  if (n + 1 < len) snprintf(buf + n, len - n, "%s", s);
+}
+
+static void try_comm(char *b, size_t n, const nsc_diag_ctx *c) {
+  add(b, n, c->compress_off ? "NCCLSHIM_COMPRESS=bf16 or fp16 (half the wire bytes; int8: a quarter); "
+                            : "NCCLSHIM_COMPRESS=int8 (a quarter of fp32's wire bytes, two-phase); ");
+  if (c->accum_steps <= 1)
+    add(b, n, "gradient accumulation (model.no_sync(), or NCCLSHIM_ACCUM_STEPS=K for a loop without it) to sync "
+              "once per K passes; ");
+  add(b, n, "the preset for the fabric (env/ethernet-1g.env, ethernet-25g.env, roce.env, infiniband.env, "
+            "nvlink.env; env/ncclshim-tune sweeps them); NCCL: NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD on "
+            "TCP, NCCL_IB_HCA on InfiniBand, NCCL_DEBUG=INFO to see the transport; a straggler shows in "
+            "bench/ncclshim-report across ranks");
+}
+
+static void try_input(char *b, size_t n) {
+  add(b, n, "DataLoader(num_workers=N with N up to the CPU cores per rank, pin_memory=True, prefetch_factor=4, "
+            "persistent_workers=True); move decoding and augmentation off the training loop's thread");
+}
+
+static void try_compute(char *b, size_t n) {
+  add(b, n, "communication is not what the device waits for: speed up the model itself (mixed precision, "
+            "torch.compile, a larger batch per device); the shim's settings will not change much");
+}
+
+void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_result *o) {
+  memset(o, 0, sizeof *o);
+  o->exposed_comm_share = o->input_share = o->compute_share = -1;
+  o->verdict = "unknown";
+  if (t->steps < NSC_DIAG_MIN_STEPS) {
+    if (!c->learned)
+      snprintf(o->reason, sizeof o->reason,
+               "no repeating backward pass was learned from this communicator's %llu accumulable all-reduce(s)%s%s",
+               (unsigned long long)c->acc_calls, c->why_off && c->why_off[0] ? ": " : "",
+               c->why_off ? c->why_off : "");
+    else
+      snprintf(o->reason, sizeof o->reason,
+               "%llu complete timed step(s), %d needed (%llu more with untimed calls: grouped or captured)",
+               (unsigned long long)t->steps, NSC_DIAG_MIN_STEPS, (unsigned long long)t->steps_untimed);
+    return;
+  }
+  o->mean_step_us = (double)t->wall_ns / 1e3 / (double)t->steps;
+  double ex = share(t->exposed_ns, t->wall_ns);
+  o->exposed_comm_share = ex;
+  if (!t->busy_steps || !t->busy_wall_ns) {
+    snprintf(o->reason, sizeof o->reason, "exposed communication %.1f%% of %llu step(s) (mean %.3f ms); device busy "
+             "time unknown (no source)", 100 * ex, (unsigned long long)t->steps, o->mean_step_us / 1e3);
+    if (ex >= NSC_DIAG_COMM_SHARE) {
+      o->verdict = "communication-bound";
+      try_comm(o->suggest, sizeof o->suggest, c);
+    }
+    return;
+  }
+  /* input and compute from the steps with a busy time (all of them normally) */
+  uint64_t w = t->busy_wall_ns, e = t->busy_exposed_ns, free_ns = w > e ? w - e : 0;
+  uint64_t busy = t->busy_ns < free_ns ? t->busy_ns : free_ns;
+  double in = share(free_ns - busy, w);
+  o->input_share = in;
+  o->compute_share = share(busy, w);
+  if (ex >= NSC_DIAG_COMM_SHARE && ex >= in) {
+    o->verdict = "communication-bound";
+    try_comm(o->suggest, sizeof o->suggest, c);
+  } else if (in >= NSC_DIAG_INPUT_SHARE) {
+    o->verdict = "input-bound";
+    try_input(o->suggest, sizeof o->suggest);
+  } else if (o->compute_share >= NSC_DIAG_COMPUTE_SHARE) {
+    o->verdict = "compute-bound";
+    try_compute(o->suggest, sizeof o->suggest);
+  } else {
+    o->verdict = "mixed";
+    if (ex >= in) try_comm(o->suggest, sizeof o->suggest, c);
+    else try_input(o->suggest, sizeof o->suggest);
+  }
+  snprintf(o->reason, sizeof o->reason,
+           "exposed communication %.1f%%, input (device idle, no collective in flight) %.1f%%, compute %.1f%% of "
+           "%llu step(s), mean %.3f ms, longest gap without a collective %.3f ms; busy from %s",
+           100 * ex, 100 * in, 100 * o->compute_share, (unsigned long long)t->steps, o->mean_step_us / 1e3,
+           (double)t->max_gap_ns / 1e6,
+           t->src == NSC_DIAG_SRC_CPU ? "process CPU time (host stand-in for the device)" : nsc_diag_src_name(t->src));
+}

@@ -1,0 +1,34 @@
+/* diag_policy.h — the verdict rules of the diagnosis, in one place: the
+ * thresholds below and nsc_diag_judge (diag_policy.c). README "Diagnosis"
+ * has them as a table; bench/ncclshim-report applies the same table across
+ * ranks. Must not: depend on anything but its arguments. */
+#ifndef NSC_DIAG_POLICY_H
+#define NSC_DIAG_POLICY_H
+
+#include "diag.h"
+
+#define NSC_DIAG_MIN_STEPS 3        /* fewer complete steps: "unknown" */
+#define NSC_DIAG_COMM_SHARE 0.40    /* exposed_comm_share at least this (and >= input_share): communication-bound */
+#define NSC_DIAG_INPUT_SHARE 0.40   /* input_share at least this: input-bound */
+#define NSC_DIAG_COMPUTE_SHARE 0.60 /* compute_share at least this: compute-bound */
+
+/* What the verdict's suggestions may name. */
+typedef struct {
+  int compress_off;     /* NCCLSHIM_COMPRESS=off */
+  long long accum_steps;
+  int learned;          /* a pass was learned at some point */
+  const char *why_off;  /* why learning stopped, or "" */
+  uint64_t acc_calls;   /* accumulable calls seen */
+} nsc_diag_ctx;
+
+typedef struct {
+  const char *verdict;  /* input-bound, communication-bound, compute-bound, mixed, unknown */
+  double exposed_comm_share, input_share, compute_share; /* < 0: unknown */
+  double mean_step_us;
+  char reason[320];     /* the numbers that led to it */
+  char suggest[900];    /* what to try next */
+} nsc_diag_result;
+
+void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *ctx, nsc_diag_result *out);
+
+#endif

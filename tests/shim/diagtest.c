@@ -1,0 +1,113 @@
+/* diagtest.c — a training loop with a known bottleneck, for the diagnosis
+ * (tests/t/55-diag.sh): each pass all-reduces B buckets of E floats at fixed
+ * addresses (fp32 Sum, like DDP's gradient buckets), each after C µs of CPU
+ * work; between passes the "input" sleeps S µs. Optionally DDP's first
+ * whole-model pass, an int32 used-map after each pass, a slow rank (more
+ * work on one rank) and a small metric all-reduce per pass.
+ *
+ *   diagtest [-p PASSES] [-b BUCKETS] [-e ELEMS] [-c WORK_US] [-s SLEEP_US]
+ *            [-W] [-u] [-m] [-r RANK -x EXTRA_US] [-o FILE]
+ *     -W  a first whole-model pass (one bucket of B*E floats), as DDP's first iteration
+ *     -u  an int32 Sum of 16 elements after each pass (find_unused_parameters' used-map)
+ *     -m  a 1-element fp32 metric all-reduce after each pass
+ *     -o  rank 0 writes what it built in: passes, CPU work and sleep per pass (µs)
+ * CPU work is measured on the thread's CPU clock (it takes C µs of CPU,
+ * however long the machine makes it take). Results are checked exactly
+ * (integers times powers of two). Exit 0 on success. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testmpi.h"
+
+static long long thread_cpu_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (long long)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+static volatile double sink;
+
+static void work(long long us) {
+  if (us <= 0) return;
+  long long end = thread_cpu_us() + us;
+  double x = 1.0;
+  while (thread_cpu_us() < end)
+    for (int i = 0; i < 200; i++) x = x * 1.0000001 + 1e-9;
+  sink = x;
+}
+
+int main(int argc, char **argv) {
+  int passes = 12, buckets = 4, whole = 0, used = 0, metric = 0, slow = -1;
+  long long elems = 65536, work_us = 0, sleep_us = 0, extra_us = 0;
+  const char *out = NULL;
+  int o;
+  while ((o = getopt(argc, argv, "p:b:e:c:s:Wumr:x:o:")) != -1) {
+    switch (o) {
+    case 'p': passes = atoi(optarg); break;
+    case 'b': buckets = atoi(optarg); break;
+    case 'e': elems = atoll(optarg); break;
+    case 'c': work_us = atoll(optarg); break;
+    case 's': sleep_us = atoll(optarg); break;
+    case 'W': whole = 1; break;
+    case 'u': used = 1; break;
+    case 'm': metric = 1; break;
+    case 'r': slow = atoi(optarg); break;
+    case 'x': extra_us = atoll(optarg); break;
+    case 'o': out = optarg; break;
+    default: fprintf(stderr, "usage: see the header of tests/shim/diagtest.c\n"); return 2;
+    }
+  }
+  MPI_Init(&argc, &argv);
+  int rank, n;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  ncclComm_t comm = tm_comm_world();
+  float *b = malloc((size_t)buckets * (size_t)elems * sizeof *b);
+  int32_t *um = calloc(16, sizeof *um);
+  float *mt = calloc(1, sizeof *mt);
+  if (!b || !um || !mt) MPI_Abort(MPI_COMM_WORLD, 2);
+  long long mywork = work_us + (rank == slow ? extra_us : 0);
+  int bad = 0;
+  for (int p = 0; p < passes; p++) {
+    for (long long i = 0; i < (long long)buckets * elems; i++) b[i] = (float)((rank + 1) * ((i % 7) + 1));
+    float want_mul = (float)(n * (n + 1) / 2);
+    if (whole && p == 0) {
+      work(mywork * buckets);
+      NCCL_OK(ncclAllReduce(b, b, (size_t)buckets * (size_t)elems, ncclFloat32, ncclSum, comm, NULL));
+    } else {
+      for (int k = 0; k < buckets; k++) {
+        work(mywork);
+        float *x = b + (size_t)k * (size_t)elems;
+        NCCL_OK(ncclAllReduce(x, x, (size_t)elems, ncclFloat32, ncclSum, comm, NULL));
+      }
+    }
+    for (long long i = 0; i < (long long)buckets * elems; i++)
+      if (b[i] != want_mul * (float)((i % 7) + 1)) bad++;
+    if (used) NCCL_OK(ncclAllReduce(um, um, 16, ncclInt32, ncclSum, comm, NULL));
+    if (metric) {
+      mt[0] = 1.0f;
+      NCCL_OK(ncclAllReduce(mt, mt, 1, ncclFloat32, ncclSum, comm, NULL));
+      if (mt[0] != (float)n) bad++;
+    }
+    if (sleep_us > 0) usleep((useconds_t)sleep_us); /* the "DataLoader" */
+  }
+  if (rank == 0 && out) {
+    FILE *f = fopen(out, "w");
+    if (f) {
+      fprintf(f, "{\"passes\":%d,\"buckets\":%d,\"elems\":%lld,\"work_us_per_pass\":%lld,\"sleep_us_per_pass\":%lld,"
+                 "\"nranks\":%d,\"slow_rank\":%d,\"extra_us_per_pass\":%lld}\n",
+              passes, buckets, elems, work_us * buckets, sleep_us, n, slow, extra_us * buckets);
+      fclose(f);
+    }
+  }
+  ncclCommDestroy(comm);
+  free(b);
+  free(um);
+  free(mt);
+  MPI_Finalize();
+  if (bad) fprintf(stderr, "rank %d: %d wrong values\n", rank, bad);
+  return bad ? 1 : 0;
+}
