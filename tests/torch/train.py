@@ -69,6 +69,7 @@ p.add_argument("--learn", type=int, default=4, help="--accum learning: passes sy
 p.add_argument("--min-bytes", type=int, default=65536, help="--accum learning: NCCLSHIM_MIN_BYTES")
 p.add_argument("--opt", choices=["sgd", "adam"], default="sgd")
 p.add_argument("--lr", type=float, default=0.05)
+p.add_argument("--momentum", type=float, default=0.9, help="SGD's momentum")
 p.add_argument("--bucket-mb", type=float, default=25)
 p.add_argument("--find-unused", action="store_true")
 p.add_argument("--bucket-view", action="store_true")
@@ -172,11 +173,17 @@ def wire_bytes():
         st = _ShimStats()
         if _shim_stats(ctypes.byref(st)) == 0 and st.enabled:
             return st.wire_bytes
-    tot = 0
+    return host_counts()[1]
+
+
+def host_counts():
+    """(all-reduce calls, their bytes) the host NCCL accepted in this process so far, all types."""
+    tot = [0, 0]
     for t in range(12):
         calls, byts = ctypes.c_uint64(), ctypes.c_uint64()
         if _counters and _counters(t, ctypes.byref(calls), ctypes.byref(byts)) == 0:
-            tot += byts.value
+            tot[0] += calls.value
+            tot[1] += byts.value
     return tot
 
 
@@ -252,16 +259,6 @@ def runq_seconds():
     return tot * 1e-9
 
 
-def allreduce_calls():
-    """All-reduce calls the host NCCL accepted in this process so far."""
-    tot = 0
-    for t in range(12):
-        calls, byts = ctypes.c_uint64(), ctypes.c_uint64()
-        if _counters and _counters(t, ctypes.byref(calls), ctypes.byref(byts)) == 0:
-            tot += calls.value
-    return tot
-
-
 def loss_of(out, y):
     return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
 
@@ -306,7 +303,7 @@ def train(a, name):
     if a.accum == "learning":
         add_learning_hook(a, model, passes)
     opt = (torch.optim.Adam(model.parameters(), lr=a.lr * 0.02) if a.opt == "adam"
-           else torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9))
+           else torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum))
     rec = {"loss": [], "step_s": [], "comm_s": [], "wire_bytes": [],
            "nparams": sum(q.numel() for q in net.parameters()), "world": W}
     # What each rank's steps were built to have (all ranks, gathered through the store):
@@ -316,7 +313,7 @@ def train(a, name):
     data = batches(a)
     for step in range(a.steps):
         t0, c0, b0 = time.perf_counter(), ncclpg.comm_seconds(), wire_bytes()
-        k0, n0, p0, q0, tin, tslow = ncclpg.comm_cpu_seconds(), allreduce_calls(), time.process_time(), runq_seconds(), 0.0, 0.0
+        k0, n0, p0, q0, tin, tslow = ncclpg.comm_cpu_seconds(), host_counts()[0], time.process_time(), runq_seconds(), 0.0, 0.0
         tot = 0.0
         for k in range(a.micro):
             ti = time.perf_counter()
@@ -346,7 +343,7 @@ def train(a, name):
         rec["wire_bytes"].append(wire_bytes() - b0)
         rec["loss"].append(tot / a.micro)
         for key, v in (("step_s", rec["step_s"][-1]), ("comm_s", rec["comm_s"][-1]), ("input_s", tin),
-                       ("slow_s", tslow), ("link_s", link_seconds(rec["wire_bytes"][-1], allreduce_calls() - n0)),
+                       ("slow_s", tslow), ("link_s", link_seconds(rec["wire_bytes"][-1], host_counts()[0] - n0)),
                        ("cpu_s", time.process_time() - p0), ("runq_s", runq_seconds() - q0),
                        ("comm_cpu_s", ncclpg.comm_cpu_seconds() - k0)):
             mine[key].append(v)
