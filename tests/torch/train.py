@@ -313,7 +313,8 @@ def train(a, name):
     data = batches(a)
     for step in range(a.steps):
         t0, c0, b0 = time.perf_counter(), ncclpg.comm_seconds(), wire_bytes()
-        k0, n0, p0, q0, tin, tslow = ncclpg.comm_cpu_seconds(), host_counts()[0], time.process_time(), runq_seconds(), 0.0, 0.0
+        k0, n0, p0, q0 = ncclpg.comm_cpu_seconds(), host_counts()[0], time.process_time(), runq_seconds()
+        tin = tslow = 0.0
         tot = 0.0
         for k in range(a.micro):
             ti = time.perf_counter()
