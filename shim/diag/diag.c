@@ -108,8 +108,12 @@ int nsc_diag_call(nsc_diag *d, uint64_t call, const nsc_accum_el *e, int acc, in
 void nsc_diag_boundary(nsc_diag *d, uint64_t t_ns, uint64_t wall_ns, int64_t cpu_ns, int64_t runq_ns, uint64_t tid) {
   if (d->cur_pass < 0) return;
   nsc_diag_bnd *b = &d->bnd[d->cur_pass % NSC_DIAG_BND];
+  if (!d->have_wall_off) { /* one offset for all its steps: they follow each other exactly */
+    d->wall_off = wall_ns - t_ns;
+    d->have_wall_off = 1;
+  }
   b->t_ns = t_ns;
-  b->wall_ns = wall_ns;
+  b->wall_ns = t_ns + d->wall_off;
   b->cpu_ns = cpu_ns;
   b->runq_ns = runq_ns;
   b->tid = tid;
@@ -129,11 +133,12 @@ int64_t nsc_diag_host_busy(const nsc_diag_step *s) {
 }
 
 void nsc_diag_tot_add(nsc_diag_tot *t, const nsc_diag_step *s) {
-  if (s->untimed || s->captured) {
-    t->steps_untimed++;
+  if (s->captured) { /* nothing of a capture is timed: the step is not measured */
+    t->steps_captured++;
     return;
   }
   t->steps++;
+  t->steps_untimed += s->untimed > 0; /* grouped calls: their work at the group end is not timed */
   t->gpu |= s->gpu;
   t->wall_ns += s->wall_ns;
   t->inflight_ns += s->inflight_ns;

@@ -59,7 +59,8 @@ typedef struct {
 /* Totals over the complete, fully timed steps (the verdict's input). */
 typedef struct {
   uint64_t steps;           /* steps counted below */
-  uint64_t steps_untimed;   /* complete steps left out: a record without a time (grouped, captured, unknown) */
+  uint64_t steps_untimed;   /* of those, steps with a record without a time (grouped, timing unknown) */
+  uint64_t steps_captured;  /* complete steps left out: a record captured into a CUDA graph */
   uint64_t steps_broken;    /* steps cut short by the learner starting again */
   uint64_t wall_ns, inflight_ns, exposed_ns, max_gap_ns;
   uint64_t busy_steps, busy_wall_ns, busy_ns, busy_exposed_ns; /* steps with a known busy time, and their sums */
@@ -87,6 +88,8 @@ typedef struct nsc_diag {
   int64_t cur_pass;         /* pass of the calls from now on, -1 none */
   uint64_t last_call;       /* call counter of the pass's last bucket, when it came */
   nsc_diag_bnd bnd[NSC_DIAG_BND];
+  uint64_t wall_off;        /* CLOCK_REALTIME - CLOCK_MONOTONIC at the first boundary */
+  int have_wall_off;
   int want_cpu;             /* read the CPU time at boundaries (host backend, or not known yet) */
   /* accounting, in the order records are read */
   nsc_diag_step open;

@@ -60,8 +60,8 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
                c->why_off ? c->why_off : "");
     else
       snprintf(o->reason, sizeof o->reason,
-               "%llu complete timed step(s), %d needed (%llu more with untimed calls: grouped or captured)",
-               (unsigned long long)t->steps, NSC_DIAG_MIN_STEPS, (unsigned long long)t->steps_untimed);
+               "%llu complete step(s), %d needed (%llu more with calls captured into a CUDA graph, not timed)",
+               (unsigned long long)t->steps, NSC_DIAG_MIN_STEPS, (unsigned long long)t->steps_captured);
     return;
   }
   o->mean_step_us = (double)t->wall_ns / 1e3 / (double)t->steps;

@@ -452,14 +452,18 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
     return;
   }
   r->lseq = ++l->nrec;
-  r->dpass = l->diag ? l->diag->cur_pass : -1;
-  r->dlast = l->diag && l->diag->last_call == r->seq;
+  r->dpass = -1;
+  r->dlast = 0;
   r->dbusy = -1;
-  if (tl_call.l == l && tl_call.seq == r->seq) { /* read before the call on this thread: the same now */
-    int64_t cpu, runq;
-    thread_busy(&cpu, &runq);
-    if (cpu >= tl_call.cpu && runq >= tl_call.runq) r->dbusy = (cpu - tl_call.cpu) + (runq - tl_call.runq);
-    tl_call.l = NULL;
+  if (l->diag) { /* the diagnosis: the pass of this call, and (host) what it spent inside */
+    r->dpass = l->diag->cur_pass;
+    r->dlast = l->diag->last_call == r->seq;
+    if (tl_call.l == l && tl_call.seq == r->seq) { /* read before the call on this thread */
+      int64_t cpu, runq;
+      thread_busy(&cpu, &runq);
+      if (cpu >= tl_call.cpu && runq >= tl_call.runq) r->dbusy = (cpu - tl_call.cpu) + (runq - tl_call.runq);
+      tl_call.l = NULL;
+    }
   }
   l->marks_dropped += r->marks_dropped;
   nsc_log_totals *t = &l->by_action[r->action & 3];

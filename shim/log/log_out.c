@@ -332,10 +332,10 @@ static void json_diag(FILE *f, const nsc_comm_log *l) {
   put_share(f, "exposed_comm_share", o.exposed_comm_share);
   put_share(f, "input_share", o.input_share);
   put_share(f, "compute_share", o.compute_share);
-  fprintf(f, ",\"steps\":%" PRIu64 ",\"steps_untimed\":%" PRIu64 ",\"steps_broken\":%" PRIu64
+  fprintf(f, ",\"steps\":%" PRIu64 ",\"steps_untimed\":%" PRIu64 ",\"steps_captured\":%" PRIu64 ",\"steps_broken\":%" PRIu64
           ",\"learned\":%s,\"pass_buckets\":%zu,\"pass_bytes\":%" PRIu64 ",\"accumulable_calls\":%" PRIu64
           ",\"relearned\":%d,\"busy_source\":\"%s\"",
-          t ? t->steps : 0, t ? t->steps_untimed : 0, t ? t->steps_broken : 0, d && d->pass_len ? "true" : "false",
+          t ? t->steps : 0, t ? t->steps_untimed : 0, t ? t->steps_captured : 0, t ? t->steps_broken : 0, d && d->pass_len ? "true" : "false",
           d ? d->pass_len : 0, d ? d->pass_bytes : 0, d ? d->acc_calls : 0, d ? d->relearns : 0,
           nsc_diag_src_name(t && t->busy_steps ? t->src : NSC_DIAG_SRC_NONE));
   put_us_or_null(f, "wall_us", t ? (int64_t)t->wall_ns : 0);

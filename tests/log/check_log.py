@@ -104,7 +104,7 @@ def check_jsonl(a, tap):
     tot = totals(want)
     by_rank = {}
     for path in a.files:
-        calls, sums, bad, lines = [], [], 0, 0
+        calls, sums, steps, bad, lines = [], [], [], 0, 0
         with open(path) as f:
             text = f.read()
         for line in text.splitlines():
@@ -114,8 +114,9 @@ def check_jsonl(a, tap):
             except ValueError:
                 bad += 1
                 continue
-            (calls if o.get("kind") == "call" else sums).append(o)
-        ranks = {o["rank"] for o in calls + sums}
+            k = o.get("kind")
+            (calls if k == "call" else steps if k == "step" else sums).append(o)
+        ranks = {o["rank"] for o in calls + sums + steps}
         name = "%s" % path.rsplit("/", 1)[-1]
         tap.check(bad == 0 and lines > 0 and text.endswith("\n"),
                   "%s: every line parses as JSON, the file ends with a whole line" % name, "%d bad" % bad)
@@ -189,6 +190,7 @@ def check_jsonl(a, tap):
                                                                   (a.iters - sk, sk)))
         tap.check(not errs, "%s: summary lines: calls, records and bytes per action exact%s" %
                   (name, ", kept + dropped = records" if a.ring else ""), "; ".join(errs[:4]))
+        check_steps(a, tap, name, steps, sums)
     tap.check(sorted(by_rank) == list(range(a.nranks)), "files of ranks 0..%d" % (a.nranks - 1), str(sorted(by_rank)))
     # Same seq, same collective on every rank: what the report matches on.
     # With --ring each rank may have dropped different records: those present
@@ -197,6 +199,69 @@ def check_jsonl(a, tap):
     agree = all(keys[r][k] == keys[q][k] for r in keys for q in keys for k in set(keys[r]) & set(keys[q]))
     same = a.ring or len({tuple(sorted(v)) for v in keys.values()}) == 1
     tap.check(agree and same, "records agree across ranks by (comm_seq, seq)")
+
+
+STEP_FIELDS = ("pass", "opt_step", "micro", "accum_steps", "first_call", "records", "wall_start_us", "wall_us",
+               "inflight_us", "exposed_comm_us", "max_gap_us", "cpu_us", "runq_us", "coll_busy_us", "compute_us",
+               "input_us", "exposed_comm_share", "input_share", "compute_share", "busy_source", "device", "untimed",
+               "captured")
+DIAG_FIELDS = ("verdict", "exposed_comm_share", "input_share", "compute_share", "steps", "steps_untimed",
+               "steps_captured", "steps_broken", "learned", "pass_buckets", "pass_bytes", "accumulable_calls",
+               "relearned", "busy_source", "wall_us", "mean_step_us", "inflight_us", "exposed_comm_us", "input_us",
+               "compute_us", "max_gap_us", "reason", "suggest")
+
+
+def step_errors(st, accum):
+    """What is wrong with one communicator's step records (in file order)."""
+    errs = []
+    for o in st:
+        miss = [k for k in STEP_FIELDS if k not in o]
+        if miss:
+            errs.append("pass %s lacks %s" % (o.get("pass"), miss))
+            continue
+        sh = [o[k] for k in ("exposed_comm_share", "input_share", "compute_share")]
+        if o["busy_source"] != "cpu-time" or o["device"] != "host" or None in sh:
+            errs.append("pass %d: host steps have CPU-time busy and all shares %r" % (o["pass"], sh))
+        elif any(x < 0 or x > 1 for x in sh) or abs(sum(sh) - 1) > 0.002:
+            errs.append("pass %d: shares %r do not add up to 1" % (o["pass"], sh))
+        if o["opt_step"] != o["pass"] // accum or o["micro"] != o["pass"] % accum or o["accum_steps"] != accum:
+            errs.append("pass %d: opt_step/micro %r for K=%d" % (o["pass"], (o["opt_step"], o["micro"]), accum))
+        if not (0 <= o["exposed_comm_us"] <= o["inflight_us"] + 0.001 <= o["wall_us"] + 0.002) or o["records"] < 1:
+            errs.append("pass %d: times %r" % (o["pass"], (o["exposed_comm_us"], o["inflight_us"], o["wall_us"])))
+    for x, y in zip(st, st[1:]):
+        if y["pass"] != x["pass"] + 1 or abs(x["wall_start_us"] + x["wall_us"] - y["wall_start_us"]) > 0.5:  # epoch us as doubles: 0.25 us
+            errs.append("pass %d then %d: not one after the other" % (x["pass"], y["pass"]))
+    return errs
+
+
+def check_steps(a, tap, name, steps, sums):
+    """logtest's pass is its one accumulable call A: the observer locks after
+    three passes (pass 2), so iterations 4.. begin passes 3..; every pass but
+    the last is a step: iters - 4 per closed communicator (fewer once killed).
+    Its grouped G2 calls are untimed: every step counts them."""
+    errs = []
+    for c in range(a.comms):
+        st = [o for o in steps if o["comm_seq"] == c]
+        closed = c < a.comms - a.open
+        n = max(a.iters - 4, 0) if closed else max(a.done_iters - 4, 0)
+        if (closed and len(st) != n) or (not closed and len(st) > max(a.iters - 4, 0)):
+            errs.append("comm %d: %d step lines, expected %d" % (c, len(st), n))
+        if st and st[0]["pass"] != 3:
+            errs.append("comm %d: first step is pass %d, expected 3" % (c, st[0]["pass"]))
+        errs += ["comm %d: %s" % (c, e) for e in step_errors(st, max(a.accum, 1))]
+    for s in sums:
+        d = s.get("diagnosis")
+        if d is None or [k for k in DIAG_FIELDS if k not in d]:
+            errs.append("comm %d: summary without a complete diagnosis %r" % (s["comm_seq"], d))
+            continue
+        st = [o for o in steps if o["comm_seq"] == s["comm_seq"]]
+        if d["steps"] != len(st) or d["steps_untimed"] != len(st) or not d["learned"] or d["pass_buckets"] != 1:
+            errs.append("comm %d: diagnosis steps %r for %d step lines" %
+                        (s["comm_seq"], (d["steps"], d["steps_untimed"], d["learned"], d["pass_buckets"]), len(st)))
+        if d["verdict"] not in ("input-bound", "communication-bound", "compute-bound", "mixed", "unknown"):
+            errs.append("comm %d: verdict %r" % (s["comm_seq"], d["verdict"]))
+    tap.check(not errs, "%s: step lines (one per pass after the learned ones, consecutive, shares adding up to 1) "
+              "and the summary's diagnosis" % name, "; ".join(errs[:4]))
 
 
 def check_trace(a, tap):
@@ -218,7 +283,22 @@ def check_trace(a, tap):
         meta = [e for e in ev if e.get("ph") == "M"]
         x = [e for e in ev if e.get("ph") == "X"]
         inst = [e for e in ev if e.get("ph") == "i"]
-        tracks = {e["tid"] for e in meta if e["name"] == "thread_name"}
+        tracks = {e["tid"] for e in meta if e["name"] == "thread_name" and not e["args"]["name"].endswith(" steps")}
+        step_tracks = {e["tid"] for e in meta if e["name"] == "thread_name" and e["args"]["name"].endswith(" steps")}
+        steps = [e for e in x if e["tid"] in step_tracks]
+        x = [e for e in x if e["tid"] not in step_tracks]
+        errs = []
+        for tid in sorted(step_tracks):
+            st = sorted((e for e in steps if e["tid"] == tid), key=lambda e: e["ts"])
+            args = [dict(e["args"], wall_start_us=e["ts"]) for e in st]
+            if any(e["name"] != "step (pass %d)" % e["args"].get("pass", -1) or abs(e["dur"] - e["args"]["wall_us"]) > 0.001
+                   for e in st):
+                errs.append("track %d: step slices' names or durations differ from their args" % tid)
+            errs += ["track %d: %s" % (tid, m) for m in step_errors(args, max(a.accum, 1))]
+        tap.check(len(step_tracks) <= a.comms and not errs and
+                  len(steps) <= a.comms * max(a.iters - 4, 0) and (a.open or len(steps) == a.comms * max(a.iters - 4, 0)),
+                  "%s: a step track per communicator, one slice per step, consecutive, the step's breakdown in args" % name,
+                  "%d step slices on %d tracks; %s" % (len(steps), len(step_tracks), "; ".join(errs[:3])))
         tap.check(any(e["name"] == "process_name" for e in meta) and len(tracks) == a.comms,
                   "%s: process name and one track per communicator and stream (%d)" % (name, a.comms),
                   "tracks %r" % sorted(tracks))

@@ -1,0 +1,321 @@
+/* test_diag.c — the diagnosis as pure functions (shim/diag/): the step
+ * detector (the accumulation learner, observe-only) on synthetic call
+ * sequences, the per-step accounting on synthetic records and times, and
+ * the verdict rules at and around their thresholds. Every expectation is
+ * exact: which call begins which pass, each step's times in ns, each share
+ * and verdict. Must not: depend on NCCL, MPI or a GPU (nccl.h for the enums). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "diag.h"
+#include "diag_policy.h"
+#include "log.h"
+#include "policy.h"
+
+#define BUCKET 65536u /* floats per synthetic bucket */
+
+static nsc_accum_el el_of(uintptr_t buf, uint64_t count, int dt) {
+  nsc_accum_el e = {buf, buf, count, dt, ncclSum, count * (dt == ncclInt32 || dt == ncclFloat32 ? 4u : 2u)};
+  return e;
+}
+
+/* Feed one fp32 bucket call; returns the pass it begins (-1: none). */
+static long long feed(nsc_diag *d, uint64_t call, uintptr_t buf, uint64_t count) {
+  nsc_accum_el e = el_of(buf, count, ncclFloat32);
+  return nsc_diag_call(d, call, &e, 1, 0, 1) ? d->cur_pass : -1;
+}
+
+/* DDP: a whole-model pass (one bucket of 3 x BUCKET), then passes of the
+ * buckets A, B, C. Locked after the third identical pass (call 10); passes
+ * count from the whole-model one (pass 0), so call 11 begins pass 4. */
+static void test_ddp_passes(void **state) {
+  (void)state;
+  nsc_diag *d = nsc_diag_new(1, 1);
+  assert_non_null(d);
+  uint64_t call = 0;
+  assert_int_equal(feed(d, ++call, 0x9000, 3 * BUCKET), -1);
+  long long begins[32];
+  uint64_t at[32];
+  int nb = 0;
+  for (int p = 0; p < 8; p++)
+    for (int k = 0; k < 3; k++) {
+      long long m = feed(d, ++call, 0x1000 + 0x1000 * (uintptr_t)k, BUCKET);
+      if (m >= 0) {
+        begins[nb] = m;
+        at[nb++] = call;
+      }
+      if (call == 12) { /* efx's view: pass 4, position 1 (bucket B) */
+        long long pass;
+        long pos;
+        nsc_diag_position(d, &pass, &pos);
+        assert_int_equal(pass, 4);
+        assert_int_equal(pos, 1);
+        assert_int_equal(nsc_accum_pass_len(&d->learn), 3);
+      }
+    }
+  assert_int_equal(nb, 5);
+  for (int i = 0; i < nb; i++) {
+    assert_int_equal(begins[i], 4 + i);
+    assert_int_equal(at[i], 11 + 3 * (uint64_t)i);
+  }
+  assert_int_equal(d->pass_len, 3);
+  assert_int_equal(d->pass_bytes, 3 * BUCKET * 4);
+  assert_int_equal(d->acc_calls, 25);
+  assert_int_equal(d->last_call, 25); /* the last C */
+  nsc_diag_free(d);
+}
+
+/* A plain loop (no whole-model pass, no used-map) with a 1-element metric
+ * after each pass: accumulation would not lock (not DDP's), the observer
+ * does, its passes counting from A's first call: locked after the third
+ * pass (call 11), call 13 begins pass 3. */
+static void test_plain_loop_boundaries(void **state) {
+  (void)state;
+  nsc_diag *d = nsc_diag_new(1, 0);
+  uint64_t call = 0, at[8];
+  long long m[8];
+  int nb = 0;
+  for (int p = 0; p < 6; p++) {
+    for (int k = 0; k < 3; k++) {
+      long long b = feed(d, ++call, 0x1000 + 0x1000 * (uintptr_t)k, BUCKET);
+      if (b >= 0) {
+        m[nb] = b;
+        at[nb++] = call;
+      }
+    }
+    nsc_accum_el metric = el_of(0x8000, 1, ncclFloat32);
+    (void)nsc_diag_call(d, ++call, &metric, 0, 0, 1);
+  }
+  assert_int_equal(nb, 3);
+  for (int i = 0; i < nb; i++) {
+    assert_int_equal(m[i], 3 + i);
+    assert_int_equal(at[i], 13 + 4 * (uint64_t)i);
+  }
+  nsc_diag_free(d);
+}
+
+/* A bucket out of order after the lock: the observer stops at the next
+ * agreement, the step in progress is dropped, learning starts again and
+ * locks again three passes later. */
+static void test_anomaly_relearns(void **state) {
+  (void)state;
+  nsc_diag *d = nsc_diag_new(1, 0);
+  uint64_t call = 0;
+  for (int p = 0; p < 5; p++)
+    for (int k = 0; k < 3; k++) (void)feed(d, ++call, 0x1000 + 0x1000 * (uintptr_t)k, BUCKET);
+  assert_int_equal(d->cur_pass, 4); /* locked after pass 2 (calls 7-9), passes 3 and 4 seen */
+  /* B, A, C: out of order */
+  (void)feed(d, ++call, 0x2000, BUCKET);
+  (void)feed(d, ++call, 0x1000, BUCKET);
+  (void)feed(d, ++call, 0x3000, BUCKET);
+  assert_int_equal(d->relearns, 1);
+  assert_int_equal(d->cur_pass, -1);
+  assert_true(strstr(d->why_off, "did not come where expected") != NULL);
+  int nb = 0;
+  long long first = -1;
+  for (int p = 0; p < 5; p++)
+    for (int k = 0; k < 3; k++) {
+      long long b = feed(d, ++call, 0x1000 + 0x1000 * (uintptr_t)k, BUCKET);
+      if (b >= 0 && !nb++) first = b;
+    }
+  assert_int_equal(nb, 2);     /* locked again after the third new pass */
+  assert_int_equal(first, 3);
+  nsc_diag_free(d);
+}
+
+/* Fresh buffers every call: nothing repeats, no boundary, ever. */
+static void test_no_pass(void **state) {
+  (void)state;
+  nsc_diag *d = nsc_diag_new(1, 0);
+  for (uint64_t c = 1; c <= 200; c++) assert_int_equal(feed(d, c, 0x100000 + 0x1000 * (uintptr_t)c, BUCKET), -1);
+  assert_int_equal(d->pass_len, 0);
+  nsc_diag_tot t = d->tot;
+  nsc_diag_ctx ctx = {.compress_off = 0, .accum_steps = 1, .learned = 0, .why_off = d->why_off,
+                      .acc_calls = d->acc_calls};
+  nsc_diag_result o;
+  nsc_diag_judge(&t, &ctx, &o);
+  assert_string_equal(o.verdict, "unknown");
+  assert_true(strstr(o.reason, "no repeating backward pass was learned from this communicator's 200") != NULL);
+  assert_true(o.exposed_comm_share < 0 && o.input_share < 0 && o.compute_share < 0);
+  nsc_diag_free(d);
+}
+
+/* Accounting on the host backend: boundaries at t = 1000, 2000, 3000 µs
+ * (in ns) with thread CPU/run-queue readings; records with known intervals. */
+static nsc_rec rec_at(uint64_t host_ns) {
+  nsc_rec r;
+  memset(&r, 0, sizeof r);
+  r.host_ns = host_ns;
+  r.action = NSC_ACT_PASS;
+  return r;
+}
+
+static void boundary(nsc_diag *d, long long pass, uint64_t call, uint64_t t, int64_t cpu, int64_t runq) {
+  d->cur_pass = pass;
+  d->bnd[pass % NSC_DIAG_BND] = (nsc_diag_bnd){.pass = pass, .call = call, .cpu_ns = -1, .runq_ns = -1};
+  nsc_diag_boundary(d, t, t + 5000000, cpu, runq, 7);
+}
+
+static void test_host_accounting(void **state) {
+  (void)state;
+  nsc_diag *d = nsc_diag_new(2, 1);
+  /* pass 4: [1000000, 2000000): collectives [1000000,1100000) and
+   * [1050000,1250000) (overlapping: union 250000), [1600000,1700000);
+   * inside them the thread used 300000 of CPU + run queue */
+  boundary(d, 4, 11, 1000000, 10000000, 2000000);
+  nsc_rec r = rec_at(1000000);
+  nsc_diag_rec(d, &r, 4, 0, 100000, 1, 0, 100000);
+  r = rec_at(1050000);
+  nsc_diag_rec(d, &r, 4, 0, 200000, 1, 0, 150000);
+  r = rec_at(1600000);
+  nsc_diag_rec(d, &r, 4, 1, 100000, 1, 0, 50000);
+  /* pass 5 begins at 2000000: CPU +400000, run queue +200000 over pass 4 */
+  boundary(d, 5, 14, 2000000, 10400000, 2200000);
+  r = rec_at(2000000);
+  nsc_diag_rec(d, &r, 5, 0, 500000, 1, 0, 0);
+  r = rec_at(2600000); /* a captured record: pass 5 is not counted */
+  r.untimed = NSC_UNTIMED_CAPTURE;
+  nsc_diag_rec(d, &r, 5, 0, 0, 0, 0, -1);
+  boundary(d, 6, 17, 3000000, 10500000, 2200000);
+  r = rec_at(3000000);
+  nsc_diag_rec(d, &r, 6, 0, 10, 1, 0, -1);
+  nsc_diag_step s[4];
+  assert_int_equal(nsc_diag_take(d, s, 4), 2);
+  assert_int_equal(s[0].pass, 4);
+  assert_int_equal(s[0].first_call, 11);
+  assert_int_equal(s[0].start_ns, 1000000);
+  assert_int_equal(s[0].wall_start_ns, 6000000);
+  assert_int_equal(s[0].wall_ns, 1000000);
+  assert_int_equal(s[0].records, 3);
+  assert_int_equal(s[0].inflight_ns, 350000);
+  assert_int_equal(s[0].exposed_ns, 350000);
+  assert_int_equal(s[0].max_gap_ns, 350000); /* 1250000 -> 1600000 (the tail is 300000) */
+  assert_int_equal(s[0].cpu_ns, 400000);
+  assert_int_equal(s[0].runq_ns, 200000);
+  assert_int_equal(s[0].coll_busy_ns, 300000);
+  assert_int_equal(s[0].busy_ns, 300000); /* 400000 + 200000 - 300000, below 1000000 - 350000 */
+  assert_int_equal(s[0].src, NSC_DIAG_SRC_CPU);
+  assert_int_equal(s[1].pass, 5);
+  assert_int_equal(s[1].captured, 1);
+  assert_int_equal(s[1].untimed, 1);
+  assert_int_equal(s[1].inflight_ns, 500000);
+  assert_int_equal(s[1].busy_ns, 100000);
+  assert_int_equal(d->tot.steps, 1);
+  assert_int_equal(d->tot.steps_captured, 1);
+  assert_int_equal(d->tot.steps_untimed, 0);
+  assert_int_equal(d->tot.wall_ns, 1000000);
+  assert_int_equal(d->tot.exposed_ns, 350000);
+  assert_int_equal(d->tot.busy_ns, 300000);
+  /* the cap: busy never exceeds the time with no collective in flight */
+  nsc_diag_step c = {.wall_ns = 1000, .inflight_ns = 600, .cpu_ns = 900, .runq_ns = 100, .coll_busy_ns = 50};
+  assert_int_equal(nsc_diag_host_busy(&c), 400);
+  c.cpu_ns = -1;
+  assert_int_equal(nsc_diag_host_busy(&c), -1);
+  /* the learner stopping (a record of no pass) drops the open step */
+  r = rec_at(3100000);
+  nsc_diag_rec(d, &r, -1, 0, 10, 1, 0, -1);
+  assert_int_equal(d->tot.steps_broken, 1);
+  nsc_diag_free(d);
+}
+
+/* GPU: the sum of device times (capped), exposed = the last bucket's. */
+static void test_gpu_accounting(void **state) {
+  (void)state;
+  nsc_diag *d = nsc_diag_new(1, 0);
+  boundary(d, 3, 9, 1000000, -1, -1);
+  nsc_rec r = rec_at(1000000);
+  nsc_diag_rec(d, &r, 3, 0, 200000, 1, 1, -1);
+  r = rec_at(1100000);
+  nsc_diag_rec(d, &r, 3, 1, 300000, 1, 1, -1);
+  boundary(d, 4, 12, 2000000, -1, -1);
+  r = rec_at(2000000);
+  nsc_diag_rec(d, &r, 4, 0, 1, 1, 1, -1);
+  assert_int_equal(d->tot.steps, 1);
+  assert_int_equal(d->tot.inflight_ns, 500000);
+  assert_int_equal(d->tot.exposed_ns, 300000);
+  assert_int_equal(d->tot.busy_steps, 0); /* no NVML here: busy unknown */
+  assert_int_equal(d->tot.gpu, 1);
+  nsc_diag_ctx ctx = {.accum_steps = 1, .learned = 1, .why_off = ""};
+  nsc_diag_result o;
+  nsc_diag_tot t = d->tot;
+  t.steps = 3;
+  t.wall_ns = 3000000;
+  t.exposed_ns = 1200000; /* 0.40: communication-bound even without a busy source */
+  nsc_diag_judge(&t, &ctx, &o);
+  assert_string_equal(o.verdict, "communication-bound");
+  assert_true(o.exposed_comm_share == 0.4);
+  assert_true(o.input_share < 0 && o.compute_share < 0);
+  t.exposed_ns = 1199999;
+  nsc_diag_judge(&t, &ctx, &o);
+  assert_string_equal(o.verdict, "unknown");
+  nsc_diag_free(d);
+}
+
+/* The verdict table with exact shares (W = 1000000 ns over 4 steps). */
+static const char *judge(uint64_t exposed, uint64_t busy, int compress_off, long long K, nsc_diag_result *o) {
+  nsc_diag_tot t = {.steps = 4, .wall_ns = 1000000, .exposed_ns = exposed, .busy_steps = 4, .busy_wall_ns = 1000000,
+                    .busy_ns = busy, .busy_exposed_ns = exposed, .src = NSC_DIAG_SRC_CPU, .max_gap_ns = 125000};
+  nsc_diag_ctx ctx = {.compress_off = compress_off, .accum_steps = K, .learned = 1, .why_off = ""};
+  nsc_diag_judge(&t, &ctx, o);
+  return o->verdict;
+}
+
+static void test_verdict_rules(void **state) {
+  (void)state;
+  nsc_diag_result o;
+  /* rule 3: exposed 0.40 >= input 0.35 */
+  assert_string_equal(judge(400000, 250000, 1, 1, &o), "communication-bound");
+  assert_true(o.exposed_comm_share == 0.4 && o.input_share == 0.35 && o.compute_share == 0.25);
+  assert_true(o.mean_step_us == 250.0);
+  assert_true(strstr(o.suggest, "NCCLSHIM_COMPRESS=bf16 or fp16") != NULL);
+  assert_true(strstr(o.suggest, "NCCLSHIM_ACCUM_STEPS=K") != NULL);
+  assert_true(strstr(o.reason, "exposed communication 40.0%, input (device idle, no collective in flight) 35.0%, "
+                               "compute 25.0% of 4 step(s), mean 0.250 ms, longest gap without a collective 0.125 ms") != NULL);
+  /* compression already on, K = 4: the next steps are int8 and the fabric */
+  judge(400000, 250000, 0, 4, &o);
+  assert_true(strstr(o.suggest, "NCCLSHIM_COMPRESS=int8") != NULL);
+  assert_null(strstr(o.suggest, "NCCLSHIM_ACCUM_STEPS=K"));
+  /* exposed 0.399999: not communication-bound; input 0.35 < 0.40; compute 0.25: mixed, comm advice */
+  assert_string_equal(judge(399999, 250000, 1, 1, &o), "mixed");
+  assert_true(strstr(o.suggest, "NCCLSHIM_COMPRESS") != NULL);
+  /* exposed 0.40 < input 0.45: rule 3 fails, rule 4 holds */
+  assert_string_equal(judge(400000, 150000, 1, 1, &o), "input-bound");
+  assert_true(o.input_share == 0.45);
+  assert_true(strstr(o.suggest, "num_workers") != NULL && strstr(o.suggest, "pin_memory=True") != NULL &&
+              strstr(o.suggest, "prefetch_factor") != NULL && strstr(o.suggest, "persistent_workers=True") != NULL);
+  /* input exactly 0.40 */
+  assert_string_equal(judge(100000, 500000, 1, 1, &o), "input-bound");
+  /* compute exactly 0.60 */
+  assert_string_equal(judge(100000, 600000, 1, 1, &o), "compute-bound");
+  assert_true(o.compute_share == 0.6 && o.exposed_comm_share == 0.1);
+  assert_true(strstr(o.suggest, "speed up the model") != NULL);
+  /* compute 0.599999, input 0.300001, exposed 0.1: mixed with input advice */
+  assert_string_equal(judge(100000, 599999, 1, 1, &o), "mixed");
+  assert_true(strstr(o.suggest, "num_workers") != NULL);
+  /* busy beyond the time without a collective is capped */
+  assert_string_equal(judge(200000, 900000, 1, 1, &o), "compute-bound");
+  assert_true(o.compute_share == 0.8 && o.input_share == 0.0);
+  /* rule 1: two steps are not enough */
+  nsc_diag_tot t = {.steps = 2, .wall_ns = 1000, .exposed_ns = 900, .steps_captured = 5};
+  nsc_diag_ctx ctx = {.accum_steps = 1, .learned = 1, .why_off = ""};
+  nsc_diag_judge(&t, &ctx, &o);
+  assert_string_equal(o.verdict, "unknown");
+  assert_string_equal(o.reason, "2 complete step(s), 3 needed (5 more with calls captured into a CUDA graph, not timed)");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ddp_passes),        cmocka_unit_test(test_plain_loop_boundaries),
+      cmocka_unit_test(test_anomaly_relearns),
+      cmocka_unit_test(test_no_pass),           cmocka_unit_test(test_host_accounting),
+      cmocka_unit_test(test_gpu_accounting),    cmocka_unit_test(test_verdict_rules),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
