@@ -63,9 +63,10 @@ for r in (0, 1):
     # comm 2: no busy source: 50 % exposed (communication-bound) ...
     for p in range(4, 10):
         w(step(r, 2, p, 1e6 * p, 100000, 50000, None, busy_source="none"))
-    # comm 3: ... 20 % exposed (unknown); one untimed step; a step without wall_us.
+    # comm 3: ... 20 % exposed (unknown); one captured step (left out), one with an untimed
+    # record (counted), a step without wall_us.
     for p in range(4, 10):
-        w(step(r, 3, p, 1e6 * p, 100000, 20000, None, busy_source="none", untimed=int(p == 5)))
+        w(step(r, 3, p, 1e6 * p, 100000, 20000, None, busy_source="none", captured=int(p == 5), untimed=int(p == 6)))
     w({k: v for k, v in step(r, 3, 11, 0, 1, 1, 1).items() if k != "wall_us"})
     # comm 4: only two steps: unknown.
     for p in range(4, 6):
@@ -100,7 +101,7 @@ print("%s - comm 1: the per-rank verdicts stay the shim's view (rank 0 communica
     "ok" if d.get("ranks", {}).get("0", {}).get("verdict") == "communication-bound"
     and d.get("ranks", {}).get("1", {}).get("verdict") == "compute-bound" else "not ok"))
 expect(2, "communication-bound", 0.5, None, None, None, "busy unknown, exposed 50 %: communication-bound (rule 2)")
-expect(3, "unknown", 0.2, None, None, None, "busy unknown, exposed 20 %: unknown; the untimed step and the one without wall_us left out")
+expect(3, "unknown", 0.2, None, None, None, "busy unknown, exposed 20 %: unknown; the captured step and the one without wall_us left out")
 print("%s - comm 3: 5 steps counted of 7" % ("ok" if (c.get(3) or {}).get("steps") == 5 else "not ok"))
 expect(4, "unknown", 0.5, 0.2, 0.3, None, "two steps: unknown")
 print("%s - comm 5: an older shim's summary without a diagnosis: no diagnosis, no failure" % (
