@@ -79,6 +79,10 @@ int nsc_diag_call(nsc_diag *d, uint64_t call, const nsc_accum_el *e, int acc, in
   d->acc_calls++;
   char why[512];
   (void)nsc_accum_next(a, e, 1, why, sizeof why);
+  if (a->mode == NSC_ACC_OFF) { /* NSC_ACC_LEARN_MAX calls without a pass */
+    restart(d, why);
+    return 0;
+  }
   long long m = nsc_accum_pass_no(a);
   long pos = nsc_accum_pass_pos(a);
   int begins = m >= 0 && pos == 0;

@@ -53,7 +53,11 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
   o->exposed_comm_share = o->input_share = o->compute_share = -1;
   o->verdict = "unknown";
   if (t->steps < NSC_DIAG_MIN_STEPS) {
-    if (!c->learned)
+    if (!c->learned && !c->acc_calls)
+      snprintf(o->reason, sizeof o->reason,
+               "no accumulable all-reduce on this communicator (floating Sum/Avg of at least NCCLSHIM_MIN_BYTES): "
+               "no steps to find");
+    else if (!c->learned)
       snprintf(o->reason, sizeof o->reason,
                "no repeating backward pass was learned from this communicator's %llu accumulable all-reduce(s)%s%s",
                (unsigned long long)c->acc_calls, c->why_off && c->why_off[0] ? ": " : "",
@@ -68,8 +72,10 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
   double ex = share(t->exposed_ns, t->wall_ns);
   o->exposed_comm_share = ex;
   if (!t->busy_steps || !t->busy_wall_ns) {
-    snprintf(o->reason, sizeof o->reason, "exposed communication %.1f%% of %llu step(s) (mean %.3f ms); device busy "
-             "time unknown (no source)", 100 * ex, (unsigned long long)t->steps, o->mean_step_us / 1e3);
+    snprintf(o->reason, sizeof o->reason,
+             "exposed communication %.1f%% of %llu step(s) (mean %.3f ms); device busy time unknown (no source: "
+             "NVML sampling is not implemented, so input and compute are not told apart)",
+             100 * ex, (unsigned long long)t->steps, o->mean_step_us / 1e3);
     if (ex >= NSC_DIAG_COMM_SHARE) {
       o->verdict = "communication-bound";
       try_comm(o->suggest, sizeof o->suggest, c);

@@ -136,13 +136,22 @@ static void test_no_pass(void **state) {
   nsc_diag *d = nsc_diag_new(1, 0);
   for (uint64_t c = 1; c <= 200; c++) assert_int_equal(feed(d, c, 0x100000 + 0x1000 * (uintptr_t)c, BUCKET), -1);
   assert_int_equal(d->pass_len, 0);
+  assert_int_equal(d->relearns, 0);
+  /* NSC_ACC_LEARN_MAX calls without a pass (the next one ends learning): learning starts again, at most
+   * NSC_DIAG_RELEARN times, then the observer stays off; calls after that are not counted */
+  for (uint64_t c = 201; c <= (uint64_t)(NSC_DIAG_RELEARN + 1) * (NSC_ACC_LEARN_MAX + 1) + 7; c++)
+    (void)feed(d, c, 0x100000 + 0x1000 * (uintptr_t)c, BUCKET);
+  assert_int_equal(d->relearns, NSC_DIAG_RELEARN);
+  assert_int_equal(d->learn.mode, NSC_ACC_OFF);
+  assert_true(strstr(d->why_off, "no backward pass learned in 4096 accumulable all-reduces") != NULL);
   nsc_diag_tot t = d->tot;
   nsc_diag_ctx ctx = {.compress_off = 0, .accum_steps = 1, .learned = 0, .why_off = d->why_off,
                       .acc_calls = d->acc_calls};
   nsc_diag_result o;
   nsc_diag_judge(&t, &ctx, &o);
   assert_string_equal(o.verdict, "unknown");
-  assert_true(strstr(o.reason, "no repeating backward pass was learned from this communicator's 200") != NULL);
+  assert_true(strstr(o.reason, "no repeating backward pass was learned from this communicator's 20485 accumulable "
+                               "all-reduce(s): no backward pass learned in 4096") != NULL);
   assert_true(o.exposed_comm_share < 0 && o.input_share < 0 && o.compute_share < 0);
   nsc_diag_free(d);
 }
@@ -308,6 +317,10 @@ static void test_verdict_rules(void **state) {
   nsc_diag_judge(&t, &ctx, &o);
   assert_string_equal(o.verdict, "unknown");
   assert_string_equal(o.reason, "2 complete step(s), 3 needed (5 more with calls captured into a CUDA graph, not timed)");
+  ctx.learned = 0; /* a communicator of small calls only (metrics, barriers) */
+  nsc_diag_judge(&t, &ctx, &o);
+  assert_string_equal(o.reason, "no accumulable all-reduce on this communicator (floating Sum/Avg of at least "
+                                "NCCLSHIM_MIN_BYTES): no steps to find");
 }
 
 int main(void) {
