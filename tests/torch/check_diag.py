@@ -7,12 +7,15 @@ have: input_s, the sleeping DataLoader's wait; slow_s, --slow-rank's extra
 compute; link_s, the emulated link's time for the step's all-reduces; comm_s,
 the time inside NCCL calls; step_s). REPORT.json is `ncclshim-report --json`
 over the shim's logs of that run; case CASE trained on communicator COMM_SEQ.
-Built-in shares over the steps the shim counted (its step records' passes),
+Built-in shares over the steps the shim counted (its step records' passes;
+the input wait one Python step later, see built()),
 for the job's pacing rank (the straggler if one is expected, else summed over
 the ranks):
   input_share         = sum(input_s) / sum(step_s)
-  exposed_comm_share  = sum(link_s) / sum(step_s) on an emulated link (what
-                        the link was built to cost), else sum(comm_s) / sum(step_s)
+  exposed_comm_share  = sum(comm_s) / sum(step_s); on an emulated link also
+                        at least sum(link_s) / sum(step_s) (what the link was
+                        built to cost: a floor, the transfer under load and the
+                        other rank's lateness add to it) minus the tolerance
   compute_share       = 1 - (sum(comm_s) + sum(input_s)) / sum(step_s)
 Checks per case: the report's verdict is VERDICT; each of its three shares is
 within --tol (absolute) of the built-in one; the straggler is STRAGGLER (a rank)
@@ -33,12 +36,17 @@ def tap(good, what):
 
 
 def built(ranks, which, first, last):
-    """Built-in shares of ranks `which` (summed) over Python steps first..last."""
+    """Built-in shares of ranks `which` (summed) over Python steps first..last;
+    the input wait from one step later: the shim's step m runs from pass m's
+    first bucket to pass m+1's, so it holds the batch fetch of Python step m+1."""
     tot = {k: 0.0 for k in ("step_s", "comm_s", "input_s", "link_s", "slow_s")}
     for r in which:
         x = ranks[r]
         for k in tot:
-            tot[k] += sum(x[k][first:last + 1])
+            lo, hi = (first + 1, last + 2) if k == "input_s" else (first, last + 1)
+            if hi > len(x[k]):
+                lo, hi = lo - 1, hi - 1
+            tot[k] += sum(x[k][lo:hi])
     wall = tot["step_s"]
     comm = (tot["link_s"] if tot["link_s"] > 0 else tot["comm_s"]) / wall
     return {"exposed_comm_share": comm, "input_share": tot["input_s"] / wall,
@@ -84,10 +92,18 @@ def main(argv):
         tap(d.get("verdict") == verdict, f"{case}: verdict {d.get('verdict')} (built to be {verdict})")
         for k in KEYS:
             got = d.get(k)
-            good = isinstance(got, (int, float)) and abs(got - b[k]) <= tol
-            what = "emulated link time" if k == "exposed_comm_share" and b["link"] else "measured in Python"
-            tap(good, f"{case}: {k} {got if got is None else round(got, 3)} within {tol:.2f} of "
-                      f"{b[k]:.3f} ({what}, steps {first}..{last})")
+            num = isinstance(got, (int, float))
+            if k == "exposed_comm_share" and b["link"]:
+                # The link's time is a floor: under load the transfer and the other rank's
+                # lateness can take longer, which Python's time in NCCL calls shows.
+                m = b["measured_comm_share"]
+                tap(num and abs(got - m) <= tol and got >= b[k] - tol,
+                    f"{case}: {k} {got if got is None else round(got, 3)} within {tol:.2f} of {m:.3f} "
+                    f"(time in NCCL calls) and not below {b[k]:.3f} (emulated link time) - {tol:.2f}, "
+                    f"steps {first}..{last}")
+                continue
+            tap(num and abs(got - b[k]) <= tol, f"{case}: {k} {got if got is None else round(got, 3)} within "
+                                                f"{tol:.2f} of {b[k]:.3f} (measured in Python, steps {first}..{last})")
         if want_strag is None:
             tap(d.get("straggler") is None, f"{case}: no straggler named (got {d.get('straggler')})")
         else:
