@@ -3,13 +3,14 @@
 # the shim's own pure objects (no NCCL, MPI or GPU at run time); run by
 # tests/t/55-diag.sh.
 TEST_DIAG := $(B)/tests/test_diag
-TEST_DIAG_OBJS := $(B)/obj/tests/unit/test_diag.o $(B)/obj/shim/diag/diag.o $(B)/obj/shim/diag/diag_policy.o \
+TEST_DIAG_OBJS := $(B)/obj/tests/unit/test_diag.o $(B)/obj/shim/diag/diag.o $(B)/obj/shim/diag/diag_nvml.o \
+  $(B)/obj/shim/diag/diag_policy.o \
   $(B)/obj/shim/accum/accum.o
 
 $(B)/obj/tests/unit/test_diag.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
 
 $(TEST_DIAG): $(TEST_DIAG_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(LDFLAGS_BASE) -lcmocka
+	$(CC) -o $@ $^ $(LDFLAGS_BASE) -lcmocka -ldl -lpthread
 
 TEST_BINS += $(TEST_DIAG)

@@ -24,11 +24,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diag_nvml.h"
 #include "log.h"
 #include "policy.h"
 
 const char *nsc_diag_src_name(int src) {
   return src == NSC_DIAG_SRC_CPU ? "cpu-time" : src == NSC_DIAG_SRC_NVML ? "nvml" : "none";
+}
+
+nsc_accum_el nsc_diag_el(int rs, const void *send, const void *recv, uint64_t count, int dtype, int op,
+                         uint64_t bytes) {
+  nsc_accum_el e = {(uintptr_t)recv, (uintptr_t)send, count, dtype, rs ? op + NSC_DIAG_RS_OP : op, bytes};
+  return e;
 }
 
 nsc_diag *nsc_diag_new(long long accum_steps, int keep_steps) {
@@ -39,6 +46,7 @@ nsc_diag *nsc_diag_new(long long accum_steps, int keep_steps) {
   d->cur_pass = -1;
   d->last_call = UINT64_MAX;
   d->want_cpu = 1;
+  d->cudev = -1;
   for (int i = 0; i < NSC_DIAG_BND; i++) d->bnd[i].pass = -1;
   if (keep_steps) d->steps = malloc(NSC_DIAG_STEPS * sizeof *d->steps); /* NULL: no step detail */
   return d;
@@ -48,6 +56,7 @@ void nsc_diag_free(nsc_diag *d) {
   if (!d) return;
   nsc_accum_free(&d->learn);
   free(d->steps);
+  free(d->pend);
   free(d);
 }
 
@@ -157,6 +166,57 @@ void nsc_diag_tot_add(nsc_diag_tot *t, const nsc_diag_step *s) {
   }
 }
 
+/* A step is complete: into the totals, and to the writer (detail). */
+static void finish(nsc_diag *d, const nsc_diag_step *s) {
+  nsc_diag_tot_add(&d->tot, s);
+  if (!d->steps) return;
+  if (d->slen == NSC_DIAG_STEPS) { /* the writer is behind: the oldest leaves without detail */
+    d->shead = (d->shead + 1) % NSC_DIAG_STEPS;
+    d->slen--;
+    d->steps_dropped++;
+  }
+  d->steps[(d->shead + d->slen) % NSC_DIAG_STEPS] = *s;
+  d->slen++;
+}
+
+int64_t nsc_diag_gpu_busy(const nsc_diag_step *s, uint64_t kernel_ns) {
+  uint64_t free_ns = s->wall_ns > s->exposed_ns ? s->wall_ns - s->exposed_ns : 0;
+  uint64_t busy = kernel_ns > s->exposed_ns ? kernel_ns - s->exposed_ns : 0; /* the exposed part runs NCCL's kernels */
+  return (int64_t)(busy < free_ns ? busy : free_ns);
+}
+
+/* The oldest waiting step, settled: NVML's busy time if the samples cover
+ * it (rc 1), else unknown. */
+static void settle_one(nsc_diag *d, int rc, uint64_t kernel_ns) {
+  nsc_diag_step *s = &d->pend[d->phead];
+  if (rc == 1) {
+    s->busy_ns = nsc_diag_gpu_busy(s, kernel_ns);
+    s->src = NSC_DIAG_SRC_NVML;
+  }
+  d->phead = (d->phead + 1) % NSC_DIAG_STEPS;
+  d->plen--;
+  finish(d, s);
+}
+
+/* 1: s waits for NVML; 0: no room (out of memory): finish it now. */
+static int wait_nvml(nsc_diag *d, const nsc_diag_step *s) {
+  if (!d->pend && !(d->pend = malloc(NSC_DIAG_STEPS * sizeof *d->pend))) return 0;
+  if (d->plen == NSC_DIAG_STEPS) settle_one(d, -1, 0); /* the writer is far behind: the oldest without a busy time */
+  d->pend[(d->phead + d->plen) % NSC_DIAG_STEPS] = *s;
+  d->plen++;
+  return 1;
+}
+
+void nsc_diag_settle(nsc_diag *d, int force) {
+  while (d && d->plen) {
+    const nsc_diag_step *s = &d->pend[d->phead];
+    uint64_t kernel_ns = 0;
+    int rc = nsc_nvml_busy(d->cudev, s->wall_start_ns / 1000, (s->wall_start_ns + s->wall_ns + 999) / 1000, &kernel_ns);
+    if (rc == 0 && !force) return;
+    settle_one(d, rc, kernel_ns);
+  }
+}
+
 static void close_step(nsc_diag *d, const nsc_diag_bnd *next) {
   nsc_diag_step *s = &d->open;
   d->have_open = 0;
@@ -177,15 +237,8 @@ static void close_step(nsc_diag *d, const nsc_diag_bnd *next) {
     s->busy_ns = nsc_diag_host_busy(s);
     s->src = NSC_DIAG_SRC_CPU;
   }
-  nsc_diag_tot_add(&d->tot, s);
-  if (!d->steps) return;
-  if (d->slen == NSC_DIAG_STEPS) { /* the writer is behind: the oldest leaves without detail */
-    d->shead = (d->shead + 1) % NSC_DIAG_STEPS;
-    d->slen--;
-    d->steps_dropped++;
-  }
-  d->steps[(d->shead + d->slen) % NSC_DIAG_STEPS] = *s;
-  d->slen++;
+  if (s->gpu && d->cudev >= 0 && wait_nvml(d, s)) return; /* its busy time comes from NVML, later */
+  finish(d, s);
 }
 
 static void open_step(nsc_diag *d, const nsc_diag_bnd *b) {

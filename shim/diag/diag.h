@@ -4,7 +4,8 @@
  * the definitions; the verdict rules are in diag_policy.c.
  *
  * Steps: the accumulation learner (accum/accum.c) in its observe-only mode
- * finds the backward pass in the sequence of accumulable all-reduces; a step
+ * finds the backward pass in the sequence of accumulable all-reduces and
+ * reduce-scatters (FSDP2 / ZeRO reduce gradients with those); a step
  * runs from the call of the pass's first bucket to the call of the next
  * pass's first bucket. What the learner says is used for logging only: it
  * never decides anything, issues nothing (its agreements are one-rank
@@ -13,7 +14,9 @@
  * Per step, from the log's records as they are read (in commit order, under
  * the log's lock): the time with a collective in flight, the exposed
  * communication, the longest gap without a collective, and (host backend)
- * the process's CPU time over the step, read at the step's boundary call.
+ * the process's CPU time over the step, read at the step's boundary call;
+ * (GPU) NVML's utilisation samples over the step (diag_nvml.h), mapped by the
+ * writer once they cover the step.
  *
  * Must not: call NCCL or CUDA, wait, allocate per call (the state is
  * allocated once per communicator; learning allocates as accum.c does), or
@@ -101,13 +104,25 @@ typedef struct nsc_diag {
   nsc_diag_step *steps;
   size_t shead, slen;
   uint64_t steps_dropped;
+  /* GPU: steps waiting for NVML samples that cover them (diag_nvml.h) */
+  int cudev;                /* the CUDA device of its records, -1 not known yet, -2 none */
+  nsc_diag_step *pend;      /* NSC_DIAG_STEPS, allocated at the first GPU step */
+  size_t phead, plen;
 } nsc_diag;
 
 /* A fresh state (NULL when out of memory: no diagnosis for it). */
 nsc_diag *nsc_diag_new(long long accum_steps, int keep_steps);
 void nsc_diag_free(nsc_diag *d);
 
-/* One intercepted all-reduce, before its real call (call = the shim's call
+/* The learner's element of one call: an all-reduce as it is; a
+ * reduce-scatter (rs; count = the whole send buffer) with NSC_DIAG_RS_OP
+ * added to its op, so that it never matches an all-reduce of the same
+ * buffers and count. */
+#define NSC_DIAG_RS_OP 0x100000
+nsc_accum_el nsc_diag_el(int rs, const void *send, const void *recv, uint64_t count, int dtype, int op,
+                         uint64_t bytes);
+
+/* One intercepted all-reduce or reduce-scatter, before its real call (call = the shim's call
  * counter). acc: accumulable by signature (floating Sum/Avg, at least
  * NCCLSHIM_MIN_BYTES, both buffers); int_sum: an integer Sum. Returns 1
  * when this call begins a pass (then the caller fills the boundary's clocks
@@ -120,6 +135,14 @@ void nsc_diag_boundary(nsc_diag *d, uint64_t t_ns, uint64_t wall_ns, int64_t cpu
  * thread's CPU and run-queue time inside it (-1: not read). */
 void nsc_diag_rec(nsc_diag *d, const struct nsc_rec *r, int64_t pass, int last_bucket, uint64_t dur_ns, int timed,
                   int gpu, int64_t busy_in_ns);
+
+/* GPU steps closed while their device is followed by NVML wait here until
+ * samples cover them (then busy = the samples' kernel time less the exposed
+ * communication, source "nvml"), or until force (then busy unknown). Called
+ * by the writer each round (after nsc_nvml_poll) and on a log's close. */
+void nsc_diag_settle(nsc_diag *d, int force);
+/* A GPU step's busy time from its device's kernel time over the step (pure). */
+int64_t nsc_diag_gpu_busy(const nsc_diag_step *s, uint64_t kernel_ns);
 
 /* Closed steps waiting for the writer: up to max copied to out, removed. */
 size_t nsc_diag_take(nsc_diag *d, nsc_diag_step *out, size_t max);

@@ -55,11 +55,11 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
   if (t->steps < NSC_DIAG_MIN_STEPS) {
     if (!c->learned && !c->acc_calls)
       snprintf(o->reason, sizeof o->reason,
-               "no accumulable all-reduce on this communicator (floating Sum/Avg of at least NCCLSHIM_MIN_BYTES): "
-               "no steps to find");
+               "no accumulable all-reduce or reduce-scatter on this communicator (floating Sum/Avg of at least "
+               "NCCLSHIM_MIN_BYTES): no steps to find");
     else if (!c->learned)
       snprintf(o->reason, sizeof o->reason,
-               "no repeating backward pass was learned from this communicator's %llu accumulable all-reduce(s)%s%s",
+               "no repeating backward pass was learned from this communicator's %llu accumulable call(s)%s%s",
                (unsigned long long)c->acc_calls, c->why_off && c->why_off[0] ? ": " : "",
                c->why_off ? c->why_off : "");
     else
@@ -73,9 +73,10 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
   o->exposed_comm_share = ex;
   if (!t->busy_steps || !t->busy_wall_ns) {
     snprintf(o->reason, sizeof o->reason,
-             "exposed communication %.1f%% of %llu step(s) (mean %.3f ms); device busy time unknown (no source: "
-             "NVML sampling is not implemented, so input and compute are not told apart)",
-             100 * ex, (unsigned long long)t->steps, o->mean_step_us / 1e3);
+             "exposed communication %.1f%% of %llu step(s) (mean %.3f ms); device busy time unknown (%s), so input "
+             "and compute are not told apart",
+             100 * ex, (unsigned long long)t->steps, o->mean_step_us / 1e3,
+             c->busy_why && c->busy_why[0] ? c->busy_why : t->gpu ? "no source" : "the CPU time could not be read");
     if (ex >= NSC_DIAG_COMM_SHARE) {
       o->verdict = "communication-bound";
       try_comm(o->suggest, sizeof o->suggest, c);
@@ -102,10 +103,13 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
     if (ex >= in) try_comm(o->suggest, sizeof o->suggest, c);
     else try_input(o->suggest, sizeof o->suggest);
   }
+  char gap[80] = ""; /* host only: a GPU's records have no common time origin */
+  if (!t->gpu) snprintf(gap, sizeof gap, ", longest gap without a collective %.3f ms", (double)t->max_gap_ns / 1e6);
   snprintf(o->reason, sizeof o->reason,
            "exposed communication %.1f%%, input (device idle, no collective in flight) %.1f%%, compute %.1f%% of "
-           "%llu step(s), mean %.3f ms, longest gap without a collective %.3f ms; busy from %s",
-           100 * ex, 100 * in, 100 * o->compute_share, (unsigned long long)t->steps, o->mean_step_us / 1e3,
-           (double)t->max_gap_ns / 1e6,
-           t->src == NSC_DIAG_SRC_CPU ? "process CPU time (host stand-in for the device)" : nsc_diag_src_name(t->src));
+           "%llu step(s), mean %.3f ms%s; busy from %s",
+           100 * ex, 100 * in, 100 * o->compute_share, (unsigned long long)t->steps, o->mean_step_us / 1e3, gap,
+           t->src == NSC_DIAG_SRC_CPU    ? "process CPU time (host stand-in for the device)"
+           : t->src == NSC_DIAG_SRC_NVML ? "NVML GPU utilisation samples (kernel time less the exposed communication)"
+                                         : nsc_diag_src_name(t->src));
 }

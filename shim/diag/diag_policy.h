@@ -19,6 +19,7 @@ typedef struct {
   int learned;          /* a pass was learned at some point */
   const char *why_off;  /* why learning stopped, or "" */
   uint64_t acc_calls;   /* accumulable calls seen */
+  const char *busy_why; /* why no step has a busy time (GPU: diag_nvml's reason), or NULL */
 } nsc_diag_ctx;
 
 typedef struct {

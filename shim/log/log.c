@@ -37,6 +37,7 @@
 #include "comm.h"
 #include "core.h"
 #include "diag.h"
+#include "diag_nvml.h"
 #include "group.h"
 #include "log_int.h"
 #include "policy.h"
@@ -452,6 +453,7 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
     return;
   }
   r->lseq = ++l->nrec;
+  int nudge_nvml = 0;
   r->dpass = -1;
   r->dlast = 0;
   r->dbusy = -1;
@@ -463,6 +465,11 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
       thread_busy(&cpu, &runq);
       if (cpu >= tl_call.cpu && runq >= tl_call.runq) r->dbusy = (cpu - tl_call.cpu) + (runq - tl_call.runq);
       tl_call.l = NULL;
+    }
+    if (l->diag->cudev == -1 && r->marked && r->be != &nsc_backend_host) { /* GPU: its device, for NVML, once */
+      int dev = r->be->name && !strcmp(r->be->name, "cuda") ? nsc_nvml_rec_dev(r) : -1;
+      l->diag->cudev = dev >= 0 ? dev : -2; /* -2: none (another backend's marks) */
+      nudge_nvml = nsc_nvml_want(dev); /* the writer reads NVML from now on */
     }
   }
   l->marks_dropped += r->marks_dropped;
@@ -484,25 +491,24 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
   if (nudge) l->nudged = 1;
   pthread_mutex_unlock(&l->lock);
   r->marked = 0;
-  if (nudge) nsc_log_writer_nudge();
+  if (nudge || nudge_nvml) nsc_log_writer_nudge();
 }
 
 static int is_float(ncclDataType_t dt) {
   return dt == ncclFloat16 || dt == ncclBfloat16 || dt == ncclFloat32 || dt == ncclFloat64;
 }
 
-void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
-                  const void *recv) {
-  if (!diag_on) return;
+static void log_call(nsc_comm_log *l, int rs, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                     const void *send, const void *recv) {
   uint64_t bytes = (uint64_t)count * nsc_dtype_size(dt);
   int fl = is_float(dt) && (op == ncclSum || op == ncclAvg);
   int acc = fl && send && recv && count > 0 && bytes >= diag_min_bytes;
-  int in = op == ncclSum && !is_float(dt) && dt != ncclFloat8e4m3 && dt != ncclFloat8e5m2;
+  int in = !rs && op == ncclSum && !is_float(dt) && dt != ncclFloat8e4m3 && dt != ncclFloat8e5m2; /* a used-map */
   /* Nothing to learn from until an accumulable call came (the common small
    * calls of a job without one cost this test only). */
   if (!acc && !__atomic_load_n(&l->diag_acc, __ATOMIC_ACQUIRE)) return;
   if (__atomic_load_n(&l->open, __ATOMIC_ACQUIRE) == NSC_LOG_UNOPENED) open_lazily(l);
-  nsc_accum_el el = {(uintptr_t)recv, (uintptr_t)send, count, (int32_t)dt, (int32_t)op, bytes};
+  nsc_accum_el el = nsc_diag_el(rs, send, recv, count, (int)dt, (int)op, bytes);
   pthread_mutex_lock(&l->lock);
   if (l->open == NSC_LOG_OPEN) {
     if (!l->diag) l->diag = nsc_diag_new(diag_k, detail);
@@ -524,6 +530,16 @@ void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt
     }
   }
   pthread_mutex_unlock(&l->lock);
+}
+
+void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
+                  const void *recv) {
+  if (diag_on) log_call(l, 0, seq, count, dt, op, send, recv);
+}
+
+void nsc_log_call_rs(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
+                     const void *recv) {
+  if (diag_on) log_call(l, 1, seq, count, dt, op, send, recv);
 }
 
 void nsc_log_position(nsc_comm_log *l, long long *pass, long *pos) {
@@ -603,6 +619,10 @@ void nsc_log_comm_close(nsc_comm_log *l) {
   if (f) nsc_log_writer_final(f);
 }
 
+void nsc_log_final_settle(nsc_log_final *f) {
+  if (f && f->l.diag) nsc_diag_settle(f->l.diag, 1); /* steps the samples never covered: busy unknown */
+}
+
 void nsc_log_final_free(nsc_log_final *f) {
   if (!f) return;
   free_owned(&f->l);
@@ -618,11 +638,17 @@ static int lock_by(pthread_mutex_t *m, const struct timespec *deadline) {
 void nsc_log_collect(nsc_log_batch **out, size_t *n, const struct timespec *deadline) {
   *out = NULL;
   *n = 0;
-  if (!detail || forgotten || lock_by(&open_lock, deadline)) return;
+  int nvml = nsc_nvml_wanted(); /* GPU steps wait for NVML's samples: settled here */
+  if ((!detail && !nvml) || forgotten || lock_by(&open_lock, deadline)) return;
   size_t cap = 0;
   /* File names and the trace's pid come from the first communicator's rank. */
-  for (nsc_comm_log *l = proc_rank_seq == 0 ? open_logs : NULL; l; l = l->open_next) {
+  for (nsc_comm_log *l = proc_rank_seq == 0 || !detail ? open_logs : NULL; l; l = l->open_next) {
     if (lock_by(&l->lock, deadline)) continue;
+    if (l->diag) nsc_diag_settle(l->diag, 0);
+    if (!detail) {
+      pthread_mutex_unlock(&l->lock);
+      continue;
+    }
     l->nudged = 0;
     size_t k = l->ring_done, ks = l->diag ? l->diag->slen : 0;
     if ((k || ks) && l->rank >= 0 && *n == cap) {

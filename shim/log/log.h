@@ -117,6 +117,11 @@ void nsc_log_accum(nsc_comm_log *l, int synced);
  * and NCCLSHIM_DIAG are on. */
 void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
                   const void *recv);
+/* The same for a reduce-scatter outside a group (count: the whole send
+ * buffer, recvcount times the ranks): its passes are learned too (FSDP2,
+ * ZeRO), as elements of their own. */
+void nsc_log_call_rs(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
+                     const void *recv);
 /* Right after nsc_log_call on the same thread: the backward pass the call
  * is in and its index in the learned pass (-1, -1 when not known: no pass
  * learned yet, not an element of it, or the diagnosis off — it exists only

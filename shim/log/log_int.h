@@ -86,6 +86,9 @@ void nsc_log_collect(nsc_log_batch **out, size_t *n, const struct timespec *dead
 /* SIGTERM, the process about to die: close every open log without querying
  * the device (records not read yet are "unknown"), each handed to the writer. */
 void nsc_log_close_all_now(const struct timespec *deadline);
+/* The diagnosis's GPU steps still waiting for NVML samples get what the
+ * samples so far give (busy unknown otherwise), before the final is written. */
+void nsc_log_final_settle(nsc_log_final *f);
 void nsc_log_final_free(nsc_log_final *f);
 
 /* log_writer.c */

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "diag_nvml.h"
 #include "diag_policy.h"
 #include "log_int.h"
 #include "ncclshim.h"
@@ -298,7 +299,8 @@ static void diag_judge(const nsc_comm_log *l, nsc_diag_result *o) {
   static const nsc_diag_tot none;
   const nsc_diag *d = l->diag;
   nsc_diag_ctx c = {.compress_off = out_cfg.compress_off, .accum_steps = out_cfg.accum_steps,
-                    .learned = d && d->pass_len > 0, .why_off = d ? d->why_off : "", .acc_calls = d ? d->acc_calls : 0};
+                    .learned = d && d->pass_len > 0, .why_off = d ? d->why_off : "", .acc_calls = d ? d->acc_calls : 0,
+                    .busy_why = d && d->tot.gpu ? nsc_nvml_why(d->cudev) : NULL};
   nsc_diag_judge(d ? &d->tot : &none, &c, o);
 }
 
@@ -344,7 +346,10 @@ static void json_diag(FILE *f, const nsc_comm_log *l) {
   put_us_or_null(f, "exposed_comm_us", t ? (int64_t)t->exposed_ns : 0);
   put_us_or_null(f, "input_us", t && t->busy_steps ? (int64_t)(fr - busy) : -1);
   put_us_or_null(f, "compute_us", t && t->busy_steps ? (int64_t)busy : -1);
-  put_us_or_null(f, "max_gap_us", t ? (int64_t)t->max_gap_ns : 0);
+  put_us_or_null(f, "max_gap_us", t ? (t->gpu ? -1 : (int64_t)t->max_gap_ns) : 0); /* null on a GPU */
+  fputs(",\"busy_why\":\"", f); /* why busy_source is "none" ("" otherwise) */
+  if (t && t->steps && !t->busy_steps) nsc_log_json_str(f, t->gpu && d ? nsc_nvml_why(d->cudev) : "the CPU time could not be read");
+  fputs("\"", f);
   fputs(",\"reason\":\"", f);
   nsc_log_json_str(f, o.reason);
   fputs("\",\"suggest\":\"", f);

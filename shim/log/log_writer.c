@@ -28,8 +28,13 @@
  * A disposition of SIG_IGN is left alone. A handler the program installs
  * after ours replaces it (no summary at SIGTERM, records still within 1 s).
  *
+ * NVML (diag_nvml.c) is read in each round, never at SIGTERM (the round
+ * with a deadline), and only once the diagnosis follows a device; rounds
+ * then come once a second in summary mode too.
+ *
  * Must not: run anything but async-signal-safe code in the handler, swallow
- * or delay the signal beyond the 3 s bound, query the device, or run in a
+ * or delay the signal beyond the 3 s bound, query the device (CUDA events;
+ * NVML as above is the one exception), or run in a
  * forked child. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -43,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "diag_nvml.h"
 #include "log_int.h"
 #include "msg.h"
 
@@ -100,6 +106,10 @@ static void round_once(const struct timespec *deadline) {
     q_tail = &q_head;
     pthread_mutex_unlock(&q_lock);
   }
+  /* NVML (the diagnosis's device busy on a GPU) is read here only, off the
+   * calling threads, before the steps waiting for its samples are settled. */
+  if (!deadline) nsc_nvml_poll();
+  for (nsc_log_final *g = f; g; g = g->next) nsc_log_final_settle(g);
   nsc_log_batch *b = NULL;
   size_t nb = 0;
   nsc_log_collect(&b, &nb, deadline);
@@ -124,7 +134,7 @@ static void *writer_main(void *arg) {
   setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
   for (;;) {
     if (!__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE) && !__atomic_load_n(&term_req, __ATOMIC_ACQUIRE)) {
-      if (nsc_log_detail()) {
+      if (nsc_log_detail() || nsc_nvml_wanted()) { /* NVML: read once a second */
         wait_period();
       } else {
         while (sem_wait(&wake) && errno == EINTR) {}
@@ -236,7 +246,8 @@ void nsc_log_writer_nudge(void) {
 
 void nsc_log_writer_final(nsc_log_final *f) {
   if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE) || getpid() != owner) {
-    nsc_log_out_round(NULL, 0, f); /* no writer: on this (closing) thread */
+    nsc_log_final_settle(f); /* no writer: on this (closing) thread, with the samples read so far */
+    nsc_log_out_round(NULL, 0, f);
     nsc_log_final_free(f);
     return;
   }

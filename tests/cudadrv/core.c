@@ -178,6 +178,15 @@ CD_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
   return CUDA_SUCCESS;
 }
 
+/* "0000:0N:00.0" with N = the PCI_BUS_ID attribute (tests/nvml's double finds the device by it). */
+CD_EXPORT CUresult cuDeviceGetPCIBusId(char *bus, int len, CUdevice d) {
+  READY();
+  if (d < 0 || d >= ndev) return CUDA_ERROR_INVALID_DEVICE;
+  if (!bus || len < 13) return CUDA_ERROR_INVALID_VALUE;
+  snprintf(bus, (size_t)len, "0000:%02x:00.0", (unsigned)(d + 1));
+  return CUDA_SUCCESS;
+}
+
 size_t cd_device_bytes(void);
 CD_EXPORT CUresult cuDeviceTotalMem(size_t *bytes, CUdevice d) {
   READY();

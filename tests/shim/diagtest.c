@@ -6,14 +6,18 @@
  * work on one rank) and a small metric all-reduce per pass.
  *
  *   diagtest [-p PASSES] [-b BUCKETS] [-e ELEMS] [-c WORK_US] [-s SLEEP_US]
- *            [-W] [-u] [-m] [-r RANK -x EXTRA_US] [-o FILE]
+ *            [-W] [-u] [-m] [-R] [-r RANK -x EXTRA_US] [-o FILE]
  *     -W  a first whole-model pass (one bucket of B*E floats), as DDP's first iteration
  *     -u  an int32 Sum of 16 elements after each pass (find_unused_parameters' used-map)
  *     -m  a 1-element fp32 metric all-reduce after each pass
+ *     -R  reduce-scatter the buckets (FSDP2 / ZeRO) instead: each rank's shard
+ *         of E/n floats (E a multiple of the ranks) into a buffer of its own
  *     -o  rank 0 writes what it built in: passes, CPU work and sleep per pass (µs)
  * CPU work is measured on the thread's CPU clock (it takes C µs of CPU,
  * however long the machine makes it take). Results are checked exactly
- * (integers times powers of two). Exit 0 on success. */
+ * (integers times powers of two). With SHIMTEST_DEVICE=1 the buffers are
+ * mirrored in device memory of the CUDA driver double (tests/shim/devmirror.h):
+ * the shim takes its CUDA backend. Exit 0 on success. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #include "testmpi.h"
+#include "devmirror.h" /* SHIMTEST_DEVICE=1: device buffers on the CUDA driver double */
 
 static long long thread_cpu_us(void) {
   struct timespec t;
@@ -40,11 +45,11 @@ static void work(long long us) {
 }
 
 int main(int argc, char **argv) {
-  int passes = 12, buckets = 4, whole = 0, used = 0, metric = 0, slow = -1;
+  int passes = 12, buckets = 4, whole = 0, used = 0, metric = 0, slow = -1, rs = 0;
   long long elems = 65536, work_us = 0, sleep_us = 0, extra_us = 0;
   const char *out = NULL;
   int o;
-  while ((o = getopt(argc, argv, "p:b:e:c:s:Wumr:x:o:")) != -1) {
+  while ((o = getopt(argc, argv, "p:b:e:c:s:WumRr:x:o:")) != -1) {
     switch (o) {
     case 'p': passes = atoi(optarg); break;
     case 'b': buckets = atoi(optarg); break;
@@ -54,12 +59,15 @@ int main(int argc, char **argv) {
     case 'W': whole = 1; break;
     case 'u': used = 1; break;
     case 'm': metric = 1; break;
+    case 'R': rs = 1; break;
     case 'r': slow = atoi(optarg); break;
     case 'x': extra_us = atoll(optarg); break;
     case 'o': out = optarg; break;
     default: fprintf(stderr, "usage: see the header of tests/shim/diagtest.c\n"); return 2;
     }
   }
+  (void)dm_group_start; /* devmirror.h's, unused here */
+  (void)dm_group_end;
   MPI_Init(&argc, &argv);
   int rank, n;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -68,7 +76,8 @@ int main(int argc, char **argv) {
   float *b = malloc((size_t)buckets * (size_t)elems * sizeof *b);
   int32_t *um = calloc(16, sizeof *um);
   float *mt = calloc(1, sizeof *mt);
-  if (!b || !um || !mt) MPI_Abort(MPI_COMM_WORLD, 2);
+  float *sh = malloc((size_t)buckets * (size_t)elems * sizeof *sh);
+  if (!b || !um || !mt || !sh || (rs && (elems % n || whole))) MPI_Abort(MPI_COMM_WORLD, 2);
   long long mywork = work_us + (rank == slow ? extra_us : 0);
   int bad = 0;
   for (int p = 0; p < passes; p++) {
@@ -81,11 +90,16 @@ int main(int argc, char **argv) {
       for (int k = 0; k < buckets; k++) {
         work(mywork);
         float *x = b + (size_t)k * (size_t)elems;
-        NCCL_OK(ncclAllReduce(x, x, (size_t)elems, ncclFloat32, ncclSum, comm, NULL));
+        if (rs) NCCL_OK(ncclReduceScatter(x, sh + (size_t)k * (size_t)(elems / n), (size_t)(elems / n), ncclFloat32,
+                                          ncclSum, comm, NULL));
+        else NCCL_OK(ncclAllReduce(x, x, (size_t)elems, ncclFloat32, ncclSum, comm, NULL));
       }
     }
-    for (long long i = 0; i < (long long)buckets * elems; i++)
-      if (b[i] != want_mul * (float)((i % 7) + 1)) bad++;
+    for (long long i = 0; i < (long long)buckets * elems; i++) /* rs: the shards, at their place in the buckets */
+      if (rs ? (i % elems) / (elems / n) == rank && sh[(i / elems) * (elems / n) + i % (elems / n)] !=
+                                                        want_mul * (float)((i % 7) + 1)
+             : b[i] != want_mul * (float)((i % 7) + 1))
+        bad++;
     if (used) NCCL_OK(ncclAllReduce(um, um, 16, ncclInt32, ncclSum, comm, NULL));
     if (metric) {
       mt[0] = 1.0f;
@@ -107,6 +121,7 @@ int main(int argc, char **argv) {
   free(b);
   free(um);
   free(mt);
+  free(sh);
   MPI_Finalize();
   if (bad) fprintf(stderr, "rank %d: %d wrong values\n", rank, bad);
   return bad ? 1 : 0;

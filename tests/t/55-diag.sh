@@ -11,7 +11,9 @@
 # times themselves). Also: with
 # compression off and ACCUM_STEPS=1 the host NCCL sees exactly the calls of
 # a run without the shim while the diagnosis runs (it issues nothing), and
-# NCCLSHIM_DIAG=0 writes no step and no diagnosis.
+# NCCLSHIM_DIAG=0 writes no step and no diagnosis. Device busy on a GPU from
+# NVML: the CUDA backend on the CUDA driver double with the NVML test double
+# (tests/nvml) scripted to 30 % busy, its fallback, and no NVML at all.
 source "$(dirname "$0")/../lib.sh"
 
 P="$TBIN/diagtest"
@@ -32,8 +34,9 @@ run() { # NAME ARGS...: 2 ranks, calls log and a trace per rank, what was built 
   check "diagtest $name passes (2 ranks, $*)" test $? -eq 0
 }
 
-# 1. Input-bound: 2 ms of CPU work per pass, 30 ms asleep between passes.
-run input -p 10 -c 500 -s 30000
+# 1. Input-bound: 2 ms of CPU work per pass, 60 ms asleep between passes (30 ms read as
+#    communication-bound at a load of 9 on 2 cores: the host collectives slow down with it).
+run input -p 10 -c 500 -s 60000
 for r in 0 1; do chk --label input --rank $r --verdict input-bound --input-from-sleep "$TMPD/input.json" "$TMPD/input.$r.jsonl"; done
 check_grep "the summary table ends with the verdict and what to try" \
   "# diagnosis: input-bound: .*# try: DataLoader\(num_workers|# try: DataLoader\(num_workers" "$TMPD/input.out"
@@ -90,3 +93,36 @@ grep -q '"kind":"step"' "$TMPD/ident1.0.jsonl" && ! grep -q '"kind":"step"\|"dia
   && ! grep -q "# diagnosis" "$TMPD/ident0.log" \
   && ok "NCCLSHIM_DIAG=1 wrote step lines; NCCLSHIM_DIAG=0 no step line and no diagnosis (summary line, table)" \
   || not_ok "step lines with the diagnosis on, none with it off"
+
+# 7. Device busy from NVML (CUDA backend on the CUDA driver double, device buffers; tests/nvml's
+#    NVML double saying 30 % busy, samples every 20 ms): busy_source "nvml", input 0.70 and
+#    compute + exposed 0.30 per step and in the summary (check_nvml.py), each rank's handle taken
+#    by its own device's PCI bus id; the same through nvmlDeviceGetUtilizationRates where samples
+#    are not supported. Without NVML (no library; a refused device) the output says why.
+NV="python3 $ROOT/tests/diag/check_nvml.py"
+gpu_run() { # NAME LIBDIRS ENV...: diagtest on 2 ranks with device buffers, calls log per rank
+  local name=$1 dirs=$2; shift 2
+  with SHIMTEST_DEVICE=1 LD_LIBRARY_PATH="$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NCCLSHIM_LOG=calls \
+    NCCLSHIM_LOG_FILE="$TMPD/$name.%r.jsonl" "$@" mpirun_shim 2 "$P" -p 10 -c 500 -s 30000 >"$TMPD/$name.out" 2>&1
+  check "diagtest $name passes (2 ranks, device buffers)" test $? -eq 0
+}
+CD="$BUILD/lib/cudadrv" FN="$BUILD/lib/fakenvml"
+gpu_run nvml "$CD:$FN" FAKENVML_UTIL=30 FAKENVML_PERIOD_US=20000 FAKENVML_LOG="$TMPD/nvml.handles"
+for r in 0 1; do $NV --label nvml --rank $r --util 30 "$TMPD/nvml.$r.jsonl" || not_ok "check_nvml.py crashed"; done
+check "each rank's NVML handle by its device's PCI bus id (cuDeviceGetPCIBusId)" \
+  test "$(sort "$TMPD/nvml.handles" | tr '\n' ' ')" = "handle 0000:01:00.0 handle 0000:02:00.0 "
+check_grep "the summary says where busy came from" "# diagnosis: input-bound: .*busy from NVML GPU utilisation samples" \
+  "$TMPD/nvml.out"
+gpu_run rates "$CD:$FN" FAKENVML_UTIL=30 FAKENVML_FAIL=samples
+for r in 0 1; do $NV --label "utilisation rates" --rank $r --util 30 "$TMPD/rates.$r.jsonl" || not_ok "check_nvml.py crashed"; done
+gpu_run nonvml "$CD"
+for r in 0 1; do $NV --label "no NVML" --rank $r --none libnvidia-ml.so.1 "$TMPD/nonvml.$r.jsonl" || not_ok "check_nvml.py crashed"; done
+check_grep "... and the summary line says so" "device busy time unknown \(NVML not available: libnvidia-ml.so.1" "$TMPD/nonvml.out"
+gpu_run noperm "$CD:$FN" FAKENVML_UTIL=30 FAKENVML_FAIL=perm
+$NV --label "NVML refuses the device" --rank 0 --none "nvmlDeviceGetHandleByPciBusId_v2(0000:01:00.0) failed (Insufficient Permissions)" \
+  "$TMPD/noperm.0.jsonl" || not_ok "check_nvml.py crashed"
+
+# 8. Reduce-scatters (FSDP2, ZeRO): diagtest -R reduce-scatters its buckets; the passes are learned
+#    from them alone (bf16: two-phase records, timed on the host), input-bound as in 1.
+NCCLSHIM_COMPRESS=bf16 run rs -R -p 10 -c 500 -s 60000
+for r in 0 1; do chk --label "reduce-scatter" --rank $r --verdict input-bound --input-from-sleep "$TMPD/rs.json" "$TMPD/rs.$r.jsonl"; done

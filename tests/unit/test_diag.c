@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "diag.h"
+#include "diag_nvml.h"
 #include "diag_policy.h"
 #include "log.h"
 #include "policy.h"
@@ -101,6 +102,33 @@ static void test_plain_loop_boundaries(void **state) {
   nsc_diag_free(d);
 }
 
+/* Reduce-scatters (FSDP2, ZeRO) are learned too, as elements of their own:
+ * a pass of RS(A), an all-reduce of A with the same count, RS(B) is three
+ * buckets long (were RS(A) and AR(A) one element, A would repeat inside the
+ * pass); passes count from the first, locked after the third (call 9), so
+ * call 10 begins pass 3. */
+static void test_reduce_scatter_passes(void **state) {
+  (void)state;
+  nsc_diag *d = nsc_diag_new(1, 0);
+  int nb = 0;
+  uint64_t call = 0, at[4];
+  for (int p = 0; p < 6; p++)
+    for (int k = 0; k < 3; k++) {
+      nsc_accum_el e = nsc_diag_el(k != 1, (void *)(uintptr_t)(k == 2 ? 0x2000 : 0x1000),
+                                   (void *)(uintptr_t)(k == 2 ? 0x2000 : 0x1000), BUCKET, ncclFloat32, ncclSum,
+                                   BUCKET * 4u);
+      if (nsc_diag_call(d, ++call, &e, 1, 0, 1) && nb < 4) at[nb++] = call;
+    }
+  assert_int_equal(d->pass_len, 3);
+  assert_int_equal(nb, 3);
+  for (int i = 0; i < nb; i++) assert_int_equal(at[i], 10 + 3 * (uint64_t)i);
+  nsc_accum_el a = nsc_diag_el(0, (void *)1, (void *)1, 8, ncclFloat32, ncclAvg, 32);
+  nsc_accum_el r = nsc_diag_el(1, (void *)1, (void *)1, 8, ncclFloat32, ncclAvg, 32);
+  assert_int_equal(a.op, ncclAvg);
+  assert_int_equal(r.op, ncclAvg + NSC_DIAG_RS_OP);
+  nsc_diag_free(d);
+}
+
 /* A bucket out of order after the lock: the observer stops at the next
  * agreement, the step in progress is dropped, learning starts again and
  * locks again three passes later. */
@@ -151,7 +179,7 @@ static void test_no_pass(void **state) {
   nsc_diag_judge(&t, &ctx, &o);
   assert_string_equal(o.verdict, "unknown");
   assert_true(strstr(o.reason, "no repeating backward pass was learned from this communicator's 20485 accumulable "
-                               "all-reduce(s): no backward pass learned in 4096") != NULL);
+                               "call(s): no backward pass learned in 4096") != NULL);
   assert_true(o.exposed_comm_share < 0 && o.input_share < 0 && o.compute_share < 0);
   nsc_diag_free(d);
 }
@@ -267,6 +295,62 @@ static void test_gpu_accounting(void **state) {
   nsc_diag_free(d);
 }
 
+/* NVML's samples over a step: sample i covers (ts[i-1], ts[i]] at its
+ * percent; the overlaps with [a, b] weighted by it (exact, in ns). */
+static void test_nvml_map(void **state) {
+  (void)state;
+  const nsc_nvml_sample s[] = {{1000, 10}, {2000, 50}, {3000, 100}, {4000, 0}};
+  uint64_t busy = 7;
+  assert_int_equal(nsc_nvml_map(s, 4, 1500, 3500, 5000, &busy), 1);
+  assert_int_equal(busy, 500 * 500 + 1000 * 1000); /* 500 us at 50 %, 1000 us at 100 %, 500 us at 0 % */
+  assert_int_equal(nsc_nvml_map(s, 4, 2000, 3000, 5000, &busy), 1);
+  assert_int_equal(busy, 1000000); /* exactly sample 2's span */
+  assert_int_equal(nsc_nvml_map(s, 4, 1000, 4000, 5000, &busy), 1);
+  assert_int_equal(busy, 1000 * 500 + 1000 * 1000 + 0); /* sample 0 is the anchor: it covers nothing */
+  assert_int_equal(nsc_nvml_map(s, 4, 3500, 4500, 5000, &busy), 0); /* not reached yet */
+  assert_int_equal(nsc_nvml_map(s, 4, 500, 1500, 5000, &busy), -1); /* starts before the first sample: never */
+  assert_int_equal(nsc_nvml_map(s, 0, 500, 1500, 5000, &busy), 0);
+  const nsc_nvml_sample g[] = {{1000, 40}, {2000, 40}, {9000, 40}};
+  assert_int_equal(nsc_nvml_map(g, 3, 1200, 1800, 5000, &busy), 1);
+  assert_int_equal(busy, 600 * 400);
+  assert_int_equal(nsc_nvml_map(g, 3, 1500, 2500, 5000, &busy), -1); /* a 7 ms hole in the samples */
+  assert_int_equal(nsc_nvml_map(g, 3, 1500, 2500, 7000, &busy), 1);
+  assert_int_equal(busy, 500 * 400 + 500 * 400);
+}
+
+/* A GPU step's busy time: kernel time less the exposed communication (NCCL's
+ * kernels run then), within [0, wall - exposed]. A step of a device that
+ * NVML follows waits for samples; forced without any, its busy is unknown. */
+static void test_gpu_busy_and_settle(void **state) {
+  (void)state;
+  nsc_diag_step st = {.wall_ns = 1000, .exposed_ns = 100};
+  assert_int_equal(nsc_diag_gpu_busy(&st, 300), 200);
+  assert_int_equal(nsc_diag_gpu_busy(&st, 50), 0);
+  assert_int_equal(nsc_diag_gpu_busy(&st, 2000), 900);
+  nsc_diag *d = nsc_diag_new(1, 1);
+  d->cudev = 5; /* no NVML loaded in this process: no samples ever */
+  boundary(d, 3, 9, 1000000, -1, -1);
+  nsc_rec r = rec_at(1000000);
+  nsc_diag_rec(d, &r, 3, 1, 300000, 1, 1, -1);
+  boundary(d, 4, 12, 2000000, -1, -1);
+  r = rec_at(2000000);
+  nsc_diag_rec(d, &r, 4, 0, 1, 1, 1, -1);
+  assert_int_equal(d->plen, 1); /* waiting, not counted yet */
+  assert_int_equal(d->tot.steps, 0);
+  assert_int_equal(d->slen, 0);
+  nsc_diag_settle(d, 0);
+  assert_int_equal(d->plen, 1);
+  nsc_diag_settle(d, 1);
+  assert_int_equal(d->plen, 0);
+  assert_int_equal(d->tot.steps, 1);
+  assert_int_equal(d->tot.exposed_ns, 300000);
+  assert_int_equal(d->tot.busy_steps, 0);
+  assert_int_equal(d->slen, 1);
+  assert_int_equal(d->steps[d->shead].busy_ns, -1);
+  assert_int_equal(d->steps[d->shead].src, NSC_DIAG_SRC_NONE);
+  nsc_diag_free(d);
+}
+
 /* The verdict table with exact shares (W = 1000000 ns over 4 steps). */
 static const char *judge(uint64_t exposed, uint64_t busy, int compress_off, long long K, nsc_diag_result *o) {
   nsc_diag_tot t = {.steps = 4, .wall_ns = 1000000, .exposed_ns = exposed, .busy_steps = 4, .busy_wall_ns = 1000000,
@@ -319,7 +403,7 @@ static void test_verdict_rules(void **state) {
   assert_string_equal(o.reason, "2 complete step(s), 3 needed (5 more with calls captured into a CUDA graph, not timed)");
   ctx.learned = 0; /* a communicator of small calls only (metrics, barriers) */
   nsc_diag_judge(&t, &ctx, &o);
-  assert_string_equal(o.reason, "no accumulable all-reduce on this communicator (floating Sum/Avg of at least "
+  assert_string_equal(o.reason, "no accumulable all-reduce or reduce-scatter on this communicator (floating Sum/Avg of at least "
                                 "NCCLSHIM_MIN_BYTES): no steps to find");
 }
 
@@ -329,6 +413,7 @@ int main(void) {
       cmocka_unit_test(test_anomaly_relearns),
       cmocka_unit_test(test_no_pass),           cmocka_unit_test(test_host_accounting),
       cmocka_unit_test(test_gpu_accounting),    cmocka_unit_test(test_verdict_rules),
+      cmocka_unit_test(test_reduce_scatter_passes), cmocka_unit_test(test_nvml_map),          cmocka_unit_test(test_gpu_busy_and_settle),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
