@@ -2,7 +2,7 @@
 # 81-diag-torch.sh — "why is the GPU idle?" validated: real PyTorch DDP runs
 # (torchrun, W=2, CPU, tests/torch/train.py over the host NCCL) each built to
 # have a known bottleneck, diagnosed by the shim (step records, summary) and
-# bench/ncclshim-report across ranks, checked by tests/torch/check_diag.py:
+# bench/ncclshim-report across ranks, checked by tests/torch/check_verdicts.py:
 #   - compute-bound: unlimited link, no sleep, batch 128;
 #   - input-bound: a DataLoader whose dataset sleeps 100 ms per batch
 #     (num_workers=0), and one with 2 workers sleeping 600 ms per batch
@@ -136,7 +136,7 @@ TRAIN="$ROOT/tests/torch/train.py"
 # the communication-bound run), different batches, sleeps and links.
 # 13 steps: the shim counts passes 4..11, an even number, so that the
 # 2-worker loader's alternating long and short waits (its batches come in
-# pairs) weigh alike however the two windows are cut (check_diag.py also
+# pairs) weigh alike however the two windows are cut (check_verdicts.py also
 # takes the input wait one Python step later, as the shim's step holds it).
 M=(--model mlp --width 512 --layers 4 --steps 13 --bucket-mb 25 --bucket-view --momentum 0)
 # launch NAME [VAR=value...] -- ARGS...: one torchrun of train.py with the shim
@@ -155,7 +155,7 @@ t0=$(date +%s)
 launch fast -- --case "compute --batch 128" --case "input --input-sleep 0.1" \
   --case "workers --input-sleep 0.6 --loader-workers 2" --case "straggler --slow-rank 1 --slow-s 0.06"
 launch link HOSTNCCL_LINK_GBPS=1 -- --case "comm"
-CHECK=("$TORCH_VENV/bin/python" "$ROOT/tests/torch/check_diag.py")
+CHECK=("$TORCH_VENV/bin/python" "$ROOT/tests/torch/check_verdicts.py")
 "${CHECK[@]}" "$TMPD/fast.json" "$TMPD/fast.report.json" --tsv "$TMPD/diag.tsv" \
   compute=0:compute-bound input=1:input-bound workers=2:input-bound straggler=3:compute-bound:1
 "${CHECK[@]}" "$TMPD/link.json" "$TMPD/link.report.json" --tsv "$TMPD/diag.tsv" comm=0:communication-bound

@@ -1,6 +1,6 @@
-"""check_diag.py — the diagnosis of train.py runs built to have a known bottleneck, checked; TAP lines.
+"""check_verdicts.py — the diagnosis of train.py runs built to have a known bottleneck, checked; TAP lines.
 
-    check_diag.py RUN.json REPORT.json CASE=COMM_SEQ:VERDICT[:STRAGGLER]... [--tol 0.10] [--tsv FILE]
+    check_verdicts.py RUN.json REPORT.json CASE=COMM_SEQ:VERDICT[:STRAGGLER]... [--tol 0.10] [--tsv FILE]
 
 RUN.json is train.py's --out (per rank and step what the step was built to
 have: input_s, the sleeping DataLoader's wait; slow_s, --slow-rank's extra
@@ -69,7 +69,7 @@ def main(argv):
         run = json.load(open(argv[0]))
         rep = json.load(open(argv[1]))
     except (OSError, ValueError, IndexError) as e:
-        tap(False, f"check_diag: cannot read the run or the report: {e}")
+        tap(False, f"check_verdicts: cannot read the run or the report: {e}")
         return 0
     comms = {c["comm_seq"]: c for c in rep.get("communicators", [])}
     rows = []
