@@ -56,8 +56,8 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
     if (r != ncclSuccess) goto out;
   }
   c->seq++;
+  nsc_log_call_rs(&c->log, c->seq, rc * (size_t)c->nranks, dt, op, send, recv); /* the diagnosis: observe-only */
   call.count = rc * (size_t)c->nranks; /* MIN_BYTES applies to the whole buffer */
-  nsc_log_call_rs(&c->log, c->seq, call.count, dt, op, send, recv); /* the diagnosis: observe-only */
   int tp = nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, rc, c->nranks, 1) == NSC_ALG_TWOPHASE;
   if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
   if (tp && !call.capturing) {
