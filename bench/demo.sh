@@ -3,12 +3,14 @@
 #
 # Without a GPU: 4 ranks over the host NCCL with an emulated slow link
 # (DEMO_GBPS, default 1 Gb/s): allreduce_perf without the shim, with fp16 and
-# with bf16, side by side for 1..64 MiB with the ratio to no shim; then real
-# PyTorch under torchrun (tests/torch/train.py: a small transformer, naive
-# accumulation of 4 passes per step) without the shim, with fp16 and with
-# fp16 + K=4: per optimizer step the time, communication time, wire bytes and
-# loss. With GPUs and a real libnccl, the allreduce_perf comparison on the
-# real library (one rank per GPU, no emulation).
+# with bf16, side by side for 1, 4 and 16 MiB (DEMO_MAX_BYTES, factor 4) with
+# the ratio to no shim; then real PyTorch under torchrun (tests/torch/train.py:
+# a small transformer, naive accumulation of 4 passes per step) without the
+# shim, with fp16 and with fp16 + K=4: per optimizer step the time,
+# communication time, wire bytes and loss; last, the shim's diagnosis of the
+# runs it was loaded in (bench/ncclshim-report over their calls logs: why
+# the steps took their time). With GPUs and a real libnccl, the allreduce_perf
+# comparison on the real library (one rank per GPU, no emulation).
 # Writes JSON, tables and PNG plots to $B/demo/. Host timings are emulation
 # results, never GPU numbers.
 set -u
@@ -57,7 +59,8 @@ run() {
 }
 perf() {
   local name=$1; shift
-  run ap "$name" "$@" -- "$BUILD/bin/allreduce_perf" -b 1M -e 64M -f 2 -n "${DEMO_ITERS:-2}" -w 1 -J "$OUT/ap-$name.json"
+  run ap "$name" "$@" -- "$BUILD/bin/allreduce_perf" -b 1M -e "${DEMO_MAX_BYTES:-16M}" -f 4 -n "${DEMO_ITERS:-2}" -w 1 \
+    -J "$OUT/ap-$name.json"
 }
 
 echo "# running allreduce_perf: no shim, shim fp16, shim bf16 ..."
@@ -66,7 +69,7 @@ perf fp16 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_LOG=off
 perf bf16 NCCLSHIM_COMPRESS=bf16 NCCLSHIM_LOG=off
 grep -h "active on communicator" "$OUT/ap-fp16.txt" | head -1
 echo "# allreduce_perf table with the shim (fp16), as allreduce_perf prints it:"
-grep -vE '^ncclshim\[' "$OUT/ap-fp16.txt" | sed -n '/^#  *size/,$p' | head -14
+grep -vE '^ncclshim\[' "$OUT/ap-fp16.txt" | sed -n '/^#  *size/,$p' | head -8
 python3 "$ROOT/bench/demo_report.py" perf "$OUT" || exit 1
 
 echo
@@ -84,11 +87,15 @@ TORCH_VENV=${NCCLSHIM_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch
 MODEL=(--model transformer --width "${DEMO_WIDTH:-256}" --layers 4 --vocab 1024 --seq 32 --batch "${DEMO_BATCH:-2}"
        --micro 4 --steps "${DEMO_STEPS:-8}" --bucket-mb 4 --opt adam --lr 0.5)
 echo "# torchrun --nproc_per_node=$NP tests/torch/train.py ${MODEL[*]}: no shim, fp16, fp16 + K=4 ..."
+# The shim's runs keep a calls log (NCCLSHIM_LOG=calls: a few records per
+# pass) in $OUT/diag-NAME/ for the diagnosis at the end.
 train() {
   local name=$1; shift
-  local pre=()
-  [ "$name" != plain ] && pre=(LD_PRELOAD="$SHIM")
-  env "${pre[@]}" "$@" HOSTNCCL_LIB="$BUILD/lib/hostnccl/libnccl.so.2" OMP_NUM_THREADS=1 NCCLSHIM_LOG=off \
+  local pre=(NCCLSHIM_LOG=off)
+  rm -rf "$OUT/diag-$name"
+  [ "$name" != plain ] && mkdir -p "$OUT/diag-$name" &&
+    pre=(LD_PRELOAD="$SHIM" NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$OUT/diag-$name/l.%r.%p.jsonl")
+  env "${pre[@]}" "$@" HOSTNCCL_LIB="$BUILD/lib/hostnccl/libnccl.so.2" OMP_NUM_THREADS=1 \
     timeout 600 "$TORCH_VENV/bin/torchrun" --standalone --nproc_per_node="$NP" "$ROOT/tests/torch/train.py" \
     "${MODEL[@]}" --case "$name" --out "$OUT/torch-$name.json" >"$OUT/torch-$name.txt" 2>&1 \
     || { echo "demo: torch ($name) failed, see $OUT/torch-$name.txt" >&2; tail -5 "$OUT/torch-$name.txt" >&2; exit 1; }
@@ -98,3 +105,5 @@ train fp16 NCCLSHIM_COMPRESS=fp16
 train fp16-k4 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ACCUM_STEPS=4
 python3 "$ROOT/bench/demo_report.py" torch "$OUT" || exit 1
 python3 "$ROOT/bench/demo_report.py" plots "$OUT"
+echo
+python3 "$ROOT/bench/demo_report.py" diag "$OUT" || exit 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""demo_report.py perf|torch|plots DIR — the demo's side-by-side tables and plots.
+"""demo_report.py perf|torch|plots|diag DIR — the demo's side-by-side tables and plots.
 
 perf:  reads DIR/ap-{plain,fp16,bf16}.json (allreduce_perf -J) and prints one
        table: size, time without the shim, with fp16 and bf16 (ratio to no
@@ -9,6 +9,11 @@ torch: reads DIR/torch-{plain,fp16,fp16-k4}.json (tests/torch/train.py) and
        prints per optimizer step the time, communication time, wire bytes
        and loss of each variant, then medians with ratios to no shim.
        Writes DIR/torch-loss.tsv and DIR/torch-steps.tsv.
+diag:  bench/ncclshim-report --json over DIR/diag-{fp16,fp16-k4}/ (the
+       shim's calls logs of those runs): per variant the verdict, the shares
+       of step time, the straggler and the first suggestions; beside them the
+       share of step time inside NCCL calls as train.py measured it (the no
+       shim run has only that: nothing to diagnose it with).
 plots: PNGs with gnuplot (busbw vs size; the three loss curves overlaid;
        compute and communication per optimizer step) when gnuplot is installed.
 """
@@ -118,6 +123,36 @@ def torch_report(d):
     return 0
 
 
+def diag(d):
+    runs, _ = torch_runs(d)
+    report = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ncclshim-report")
+    print("# why the steps took their time: the shim's diagnosis (bench/ncclshim-report over its calls logs);"
+          " 'in NCCL' = share of step time inside NCCL calls as train.py measured it (steps 1..)")
+    print(f"{'variant':<18} {'in NCCL':>7}  {'verdict':<20} {'comm':>5} {'input':>5} {'compute':>7}  straggler")
+    tries, note = [], []
+    for name, label in TORCH:
+        r = runs[name]
+        meas = sum(r["comm_s"][1:]) / sum(r["step_s"][1:])
+        logs = os.path.join(d, f"diag-{name}")
+        if not os.path.isdir(logs):
+            print(f"{label:<18} {meas:7.0%}  (no shim: not diagnosed)")
+            continue
+        p = subprocess.run([sys.executable, report, "--json", "-", logs], capture_output=True, text=True)
+        try:
+            j = json.loads(p.stdout)
+        except ValueError:
+            print(f"{label:<18} {meas:7.0%}  (ncclshim-report failed: {p.stderr.strip()[-200:]})")
+            return 1
+        pc = (lambda x: "  n/a" if x is None else f"{x:5.0%}")
+        strag = "none" if j["straggler"] is None else f"rank {j['straggler']}"
+        print(f"{label:<18} {meas:7.0%}  {j['verdict']:<20} {pc(j['exposed_comm_share'])} {pc(j['input_share'])}"
+              f" {pc(j['compute_share']):>7}  {strag}")
+        tries += [f"# {label}: try: {t}" for t in j.get("suggestions", [])[:1]]
+        note = j.get("notes", [])[:1]
+    print("\n".join(tries + [f"# note: {n}" for n in note]))
+    return 0
+
+
 def plots(d):
     if not shutil.which("gnuplot"):
         print("# gnuplot not found: no plots")
@@ -174,6 +209,6 @@ plot '{d}/torch-steps.tsv' using 2:xtic(1) title 'compute (step - comm)', '' usi
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("perf", "torch", "plots"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("perf", "torch", "plots", "diag"):
         raise SystemExit(__doc__)
-    sys.exit({"perf": perf, "torch": torch_report, "plots": plots}[sys.argv[1]](sys.argv[2]))
+    sys.exit({"perf": perf, "torch": torch_report, "plots": plots, "diag": diag}[sys.argv[1]](sys.argv[2]))

@@ -58,16 +58,17 @@ _PROTOS = {
     "ncclGetErrorString": [_I],
     "ncclGetLastError": [_P],
 }
-_comm_s = [0.0]  # seconds spent inside NCCL calls by this process (comm_seconds())
+_comm_s = [0.0, 0.0]  # seconds spent inside NCCL calls by this process (comm_seconds()), CPU time there
 
 
 def _timed(f):
     def call(*args):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return f(*args)
         finally:
             _comm_s[0] += time.perf_counter() - t0
+            _comm_s[1] += time.process_time() - c0
     return call
 
 
@@ -75,6 +76,11 @@ def comm_seconds():
     """Wall time this process has spent inside NCCL calls (the host NCCL
     runs each call to completion on the calling thread)."""
     return _comm_s[0]
+
+
+def comm_cpu_seconds():
+    """CPU time of this process (all threads) while inside NCCL calls."""
+    return _comm_s[1]
 
 
 _F = {}

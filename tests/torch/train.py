@@ -24,6 +24,15 @@ moved (count x element size as the host NCCL counts them: compressed calls
 count their wire type, skipped calls nothing); the SHA-256 of the final
 parameters and whether every rank holds the same bits (compared through the
 store, no collective). --save writes the parameters (torch.save).
+Under "ranks", per rank and step, what the step was built to have, for the
+diagnosis runs (tests/torch/diag.py): step_s, comm_s, input_s (waiting for
+the next batch: with --input-sleep a DataLoader, --loader-workers workers,
+whose dataset sleeps that long per batch), slow_s (extra busy computing of
+--slow-rank, --slow-s per pass), link_s (the emulated link's minimum time
+for the step's all-reduces, from HOSTNCCL_LINK_GBPS and the wire bytes) and
+cpu_s (this process's CPU time) and runq_s (its threads' time runnable
+but waiting for a CPU: on a loaded machine compute takes cpu_s + runq_s),
+comm_cpu_s (its CPU time inside NCCL calls).
 
 Must not: issue any collective that depends on data or timing (the metric
 all-reduce of --metric-every happens on fixed steps), or read the shim's state.
@@ -60,6 +69,7 @@ p.add_argument("--learn", type=int, default=4, help="--accum learning: passes sy
 p.add_argument("--min-bytes", type=int, default=65536, help="--accum learning: NCCLSHIM_MIN_BYTES")
 p.add_argument("--opt", choices=["sgd", "adam"], default="sgd")
 p.add_argument("--lr", type=float, default=0.05)
+p.add_argument("--momentum", type=float, default=0.9, help="SGD's momentum")
 p.add_argument("--bucket-mb", type=float, default=25)
 p.add_argument("--find-unused", action="store_true")
 p.add_argument("--bucket-view", action="store_true")
@@ -67,6 +77,13 @@ p.add_argument("--static-graph", action="store_true")
 p.add_argument("--fsdp", action="store_true")
 p.add_argument("--metric-every", type=int, default=0, help="all-reduce a validation metric every N steps")
 p.add_argument("--seed", type=int, default=1234)
+# Bottlenecks built in, for the diagnosis runs (tests/torch/diag.py):
+p.add_argument("--input-sleep", type=float, default=0.0,
+               help="batches come from a torch DataLoader whose dataset sleeps this long (s) per batch")
+p.add_argument("--loader-workers", type=int, default=-1,
+               help="that DataLoader's num_workers (default 0 with --input-sleep; -1 without: no DataLoader)")
+p.add_argument("--slow-rank", type=int, default=-1, help="this rank computes --slow-s longer per backward pass")
+p.add_argument("--slow-s", type=float, default=0.0, help="seconds of extra busy computing on --slow-rank")
 p.add_argument("--case", action="append", default=[],
                help='"NAME [OPTIONS]": one training run with these options on top of the others, '
                     "on a communicator of its own (repeatable; default: one run named 'run')")
@@ -156,11 +173,17 @@ def wire_bytes():
         st = _ShimStats()
         if _shim_stats(ctypes.byref(st)) == 0 and st.enabled:
             return st.wire_bytes
-    tot = 0
+    return host_counts()[1]
+
+
+def host_counts():
+    """(all-reduce calls, their bytes) the host NCCL accepted in this process so far, all types."""
+    tot = [0, 0]
     for t in range(12):
         calls, byts = ctypes.c_uint64(), ctypes.c_uint64()
         if _counters and _counters(t, ctypes.byref(calls), ctypes.byref(byts)) == 0:
-            tot += byts.value
+            tot[0] += calls.value
+            tot[1] += byts.value
     return tot
 
 
@@ -172,6 +195,68 @@ def batch(a, step, k):
         return x[:, :-1], x[:, 1:]
     x = torch.randn(a.batch, 32, generator=g)
     return x, (x[:, :10].sum(1) * 3).long().clamp(-4, 5) + 4
+
+
+class SleepyBatches(torch.utils.data.Dataset):
+    """The batches of batch(), each after --input-sleep seconds of sleep: a
+    data pipeline of known cost (in the loader's workers with --loader-workers)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __len__(self):
+        return self.a.steps * self.a.micro
+
+    def __getitem__(self, i):
+        time.sleep(self.a.input_sleep)
+        return batch(self.a, *divmod(i, self.a.micro))
+
+
+def batches(a):
+    """(step, k) -> batch: from batch() directly, or through the DataLoader."""
+    workers = a.loader_workers if a.loader_workers >= 0 else (0 if a.input_sleep > 0 else -1)
+    if workers < 0:
+        for step in range(a.steps):
+            for k in range(a.micro):
+                yield batch(a, step, k)
+        return
+    extra = {"prefetch_factor": 2} if workers else {}
+    yield from torch.utils.data.DataLoader(SleepyBatches(a), batch_size=None, shuffle=False, num_workers=workers,
+                                           **extra)
+
+
+def busy(seconds):
+    """Compute (spin on the CPU) for this many seconds of wall time."""
+    end = time.perf_counter() + seconds
+    x = 1.0
+    while time.perf_counter() < end:
+        for _ in range(200):
+            x = x * 1.0000001 + 1e-9
+    return x
+
+
+def link_seconds(nbytes, ncalls):
+    """What the host NCCL's emulated link (HOSTNCCL_LINK_GBPS, _LATENCY_US)
+    makes ring all-reduces of nbytes in all (ncalls calls) take at least on W
+    ranks: 2(W-1) steps of latency + bytes/W/rate each. 0 on an unlimited link."""
+    gbps = float(os.environ.get("HOSTNCCL_LINK_GBPS") or 0)
+    lat = float(os.environ.get("HOSTNCCL_LINK_LATENCY_US") or 0) * 1e-6
+    if W < 2:
+        return 0.0
+    return 2 * (W - 1) * (ncalls * lat + (nbytes / W * 8 / (gbps * 1e9) if gbps > 0 else 0.0))
+
+
+def runq_seconds():
+    """Time this process's threads spent runnable but waiting for a CPU
+    (/proc/self/task/*/schedstat, second field; 0 where it cannot be read)."""
+    tot = 0
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/schedstat") as f:
+                tot += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return tot * 1e-9
 
 
 def loss_of(out, y):
@@ -218,14 +303,27 @@ def train(a, name):
     if a.accum == "learning":
         add_learning_hook(a, model, passes)
     opt = (torch.optim.Adam(model.parameters(), lr=a.lr * 0.02) if a.opt == "adam"
-           else torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9))
+           else torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum))
     rec = {"loss": [], "step_s": [], "comm_s": [], "wire_bytes": [],
            "nparams": sum(q.numel() for q in net.parameters()), "world": W}
+    # What each rank's steps were built to have (all ranks, gathered through the store):
+    # time waiting for the next batch, extra computing (--slow-rank), the emulated link's
+    # time for the step's all-reduces, CPU time of this process.
+    mine = {"step_s": [], "comm_s": [], "input_s": [], "slow_s": [], "link_s": [], "cpu_s": [], "runq_s": [], "comm_cpu_s": []}
+    data = batches(a)
     for step in range(a.steps):
         t0, c0, b0 = time.perf_counter(), ncclpg.comm_seconds(), wire_bytes()
+        k0, n0, p0, q0 = ncclpg.comm_cpu_seconds(), host_counts()[0], time.process_time(), runq_seconds()
+        tin = tslow = 0.0
         tot = 0.0
         for k in range(a.micro):
-            x, y = batch(a, step, k)
+            ti = time.perf_counter()
+            x, y = next(data)
+            tin += time.perf_counter() - ti
+            if rank == a.slow_rank and a.slow_s > 0:
+                ti = time.perf_counter()
+                busy(a.slow_s)
+                tslow += time.perf_counter() - ti
             ctx = model.no_sync() if a.accum == "nosync" and k < a.micro - 1 else contextlib.nullcontext()
             with ctx:
                 loss = loss_of(model(x), y)
@@ -245,18 +343,25 @@ def train(a, name):
         rec["comm_s"].append(ncclpg.comm_seconds() - c0)
         rec["wire_bytes"].append(wire_bytes() - b0)
         rec["loss"].append(tot / a.micro)
+        for key, v in (("step_s", rec["step_s"][-1]), ("comm_s", rec["comm_s"][-1]), ("input_s", tin),
+                       ("slow_s", tslow), ("link_s", link_seconds(rec["wire_bytes"][-1], host_counts()[0] - n0)),
+                       ("cpu_s", time.process_time() - p0), ("runq_s", runq_seconds() - q0),
+                       ("comm_cpu_s", ncclpg.comm_cpu_seconds() - k0)):
+            mine[key].append(v)
     with torch.no_grad():
         flat = torch.cat([(q.full_tensor() if hasattr(q, "full_tensor") else q.detach()).reshape(-1)
                           for q in net.parameters()])
     digest = hashlib.sha256(flat.numpy().tobytes()).hexdigest()
     store = dist.distributed_c10d._get_default_store()
     store.set(f"train_digest_{name}_{rank}", digest)
+    store.set(f"train_steps_{name}_{rank}", json.dumps(mine))
     if a.save:
         torch.save(flat, f"{a.save}.{name}.pt") if rank == 0 else None
     if rank != 0:
         return None
     rec["digest"] = digest
     rec["replicas_equal"] = all(store.get(f"train_digest_{name}_{r}").decode() == digest for r in range(W))
+    rec["ranks"] = [json.loads(store.get(f"train_steps_{name}_{r}")) for r in range(W)]
     return rec
 
 

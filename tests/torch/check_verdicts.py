@@ -1,0 +1,127 @@
+"""check_verdicts.py — the diagnosis of train.py runs built to have a known bottleneck, checked; TAP lines.
+
+    check_verdicts.py RUN.json REPORT.json CASE=COMM_SEQ:VERDICT[:STRAGGLER]... [--tol 0.10] [--tsv FILE]
+
+RUN.json is train.py's --out (per rank and step what the step was built to
+have: input_s, the sleeping DataLoader's wait; slow_s, --slow-rank's extra
+compute; link_s, the emulated link's time for the step's all-reduces; comm_s,
+the time inside NCCL calls; step_s). REPORT.json is `ncclshim-report --json`
+over the shim's logs of that run; case CASE trained on communicator COMM_SEQ.
+Built-in shares over the steps the shim counted (its step records' passes;
+the input wait one Python step later, see built()),
+for the job's pacing rank (the straggler if one is expected, else summed over
+the ranks):
+  input_share         = sum(input_s) / sum(step_s)
+  exposed_comm_share  = sum(comm_s) / sum(step_s); on an emulated link also
+                        at least sum(link_s) / sum(step_s) (what the link was
+                        built to cost: a floor, the transfer under load and the
+                        other rank's lateness add to it) minus the tolerance
+  compute_share       = 1 - (sum(comm_s) + sum(input_s)) / sum(step_s)
+Checks per case: the report's verdict is VERDICT; each of its three shares is
+within --tol (absolute) of the built-in one; the straggler is STRAGGLER (a rank)
+or null when none is given, and for a straggler the others' waiting share
+(straggler_wait_share) is within --tol of sum(comm_s others - comm_s
+straggler) / sum(step_s). --tsv appends one line per case (the numbers).
+Must not: pass on missing data (a missing case, communicator or share fails).
+"""
+import json
+import sys
+
+KEYS = ("exposed_comm_share", "input_share", "compute_share")
+
+
+def tap(good, what):
+    print(f"{'ok' if good else 'not ok'} - {what}")
+    return good
+
+
+def built(ranks, which, first, last):
+    """Built-in shares of ranks `which` (summed) over Python steps first..last;
+    the input wait from one step later: the shim's step m runs from pass m's
+    first bucket to pass m+1's, so it holds the batch fetch of Python step m+1."""
+    tot = {k: 0.0 for k in ("step_s", "comm_s", "input_s", "link_s", "slow_s")}
+    for r in which:
+        x = ranks[r]
+        for k in tot:
+            lo, hi = (first + 1, last + 2) if k == "input_s" else (first, last + 1)
+            if hi > len(x[k]):
+                lo, hi = lo - 1, hi - 1
+            tot[k] += sum(x[k][lo:hi])
+    wall = tot["step_s"]
+    comm = (tot["link_s"] if tot["link_s"] > 0 else tot["comm_s"]) / wall
+    return {"exposed_comm_share": comm, "input_share": tot["input_s"] / wall,
+            "compute_share": 1 - (tot["comm_s"] + tot["input_s"]) / wall,
+            "measured_comm_share": tot["comm_s"] / wall, "slow_share": tot["slow_s"] / wall,
+            "link": tot["link_s"] > 0, "wall": wall, "comm_s": tot["comm_s"]}
+
+
+def main(argv):
+    tol, tsv, specs = 0.10, None, []
+    it = iter(argv[2:])
+    for a in it:
+        if a == "--tol":
+            tol = float(next(it))
+        elif a == "--tsv":
+            tsv = next(it)
+        else:
+            specs.append(a)
+    try:
+        run = json.load(open(argv[0]))
+        rep = json.load(open(argv[1]))
+    except (OSError, ValueError, IndexError) as e:
+        tap(False, f"check_verdicts: cannot read the run or the report: {e}")
+        return 0
+    comms = {c["comm_seq"]: c for c in rep.get("communicators", [])}
+    rows = []
+    for spec in specs:
+        case, _, rest = spec.partition("=")
+        seq, verdict, *strag = rest.split(":")
+        want_strag = int(strag[0]) if strag and strag[0] != "" else None
+        rec, c = run.get(case), comms.get(int(seq))
+        d = c.get("diagnosis") if c else None
+        if not rec or not d or "ranks" not in rec:
+            tap(False, f"{case}: no run record or no diagnosis for communicator {seq}")
+            continue
+        ranks = rec["ranks"]
+        passes = [x["passes"] for x in d["ranks"].values() if x.get("passes")]
+        nsteps = len(ranks[0]["step_s"])
+        first = max(p[0] for p in passes) if passes else 1
+        last = min(min(p[1] for p in passes) if passes else nsteps - 1, nsteps - 1)
+        pace = [want_strag] if want_strag is not None else list(range(len(ranks)))
+        b = built(ranks, pace, first, last)
+        tap(d.get("verdict") == verdict, f"{case}: verdict {d.get('verdict')} (built to be {verdict})")
+        for k in KEYS:
+            got = d.get(k)
+            num = isinstance(got, (int, float))
+            if k == "exposed_comm_share" and b["link"]:
+                # The link's time is a floor: under load the transfer and the other rank's
+                # lateness can take longer, which Python's time in NCCL calls shows.
+                m = b["measured_comm_share"]
+                tap(num and abs(got - m) <= tol and got >= b[k] - tol,
+                    f"{case}: {k} {got if got is None else round(got, 3)} within {tol:.2f} of {m:.3f} "
+                    f"(time in NCCL calls) and not below {b[k]:.3f} (emulated link time) - {tol:.2f}, "
+                    f"steps {first}..{last}")
+                continue
+            tap(num and abs(got - b[k]) <= tol, f"{case}: {k} {got if got is None else round(got, 3)} within "
+                                                f"{tol:.2f} of {b[k]:.3f} (measured in Python, steps {first}..{last})")
+        if want_strag is None:
+            tap(d.get("straggler") is None, f"{case}: no straggler named (got {d.get('straggler')})")
+        else:
+            tap(d.get("straggler") == want_strag, f"{case}: straggler rank {d.get('straggler')} (built: {want_strag})")
+            others = [r for r in range(len(ranks)) if r != want_strag]
+            wait = sum(built(ranks, [r], first, last)["comm_s"] - b["comm_s"] for r in others) / (b["wall"] * len(others))
+            got = d.get("straggler_wait_share")
+            tap(isinstance(got, (int, float)) and abs(got - wait) <= tol,
+                f"{case}: the others wait {got if got is None else round(got, 3)} of their step for it, "
+                f"within {tol:.2f} of {wait:.3f} (their extra time in NCCL calls)")
+        rows.append((case, verdict, d.get("verdict"), d.get("straggler"),
+                     *(x for k in KEYS for x in (b[k], d.get(k))), b["measured_comm_share"], last - first + 1))
+    if tsv:
+        with open(tsv, "a") as f:
+            for r in rows:
+                f.write("\t".join("%.3f" % x if isinstance(x, float) else str(x) for x in r) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
