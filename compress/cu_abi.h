@@ -41,6 +41,19 @@ typedef struct {
 NSC_DEFINE_SEGTAB(nsc_ksegtab_small, NSC_KSEG_SMALL)
 NSC_DEFINE_SEGTAB(nsc_ksegtab_large, NSC_KSEG_LARGE)
 
+/* The options of an error-feedback / stochastic encode (tp_encx_*), one
+ * parameter: flags NSC_KENC_EF (resid is read and rewritten), NSC_KENC_ZERO
+ * (resid holds nothing yet: read as 0), NSC_KENC_SR (stochastic rounding
+ * with the random stream key); counters as for the casts (may be 0). */
+typedef struct {
+  uint64_t key;
+  uint64_t counters;
+  uint32_t flags, pad;
+} nsc_kencopt;
+#define NSC_KENC_EF 1u
+#define NSC_KENC_ZERO 2u
+#define NSC_KENC_SR 4u
+
 /* Kernel names (extern "C"), with their parameters:
  *   to_{f16,bf16}      (const float *src, uint16_t *dst, u64 n, float scale, u64 *counters)
  *   from_{f16,bf16}    (const uint16_t *src, float *dst, u64 n, float scale)
@@ -52,6 +65,8 @@ NSC_DEFINE_SEGTAB(nsc_ksegtab_large, NSC_KSEG_LARGE)
  *   tp_dec_{f16,bf16,int8,fp8} (const uint8_t *src, float *dst, u64 n, u64 block, float scale)
  *   tp_sum_{f16,bf16,int8,fp8} (const uint8_t *base, u64 stride, u64 m, float *dst, u64 n,
  *                               u64 block, float post)
+ *   tp_encx_{f16,bf16,int8,fp8} (const float *src, float *resid, uint8_t *dst, u64 n, u64 block,
+ *                               float scale, nsc_kencopt opt)
  * counters (may be NULL): [0] overflow, [1] underflow, one atomicAdd per block. */
 #define NSC_KERNEL_NAMES(X)                                                            \
   X(to_f16) X(to_bf16) X(from_f16) X(from_bf16)                                        \
@@ -59,6 +74,7 @@ NSC_DEFINE_SEGTAB(nsc_ksegtab_large, NSC_KSEG_LARGE)
   X(seg_to_f16_l) X(seg_to_bf16_l) X(seg_from_f16_l) X(seg_from_bf16_l)                \
   X(scale_f32) X(scale_f64) X(scale_f16) X(scale_bf16)                                \
   X(tp_enc_int8) X(tp_enc_fp8) X(tp_dec_f16) X(tp_dec_bf16) X(tp_dec_int8) X(tp_dec_fp8) \
-  X(tp_sum_f16) X(tp_sum_bf16) X(tp_sum_int8) X(tp_sum_fp8)
+  X(tp_sum_f16) X(tp_sum_bf16) X(tp_sum_int8) X(tp_sum_fp8)                           \
+  X(tp_encx_f16) X(tp_encx_bf16) X(tp_encx_int8) X(tp_encx_fp8)
 
 #endif

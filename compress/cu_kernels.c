@@ -145,3 +145,20 @@ CUresult nsc_cuk_fmt_decode_sum(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t bl
   void *params[] = {&pb, &st, &m64, &pd, &n64, &b64, &post};
   return launch(c, s, sum_kernel[f], tiles(n), params, what);
 }
+
+static const int encx_kernel[4] = {NSC_K_tp_encx_f16, NSC_K_tp_encx_bf16, NSC_K_tp_encx_int8, NSC_K_tp_encx_fp8};
+
+CUresult nsc_cuk_fmt_encode_opt(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const float *src,
+                                void *dst, size_t n, float scale, const nsc_enc_opt *o, const char **what) {
+  if (!o || (!o->resid && !o->stochastic)) return nsc_cuk_fmt_encode(c, s, f, block, src, dst, n, scale, what);
+  if (!n) return CUDA_SUCCESS;
+  CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pr = (CUdeviceptr)(uintptr_t)o->resid,
+              pd = (CUdeviceptr)(uintptr_t)dst;
+  uint64_t n64 = n, b64 = block;
+  nsc_kencopt k = {o->key, nsc_fmt_is8(f) ? 0 : (uint64_t)c->counters_dev, 0, 0};
+  k.flags = (o->resid ? NSC_KENC_EF : 0u) | (o->resid && o->resid_zero ? NSC_KENC_ZERO : 0u) |
+            (o->stochastic ? NSC_KENC_SR : 0u);
+  void *params[] = {&ps, &pr, &pd, &n64, &b64, &scale, &k};
+  /* 8-bit: one CTA per block of elements; 16-bit: element-wise */
+  return launch(c, s, encx_kernel[f], nsc_fmt_is8(f) ? (n + block - 1) / block : tiles(n), params, what);
+}

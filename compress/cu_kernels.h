@@ -49,5 +49,10 @@ CUresult nsc_cuk_fmt_decode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block,
                             float *dst, size_t n, float scale, const char **what);
 CUresult nsc_cuk_fmt_decode_sum(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const void *base,
                                 size_t stride, int m, float *dst, size_t n, float post, const char **what);
+/* nsc_fmt_encode_opt on the GPU (error feedback, stochastic rounding): one
+ * launch whatever the options; resid a device buffer of n floats when
+ * o->resid. Without either option it is nsc_cuk_fmt_encode. */
+CUresult nsc_cuk_fmt_encode_opt(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const float *src,
+                                void *dst, size_t n, float scale, const nsc_enc_opt *o, const char **what);
 
 #endif

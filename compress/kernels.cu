@@ -305,9 +305,9 @@ K nsc_k_scale_bf16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
 // 0..m-1, NaN sums made the canonical 0x7fc00000. Host implementation of each
 // kernel (for a CUDA driver double, and the oracle a GPU check compares to):
 // tp_enc_* = nsc_fmt_encode_ref, tp_dec_* = nsc_fmt_decode_ref, tp_sum_* =
-// nsc_fmt_decode_sum_ref (compress/wire_ref.c), same arguments. Not yet run
-// on a GPU or on the driver double (tests/gpu/check_kernels.c does not cover
-// them yet).
+// nsc_fmt_decode_sum_ref (compress/wire_ref.c), same arguments; tp_encx_* =
+// nsc_fmt_encode_opt_ref (error feedback, stochastic rounding; the element
+// rules of wire_bits.h), run on the driver double by tests/t/16-cuda-backend.
 
 template <int F>
 __device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block, u64 i) {
@@ -395,3 +395,88 @@ TP_DEC(f16, 0)
 TP_DEC(bf16, 1)
 TP_DEC(int8, 2)
 TP_DEC(fp8, 3)
+
+// ---- error feedback and stochastic rounding (nsc_fmt_encode_opt_ref) ------
+
+__device__ __forceinline__ float encx_y(const float *src, const float *resid, u64 i, float scale, unsigned fl) {
+  float x = scale != 1.0f ? mul_x86(src[i], scale) : src[i];
+  return (fl & NSC_KENC_EF) && !(fl & NSC_KENC_ZERO) ? nsc_ef_in(x, resid[i]) : x;
+}
+
+template <int BF16>
+__device__ void encx16(const float *__restrict__ src, float *__restrict__ resid, uint16_t *__restrict__ dst, u64 n,
+                       float scale, nsc_kencopt o) {
+  unsigned ov = 0, uf = 0, fl = o.flags;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+    float y = encx_y(src, resid, i, scale, fl);
+    uint32_t a = __float_as_uint(y) & 0x7fffffffu;
+    ov += nsc_bits_is_overflow(a, BF16 ? NSC_BF16_OVF_LO : NSC_F16_OVF_LO);
+    uf += nsc_bits_is_underflow(a, BF16 ? NSC_BF16_UNF_HI : NSC_F16_UNF_HI);
+    int sr = (fl & NSC_KENC_SR) != 0;
+    uint16_t h = nsc_w16_code_x(BF16, y, sr, sr ? nsc_sr_bits(o.key, i) : 0u);
+    dst[i] = h;
+    if (fl & NSC_KENC_EF) resid[i] = nsc_ef_resid(y, nsc_w16_value(BF16, h));
+  }
+  if (o.counters) block_count(ov, uf, (u64 *)o.counters);
+}
+
+// One CTA per block of `block` elements, as enc8.
+template <int F>
+__device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, uint8_t *__restrict__ dst, u64 n,
+                      u64 block, float scale, nsc_kencopt o) {
+  __shared__ unsigned s_amax;
+  __shared__ int s_spec;
+  unsigned fl = o.flags;
+  int sr = (fl & NSC_KENC_SR) != 0;
+  u64 nb = (n + block - 1) / block;
+  uint8_t *codes = dst + 2 * nb;
+  for (u64 b = blockIdx.x; b < nb; b += gridDim.x) {
+    u64 lo = b * block, hi = lo + block < n ? lo + block : n;
+    if (threadIdx.x == 0) {
+      s_amax = 0;
+      s_spec = 0;
+    }
+    __syncthreads();
+    unsigned am = 0;
+    int sp = 0;
+    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      unsigned a = __float_as_uint(encx_y(src, resid, i, scale, fl)) & 0x7fffffffu;
+      if (a >= NSC_F32_INF) sp = 1;
+      else am = a > am ? a : am;
+    }
+    atomicMax(&s_amax, am);
+    if (sp) s_spec = 1;
+    __syncthreads();
+    unsigned amax = s_amax;
+    int special = s_spec;
+    int k = F == 2 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    uint16_t h = (uint16_t)((unsigned)(k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0u));
+    if (threadIdx.x == 0) {
+      dst[2 * b] = (uint8_t)(h & 0xffu);
+      dst[2 * b + 1] = (uint8_t)(h >> 8);
+    }
+    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      float y = encx_y(src, resid, i, scale, fl);
+      uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
+      uint8_t c = F == 2 ? (uint8_t)nsc_int8_code_x(y, k, special, sr, u) : nsc_fp8_code_x(y, k, sr, u);
+      codes[i] = c;
+      if (fl & NSC_KENC_EF) resid[i] = nsc_ef_resid(y, F == 2 ? nsc_int8_value((int8_t)c, h) : nsc_fp8_value(c, h));
+    }
+    __syncthreads();
+  }
+}
+
+K nsc_k_tp_encx_f16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+  (void)block;
+  encx16<0>(src, resid, (uint16_t *)dst, n, scale, o);
+}
+K nsc_k_tp_encx_bf16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+  (void)block;
+  encx16<1>(src, resid, (uint16_t *)dst, n, scale, o);
+}
+K nsc_k_tp_encx_int8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+  encx8<2>(src, resid, dst, n, block, scale, o);
+}
+K nsc_k_tp_encx_fp8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+  encx8<3>(src, resid, dst, n, block, scale, o);
+}

@@ -10,6 +10,11 @@
  * rules. Every result is bit-identical to wire_ref.c (tests/unit/test_wire.c);
  * the file is compiled with -ffp-contract=off so no multiply-add is fused.
  *
+ * nsc_fmt_encode_opt (error feedback, stochastic rounding) works on tiles of
+ * y = x * scale + r: the sums, the scale exponents, nearest codes and the new
+ * residuals in vectorised loops as above; stochastic codes and blocks holding
+ * Inf/NaN element by element through the rules of wire_bits.h.
+ *
  * Must not: allocate (tiles live on the stack: block <= NSC_FMT_MAX_BLOCK),
  * print, or start threads. */
 #include <pthread.h>
@@ -184,4 +189,91 @@ void nsc_fmt_decode_sum(nsc_fmt_t f, size_t block, const void *base, size_t stri
     if (post != 1.0f) mul_into(acc, acc, len, post);
     canon_nan(acc, len);
   }
+}
+
+/* ---- error feedback and stochastic rounding ---- */
+
+CLONES static void ef_tile(const float *x, const float *r, float *y, size_t n, float scale) {
+  for (size_t i = 0; i < n; i++) {
+    float v = scale != 1.0f ? x[i] * scale : x[i];
+    y[i] = r ? nsc_ef_in(v, r[i]) : v;
+  }
+}
+
+CLONES static void resid_tile(const float *y, const float *v, float *r, size_t n) {
+  for (size_t i = 0; i < n; i++) r[i] = nsc_ef_resid(y[i], v[i]);
+}
+
+static void count_tile(nsc_fmt_t f, const float *y, size_t n, nsc_cast_counts *counts) {
+  uint32_t lo = f == NSC_FMT_BF16 ? NSC_BF16_OVF_LO : NSC_F16_OVF_LO;
+  uint32_t hi = f == NSC_FMT_BF16 ? NSC_BF16_UNF_HI : NSC_F16_UNF_HI;
+  uint64_t ov = 0, uf = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t a = NSC_F2U(y[i]) & 0x7fffffffu;
+    ov += nsc_bits_is_overflow(a, lo);
+    uf += nsc_bits_is_underflow(a, hi);
+  }
+  counts->overflow += ov;
+  counts->underflow += uf;
+}
+
+static void encode16_opt(nsc_fmt_t f, const float *src, uint16_t *dst, size_t n, float scale, const nsc_enc_opt *o,
+                         nsc_cast_counts *counts) {
+  float y[TILE], v[TILE];
+  int bf = f == NSC_FMT_BF16;
+  const float *r0 = o->resid && !o->resid_zero ? o->resid : NULL;
+  for (size_t i0 = 0; i0 < n; i0 += TILE) {
+    size_t len = n - i0 < TILE ? n - i0 : TILE;
+    ef_tile(src + i0, r0 ? r0 + i0 : NULL, y, len, scale);
+    if (o->stochastic) {
+      for (size_t i = 0; i < len; i++) dst[i0 + i] = nsc_w16_code_x(bf, y[i], 1, nsc_sr_bits(o->key, i0 + i));
+      if (counts) count_tile(f, y, len, counts);
+    } else {
+      nsc_cast_to_wire(bf ? NSC_WIRE_BF16 : NSC_WIRE_FP16, y, dst + i0, len, 1.0f, counts);
+    }
+    if (!o->resid) continue;
+    nsc_cast_from_wire(bf ? NSC_WIRE_BF16 : NSC_WIRE_FP16, dst + i0, v, len, 1.0f);
+    resid_tile(y, v, o->resid + i0, len);
+  }
+}
+
+static void encode8_opt(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
+                        const nsc_enc_opt *o) {
+  float y[NSC_FMT_MAX_BLOCK], v[NSC_FMT_MAX_BLOCK];
+  size_t nb = (n + block - 1) / block;
+  uint8_t *codes = dst + 2 * nb;
+  const float *r0 = o->resid && !o->resid_zero ? o->resid : NULL;
+  int sr = o->stochastic;
+  if (f == NSC_FMT_FP8) pthread_once(&lut_once, lut_init);
+  for (size_t b = 0; b < nb; b++) {
+    size_t lo = b * block, len = lo + block < n ? block : n - lo;
+    ef_tile(src + lo, r0 ? r0 + lo : NULL, y, len, scale);
+    int special;
+    uint32_t amax = finite_amax(y, len, &special);
+    int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
+    memcpy(dst + 2 * b, &h, 2);
+    uint8_t *c = codes + lo;
+    if (special || sr) {
+      for (size_t i = 0; i < len; i++) {
+        uint32_t u = sr ? nsc_sr_bits(o->key, lo + i) : 0;
+        c[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code_x(y[i], k, special, sr, u) : nsc_fp8_code_x(y[i], k, sr, u);
+      }
+    } else {
+      float p1, p2;
+      split(-k, &p1, &p2);
+      if (f == NSC_FMT_INT8) int8_codes(y, (int8_t *)c, len, p1, p2);
+      else fp8_codes(y, c, len, p1, p2, nsc_fp8_lim(k));
+    }
+    if (!o->resid) continue;
+    decode_range(f, block, dst, n, lo, len, v);
+    resid_tile(y, v, o->resid + lo, len);
+  }
+}
+
+void nsc_fmt_encode_opt(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
+                        const nsc_enc_opt *o, nsc_cast_counts *counts) {
+  if (!o || (!o->resid && !o->stochastic)) nsc_fmt_encode(f, block, src, dst, n, scale, counts);
+  else if (nsc_fmt_is8(f)) encode8_opt(f, block, src, dst, n, scale, o);
+  else encode16_opt(f, src, dst, n, scale, o, counts);
 }

@@ -15,6 +15,13 @@
  * 0..m-1, in fp32, then multiplies by `post` (1: none); NaN results are the
  * canonical 0x7fc00000.
  *
+ * nsc_fmt_encode_opt adds error feedback and stochastic rounding (element
+ * rules and bounds in wire_bits.h): with o->resid, each element encodes
+ * x * scale + r[i] and r[i] becomes what that lost (r read as 0 when
+ * o->resid_zero: the bucket's first call); with o->stochastic, codes are
+ * rounded stochastically with the random stream o->key (nsc_sr_key). With
+ * neither it is nsc_fmt_encode.
+ *
  * Must not: allocate, print, or depend on anything in shim/. */
 #ifndef NSC_WIRE_H
 #define NSC_WIRE_H
@@ -39,6 +46,22 @@ void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size
 void nsc_fmt_decode(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale);
 void nsc_fmt_decode_sum(nsc_fmt_t f, size_t block, const void *base, size_t stride, int m, float *dst,
                         size_t n, float post);
+
+typedef struct {
+  float *resid;     /* NULL: no error feedback; else n fp32 residuals, read and rewritten */
+  int resid_zero;   /* resid holds nothing yet: read as 0 */
+  int stochastic;   /* 0: round to nearest even */
+  uint64_t key;     /* the random stream (stochastic only) */
+} nsc_enc_opt;
+
+/* The random stream of one encode: a pure function of the configured seed,
+ * the call's counter, the encoding rank and which run of that call it is. */
+uint64_t nsc_sr_key(uint64_t seed, uint64_t call, uint32_t rank, uint32_t run);
+
+void nsc_fmt_encode_opt(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
+                        const nsc_enc_opt *o, nsc_cast_counts *counts);
+void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
+                            const nsc_enc_opt *o);
 
 /* The scalar references (element by element through wire_bits.h / cast.h). */
 void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale);

@@ -38,6 +38,9 @@
 #define NSC_U2F(u) __uint_as_float(u)
 #define NSC_F2U(f) __float_as_uint(f)
 #define NSC_FMUL(a, b) __fmul_rn((a), (b))
+#define NSC_FADD(a, b) __fadd_rn((a), (b))
+#define NSC_FSUB(a, b) __fsub_rn((a), (b))
+#define NSC_FDIV(a, b) __fdiv_rn((a), (b))
 #define NSC_RINT(x) rintf(x)
 #else
 #if !defined(__CUDACC__)
@@ -48,6 +51,9 @@ NSC_HD uint32_t nsc_f2u_(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); ret
 #define NSC_U2F(u) nsc_u2f_(u)
 #define NSC_F2U(f) nsc_f2u_(f)
 #define NSC_FMUL(a, b) ((a) * (b))
+#define NSC_FADD(a, b) ((a) + (b))
+#define NSC_FSUB(a, b) ((a) - (b))
+#define NSC_FDIV(a, b) ((a) / (b))
 #define NSC_RINT(x) rintf(x)
 #endif
 
@@ -132,5 +138,95 @@ NSC_HD float nsc_fp8_value(uint8_t c, uint16_t h) {
 }
 
 NSC_HD float nsc_canon_nan(float x) { return x != x ? NSC_U2F(NSC_NAN_BITS) : x; }
+
+/* ---- error feedback and stochastic rounding (wire.h nsc_enc_opt) ----
+ *
+ * Error feedback: the value encoded is y = x + r (x already multiplied by the
+ * encode's scale; r the residual this element kept from its bucket's last
+ * call; x itself when r is 0 or x is NaN, so -0 and NaN payloads are those of
+ * the plain encode), and the new residual is y - v, v the value the chosen
+ * code decodes to (before any decode scale): exact in fp32 for round to
+ * nearest (v lies within a factor 2 of y). Where y or v is not finite (Inf,
+ * NaN, fp16 overflow) the residual is 0, so one overflowing step never
+ * poisons the later ones.
+ *
+ * Stochastic rounding: the nearest code is computed as without it; if its
+ * value v is not y, the neighbouring code w on the other side of y (one step
+ * of magnitude) is taken with probability p = |y - v| / |w - v| (exact: the
+ * step is a power of two), decided by 24 random bits u: w iff u < p * 2^24,
+ * so P(w) = ceil(p * 2^24) / 2^24, at most 2^-24 above p (exactly p when p is
+ * a multiple of 2^-24, e.g. 1/2 for a value halfway). A neighbour beyond the
+ * format's range (int8 +-127, or +-126 in a block with Inf/NaN; fp8 beyond
+ * the block's largest code; fp16/bf16 Inf) is never taken, nor is anything
+ * done for Inf/NaN. The random bits of element i are a pure function of the
+ * encode's key and i (SplitMix64): the same on host and GPU, on every run. */
+NSC_HD int nsc_finite_f(float x) { return (NSC_F2U(x) & 0x7fffffffu) < NSC_F32_INF; }
+NSC_HD float nsc_ef_in(float x, float r) { return r == 0.0f || x != x ? x : NSC_FADD(x, r); }
+NSC_HD float nsc_ef_resid(float y, float v) {
+  return nsc_finite_f(y) && nsc_finite_f(v) ? NSC_FSUB(y, v) : 0.0f;
+}
+
+NSC_HD uint64_t nsc_mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+/* 24 random bits for element i of the encode with this key. */
+NSC_HD uint32_t nsc_sr_bits(uint64_t key, uint64_t i) {
+  return (uint32_t)(nsc_mix64(key + (i + 1u) * 0x9e3779b97f4a7c15ull) >> 40);
+}
+/* 1: take the neighbour w of y's nearest value v (v != y, both finite). */
+NSC_HD int nsc_sr_take(float y, float v, float w, uint32_t u24) {
+  float d = NSC_FSUB(y, v), s = NSC_FSUB(w, v);
+  float p = NSC_FDIV(d < 0.0f ? -d : d, s < 0.0f ? -s : s);
+  return (float)u24 < NSC_FMUL(p, 16777216.0f);
+}
+
+/* int8 code of y (scale 2^k): nearest, or stochastic with random bits u24. */
+NSC_HD int8_t nsc_int8_code_x(float y, int k, int special, int sr, uint32_t u24) {
+  int8_t c = nsc_int8_code(y, k, special);
+  if (!sr || !nsc_finite_f(y)) return c;
+  float t = nsc_ldexp2(y, -k), v = (float)c;
+  if (t == v) return c;
+  int o = t > v ? c + 1 : c - 1, lim = special ? 126 : 127;
+  if (o > lim || o < -lim) return c;
+  return nsc_sr_take(t, v, (float)o, u24) ? (int8_t)o : c;
+}
+
+/* A neighbouring code one step of magnitude from `code` towards y (whose
+ * nearest code it is): `sign` the sign bit, `mag` the magnitude bits of code.
+ * When code is a zero, the step goes to the smallest magnitude with y's sign. */
+NSC_HD uint32_t nsc_sr_neighbour(uint32_t code, uint32_t sign, uint32_t mag, int up, int y_neg) {
+  if (mag == 0u) return (y_neg ? sign : 0u) | 1u;
+  return (code & sign) | (up ? mag + 1u : mag - 1u);
+}
+
+NSC_HD uint8_t nsc_fp8_code_x(float y, int k, int sr, uint32_t u24) {
+  uint8_t c = nsc_fp8_code(y, k);
+  if (!sr || (c & 0x7eu) == 0x7eu) return c;
+  float t = nsc_ldexp2(y, -k), v = nsc_e4m3_value(c);
+  if (t == v) return c;
+  int up = (t < 0.0f ? -t : t) > (v < 0.0f ? -v : v);
+  if (up && (c & 0x7fu) >= nsc_fp8_lim(k)) return c;
+  uint8_t o = (uint8_t)nsc_sr_neighbour(c, 0x80u, c & 0x7fu, up, t < 0.0f);
+  return nsc_sr_take(t, v, nsc_e4m3_value(o), u24) ? o : c;
+}
+
+/* fp16 (bf16 = 0) or bf16 (bf16 = 1) code of y and its value. */
+NSC_HD float nsc_w16_value(int bf16, uint16_t h) {
+  return NSC_U2F(bf16 ? nsc_bits_bf16_to_f32(h) : nsc_bits_f16_to_f32(h));
+}
+NSC_HD uint16_t nsc_w16_code_x(int bf16, float y, int sr, uint32_t u24) {
+  uint32_t u = NSC_F2U(y);
+  uint16_t h = bf16 ? nsc_bits_f32_to_bf16(u) : nsc_bits_f32_to_f16(u);
+  uint32_t inf = bf16 ? 0x7f80u : 0x7c00u, mag = h & 0x7fffu;
+  if (!sr || mag >= inf) return h;
+  float v = nsc_w16_value(bf16, h);
+  if (y == v) return h;
+  int up = (y < 0.0f ? -y : y) > (v < 0.0f ? -v : v);
+  if (up && mag + 1u >= inf) return h;
+  uint16_t o = (uint16_t)nsc_sr_neighbour(h, 0x8000u, mag, up, y < 0.0f);
+  return nsc_sr_take(y, v, nsc_w16_value(bf16, o), u24) ? o : h;
+}
 
 #endif

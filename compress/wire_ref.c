@@ -68,3 +68,54 @@ void nsc_fmt_decode_sum_ref(nsc_fmt_t f, size_t block, const void *base, size_t 
     dst[i] = nsc_canon_nan(scaled(s, post));
   }
 }
+
+uint64_t nsc_sr_key(uint64_t seed, uint64_t call, uint32_t rank, uint32_t run) {
+  return nsc_mix64(nsc_mix64(nsc_mix64(seed ^ 0x6e63636c7368696dull) + call) + ((uint64_t)rank << 32 | run));
+}
+
+/* Element i's value to encode, y = x * scale + r (wire_bits.h). */
+static float ef_y(const float *src, const nsc_enc_opt *o, float scale, size_t i) {
+  float x = scaled(src[i], scale);
+  return o->resid && !o->resid_zero ? nsc_ef_in(x, o->resid[i]) : x;
+}
+
+void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
+                            const nsc_enc_opt *o) {
+  if (!o || (!o->resid && !o->stochastic)) {
+    nsc_fmt_encode_ref(f, block, src, dst, n, scale);
+    return;
+  }
+  int sr = o->stochastic;
+  if (!nsc_fmt_is8(f)) {
+    int bf = f == NSC_FMT_BF16;
+    uint16_t *d = dst;
+    for (size_t i = 0; i < n; i++) {
+      float y = ef_y(src, o, scale, i);
+      d[i] = nsc_w16_code_x(bf, y, sr, sr ? nsc_sr_bits(o->key, i) : 0);
+      if (o->resid) o->resid[i] = nsc_ef_resid(y, nsc_w16_value(bf, d[i]));
+    }
+    return;
+  }
+  size_t nb = (n + block - 1) / block;
+  uint8_t *codes = (uint8_t *)dst + 2 * nb;
+  for (size_t b = 0; b < nb; b++) {
+    size_t lo = b * block, hi = lo + block < n ? lo + block : n;
+    uint32_t amax = 0;
+    int special = 0;
+    for (size_t i = lo; i < hi; i++) {
+      uint32_t a = NSC_F2U(ef_y(src, o, scale, i)) & 0x7fffffffu;
+      if (a >= NSC_F32_INF) special = 1;
+      else if (a > amax) amax = a;
+    }
+    int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
+    memcpy((uint8_t *)dst + 2 * b, &h, 2);
+    for (size_t i = lo; i < hi; i++) {
+      float y = ef_y(src, o, scale, i);
+      uint32_t u = sr ? nsc_sr_bits(o->key, i) : 0;
+      codes[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code_x(y, k, special, sr, u) : nsc_fp8_code_x(y, k, sr, u);
+      float v = f == NSC_FMT_INT8 ? nsc_int8_value((int8_t)codes[i], h) : nsc_fp8_value(codes[i], h);
+      if (o->resid) o->resid[i] = nsc_ef_resid(y, v);
+    }
+  }
+}

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "accum.h"
+#include "ef.h"
 #include "log.h"
 #include "staging.h"
 
@@ -45,6 +46,7 @@ typedef struct nsc_comm {
   nsc_xchg agree;          /* accumulation: the agreement waiting to be collected */
   int agree_queued;        /* ... one is queued for the current group's end */
   nsc_staging staging;
+  nsc_ef ef;               /* error feedback: the buckets' residuals (algo/ef.h) */
   nsc_fuse_agreement fuse_agreement; /* how its fusion blocks grow (check.c) */
   nsc_comm_log log;
   pthread_mutex_t lock;    /* guards pending, staging, log, accum and agree of this entry */

@@ -15,6 +15,16 @@
  * all-reduce's bytes in the same wire format. Everything is enqueued on the
  * caller's stream in this order, before the call returns.
  *
+ * Error feedback and stochastic rounding (NCCLSHIM_ERROR_FEEDBACK,
+ * NCCLSHIM_ROUNDING; README "Error feedback and rounding") change only the
+ * two roundings, never what is issued: step 1 encodes input + the bucket's
+ * input residual (ef.h) and keeps what that lost; step 4 encodes the owner's
+ * sum + its output residual likewise (all-reduce only; a reduce-scatter's
+ * fp32 shard is not rounded). The random stream of each encode is keyed by
+ * NCCLSHIM_ROUNDING_SEED, the call counter, the encoding rank and the chunk.
+ * A call that fails on this rank leaves its bucket without residuals (read
+ * as zero next time), as a changed call sequence does.
+ *
  * Failures: a real call that fails ends the call at once with its result
  * (never retried; every rank failing the same call issues the same calls).
  * A rank that cannot get staging, or whose encode/decode fails, still issues
@@ -98,6 +108,30 @@ static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_pl
   return NSC_OK(res) ? ncclSystemError : res;
 }
 
+/* The bucket's error-feedback slot with buffers for this call, or NULL (off,
+ * no memory, beyond the cap: this call then rounds without feedback). */
+static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, const nsc_tp_plan *p, size_t count,
+                            int rs) {
+  const nsc_config *cfg = &nsc_g.cfg;
+  if (!cfg->error_feedback) return NULL;
+  size_t off, len;
+  nsc_tp_chunk(p, p->rank, &off, &len);
+  nsc_ef_sig sig = {count, rs, (int)p->fmt, (int)p->block, p->n};
+  pthread_mutex_lock(&c->lock);
+  nsc_ef_slot *sl = nsc_ef_next(&c->ef, &sig);
+  if (sl && nsc_ef_buffers(&c->ef, sl, be, s, p->count, rs ? 0 : len, (size_t)cfg->ef_max_bytes)) sl = NULL;
+  pthread_mutex_unlock(&c->lock);
+  return sl;
+}
+
+static void enc_opt(nsc_enc_opt *o, const nsc_comm *c, const nsc_ef_slot *ef, float *resid, uint32_t run) {
+  const nsc_config *cfg = &nsc_g.cfg;
+  o->resid = ef ? resid : NULL;
+  o->resid_zero = ef ? !ef->have : 0;
+  o->stochastic = cfg->rounding == NSC_ROUND_STOCHASTIC;
+  o->key = o->stochastic ? nsc_sr_key((uint64_t)cfg->rounding_seed, c->seq, (uint32_t)c->rank, run) : 0;
+}
+
 ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
                           ncclRedOp_t op, cudaStream_t s, int rs) {
   const nsc_config *cfg = &nsc_g.cfg;
@@ -108,6 +142,8 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   size_t enc_bytes = 0;
   for (int j = 0; j < n; j++) enc_bytes += nsc_tp_chunk_bytes(&p, j);
   void *stage = NULL;
+  /* before staging: a call that fails here still takes its place in the sequence */
+  nsc_ef_slot *ef = ef_slot(c, be, st, &p, count, rs);
   ncclResult_t res = nsc_get_staging(c, be, s, nsc_tp_staging_bytes(&p, rs), &stage);
   if (res == ncclInvalidUsage) return res; /* the limit: the same on every rank, nothing issued anywhere */
   if (res != ncclSuccess) return poisoned(c, be, &p, recv, 4 * count, rs, s);
@@ -121,12 +157,14 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   size_t off, len, roff, rlen;
   int bad = 0;
   float down = (float)(1.0 / cfg->prescale), up = (float)cfg->prescale;
+  nsc_enc_opt o;
 
   /* 1. encode every chunk once */
   for (int j = 0; j < n; j++) {
     nsc_tp_chunk(&p, j, &off, &len);
     uint8_t *dst = (j == r ? in : enc) + (size_t)j * p.slot;
-    bad |= be->fmt_encode(st, p.fmt, p.block, send + off, dst, len, down) != 0;
+    enc_opt(&o, c, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j);
+    bad |= be->fmt_encode_opt(st, p.fmt, p.block, send + off, dst, len, down, &o) != 0;
   }
   if (bad) be->fill_ones(st, enc, 2 * (size_t)n * p.slot);
   nsc_log_mark(&rec, NSC_MARK_CAST_IN);
@@ -143,7 +181,8 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   if (rs) goto out;
 
   /* 4. encode the owner's chunk once; 5. every chunk to every rank */
-  if (be->fmt_encode(st, p.fmt, p.block, acc, gat + (size_t)r * p.slot, rlen, 1.0f) || bad) {
+  enc_opt(&o, c, ef, ef ? ef->out : NULL, 2u * (uint32_t)r + 1u);
+  if (be->fmt_encode_opt(st, p.fmt, p.block, acc, gat + (size_t)r * p.slot, rlen, 1.0f, &o) || bad) {
     bad = 1;
     be->fill_ones(st, gat + (size_t)r * p.slot, p.slot);
   }
@@ -156,6 +195,7 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
     bad |= be->fmt_decode(st, p.fmt, p.block, gat + (size_t)j * p.slot, recv + off, len, up) != 0;
   }
 out:
+  if (ef) ef->have = NSC_OK(res) && !bad; /* a failed call leaves no residuals to carry */
   if (NSC_OK(res) && bad) {
     be->fill_ones(st, recv, 4 * count);
     nsc_warn("two-phase %s: a cast on rank %d failed (%s); its result is NaN", rs ? "reduce-scatter" : "all-reduce",

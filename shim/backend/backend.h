@@ -51,6 +51,10 @@ typedef struct nsc_backend {
    * m encoded runs `stride` bytes apart in the order 0..m-1 (times post). */
   int (*fmt_encode)(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
                     float scale);
+  /* fmt_encode with error feedback / stochastic rounding (nsc_enc_opt in
+   * wire.h; o->resid is memory of this backend, n floats). */
+  int (*fmt_encode_opt)(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
+                        float scale, const nsc_enc_opt *o);
   int (*fmt_decode)(nsc_stream s, nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n,
                     float scale);
   int (*fmt_decode_sum)(nsc_stream s, nsc_fmt_t f, size_t block, const void *base, size_t stride, int m,

@@ -81,6 +81,12 @@ static int c_fmt_encode(nsc_stream s, nsc_fmt_t f, size_t block, const float *sr
   CU_DO(nsc_cuk_fmt_encode(c, (CUstream)s, f, block, src, dst, n, scale, &what));
   return 0;
 }
+static int c_fmt_encode_opt(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
+                            float scale, const nsc_enc_opt *o) {
+  WITH_CTX(s);
+  CU_DO(nsc_cuk_fmt_encode_opt(c, (CUstream)s, f, block, src, dst, n, scale, o, &what));
+  return 0;
+}
 static int c_fmt_decode(nsc_stream s, nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n,
                         float scale) {
   WITH_CTX(s);
@@ -336,6 +342,7 @@ static const nsc_backend cuda_backend = {
     .seg_to_wire = c_seg_to_wire,
     .seg_from_wire = c_seg_from_wire,
     .fmt_encode = c_fmt_encode,
+    .fmt_encode_opt = c_fmt_encode_opt,
     .fmt_decode = c_fmt_decode,
     .fmt_decode_sum = c_fmt_decode_sum,
     .scale = c_scale,

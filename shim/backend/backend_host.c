@@ -55,14 +55,19 @@ static int h_seg_from_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int 
   return 0;
 }
 
-static int h_fmt_encode(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
-                        float scale) {
+static int h_fmt_encode_opt(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
+                            float scale, const nsc_enc_opt *o) {
   (void)s;
   nsc_cast_counts c = {0, 0};
-  nsc_fmt_encode(f, block, src, dst, n, scale, &c);
+  nsc_fmt_encode_opt(f, block, src, dst, n, scale, o, &c);
   if (c.overflow) __atomic_fetch_add(&totals.overflow, c.overflow, __ATOMIC_RELAXED);
   if (c.underflow) __atomic_fetch_add(&totals.underflow, c.underflow, __ATOMIC_RELAXED);
   return 0;
+}
+
+static int h_fmt_encode(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
+                        float scale) {
+  return h_fmt_encode_opt(s, f, block, src, dst, n, scale, NULL);
 }
 
 static int h_fmt_decode(nsc_stream s, nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n,
@@ -177,6 +182,7 @@ const nsc_backend nsc_backend_host = {
     .seg_to_wire = h_seg_to_wire,
     .seg_from_wire = h_seg_from_wire,
     .fmt_encode = h_fmt_encode,
+    .fmt_encode_opt = h_fmt_encode_opt,
     .fmt_decode = h_fmt_decode,
     .fmt_decode_sum = h_fmt_decode_sum,
     .scale = h_scale,

@@ -16,6 +16,7 @@
 enum { NSC_COMPRESS_OFF = 0, NSC_COMPRESS_FP16 = 1, NSC_COMPRESS_BF16 = 2, NSC_COMPRESS_INT8 = 3, NSC_COMPRESS_FP8 = 4 };
 enum { NSC_ALGO_AUTO = 0, NSC_ALGO_RING = 1, NSC_ALGO_TWOPHASE = 2 };
 enum { NSC_LOG_OFF = 0, NSC_LOG_SUMMARY = 1, NSC_LOG_CALLS = 2 };
+enum { NSC_ROUND_NEAREST = 0, NSC_ROUND_STOCHASTIC = 1 };
 
 #define NSC_FIELD_BOOL(f) int f;
 #define NSC_FIELD_INT(f) long long f;
@@ -24,14 +25,6 @@ enum { NSC_LOG_OFF = 0, NSC_LOG_SUMMARY = 1, NSC_LOG_CALLS = 2 };
 #define NSC_FIELD_ENUM(f) int f;
 #define NSC_FIELD_STR(f) char f[NSC_CFG_STR_MAX];
 
-typedef struct nsc_config {
-#define NSC_CFG(field, type, def, lo, hi, choices, hashed, desc) NSC_FIELD_##type(field)
-#include "config.def"
-#undef NSC_CFG
-  /* Where each value came from: 1 = environment, 0 = default. */
-  unsigned char from_env[32];
-} nsc_config;
-
 /* Index of each row, for from_env[] and nsc_config_row(). */
 enum {
 #define NSC_CFG(field, type, def, lo, hi, choices, hashed, desc) NSC_CFGI_##field,
@@ -39,6 +32,14 @@ enum {
 #undef NSC_CFG
   NSC_CFG_COUNT
 };
+
+typedef struct nsc_config {
+#define NSC_CFG(field, type, def, lo, hi, choices, hashed, desc) NSC_FIELD_##type(field)
+#include "config.def"
+#undef NSC_CFG
+  /* Where each value came from: 1 = environment, 0 = default. */
+  unsigned char from_env[NSC_CFG_COUNT];
+} nsc_config;
 
 typedef struct {
   const char *env;     /* "NCCLSHIM_MIN_BYTES" */

@@ -216,6 +216,23 @@ static void k_tp_sum(const cd_kernel *k, const unsigned char *const *p) {
   nsc_fmt_decode_sum_ref((nsc_fmt_t)k->wire, block, base, stride, (int)m, dst, n, f32_at(p[6]));
 }
 
+/* tp_encx_*: nsc_fmt_encode_opt_ref with the options of the nsc_kencopt
+ * parameter; the residuals are read and written through a view too. */
+static void k_tp_encx(const cd_kernel *k, const unsigned char *const *p) {
+  uint64_t n = u64_at(p[3]), block = u64_at(p[4]);
+  if (!tp_block_ok(k, block)) return;
+  nsc_kencopt o;
+  memcpy(&o, p[6], sizeof o);
+  const float *src = cd_view((CUdeviceptr)u64_at(p[0]), n * 4, k->name, 0);
+  float *resid = o.flags & NSC_KENC_EF ? cd_view((CUdeviceptr)u64_at(p[1]), n * 4, k->name, 0) : NULL;
+  void *dst = cd_view((CUdeviceptr)u64_at(p[2]), nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block), k->name, 0);
+  if (!src || !dst || ((o.flags & NSC_KENC_EF) && !resid)) return;
+  if (resid && (overlap(resid, n * 4, src, n * 4) || overlap(resid, n * 4, dst, nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block))))
+    cd_count_illegal("%s: residuals overlap an operand", k->name);
+  nsc_enc_opt eo = {resid, (o.flags & NSC_KENC_ZERO) != 0, (o.flags & NSC_KENC_SR) != 0, o.key};
+  nsc_fmt_encode_opt_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[5]), &eo);
+}
+
 #define TAB_S sizeof(nsc_ksegtab_small)
 #define TAB_L sizeof(nsc_ksegtab_large)
 static const cd_kernel kernels[] = {
@@ -245,6 +262,10 @@ static const cd_kernel kernels[] = {
     {"nsc_k_tp_sum_bf16", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_BF16, 0},
     {"nsc_k_tp_sum_int8", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_INT8, 0},
     {"nsc_k_tp_sum_fp8", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_FP8, 0},
+    {"nsc_k_tp_encx_f16", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_FP16, 0},
+    {"nsc_k_tp_encx_bf16", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_BF16, 0},
+    {"nsc_k_tp_encx_int8", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_INT8, 0},
+    {"nsc_k_tp_encx_fp8", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_FP8, 0},
 };
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
 

@@ -1,0 +1,166 @@
+/* shim_ef.c — error feedback and stochastic rounding of the two-phase
+ * collectives over the host NCCL (run with the shim preloaded,
+ * NCCLSHIM_ALGO=twophase; the wire format from NCCLSHIM_COMPRESS).
+ *
+ *   shim_ef converge N [ef]  one bucket of M elements, the same input on
+ *                         every call, N calls (in place, refilled as DDP's
+ *                         bucket is): with ef, N * |mean of the results - the
+ *                         fp32 sum| <= B in every element (B below); without,
+ *                         some element's mean stays off by more than B / N
+ *                         (the bias of round to nearest stays); every call's
+ *                         result identical on every rank. Prints
+ *                         "converge <fmt> <N> <max N*|err|> <B>" on rank 0.
+ *   shim_ef reset         passes [A, B], [A, B], [A, C], [A, B] (C another
+ *                         count at B's position): B's second result differs
+ *                         from its first (its residual was carried), its
+ *                         result after the change is bit-identical to its
+ *                         first (the state was dropped); a reduce-scatter
+ *                         bucket likewise carries its residual.
+ *
+ * Inputs: x_r[i] = base(i) + k * u, base in {1, 1.25, 1.5}, k = (7i + 3r)
+ * mod 8, u = hs(1) / 8 (an eighth of the format's half step at 1, so the
+ * nearest code of x is always its base): exact in fp32, not in the wire
+ * format (k > 0), which rounds them to their base; every sum and
+ * residual below is then exact in fp32, so the telescoping sum of the
+ * results is exact: N * (mean - S) = -(sum over ranks of the last input
+ * residuals + the owner's last output residual), each at most half a step
+ * of its format at twice the magnitude (B = n * hs(2 * 1.5) + hs(2 * 1.5n),
+ * hs(v) = 2^(floor(log2 v) - m), m = 11 fp16, 8 bf16, 7 int8, 4 fp8).
+ *
+ * Must not: rely on timings. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testmpi.h"
+
+static int rank, nranks, fails;
+static ncclComm_t comm;
+static const char *fmt;
+
+#define EXPECT(cond, ...)                                          \
+  do {                                                             \
+    if (!(cond)) {                                                 \
+      if (fails++ < 10) {                                          \
+        fprintf(stderr, "rank %d: ", rank);                        \
+        fprintf(stderr, __VA_ARGS__);                              \
+        fputc('\n', stderr);                                       \
+      }                                                            \
+    }                                                              \
+  } while (0)
+
+static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+
+static int identical(const float *x, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ f2u(x[i])) * 1099511628211ull;
+  uint64_t lo, hi;
+  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+
+static double hs(double v);
+static float xval(int r, size_t i) {
+  return 1.0f + 0.25f * (float)(i % 3) + (float)((7 * i + 3 * (size_t)r) % 8) * (float)(hs(1.0) / 8);
+}
+static double sum_x(size_t i) {
+  double s = 0;
+  for (int q = 0; q < nranks; q++) s += xval(q, i);
+  return s;
+}
+
+static double hs(double v) {
+  int m = !strcmp(fmt, "fp16") ? 11 : !strcmp(fmt, "bf16") ? 8 : !strcmp(fmt, "int8") ? 7 : 4;
+  return ldexp(1.0, (int)floor(log2(v)) - m);
+}
+
+static int cmd_converge(int N, int ef) {
+  const size_t M = 4096;
+  float *b = malloc(M * 4);
+  double *acc = calloc(M, sizeof *acc);
+  double B = nranks * hs(2 * 1.5) + hs(2 * 1.5 * nranks);
+  NCCL_OK(ncclAllReduce(b, b, 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
+  for (int t = 0; t < N; t++) {
+    for (size_t i = 0; i < M; i++) b[i] = xval(rank, i);
+    NCCL_OK(ncclAllReduce(b, b, M, ncclFloat32, ncclSum, comm, NULL));
+    for (size_t i = 0; i < M; i++) acc[i] += b[i];
+    EXPECT(identical(b, M), "call %d: ranks hold different bits", t);
+  }
+  double worst = 0;
+  for (size_t i = 0; i < M; i++) {
+    double e = fabs(acc[i] - N * sum_x(i)); /* N * |mean - S|, exact */
+    if (e > worst) worst = e;
+  }
+  if (ef) EXPECT(worst <= B, "%s: N*|mean - sum| = %g > B = %g with error feedback", fmt, worst, B);
+  else EXPECT(worst > B, "%s: N*|mean - sum| = %g <= B = %g without error feedback (the test cannot fail)", fmt,
+              worst, B);
+  if (rank == 0) printf("converge %s %d %g %g\n", fmt, N, worst, B);
+  free(b);
+  free(acc);
+  return fails != 0;
+}
+
+/* reset: base + 3/8 of a step on every rank: the first call rounds it
+ * down (residual 3/8 step), the second up (3/4 step): the results differ. */
+static void fill(float *b, size_t n, size_t first) {
+  for (size_t i = 0; i < n; i++) b[i] = 1.0f + 0.25f * (float)((first + i) % 3) + (float)(0.75 * hs(1.0));
+}
+
+static int cmd_reset(void) {
+  const size_t NA = 3000, NB = 5000, NC = 5001, RC = 2000;
+  float *a = malloc(NA * 4), *b = malloc(NC * 4), *b1 = malloc(NB * 4), *s = malloc(RC * nranks * 4),
+        *r = malloc(RC * 4), *r1 = malloc(RC * 4);
+  NCCL_OK(ncclAllReduce(a, a, 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
+  for (int pass = 0; pass < 4; pass++) {
+    size_t nb = pass == 2 ? NC : NB;
+    fill(a, NA, 0);
+    NCCL_OK(ncclAllReduce(a, a, NA, ncclFloat32, ncclSum, comm, NULL));
+    fill(b, nb, 0);
+    NCCL_OK(ncclAllReduce(b, b, nb, ncclFloat32, ncclSum, comm, NULL));
+    EXPECT(identical(b, nb), "pass %d: ranks hold different bits", pass);
+    if (pass == 0) memcpy(b1, b, NB * 4);
+    if (pass == 1) EXPECT(memcmp(b, b1, NB * 4) != 0, "pass 1: B's result equals its first: no residual carried");
+    if (pass == 3) EXPECT(memcmp(b, b1, NB * 4) == 0, "pass 3: B after a changed sequence differs from its first "
+                                                      "result: its state was not dropped");
+  }
+  /* A reduce-scatter bucket of its own communicator's sequence: the second
+   * call carries the first one's residual. */
+  for (int t = 0; t < 2; t++) {
+    fill(s, RC * nranks, 0);
+    NCCL_OK(ncclReduceScatter(s, r, RC, ncclFloat32, ncclSum, comm, NULL));
+    if (t == 0) memcpy(r1, r, RC * 4);
+  }
+  EXPECT(memcmp(r, r1, RC * 4) != 0, "reduce-scatter: the second result equals the first: no residual carried");
+  free(a);
+  free(b);
+  free(b1);
+  free(s);
+  free(r);
+  free(r1);
+  return fails != 0;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  fmt = getenv("NCCLSHIM_COMPRESS");
+  if (!fmt) fmt = "fp16";
+  comm = tm_comm_world();
+  const char *cmd = argc > 1 ? argv[1] : "converge";
+  int rc;
+  if (!strcmp(cmd, "converge")) rc = cmd_converge(argc > 2 ? atoi(argv[2]) : 64, argc > 3 && !strcmp(argv[3], "ef"));
+  else if (!strcmp(cmd, "reset")) rc = cmd_reset();
+  else {
+    fprintf(stderr, "unknown command %s\n", cmd);
+    rc = 2;
+  }
+  int any = 0;
+  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  ncclCommDestroy(comm);
+  MPI_Finalize();
+  return any;
+}
