@@ -26,8 +26,9 @@ final|, and never by more than fp32's seed spread (the standard deviation
 of its final loss over the seeds, when there are several): a change nobody
 could tell from the choice of seed. --tol fixes the tolerance instead.
 --check prints one TAP line per format and case family: every seed within
-its tolerance, every rank holds the same parameters, and the run really
-compressed (its parameters are not bit-identical to fp32's).
+its tolerance, every rank holds the same parameters, the run really
+compressed (its parameters are not bit-identical to fp32's), and an "-ef"
+format's parameters differ from those of the same format without feedback.
 
 Needs SHIM (libncclshim.so) and HOSTNCCL_DIR in the environment, torchrun
 next to this interpreter. Must not: compare timings, or change what a format
@@ -167,6 +168,10 @@ for fmt in fmts:
                           f"(worst |d| {worst:.3g}, at most {use:.3g} of the tolerance; B = {bound(fmt, fam):.3g})")
             tap(all(repl), f"{fmt} {fam}: every rank holds the same parameters")
             tap(not any(same), f"{fmt} {fam}: compressed (parameters differ from fp32's)")
+            base = fmt.replace("-ef", "")
+            if base != fmt and res.get(base):  # error feedback really acted
+                tap(all(res[fmt][f"{fam}{s}"]["digest"] != res[base][f"{fam}{s}"]["digest"] for s in seeds),
+                    f"{fmt} {fam}: parameters differ from {base}'s (the feedback acted)")
 if a.json:
     with open(a.json, "w") as f:
         json.dump(table, f, indent=1)
