@@ -55,10 +55,14 @@ CLONES static uint32_t finite_amax(const float *x, size_t n, int *special) {
   return (uint32_t)m;
 }
 
+/* Clamped before rounding (the same codes: +-127 are integers and rint is
+ * monotonic), so the clamp stays in float min/max instead of integer masks. */
 CLONES static void int8_codes(const float *x, int8_t *c, size_t n, float p1, float p2) {
   for (size_t i = 0; i < n; i++) {
-    float v = rintf(x[i] * p1 * p2);
-    c[i] = (int8_t)(int)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+    float v = x[i] * p1 * p2;
+    v = v > 127.0f ? 127.0f : v;
+    v = v < -127.0f ? -127.0f : v;
+    c[i] = (int8_t)(int)rintf(v);
   }
 }
 
