@@ -319,49 +319,6 @@ __device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block,
   return F == 2 ? nsc_int8_value((int8_t)c, h) : nsc_fp8_value(c, h);
 }
 
-// One CTA per block of `block` elements (grid-stride over blocks): the
-// largest finite |x| by a shared atomicMax, then one code per element.
-template <int F>
-__device__ void enc8(const float *__restrict__ src, uint8_t *__restrict__ dst, u64 n, u64 block,
-                     float scale) {
-  __shared__ unsigned s_amax;
-  __shared__ int s_spec;
-  u64 nb = (n + block - 1) / block;
-  uint8_t *codes = dst + 2 * nb;
-  for (u64 b = blockIdx.x; b < nb; b += gridDim.x) {
-    u64 lo = b * block, hi = lo + block < n ? lo + block : n;
-    if (threadIdx.x == 0) {
-      s_amax = 0;
-      s_spec = 0;
-    }
-    __syncthreads();
-    unsigned am = 0;
-    int sp = 0;
-    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-      float y = scale != 1.0f ? mul_x86(src[i], scale) : src[i];
-      unsigned a = __float_as_uint(y) & 0x7fffffffu;
-      if (a >= NSC_F32_INF) sp = 1;
-      else am = a > am ? a : am;
-    }
-    atomicMax(&s_amax, am);
-    if (sp) s_spec = 1;
-    __syncthreads();
-    unsigned amax = s_amax;
-    int special = s_spec;
-    int k = F == 2 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
-    if (threadIdx.x == 0) {
-      unsigned h = (unsigned)(k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0u);
-      dst[2 * b] = (uint8_t)(h & 0xffu);
-      dst[2 * b + 1] = (uint8_t)(h >> 8);
-    }
-    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-      float y = scale != 1.0f ? mul_x86(src[i], scale) : src[i];
-      codes[i] = F == 2 ? (uint8_t)nsc_int8_code(y, k, special) : nsc_fp8_code(y, k);
-    }
-    __syncthreads();
-  }
-}
-
 template <int F>
 __device__ void dec(const uint8_t *__restrict__ src, float *__restrict__ dst, u64 n, u64 block,
                     float scale) {
@@ -382,8 +339,6 @@ __device__ void decsum(const uint8_t *__restrict__ base, u64 stride, u64 m, floa
   }
 }
 
-K nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scale) { enc8<2>(src, dst, n, block, scale); }
-K nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale) { enc8<3>(src, dst, n, block, scale); }
 #define TP_DEC(sfx, F)                                                                                        \
   K nsc_k_tp_dec_##sfx(const uint8_t *src, float *dst, u64 n, u64 block, float scale) {                         \
     dec<F>(src, dst, n, block, scale);                                                                        \
@@ -420,7 +375,9 @@ __device__ void encx16(const float *__restrict__ src, float *__restrict__ resid,
   if (o.counters) block_count(ov, uf, (u64 *)o.counters);
 }
 
-// One CTA per block of `block` elements, as enc8.
+// One CTA per block of `block` elements (grid-stride over blocks): the
+// largest finite |y| by a shared atomicMax, then one code per element. The
+// plain encode (tp_enc_*) is this with no options.
 template <int F>
 __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, uint8_t *__restrict__ dst, u64 n,
                       u64 block, float scale, nsc_kencopt o) {
@@ -473,6 +430,12 @@ K nsc_k_tp_encx_f16(const float *src, float *resid, uint8_t *dst, u64 n, u64 blo
 K nsc_k_tp_encx_bf16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   (void)block;
   encx16<1>(src, resid, (uint16_t *)dst, n, scale, o);
+}
+K nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scale) {
+  encx8<2>(src, NULL, dst, n, block, scale, nsc_kencopt{0, 0, 0, 0});
+}
+K nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale) {
+  encx8<3>(src, NULL, dst, n, block, scale, nsc_kencopt{0, 0, 0, 0});
 }
 K nsc_k_tp_encx_int8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   encx8<2>(src, resid, dst, n, block, scale, o);

@@ -17,33 +17,8 @@ const char *nsc_fmt_name(nsc_fmt_t f) {
 static float scaled(float x, float scale) { return scale != 1.0f ? x * scale : x; }
 
 void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale) {
-  if (!nsc_fmt_is8(f)) {
-    uint16_t *d = dst;
-    for (size_t i = 0; i < n; i++) {
-      float y = scaled(src[i], scale);
-      d[i] = f == NSC_FMT_FP16 ? nsc_f32_to_f16_ref(y) : nsc_f32_to_bf16_ref(y);
-    }
-    return;
-  }
-  size_t nb = (n + block - 1) / block;
-  uint8_t *codes = (uint8_t *)dst + 2 * nb;
-  for (size_t b = 0; b < nb; b++) {
-    size_t lo = b * block, hi = lo + block < n ? lo + block : n;
-    uint32_t amax = 0;
-    int special = 0;
-    for (size_t i = lo; i < hi; i++) {
-      uint32_t a = NSC_F2U(scaled(src[i], scale)) & 0x7fffffffu;
-      if (a >= NSC_F32_INF) special = 1;
-      else if (a > amax) amax = a;
-    }
-    int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
-    uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
-    memcpy((uint8_t *)dst + 2 * b, &h, 2);
-    for (size_t i = lo; i < hi; i++) {
-      float y = scaled(src[i], scale);
-      codes[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code(y, k, special) : nsc_fp8_code(y, k);
-    }
-  }
+  nsc_enc_opt none = {NULL, 0, 0, 0};
+  nsc_fmt_encode_opt_ref(f, block, src, dst, n, scale, &none);
 }
 
 static float value_ref(nsc_fmt_t f, size_t block, const void *src, size_t n, size_t i) {
@@ -81,17 +56,15 @@ static float ef_y(const float *src, const nsc_enc_opt *o, float scale, size_t i)
 
 void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                             const nsc_enc_opt *o) {
-  if (!o || (!o->resid && !o->stochastic)) {
-    nsc_fmt_encode_ref(f, block, src, dst, n, scale);
-    return;
-  }
+  nsc_enc_opt none = {NULL, 0, 0, 0};
+  if (!o) o = &none;
   int sr = o->stochastic;
   if (!nsc_fmt_is8(f)) {
     int bf = f == NSC_FMT_BF16;
     uint16_t *d = dst;
     for (size_t i = 0; i < n; i++) {
       float y = ef_y(src, o, scale, i);
-      d[i] = nsc_w16_code_x(bf, y, sr, sr ? nsc_sr_bits(o->key, i) : 0);
+      d[i] = sr ? nsc_w16_code_x(bf, y, 1, nsc_sr_bits(o->key, i)) : bf ? nsc_f32_to_bf16_ref(y) : nsc_f32_to_f16_ref(y);
       if (o->resid) o->resid[i] = nsc_ef_resid(y, nsc_w16_value(bf, d[i]));
     }
     return;

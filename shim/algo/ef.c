@@ -25,7 +25,7 @@ void nsc_ef_free(nsc_ef *e) {
 }
 
 static int sig_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) {
-  return a->count == b->count && a->rs == b->rs && a->fmt == b->fmt && a->block == b->block &&
+  return a->recv == b->recv && a->send == b->send && a->count == b->count && a->rs == b->rs && a->fmt == b->fmt && a->block == b->block &&
          a->nranks == b->nranks;
 }
 
@@ -43,30 +43,37 @@ static void remake(nsc_ef *e, nsc_ef_slot *sl, const nsc_ef_sig *sig) {
   if (sl->have) e->dropped++;
   drop_buffers(e, sl);
   sl->sig = *sig;
+  sl->uses = 0;
+}
+
+static nsc_ef_slot *take(nsc_ef *e, size_t i) {
+  e->pos = i + 1;
+  e->slot[i].uses++;
+  return &e->slot[i];
 }
 
 nsc_ef_slot *nsc_ef_next(nsc_ef *e, const nsc_ef_sig *sig) {
   if (e->pos < e->len) {
     size_t p = e->pos;
-    if (sig_eq(&e->slot[p].sig, sig)) {
-      e->pos = p + 1;
-      return &e->slot[p];
-    }
+    if (sig_eq(&e->slot[p].sig, sig)) return take(e, p);
     if (sig_eq(&e->slot[0].sig, sig)) { /* the pass ended early */
       remove_slots(e, p, e->len);
-      e->pos = 1;
-      return &e->slot[0];
+      return take(e, 0);
     }
     remake(e, &e->slot[p], sig); /* the sequence changed here */
-    e->pos = p + 1;
-    return &e->slot[p];
+    return take(e, p);
   }
   for (size_t j = 0; j < e->len; j++) /* a new pass begins at j */
     if (sig_eq(&e->slot[j].sig, sig)) {
       remove_slots(e, 0, j);
-      e->pos = 1;
-      return &e->slot[0];
+      return take(e, 0);
     }
+  if (e->len == NSC_EF_MAX_SLOTS) { /* room from the oldest slot used once */
+    size_t i = 0;
+    while (i < e->len && e->slot[i].uses > 1) i++;
+    if (i == e->len) return NULL;
+    remove_slots(e, i, i + 1);
+  }
   if (e->len == e->cap) {
     size_t cap = e->cap ? 2 * e->cap : 16;
     if (cap > NSC_EF_MAX_SLOTS) cap = NSC_EF_MAX_SLOTS;
@@ -78,8 +85,7 @@ nsc_ef_slot *nsc_ef_next(nsc_ef *e, const nsc_ef_sig *sig) {
   nsc_ef_slot *sl = &e->slot[e->len++];
   memset(sl, 0, sizeof *sl);
   sl->sig = *sig;
-  e->pos = e->len;
-  return sl;
+  return take(e, e->len - 1);
 }
 
 int nsc_ef_buffers(nsc_ef *e, nsc_ef_slot *sl, const nsc_backend *be, nsc_stream s, size_t in_n, size_t out_n,
@@ -87,7 +93,7 @@ int nsc_ef_buffers(nsc_ef *e, nsc_ef_slot *sl, const nsc_backend *be, nsc_stream
   if (sl->in && (sl->be != be || sl->s != s || sl->in_n != in_n || sl->out_n != out_n)) {
     drop_buffers(e, sl); /* another backend or stream: start again */
   }
-  if (sl->none) return -1;
+  if (sl->none || sl->uses < 2) return -1;
   if (sl->in) return 0;
   size_t bytes = 4 * (in_n + out_n);
   if (e->bytes + bytes > max_bytes) {

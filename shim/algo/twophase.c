@@ -110,13 +110,13 @@ static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_pl
 
 /* The bucket's error-feedback slot with buffers for this call, or NULL (off,
  * no memory, beyond the cap: this call then rounds without feedback). */
-static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, const nsc_tp_plan *p, size_t count,
-                            int rs) {
+static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, const nsc_tp_plan *p, const void *send,
+                            const void *recv, size_t count, int rs) {
   const nsc_config *cfg = &nsc_g.cfg;
   if (!cfg->error_feedback) return NULL;
   size_t off, len;
   nsc_tp_chunk(p, p->rank, &off, &len);
-  nsc_ef_sig sig = {count, rs, (int)p->fmt, (int)p->block, p->n};
+  nsc_ef_sig sig = {(uintptr_t)recv, (uintptr_t)send, count, rs, (int)p->fmt, (int)p->block, p->n};
   pthread_mutex_lock(&c->lock);
   nsc_ef_slot *sl = nsc_ef_next(&c->ef, &sig);
   if (sl && nsc_ef_buffers(&c->ef, sl, be, s, p->count, rs ? 0 : len, (size_t)cfg->ef_max_bytes)) sl = NULL;
@@ -143,7 +143,7 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   for (int j = 0; j < n; j++) enc_bytes += nsc_tp_chunk_bytes(&p, j);
   void *stage = NULL;
   /* before staging: a call that fails here still takes its place in the sequence */
-  nsc_ef_slot *ef = ef_slot(c, be, st, &p, count, rs);
+  nsc_ef_slot *ef = ef_slot(c, be, st, &p, send, recv, count, rs);
   ncclResult_t res = nsc_get_staging(c, be, s, nsc_tp_staging_bytes(&p, rs), &stage);
   if (res == ncclInvalidUsage) return res; /* the limit: the same on every rank, nothing issued anywhere */
   if (res != ncclSuccess) return poisoned(c, be, &p, recv, 4 * count, rs, s);

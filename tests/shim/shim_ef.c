@@ -10,22 +10,30 @@
  *                         (the bias of round to nearest stays); every call's
  *                         result identical on every rank. Prints
  *                         "converge <fmt> <N> <max N*|err|> <B>" on rank 0.
- *   shim_ef reset         passes [A, B], [A, B], [A, C], [A, B] (C another
- *                         count at B's position): B's second result differs
- *                         from its first (its residual was carried), its
- *                         result after the change is bit-identical to its
- *                         first (the state was dropped); a reduce-scatter
+ *   shim_ef reset         passes [A, B] x 3, [A, C], [A, B] x 2 (C another
+ *                         count at B's position): B's third result differs
+ *                         from its first (residuals exist from a bucket's
+ *                         second call and are fed back from its third), its
+ *                         two results after the change are bit-identical to
+ *                         its first (the state was dropped, and is made again
+ *                         only from the second call); a reduce-scatter
  *                         bucket likewise carries its residual.
+ *
+ * With SHIMTEST_DEVICE=1 (tests/shim/devmirror.h) the all-reduces run on
+ * device memory of the CUDA driver double: the CUDA backend's kernels and
+ * residuals in device memory, end to end.
  *
  * Inputs: x_r[i] = base(i) + k * u, base in {1, 1.25, 1.5}, k = (7i + 3r)
  * mod 8, u = hs(1) / 8 (an eighth of the format's half step at 1, so the
  * nearest code of x is always its base): exact in fp32, not in the wire
  * format (k > 0), which rounds them to their base; every sum and
  * residual below is then exact in fp32, so the telescoping sum of the
- * results is exact: N * (mean - S) = -(sum over ranks of the last input
- * residuals + the owner's last output residual), each at most half a step
- * of its format at twice the magnitude (B = n * hs(2 * 1.5) + hs(2 * 1.5n),
- * hs(v) = 2^(floor(log2 v) - m), m = 11 fp16, 8 bf16, 7 int8, 4 fp8).
+ * results is exact: N * (mean - S) = the error of the bucket's first call
+ * (which keeps no residual, ef.h) - (the sum over ranks of the last input
+ * residuals + the owner's last output residual); each of the two parts is
+ * at most half a step per rounding at twice the magnitude, so
+ * B = 2 (n hs(2 * 1.5) + hs(2 * 1.5n)),
+ * hs(v) = 2^(floor(log2 v) - m), m = 11 fp16, 8 bf16, 7 int8, 4 fp8.
  *
  * Must not: rely on timings. */
 #include <math.h>
@@ -34,33 +42,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testmpi.h"
-
-static int rank, nranks, fails;
-static ncclComm_t comm;
-static const char *fmt;
-
-#define EXPECT(cond, ...)                                          \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      if (fails++ < 10) {                                          \
-        fprintf(stderr, "rank %d: ", rank);                        \
-        fprintf(stderr, __VA_ARGS__);                              \
-        fputc('\n', stderr);                                       \
-      }                                                            \
-    }                                                              \
-  } while (0)
-
-static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
-
-static int identical(const float *x, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ f2u(x[i])) * 1099511628211ull;
-  uint64_t lo, hi;
-  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return lo == hi;
-}
+#include "tpcheck.h"
+/* SHIMTEST_DEVICE=1: the all-reduces on device buffers of the CUDA driver
+ * double (its group wrappers are not used here) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "devmirror.h"
+#pragma GCC diagnostic pop
 
 static double hs(double v);
 static float xval(int r, size_t i) {
@@ -81,7 +69,7 @@ static int cmd_converge(int N, int ef) {
   const size_t M = 4096;
   float *b = malloc(M * 4);
   double *acc = calloc(M, sizeof *acc);
-  double B = nranks * hs(2 * 1.5) + hs(2 * 1.5 * nranks);
+  double B = 2 * (nranks * hs(2 * 1.5) + hs(2 * 1.5 * nranks));
   NCCL_OK(ncclAllReduce(b, b, 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
   for (int t = 0; t < N; t++) {
     for (size_t i = 0; i < M; i++) b[i] = xval(rank, i);
@@ -114,26 +102,26 @@ static int cmd_reset(void) {
   float *a = malloc(NA * 4), *b = malloc(NC * 4), *b1 = malloc(NB * 4), *s = malloc(RC * nranks * 4),
         *r = malloc(RC * 4), *r1 = malloc(RC * 4);
   NCCL_OK(ncclAllReduce(a, a, 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
-  for (int pass = 0; pass < 4; pass++) {
-    size_t nb = pass == 2 ? NC : NB;
+  for (int pass = 0; pass < 6; pass++) {
+    size_t nb = pass == 3 ? NC : NB;
     fill(a, NA, 0);
     NCCL_OK(ncclAllReduce(a, a, NA, ncclFloat32, ncclSum, comm, NULL));
     fill(b, nb, 0);
     NCCL_OK(ncclAllReduce(b, b, nb, ncclFloat32, ncclSum, comm, NULL));
     EXPECT(identical(b, nb), "pass %d: ranks hold different bits", pass);
     if (pass == 0) memcpy(b1, b, NB * 4);
-    if (pass == 1) EXPECT(memcmp(b, b1, NB * 4) != 0, "pass 1: B's result equals its first: no residual carried");
-    if (pass == 3) EXPECT(memcmp(b, b1, NB * 4) == 0, "pass 3: B after a changed sequence differs from its first "
-                                                      "result: its state was not dropped");
+    if (pass == 2) EXPECT(memcmp(b, b1, NB * 4) != 0, "pass 2: B's result equals its first: no residual carried");
+    if (pass >= 4) EXPECT(memcmp(b, b1, NB * 4) == 0, "pass %d: B after a changed sequence differs from its first "
+                                                      "result: its state was not dropped", pass);
   }
   /* A reduce-scatter bucket of its own communicator's sequence: the second
    * call carries the first one's residual. */
-  for (int t = 0; t < 2; t++) {
+  for (int t = 0; t < 3; t++) {
     fill(s, RC * nranks, 0);
     NCCL_OK(ncclReduceScatter(s, r, RC, ncclFloat32, ncclSum, comm, NULL));
     if (t == 0) memcpy(r1, r, RC * 4);
   }
-  EXPECT(memcmp(r, r1, RC * 4) != 0, "reduce-scatter: the second result equals the first: no residual carried");
+  EXPECT(memcmp(r, r1, RC * 4) != 0, "reduce-scatter: the third result equals the first: no residual carried");
   free(a);
   free(b);
   free(b1);
@@ -143,24 +131,11 @@ static int cmd_reset(void) {
   return fails != 0;
 }
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  fmt = getenv("NCCLSHIM_COMPRESS");
-  if (!fmt) fmt = "fp16";
-  comm = tm_comm_world();
-  const char *cmd = argc > 1 ? argv[1] : "converge";
-  int rc;
-  if (!strcmp(cmd, "converge")) rc = cmd_converge(argc > 2 ? atoi(argv[2]) : 64, argc > 3 && !strcmp(argv[3], "ef"));
-  else if (!strcmp(cmd, "reset")) rc = cmd_reset();
-  else {
-    fprintf(stderr, "unknown command %s\n", cmd);
-    rc = 2;
-  }
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  ncclCommDestroy(comm);
-  MPI_Finalize();
-  return any;
+static int run(const char *cmd, int argc, char **argv) {
+  if (!strcmp(cmd, "converge")) return cmd_converge(argc > 2 ? atoi(argv[2]) : 64, argc > 3 && !strcmp(argv[3], "ef"));
+  if (!strcmp(cmd, "reset")) return cmd_reset();
+  fprintf(stderr, "unknown command %s\n", cmd);
+  return 2;
 }
+
+int main(int argc, char **argv) { return tp_main(argc, argv, "converge", run); }

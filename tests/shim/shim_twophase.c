@@ -39,16 +39,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testmpi.h"
-
-static int rank, nranks;
-static ncclComm_t comm;
-static const char *fmt;
-static int fails;
+#include "tpcheck.h"
 
 int hostnccl_get_type_counters(int datatype, uint64_t *allreduce_calls, uint64_t *allreduce_bytes);
 
-static uint32_t f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
 
 static int limit(void) {
   if (!strcmp(fmt, "fp16")) return 64;
@@ -70,27 +64,6 @@ static uint64_t all_ar_calls(void) {
   }
   return t;
 }
-
-/* Every rank holds the same bits: compare a hash's min and max. */
-static int identical(const float *x, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ f2u(x[i])) * 1099511628211ull;
-  uint64_t lo, hi;
-  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return lo == hi;
-}
-
-#define EXPECT(cond, ...)                                          \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      if (fails++ < 10) {                                          \
-        fprintf(stderr, "rank %d: ", rank);                        \
-        fprintf(stderr, __VA_ARGS__);                              \
-        fputc('\n', stderr);                                       \
-      }                                                            \
-    }                                                              \
-  } while (0)
 
 static const size_t sizes[] = {1, 7, 33, 255, 256, 257, 1000, 4099, 16384, 65537, 300001};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
@@ -337,29 +310,16 @@ static int cmd_nonblocking(void) {
   return fails != 0;
 }
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  fmt = getenv("NCCLSHIM_COMPRESS");
-  if (!fmt) fmt = "fp16";
-  comm = tm_comm_world();
-  const char *cmd = argc > 1 ? argv[1] : "exact";
-  int rc;
-  if (!strcmp(cmd, "exact")) rc = cmd_exact();
-  else if (!strcmp(cmd, "rs")) rc = cmd_rs();
-  else if (!strcmp(cmd, "bound")) rc = cmd_bound(argc > 2 ? (size_t)atol(argv[2]) * 4096 * (size_t)nranks : 16384 * (size_t)nranks);
-  else if (!strcmp(cmd, "special")) rc = cmd_special();
-  else if (!strcmp(cmd, "fault")) rc = cmd_fault();
-  else if (!strcmp(cmd, "poison")) rc = cmd_poison();
-  else if (!strcmp(cmd, "nonblocking")) rc = cmd_nonblocking();
-  else {
-    fprintf(stderr, "unknown command %s\n", cmd);
-    rc = 2;
-  }
-  int any = 0;
-  MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  ncclCommDestroy(comm);
-  MPI_Finalize();
-  return any;
+static int run(const char *cmd, int argc, char **argv) {
+  if (!strcmp(cmd, "exact")) return cmd_exact();
+  if (!strcmp(cmd, "rs")) return cmd_rs();
+  if (!strcmp(cmd, "bound")) return cmd_bound(argc > 2 ? (size_t)atol(argv[2]) * 4096 * (size_t)nranks : 16384 * (size_t)nranks);
+  if (!strcmp(cmd, "special")) return cmd_special();
+  if (!strcmp(cmd, "fault")) return cmd_fault();
+  if (!strcmp(cmd, "poison")) return cmd_poison();
+  if (!strcmp(cmd, "nonblocking")) return cmd_nonblocking();
+  fprintf(stderr, "unknown command %s\n", cmd);
+  return 2;
 }
+
+int main(int argc, char **argv) { return tp_main(argc, argv, "exact", run); }

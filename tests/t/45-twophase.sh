@@ -77,8 +77,9 @@ for w in fp16 int8; do
       -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$P" poison : -np 1 $X "$P" poison
 done
 
-# 7. NCCLSHIM_ALGO and NCCLSHIM_BLOCK_ELEMS change the collectives: ranks that differ fail alike.
-for kv in NCCLSHIM_ALGO=ring NCCLSHIM_BLOCK_ELEMS=128; do
+# 7. NCCLSHIM_ALGO and NCCLSHIM_BLOCK_ELEMS change the collectives, error
+# feedback and rounding every rank's result (46-ef.sh): ranks that differ fail alike.
+for kv in NCCLSHIM_ALGO=ring NCCLSHIM_BLOCK_ELEMS=128 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_ROUNDING=stochastic; do
   name=${kv%%=*}
   NCCLSHIM_COMPRESS=int8 LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" timeout 120 mpirun -np 1 -x "$kv" \
     "$TBIN/shimtest" once 5 : -np 1 "$TBIN/shimtest" once 5 >/dev/null 2>"$TMPD/mm.err"

@@ -3,11 +3,25 @@
 # of a repeated bucket converges to the fp32 sum with error feedback (N*|err|
 # within the documented bound) and keeps its bias without; a changed call
 # sequence drops a bucket's state; stochastic rounding keeps every rank's
-# result identical; settings that differ between ranks fail alike.
+# result identical.
 . "$(dirname "$0")/../lib.sh"
 P="$TBIN/shim_ef"
 export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0 NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0
 unset NCCLSHIM_COMPRESS NCCLSHIM_ERROR_FEEDBACK NCCLSHIM_ROUNDING
+
+# 0. The slots (unit, cmocka) and the CUDA kernels on the driver double (bit
+# for bit against the host path); the element rules are in test_wire (10-cast).
+for t in test_ef; do
+  if [ -x "$TBIN/$t" ]; then CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/$t" | grep -E '^(ok|not ok) ' | sed "s/^\(ok\|not ok\) [0-9]* - /\1 - $t: /"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || not_ok "$t exited non-zero"
+  else not_ok "$t was not built"; fi
+done
+if [ -x "$TBIN/test_ef_cuda" ]; then
+  LD_LIBRARY_PATH="$BUILD/lib/cudadrv" timeout "${TEST_TIMEOUT:-120}" "$TBIN/test_ef_cuda" >"$TMPD/efcuda" 2>&1
+  rc=$?
+  grep -E '^(ok|not ok) ' "$TMPD/efcuda"
+  [ $rc -eq 0 ] || { not_ok "test_ef_cuda exited $rc"; sed 's/^/#   /' "$TMPD/efcuda" | tail -5; }
+else not_ok "test_ef_cuda was not built"; fi
 
 # 1. Convergence of the running mean (N = 64 calls of one bucket, 3 ranks).
 for w in fp16 int8 fp8; do
@@ -19,17 +33,15 @@ check "int8, 3 ranks, no error feedback: the bias stays (N*|mean - sum| > B: the
 check "bf16, 2 ranks, error feedback with stochastic rounding: converges too, identical on every rank" \
   with NCCLSHIM_COMPRESS=bf16 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_ROUNDING=stochastic mpirun_shim 2 "$P" converge 64 ef
 
+# The CUDA path end to end: device buffers on the driver double (residuals in
+# its device memory, tp_encx_* kernels); a violation it records fails the run (exit 86).
+check "int8, 2 ranks, device buffers on the CUDA driver double: error feedback converges, identical on every rank" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 SHIMTEST_DEVICE=1 \
+    LD_LIBRARY_PATH="$BUILD/lib/cudadrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" mpirun_shim 2 "$P" converge 64 ef
+
 # 2. A changed sequence drops the bucket's state; a reduce-scatter carries its residual.
 check "int8, 2 ranks: B's residual carried, dropped when C took its position, reduce-scatter carried" \
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" reset
 
-# 3. Both settings are in the configuration check: ranks that differ fail alike.
-for kv in NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_ROUNDING=stochastic; do
-  name=${kv%%=*}
-  NCCLSHIM_COMPRESS=int8 LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" timeout 120 mpirun -np 1 -x "$kv" \
-    "$TBIN/shimtest" once 5 : -np 1 "$TBIN/shimtest" once 5 >/dev/null 2>"$TMPD/mm.err"
-  rc=$?
-  [ $rc -eq 0 ] && [ "$(grep -c "$name differs between the ranks" "$TMPD/mm.err")" -eq 2 ] \
-    && ok "$name differing between ranks: both fail with ncclInvalidUsage naming it" \
-    || { not_ok "$name mismatch: rc=$rc"; sed 's/^/#   /' "$TMPD/mm.err" | head -5; }
-done
+# 3. Both settings are in the configuration check: ranks that differ fail
+# alike (tests/t/45-twophase.sh, section 7).

@@ -7,6 +7,16 @@
  * trips of values exact in each format; and the block edge cases: all-zero
  * block, Inf/NaN propagation, subnormal blocks, +-FLT_MAX, the invalid header
  * a 0xff-filled (poisoned) buffer carries, and the documented error bounds.
+ * Error feedback and stochastic rounding (nsc_fmt_encode_opt): fast path =
+ * reference with residuals carried over calls; with round to nearest the
+ * residual is exactly what the code lost (y = value + residual in fp32) and
+ * 0 for Inf/NaN; a value halfway between two codes goes up in a fraction of
+ * 65536 trials within 5 binomial standard deviations of 1/2 (fixed seeds:
+ * the counts are reproducible, the bound says they are not tuned); the mean
+ * of 65536 stochastic roundings of a value 5/16 of a step above a code lies
+ * within 5 standard deviations (+ the 2^-24 step bias) of the value; the
+ * random streams differ between keys and repeat for one key; no neighbour
+ * beyond a format's range is ever taken.
  *
  * Runs as cmocka with TAP output. Must not: rely on timings. */
 #include <setjmp.h>
@@ -213,6 +223,174 @@ static void test_bounds(void **state) {
   }
 }
 
+/* ---- error feedback and stochastic rounding ---- */
+
+static void test_opt_fast_equals_reference(void **state) {
+  (void)state;
+  static const size_t lens[] = {1, 17, 256, 1000, 5000};
+  enum { MAXN = 5000 };
+  static float x[MAXN], ra[MAXN], rb[MAXN];
+  static uint8_t ea[3 * MAXN], eb[3 * MAXN];
+  for (int fi = 0; fi < 4; fi++)
+    for (size_t li = 0; li < 5; li++)
+      for (int mode = 0; mode < 3; mode++) {
+        nsc_fmt_t f = fmts[fi];
+        size_t n = lens[li], blk = li % 2 ? 16 : 256, nb = nsc_fmt_bytes(f, n, blk);
+        float scale = li == 3 ? 3.0f : 1.0f;
+        for (int call = 0; call < 3; call++) {
+          fill_random(x, n, li % 2);
+          nsc_enc_opt a = {mode != 1 ? ra : NULL, call == 0, mode != 0, nsc_sr_key(1, (uint64_t)call, 2, 3)};
+          nsc_enc_opt b = a;
+          b.resid = mode != 1 ? rb : NULL;
+          nsc_fmt_encode_opt_ref(f, blk, x, ea, n, scale, &a);
+          nsc_fmt_encode_opt(f, blk, x, eb, n, scale, &b, NULL);
+          if (memcmp(ea, eb, nb)) fail_msg("%s n %zu mode %d call %d: encoded bytes differ", nsc_fmt_name(f), n, mode, call);
+          if (mode != 1) same_bits(ra, rb, n, "residuals");
+        }
+      }
+  /* neither option: the plain encode, bit for bit */
+  fill_random(x, 1000, 1);
+  nsc_enc_opt none = {NULL, 0, 0, 0};
+  for (int fi = 0; fi < 4; fi++) {
+    nsc_fmt_encode_opt(fmts[fi], 256, x, ea, 1000, 1.0f, &none, NULL);
+    nsc_fmt_encode(fmts[fi], 256, x, eb, 1000, 1.0f, NULL);
+    assert_memory_equal(ea, eb, nsc_fmt_bytes(fmts[fi], 1000, 256));
+  }
+}
+
+/* Round to nearest: what was encoded (x + r_prev) = decoded value + new
+ * residual, exactly, over several calls; Inf/NaN leave residual 0. */
+static void test_ef_residual_exact(void **state) {
+  (void)state;
+  enum { N = 4096 };
+  static float x[N], r[N], y[N], v[N];
+  static uint8_t e[3 * N];
+  for (int fi = 0; fi < 4; fi++) {
+    nsc_fmt_t f = fmts[fi];
+    for (int call = 0; call < 4; call++) {
+      fill_random(x, N, 1);
+      for (size_t i = 0; i < N; i++) y[i] = call == 0 ? x[i] : nsc_ef_in(x[i], r[i]);
+      nsc_enc_opt o = {r, call == 0, 0, 0};
+      nsc_fmt_encode_opt(f, 256, x, e, N, 1.0f, &o, NULL);
+      nsc_fmt_decode_ref(f, 256, e, v, N, 1.0f);
+      for (size_t i = 0; i < N; i++) {
+        if (!isfinite(y[i]) || !isfinite(v[i])) {
+          if (r[i] != 0.0f) fail_msg("%s: y %a decoded %a: residual %a, want 0", nsc_fmt_name(f), y[i], v[i], r[i]);
+          continue;
+        }
+        if ((double)v[i] + (double)r[i] != (double)y[i])
+          fail_msg("%s call %d: y %a != value %a + residual %a", nsc_fmt_name(f), call, y[i], v[i], r[i]);
+      }
+    }
+  }
+}
+
+/* n copies of y in blocks of 256 (amax y), stochastic; decoded values. */
+static void sr_copies(nsc_fmt_t f, float y, size_t n, float *out, uint64_t seed) {
+  float *x = malloc(n * 4);
+  uint8_t *e = malloc(3 * n);
+  for (size_t i = 0; i < n; i++) x[i] = y;
+  nsc_enc_opt o = {NULL, 0, 1, nsc_sr_key(seed, 7, 0, 1)};
+  nsc_fmt_encode_opt(f, 256, x, e, n, 1.0f, &o, NULL);
+  nsc_fmt_decode(f, 256, e, out, n, 1.0f);
+  free(x);
+  free(e);
+}
+
+/* lo < y < hi, the two codes around y; halfway for each format (int8 and
+ * fp8 with a block amax that makes the scale 1). */
+static const struct { nsc_fmt_t f; float lo, hi; } grid[] = {
+    {NSC_FMT_FP16, 1.0f, 1.0f + 0x1p-10f}, {NSC_FMT_BF16, 1.0f, 1.0f + 0x1p-7f},
+    {NSC_FMT_INT8, 64.0f, 65.0f},          {NSC_FMT_FP8, 128.0f, 144.0f},
+};
+
+static void test_sr_halfway_binomial(void **state) {
+  (void)state;
+  enum { M = 65536 };
+  static float out[M];
+  for (int g = 0; g < 4; g++)
+    for (uint64_t seed = 0; seed < 3; seed++) {
+      float lo = grid[g].lo, hi = grid[g].hi, y = lo + (hi - lo) / 2;
+      sr_copies(grid[g].f, y, M, out, seed);
+      long up = 0;
+      for (size_t i = 0; i < M; i++) {
+        if (out[i] != lo && out[i] != hi) fail_msg("%s: %a rounded to %a, not a neighbour", nsc_fmt_name(grid[g].f), y, out[i]);
+        up += out[i] == hi;
+      }
+      /* binomial(M, 1/2): sd = sqrt(M)/2 = 128; 5 sd */
+      if (labs(up - M / 2) > 640) fail_msg("%s seed %llu: %ld of %d halfway values up (want %d +- 640)",
+                                           nsc_fmt_name(grid[g].f), (unsigned long long)seed, up, M, M / 2);
+    }
+}
+
+static void test_sr_mean_unbiased(void **state) {
+  (void)state;
+  enum { M = 65536 };
+  static float out[M];
+  for (int g = 0; g < 4; g++) {
+    float lo = grid[g].lo, hi = grid[g].hi, step = hi - lo, y = lo + step * 0.3125f;
+    sr_copies(grid[g].f, y, M, out, 11);
+    double mean = 0;
+    for (size_t i = 0; i < M; i++) mean += out[i];
+    mean /= M;
+    /* sd of the mean: step * sqrt(p (1 - p) / M); plus the 2^-24 bias of the 24 random bits */
+    double bound = 5 * step * sqrt(0.3125 * 0.6875 / M) + step * ldexp(1, -24);
+    if (fabs(mean - y) > bound) fail_msg("%s: mean of %d roundings of %a is %.9g, off by %g > %g",
+                                         nsc_fmt_name(grid[g].f), M, y, mean, fabs(mean - y), bound);
+    /* nearest rounding of the same value: biased by 5/16 of a step every time */
+    float x[256], v[256];
+    uint8_t e[768];
+    for (int i = 0; i < 256; i++) x[i] = y;
+    nsc_fmt_encode(grid[g].f, 256, x, e, 256, 1.0f, NULL);
+    nsc_fmt_decode(grid[g].f, 256, e, v, 256, 1.0f);
+    assert_true(v[0] == lo);
+  }
+}
+
+static void test_sr_streams_and_ranges(void **state) {
+  (void)state;
+  /* one key repeats, another differs */
+  int same = 0, diff = 0;
+  for (uint64_t i = 0; i < 1000; i++) {
+    same += nsc_sr_bits(nsc_sr_key(1, 2, 3, 4), i) == nsc_sr_bits(nsc_sr_key(1, 2, 3, 4), i);
+    diff += nsc_sr_bits(nsc_sr_key(1, 2, 3, 4), i) != nsc_sr_bits(nsc_sr_key(1, 2, 4, 4), i);
+  }
+  assert_int_equal(same, 1000);
+  assert_true(diff > 990);
+  for (uint32_t u = 0; u < (1u << 24); u += 4099) {
+    /* fp16 between 65504 and its overflow threshold: never Inf */
+    assert_int_equal(nsc_w16_code_x(0, 65519.0f, 1, u), 0x7bff);
+    /* bf16 beyond its largest finite value rounds to nearest, never Inf when nearest is finite */
+    assert_true((nsc_w16_code_x(1, 3.389e38f, 1, u) & 0x7fff) <= 0x7f7f);
+    /* int8: t = 126.5 in a block with Inf/NaN (limit 126), 127.4 in one without (limit 127) */
+    assert_int_equal(nsc_int8_code_x(126.5f, 0, 1, 1, u), 126);
+    assert_int_equal(nsc_int8_code_x(127.4f, 0, 0, 1, u), 127);
+    assert_int_equal(nsc_int8_code_x(-127.4f, 0, 0, 1, u), -127);
+    /* fp8: 250 * 2^k rounds to 256 or 240, never beyond the block's limit */
+    uint8_t c = nsc_fp8_code_x(250.0f, 0, 1, u);
+    assert_true(c == 0x78 || c == 0x77);
+    /* Inf and NaN untouched */
+    assert_int_equal(nsc_w16_code_x(0, INFINITY, 1, u), 0x7c00);
+    assert_int_equal(nsc_int8_code_x(NAN, 0, 1, 1, u), -128);
+    assert_int_equal(nsc_fp8_code_x(-INFINITY, 0, 1, u), 0xfe);
+    /* exact values stay */
+    assert_int_equal(nsc_w16_code_x(0, 1.5f, 1, u), 0x3e00);
+    assert_int_equal(nsc_int8_code_x(-3.0f, 0, 0, 1, u), -3);
+  }
+  /* a tiny value near 0 goes to the smallest code with its sign, or to 0 */
+  int pos = 0, neg = 0;
+  for (uint32_t u = 0; u < (1u << 24); u += 65537) {
+    uint16_t h = nsc_w16_code_x(0, 0x1p-26f, 1, u), g = nsc_w16_code_x(0, -0x1p-26f, 1, u);
+    assert_true(h == 0x0000 || h == 0x0001);
+    assert_true(g == 0x8000 || g == 0x8001);
+    pos += h == 1;
+    neg += g == 0x8001;
+  }
+  /* P = 2^-26 / 2^-24 = 1/4 of 256 trials: 64 +- 5 sd (sd = sqrt(256 * 3/16) = 6.9) */
+  assert_true(pos > 64 - 35 && pos < 64 + 35);
+  assert_true(neg > 64 - 35 && neg < 64 + 35);
+}
+
 static void test_sizes(void **state) {
   (void)state;
   assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP16, 1000, 256), 2000);
@@ -229,6 +407,11 @@ int main(void) {
       cmocka_unit_test(test_block_edges),
       cmocka_unit_test(test_bounds),
       cmocka_unit_test(test_fast_equals_reference),
+      cmocka_unit_test(test_opt_fast_equals_reference),
+      cmocka_unit_test(test_ef_residual_exact),
+      cmocka_unit_test(test_sr_halfway_binomial),
+      cmocka_unit_test(test_sr_mean_unbiased),
+      cmocka_unit_test(test_sr_streams_and_ranges),
   };
   return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }

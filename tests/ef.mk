@@ -1,0 +1,19 @@
+# tests/ef.mk — $(B)/tests/test_ef_cuda: the error-feedback / stochastic
+# encode kernels (tp_encx_*) through the shim's CUDA backend on the CUDA
+# driver test double, bit for bit against the host reference; run by
+# tests/t/46-ef.sh.
+TEST_EF_CUDA := $(B)/tests/test_ef_cuda
+$(B)/obj/tests/unit/test_ef_cuda.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress -Itests/cudadrv -I$(CUDA_INC)
+$(TEST_EF_CUDA): $(B)/obj/tests/unit/test_ef_cuda.o $(B)/obj/shim/backend/backend_cuda.o \
+                 $(B)/obj/shim/backend/backend_host.o $(COMPRESS_OBJS) $(CUDADRV_LIB)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $(filter %.o,$^) -L$(CUDADRV_DIR) -l:libcuda.so.1 -Wl,-rpath,$(abspath $(CUDADRV_DIR)) \
+	  $(LDFLAGS_BASE) -lpthread -ldl -lm
+TEST_BINS += $(TEST_EF_CUDA)
+
+# The error-feedback slots (shim/algo/ef.h), cmocka, with a stand-in backend.
+$(B)/obj/tests/unit/test_ef.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress
+$(B)/tests/test_ef: $(B)/obj/tests/unit/test_ef.o $(B)/obj/shim/algo/ef.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka
+TEST_BINS += $(B)/tests/test_ef
