@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_median.h"
 #include "cast.h"
 #include "cast_impl.h"
 
@@ -27,20 +28,8 @@
 #define GOAL_FROM 1.4
 #define MAX_REPS 101
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double now(void) { return bench_seconds(CLOCK_MONOTONIC); }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* memcpy split over t threads the way the casts split (threads per call). */
 typedef struct {
@@ -157,7 +146,7 @@ int main(int argc, char **argv) {
             tm[i] = now() - t0;
             tc[i] = time_cast(&b, to, w);
           }
-          double mc = median(tc, reps), mm = median(tm, reps), ratio = mm / mc;
+          double mc = bench_median(tc, reps), mm = bench_median(tm, reps), ratio = mm / mc;
           printf("  %-9s %-5s %-7s %3d %9.2f %12.2f %7.2f\n", to ? "to_wire" : "from_wire",
                  wi ? "bf16" : "fp16", im->name, t, (double)bytes / mc * 1e-9,
                  (double)bytes / mm * 1e-9, ratio);

@@ -38,22 +38,31 @@ static void lut_init(void) {
   for (int i = 0; i < 256; i++) e4m3_lut[i] = nsc_e4m3_value((uint8_t)i);
 }
 
+/* Two max reductions in signed 32-bit integers (|x|'s bits are below 2^31):
+ * of select(finite, |x|, 0) and of |x| (>= Inf: special). In this form the
+ * compiler emits vector compares and maxima; "fin && a > m ? a : m" on
+ * unsigned values compiled to a scalar loop with a data-dependent branch,
+ * which took most of an int8 encode's time (bench/wire_perf). */
 CLONES static uint32_t finite_amax(const float *x, size_t n, int *special) {
-  uint32_t m = 0, sp = 0;
+  int32_t m = 0, all = 0;
   for (size_t i = 0; i < n; i++) {
-    uint32_t a = NSC_F2U(x[i]) & 0x7fffffffu;
-    uint32_t fin = a < NSC_F32_INF;
-    m = fin && a > m ? a : m;
-    sp |= !fin;
+    int32_t a = (int32_t)(NSC_F2U(x[i]) & 0x7fffffffu);
+    int32_t v = a < (int32_t)NSC_F32_INF ? a : 0;
+    m = m > v ? m : v;
+    all = all > a ? all : a;
   }
-  *special = sp != 0;
-  return m;
+  *special = all >= (int32_t)NSC_F32_INF;
+  return (uint32_t)m;
 }
 
+/* Clamped before rounding (the same codes: +-127 are integers and rint is
+ * monotonic), so the clamp stays in float min/max instead of integer masks. */
 CLONES static void int8_codes(const float *x, int8_t *c, size_t n, float p1, float p2) {
   for (size_t i = 0; i < n; i++) {
-    float v = rintf(x[i] * p1 * p2);
-    c[i] = (int8_t)(int)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+    float v = x[i] * p1 * p2;
+    v = v > 127.0f ? 127.0f : v;
+    v = v < -127.0f ? -127.0f : v;
+    c[i] = (int8_t)(int)rintf(v);
   }
 }
 

@@ -82,9 +82,12 @@ ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_
 enum { NSC_ENTER_OK = 0, NSC_ENTER_FORWARD = 1, NSC_ENTER_RETURN = 2 };
 int nsc_coll_enter(ncclComm_t comm, struct nsc_comm **c, ncclResult_t *r);
 
-/* Start a call's record (action, logical and wire sizes) and count it. */
-void nsc_rec_init(nsc_rec *r, struct nsc_comm *c, int action, size_t count, ncclDataType_t dt,
-                  ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s);
+/* Start a call's record (action, logical and wire sizes) and count it;
+ * nsc_rec_init for an all-reduce by NCCL's own collective, nsc_rec_init_kind
+ * for another call kind (NSC_KIND_* bits, log.h). */
+void nsc_rec_init_kind(nsc_rec *r, int kind, struct nsc_comm *c, int action, size_t count, ncclDataType_t dt,
+                       ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s);
+#define nsc_rec_init(r, ...) nsc_rec_init_kind((r), NSC_KIND_ALLREDUCE, __VA_ARGS__)
 void nsc_count_call(int action, uint64_t logical, uint64_t wire, int real_calls);
 /* Staging of `bytes` on stream s of c: ncclSuccess, ncclInvalidUsage (beyond
  * NCCLSHIM_MAX_STAGING_BYTES: the same on every rank) or ncclSystemError

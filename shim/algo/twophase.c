@@ -149,7 +149,7 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   if (res != ncclSuccess) return poisoned(c, be, &p, recv, 4 * count, rs, s);
 
   nsc_rec rec;
-  nsc_rec_init(&rec, c, NSC_ACT_COMPRESS, p.count, ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, s);
+  nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE | (rs ? NSC_KIND_REDUCESCATTER : 0), c, NSC_ACT_COMPRESS, p.count, ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, s);
   rec.wire_bytes = enc_bytes;
   nsc_count_call(NSC_ACT_COMPRESS, p.count * 4, enc_bytes, 0);
   NSC_COUNT(twophase, 1);

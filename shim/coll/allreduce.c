@@ -23,9 +23,10 @@
 #include "shim.h"
 #include "tp_plan.h"
 
-void nsc_rec_init(nsc_rec *r, nsc_comm *c, int action, size_t count, ncclDataType_t dt,
-                  ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s) {
+void nsc_rec_init_kind(nsc_rec *r, int kind, nsc_comm *c, int action, size_t count, ncclDataType_t dt,
+                       ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s) {
   memset(r, 0, sizeof *r);
+  r->kind = kind;
   r->seq = c->seq;
   r->action = action;
   r->count = count;

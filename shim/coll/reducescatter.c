@@ -2,7 +2,8 @@
  * least NCCLSHIM_MIN_BYTES (the whole send buffer) with compression on is the
  * first phase of the two-phase algorithm (algo/twophase.c): each rank's shard
  * comes out of the fp32 sum of the n decoded contributions. Everything else
- * is forwarded untouched with the caller's arguments.
+ * is forwarded untouched with the caller's arguments (and logged as a
+ * pass-through record, "coll":"reducescatter").
  *
  * Not transformed: calls inside a group (the sum needs the exchange's data
  * before the call returns), calls on a stream being captured, and shards too
@@ -23,11 +24,23 @@
 #include "shim.h"
 #include "tp_plan.h"
 
-static ncclResult_t forward(const void *send, void *recv, size_t rc, ncclDataType_t dt, ncclRedOp_t op,
-                            ncclComm_t comm, cudaStream_t s, int nranks) {
-  size_t bytes = rc * (size_t)(nranks > 0 ? nranks : 1) * nsc_dtype_size(dt);
+/* Forwarded untouched; logged as a pass-through record of the whole buffer
+ * (rc per rank, nranks ranks), as the two-phase record counts it. */
+static ncclResult_t forward(nsc_comm *c, const void *send, void *recv, size_t rc, ncclDataType_t dt,
+                            ncclRedOp_t op, cudaStream_t s) {
+  size_t count = rc * (size_t)(c->nranks > 0 ? c->nranks : 1), bytes = count * nsc_dtype_size(dt);
+  if (!nsc_log_on()) {
+    nsc_count_call(NSC_ACT_PASS, bytes, bytes, 1);
+    return nsc_real.ReduceScatter(send, recv, rc, dt, op, c->comm, s);
+  }
+  nsc_rec rec;
+  nsc_rec_init_kind(&rec, NSC_KIND_REDUCESCATTER, c, NSC_ACT_PASS, count, dt, dt, op, nsc_backend_for(recv), s);
+  ncclResult_t r = nsc_real.ReduceScatter(send, recv, rc, dt, op, c->comm, s);
   nsc_count_call(NSC_ACT_PASS, bytes, bytes, 1);
-  return nsc_real.ReduceScatter(send, recv, rc, dt, op, comm, s);
+  nsc_log_mark(&rec, NSC_MARK_END);
+  rec.result = r;
+  nsc_log_commit(&c->log, &rec);
+  return r;
 }
 
 ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDataType_t dt, ncclRedOp_t op,
@@ -54,7 +67,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
       c->seq++;
       r = nsc_twophase_defer(c, be, send, recv, rc, op, (nsc_stream)stream, 1);
     } else {
-      r = forward(send, recv, rc, dt, op, comm, stream, c->nranks);
+      r = forward(c, send, recv, rc, dt, op, stream);
     }
     goto out;
   }
@@ -64,7 +77,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
      * capture is alike on every rank. */
     if (c->checked == 0 && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
     if (call.capturing) {
-      r = forward(send, recv, rc, dt, op, comm, stream, c->nranks);
+      r = forward(c, send, recv, rc, dt, op, stream);
       goto out;
     }
     r = nsc_check_comm(c, be, (nsc_stream)stream);
@@ -79,7 +92,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
     r = nsc_twophase(c, be, send, recv, rc, op, stream, 1);
     goto out;
   }
-  r = forward(send, recv, rc, dt, op, comm, stream, c->nranks);
+  r = forward(c, send, recv, rc, dt, op, stream);
 out:
   nsc_comm_put(c);
   return r;

@@ -26,10 +26,14 @@ enum { NSC_T_CAST_IN = 0, NSC_T_COLL = 1, NSC_T_CAST_OUT = 2, NSC_NTIMES = 3 };
 enum { NSC_UNTIMED_GROUP = 1, NSC_UNTIMED_CAPTURE = 2 };
 /* A record's timing state. */
 enum { NSC_REC_PENDING = 0, NSC_REC_DONE = 1, NSC_REC_UNKNOWN = 2 };
+/* A record's call kind (bits): the collective, and whether the shim ran it as
+ * the two-phase algorithm over send/recv instead of NCCL's own collective. */
+enum { NSC_KIND_ALLREDUCE = 0, NSC_KIND_TWOPHASE = 1, NSC_KIND_REDUCESCATTER = 2 };
 
 typedef struct nsc_rec {
   uint64_t seq;            /* the shim's call counter of the communicator ("call" in JSON) */
   int action;              /* nsc_action */
+  int kind;                /* NSC_KIND_* bits */
   int dtype, wire_dtype, op;
   int nmembers;            /* fused: members in this collective */
   int untimed;             /* NSC_UNTIMED_*: counted, not timed */
@@ -93,6 +97,12 @@ typedef struct nsc_comm_log {
   int diag_acc;                   /* ... one was seen: later calls are fed too (atomic) */
   pthread_mutex_t lock;
 } nsc_comm_log;
+
+/* "allreduce", "reducescatter"; algo: "nccl" or "twophase". */
+static inline const char *nsc_log_coll(const nsc_rec *r) {
+  return r->kind & NSC_KIND_REDUCESCATTER ? "reducescatter" : "allreduce";
+}
+static inline const char *nsc_log_algo(const nsc_rec *r) { return r->kind & NSC_KIND_TWOPHASE ? "twophase" : "nccl"; }
 
 void nsc_log_init(const nsc_config *cfg);
 /* In a forked child: forget everything, write nothing. */

@@ -482,10 +482,10 @@ static void json_call(FILE *f, const nsc_log_who *l, const nsc_rec *r) {
   fprintf(f,
           ",\"seq\":%" PRIu64 ",\"call\":%" PRIu64 ",\"op\":\"%s\",\"dtype\":\"%s\",\"wire_dtype\":\"%s\",\"count\":%zu"
           ",\"logical_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64 ",\"action\":\"%s\",\"members\":%d"
-          ",\"stream\":\"%#" PRIxPTR "\",\"wall_start_us\":",
+          ",\"coll\":\"%s\",\"algo\":\"%s\",\"stream\":\"%#" PRIxPTR "\",\"wall_start_us\":",
           r->lseq, r->seq, nsc_op_name((ncclRedOp_t)r->op), nsc_dtype_name((ncclDataType_t)r->dtype),
           nsc_dtype_name((ncclDataType_t)r->wire_dtype), r->count, r->logical_bytes, r->wire_bytes,
-          action_label(r->action), r->nmembers, (uintptr_t)r->stream);
+          action_label(r->action), r->nmembers, nsc_log_coll(r), nsc_log_algo(r), (uintptr_t)r->stream);
   nsc_log_put_us(f, r->wall_ns);
   if (skip) {
     fputs(",\"coll_us\":null", f);

@@ -46,9 +46,11 @@ static void event(FILE *f, const char *name, const char *ph, int tid, uint64_t t
 static void args(FILE *f, const nsc_log_who *l, const nsc_rec *r, int with_bw) {
   fprintf(f,
           ",\"args\":{\"seq\":%" PRIu64 ",\"action\":\"%s\",\"count\":%zu,\"dtype\":\"%s\",\"wire_dtype\":\"%s\""
-          ",\"logical_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64 ",\"members\":%d,\"result\":%d",
+          ",\"logical_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64 ",\"members\":%d,\"result\":%d"
+          ",\"coll\":\"%s\",\"algo\":\"%s\"",
           r->lseq, nsc_action_name((nsc_action)r->action), r->count, nsc_dtype_name((ncclDataType_t)r->dtype),
-          nsc_dtype_name((ncclDataType_t)r->wire_dtype), r->logical_bytes, r->wire_bytes, r->nmembers, (int)r->result);
+          nsc_dtype_name((ncclDataType_t)r->wire_dtype), r->logical_bytes, r->wire_bytes, r->nmembers, (int)r->result,
+          nsc_log_coll(r), nsc_log_algo(r));
   if (with_bw) {
     double alg = nsc_log_algbw(r->logical_bytes, r->ns[NSC_T_COLL]);
     fprintf(f, ",\"algbw_GBps\":%.6g,\"busbw_GBps\":%.6g", alg, nsc_log_busbw(alg, l->nranks));
@@ -99,9 +101,11 @@ void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstat
     nsc_log_track *t = track_of(f, meta, l, w, r->stream);
     if (!t) break;
     const char *act = nsc_action_name((nsc_action)r->action);
+    const char *tp = r->kind & NSC_KIND_TWOPHASE ? " twophase" : "";
     int timed = r->state == NSC_REC_DONE && (r->have & (1u << NSC_T_COLL));
     if (r->action == NSC_ACT_SKIP || !timed) {
-      snprintf(name, sizeof name, "allreduce %s%s", act, r->action == NSC_ACT_SKIP || timed ? "" : " (untimed)");
+      snprintf(name, sizeof name, "%s%s %s%s", nsc_log_coll(r), tp, act,
+               r->action == NSC_ACT_SKIP || timed ? "" : " (untimed)");
       event(f, name, "i", t->tid, r->wall_ns);
       fputs(",\"s\":\"t\"", f);
       args(f, l, r, 0);
@@ -112,7 +116,7 @@ void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstat
       slice(f, "cast-in", t->tid, &ts, r->ns[NSC_T_CAST_IN]);
       args(f, l, r, 0);
     }
-    snprintf(name, sizeof name, "allreduce %s", act);
+    snprintf(name, sizeof name, "%s%s %s", nsc_log_coll(r), tp, act);
     slice(f, name, t->tid, &ts, r->ns[NSC_T_COLL]);
     args(f, l, r, 1);
     if (r->have & (1u << NSC_T_CAST_OUT)) {

@@ -92,3 +92,32 @@ done
 # 8. A nonblocking communicator: exact once ncclCommGetAsyncError reports success.
 check "nonblocking communicator, int8 two-phase all-reduce and reduce-scatter, 3 ranks: exact after the poll" \
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase mpirun_shim 3 "$P" nonblocking
+
+# 9. The call log names each record's collective and algorithm: two-phase
+# records say "algo":"twophase" and their wire format, pass-through
+# reduce-scatters are logged too. rs at 4 ranks: 16 reduce-scatters (Sum/Avg,
+# in/out of place, 4 sizes), those of 1 and 100 elements per rank below
+# MIN_BYTES; nonblocking at 3 ranks: 2 two-phase all-reduces, 1 reduce-scatter.
+# count FILE WANT WIRE ACTION COLL ALGO: WANT records of that kind in FILE.
+count() {
+  local n; n=$(grep -c "\"wire_dtype\":\"$3\".*\"action\":\"$4\",\"members\":1,\"coll\":\"$5\",\"algo\":\"$6\"" "$1")
+  [ "$n" = "$2" ] && ok "log $(basename "$1"): $2 $5 $6 $4 ($3) records" \
+    || not_ok "log $(basename "$1"): $n $5 $6 $4 ($3) records, want $2"
+}
+mkdir -p "$TMPD/tplog"
+for s in rs:4 nonblocking:3; do
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/tplog/${s%:*}.%r.jsonl" \
+    mpirun_shim "${s#*:}" "$P" "${s%:*}" >/dev/null 2>&1 || not_ok "$s with NCCLSHIM_LOG=calls exited $?"
+done
+for r in 0 3; do
+  f="$TMPD/tplog/rs.$r.jsonl"
+  count "$f" 8 int8 compressed reducescatter twophase
+  count "$f" 8 float passthrough reducescatter nccl
+  count "$f" 1 float passthrough allreduce nccl
+  check_grep "log rs.$r: the summary counts 9 pass-through and 8 compressed calls" \
+    '"kind":"summary".*"actions":{"passthrough":{"calls":9,.*"compressed":{"calls":8,' "$f"
+done
+f="$TMPD/tplog/nonblocking.2.jsonl"
+count "$f" 2 int8 compressed allreduce twophase
+count "$f" 1 int8 compressed reducescatter twophase
+check "log nonblocking.2: 3 call records in all" test "$(grep -c '"kind":"call"' "$f")" = 3

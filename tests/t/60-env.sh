@@ -137,6 +137,11 @@ for o in "--reps 0" "--iters 0"; do
   else not_ok "ncclshim-tune --quick $o: exit $rc: $(tail -n 2 "$TMPD/zero.out")"; fi
 done
 
+for o in "--algo bogus" "--compress fp16" "--compress off,int4"; do
+  check_fails "ncclshim-tune $o: refused" "$TUNE" --quick $o -o "$TMPD/bad.env"
+done
+check "... and writes no file" test ! -e "$TMPD/bad.env"
+
 # ---- ncclshim-tune ------------------------------------------------------------------
 
 timeout 120 "$TUNE" --quick -o "$TMPD/tuned.env" >"$TMPD/tune.out" 2>&1
@@ -146,11 +151,18 @@ sed -n '/^phase /,/^wrote /p' "$TMPD/tune.out" | sed 's/^/#   /'   # the table, 
 check_grep "tuned file's table has the uncompressed baseline" '^# compress +compress=off ' "$TMPD/tuned.env"
 check_grep "tuned file's table has fp16" '^# compress +compress=fp16 ' "$TMPD/tuned.env"
 check_grep "tuned file's table has bf16" '^# compress +compress=bf16 ' "$TMPD/tuned.env"
-for v in NCCLSHIM_COMPRESS NCCLSHIM_MIN_BYTES NCCLSHIM_FUSE_BYTES NCCLSHIM_CHUNK_BYTES; do
+for al in auto ring twophase; do
+  check_grep "tuned file's table has fp16 with NCCLSHIM_ALGO=$al" "^# compress +compress=fp16 algo=$al min_bytes=0 " "$TMPD/tuned.env"
+done
+for k in int8 fp8; do  # always two-phase: measured once, their wire column checked (else FAILED)
+  check_grep "tuned file's table has $k, measured (not failed)" "^# compress +compress=$k algo=auto min_bytes=0 .*[0-9]e-[0-9]+  (ok|chosen|over the bound)" "$TMPD/tuned.env"
+done
+check "tuned file's table has no failed row" test "$(grep -c 'FAILED' "$TMPD/tuned.env")" -eq 0
+for v in NCCLSHIM_COMPRESS NCCLSHIM_ALGO NCCLSHIM_MIN_BYTES NCCLSHIM_FUSE_BYTES NCCLSHIM_CHUNK_BYTES; do
   check_grep "tuned file sets $v (user value wins)" "^: \"\\\$\\{$v:=[^}]+\\}\"; export $v\$" "$TMPD/tuned.env"
 done
 check "tuned file assigns nothing else (never NCCLSHIM_ACCUM_STEPS)" \
-  test "$(grep -vc '^#' "$TMPD/tuned.env")" -eq 4
+  test "$(grep -vc '^#' "$TMPD/tuned.env")" -eq 5
 preset_names "$TMPD/tuned.env" | comm -23 - "$TMPD/known" >"$TMPD/tuned.unknown"
 check "tuned file sets only names from shim/misc/config.def" test ! -s "$TMPD/tuned.unknown"
 ( . "$TMPD/tuned.env"; mpirun_shim 2 "$BIN/allreduce_perf" -b 64K -e 1M -f 4 -n 2 -w 1 -R 1 ) >"$TMPD/tuned.run" 2>&1
@@ -194,7 +206,7 @@ import sys, types
 from importlib.machinery import SourceFileLoader
 t = SourceFileLoader("tune", sys.argv[1]).load_module()
 K, M = 1024, 1 << 20
-bf16_factor, bf16_err = float(sys.argv[3]), float(sys.argv[4])
+bf16_factor, bf16_err, tp_factor = float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 
 def model(st, s, agg):
     c = st["NCCLSHIM_COMPRESS"]
@@ -204,7 +216,11 @@ def model(st, s, agg):
         return {0: 30000.0, 32 * M: 31000.0, 16 * M: 29000.0}[st["NCCLSHIM_CHUNK_BYTES"]], 9e-4, c
     if c == "off":
         return 50 + s / 100, 6e-8, "-"
+    if c == "int8":  # twice as fast as fp16, beyond the bound
+        return 100 + s / 400, 6e-2, "int8-2p"
     f, e = (1.0, 9e-4) if c == "fp16" else (bf16_factor, bf16_err)
+    if st["NCCLSHIM_ALGO"] == "twophase":
+        return tp_factor * f * (200 + s / 200), e / 2, c + "-2p"
     return f * (200 + s / 200), e, c
 
 class FakeBench:
@@ -213,7 +229,8 @@ class FakeBench:
     def context(self): return []
     def kept_settings(self): return []
 
-a = types.SimpleNamespace(max_rel_error=1e-2, margin=0.03, reps=2, quick=False, compress=["off", "fp16", "bf16"],
+a = types.SimpleNamespace(max_rel_error=float(sys.argv[6]), margin=0.03, reps=2, quick=False, compress=["off", "fp16", "bf16", "int8"],
+                          algo=["auto", "ring", "twophase"],
                           group=8, output=sys.argv[2], launcher="model", bench="allreduce_perf", iters=5)
 sizes = [16 * K, 64 * K, 256 * K, M, 4 * M, 16 * M, 64 * M]
 w = {s: 1 for s in sizes}
@@ -221,15 +238,26 @@ chosen, table, pick, off, notes = t.tune(a, FakeBench(), sizes, w, {16 * K: 1, 6
 t.write_env(a.output, t.report(a, FakeBench(), chosen, table, sizes, w, ["model"], pick, off, notes), chosen)
 print(t.describe(chosen))
 EOF2
-model_case() { # desc bf16_factor bf16_err expected
+model_case() { # desc bf16_factor bf16_err expected [twophase_factor [bound]]
   local out
-  out=$(PYTHONDONTWRITEBYTECODE=1 python3 "$TMPD/model.py" "$TUNE" "$TMPD/model.env" "$2" "$3" 2>"$TMPD/model.err")
+  out=$(PYTHONDONTWRITEBYTECODE=1 python3 "$TMPD/model.py" "$TUNE" "$TMPD/model.env" "$2" "$3" "${5:-1.0}" "${6:-1e-2}" 2>"$TMPD/model.err")
   if [ "$out" = "$4" ]; then ok "model: $1 -> $4"; else not_ok "model: $1: got '$out', want '$4'"; sed 's/^/#   /' "$TMPD/model.err" | tail -n 5; fi
 }
 model_case "bf16 beyond the bound; fp16 wins from 64K; fusion 1M and chunk 16M beat the defaults" 1.0 2e-2 \
-  "compress=fp16 min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
-check_grep "model: the bf16 row is marked beyond the bound" '^# compress +compress=bf16 min_bytes=0 .* over the bound$' "$TMPD/model.env"
+  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
+check_grep "model: the bf16 row is marked beyond the bound" '^# compress +compress=bf16 algo=auto min_bytes=0 .* over the bound$' "$TMPD/model.env"
 model_case "bf16 within the bound but only 2% faster: a tie, fp16 kept" 0.98 7e-3 \
-  "compress=fp16 min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
+  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
 model_case "bf16 within the bound and 20% faster: bf16, from 64K" 0.8 7e-3 \
-  "compress=bf16 min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
+  "compress=bf16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
+# NCCLSHIM_ALGO with the formats: fp16/bf16 once per algorithm, int8 once
+# (always two-phase; the model's int8 is twice as fast as fp16, error 6e-2).
+model_case "two-phase 20% faster than the ring: fp16 two-phase (listed before bf16's)" 1.0 2e-2 \
+  "compress=fp16 algo=twophase min_bytes=64K fuse_bytes=1M chunk_bytes=16M" 0.8
+check "model: 8 rows in the compress phase (off, fp16 x3, bf16 x3, int8 once)" \
+  test "$(grep -c '^# compress ' "$TMPD/model.env")" -eq 8
+check_grep "model: the int8 row is marked beyond the bound" '^# compress +compress=int8 algo=auto min_bytes=0 .* over the bound$' "$TMPD/model.env"
+model_case "two-phase 2% faster: a tie, ALGO=auto kept" 1.0 2e-2 \
+  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M" 0.98
+model_case "a bound of 0.1: int8 (twice as fast) from the smallest size" 1.0 2e-2 \
+  "compress=int8 algo=auto min_bytes=16K fuse_bytes=1M chunk_bytes=16M" 1.0 0.1
