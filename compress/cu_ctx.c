@@ -206,6 +206,8 @@ CUresult nsc_cuctx_of(CUstream s, nsc_cuctx **out, const char **what) {
   return get_entry(ctx, out, what);
 }
 
+CUresult nsc_cuctx_for(CUcontext ctx, nsc_cuctx **out, const char **what) { return get_entry(ctx, out, what); }
+
 CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what) {
   CUcontext ctx = NULL;
   TRY(nsc_cu_driver()->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
@@ -330,8 +332,31 @@ void nsc_cuev_put(nsc_cuev *e) {
   pthread_mutex_unlock(&c->lock);
 }
 
+/* Abandoned slots whose work completed become free; c->lock held. */
+static void reclaim(nsc_cuctx *c) {
+  if (!c->oob_abandoned) return;
+  const char *what = NULL;
+  int pushed, mode = nsc_cu_relax(); /* a query would invalidate a global-mode capture */
+  if (nsc_cuctx_enter(c, &pushed, &what) == CUDA_SUCCESS) {
+    for (int i = 0; i < NSC_CU_OOB_SLOTS; i++)
+      if ((c->oob_abandoned & (1u << i)) && nsc_cu_driver()->cuEventQuery(c->oob_ev[i]) == CUDA_SUCCESS) {
+        c->oob_abandoned &= ~(1u << i);
+        c->oob_busy &= ~(1u << i);
+      }
+    nsc_cuctx_leave(pushed);
+  }
+  nsc_cu_unrelax(mode);
+}
+
+void nsc_cuctx_oob_abandon(nsc_cuctx *c, int slot) {
+  pthread_mutex_lock(&c->lock);
+  c->oob_abandoned |= 1u << slot;
+  pthread_mutex_unlock(&c->lock);
+}
+
 CUresult nsc_cuctx_oob_get(nsc_cuctx *c, int *slot, const char **what) {
   pthread_mutex_lock(&c->lock);
+  reclaim(c);
   unsigned free_bits = ~c->oob_busy & ((1u << NSC_CU_OOB_SLOTS) - 1);
   *slot = free_bits ? __builtin_ctz(free_bits) : -1;
   if (*slot >= 0) {

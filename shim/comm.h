@@ -66,5 +66,10 @@ nsc_comm *nsc_comm_detach(ncclComm_t comm);
 nsc_comm *nsc_comm_find(ncclComm_t comm);
 /* Call fn on every live entry (holding a reference, not the table lock). */
 void nsc_comm_foreach(void (*fn)(nsc_comm *, void *), void *arg);
+/* After the real ncclCommInit* / ncclCommSplit returned r (passed back
+ * unchanged): when the shim is active and r is ncclSuccess or
+ * ncclInProgress, set up the CUDA context the new communicator(s) will use
+ * (nsc_backend_prepare(devs, ndev)). No lock is held, nothing is issued. */
+ncclResult_t nsc_comm_created(ncclResult_t r, const int *devs, int ndev);
 
 #endif

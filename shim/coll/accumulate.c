@@ -71,7 +71,7 @@ void nsc_accum_issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller) {
 void nsc_accum_release(nsc_comm *c) {
   if (!c->agree.live) return;
   c->agree.live = 0;
-  c->agree.be->release(c->agree.s, c->agree.buf); /* stream-ordered: never waits */
+  c->agree.be->oob_abandon(c->agree.buf, c->agree.s); /* never waits */
 }
 
 int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *recv, int acc, int *agree) {

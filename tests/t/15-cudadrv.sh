@@ -62,16 +62,28 @@ if [ -x "$TBIN/cudadrv_nccl_streams" ]; then
     grep -E '^(ok|not ok) ' "$TMPD/ns-$m.log" | sed 's/^\(ok\|not ok\) - /\1 - host NCCL on the double: /'
     [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams $m exited $rc"; tail -n 15 "$TMPD/ns-$m.log" | sed 's/^/#   /'; }
   done
+  # The same under the shim (every all-reduce compressed): still in stream
+  # order, captures intact, and no synchronising driver call inside any
+  # collective (the context's one-time setup happens in ncclCommInitRank).
+  for m in order capturefirst capturequery; do
+    LD_LIBRARY_PATH="$CUDADRV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NCCLSHIM_MIN_BYTES=0 NCCLSHIM_LOG=off \
+      mpirun_shim 2 "$TBIN/cudadrv_nccl_streams" $m >"$TMPD/nss-$m.log" 2>&1
+    rc=$?
+    grep -E '^(ok|not ok) ' "$TMPD/nss-$m.log" | sed 's/^\(ok\|not ok\) - /\1 - under the shim, on the double ('$m'): /'
+    [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams $m under the shim exited $rc"; grep -E 'cudadrv|FATAL' "$TMPD/nss-$m.log" | tail -n 8 | sed 's/^/#   /'; }
+  done
 else not_ok "cudadrv_nccl_streams is built"; fi
 
 # The shim's suites with device buffers: shimtest with SHIMTEST_DEVICE=1
 # (tests/shim/devmirror.h) under the shim, on the double: the CUDA backend
 # end to end (kernels, staging, fusion, pipelining, accumulation) over the
 # host NCCL in stream order. A violation the double records fails the run
-# (exit 86).
+# (exit 86), and SHIMTEST_SYNC_AUDIT=1 makes one of them any synchronising
+# driver call made inside a user's collective (there must be none: the
+# shim's one-time context setup runs in ncclCommInitRank).
 P="$TBIN/shimtest"
 export LD_LIBRARY_PATH="$CUDADRV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-dev_shim() { SHIMTEST_DEVICE=1 mpirun_shim "$@"; }
+dev_shim() { SHIMTEST_DEVICE=1 SHIMTEST_SYNC_AUDIT=1 mpirun_shim "$@"; }
 unset NCCLSHIM_COMPRESS
 export NCCLSHIM_LOG=off
 ( unset LD_LIBRARY_PATH; mpirun_host 3 "$P" hash >"$TMPD/plain" 2>"$TMPD/plain.err" )
