@@ -49,11 +49,8 @@ static size_t wrong(CUdeviceptr d, float *h, size_t n, int nranks, int round, in
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
   int rank, nranks, failures = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  CUstream s = ct_stream();
+  CUstream s = ct_begin(&argc, &argv, &rank, &nranks);
   float *h = malloc((size_t)N * 4);
   CUdeviceptr d[M], one;
   for (int m = 0; m < M; m++) DRV(cuMemAlloc(&d[m], (size_t)N * 4));
