@@ -29,6 +29,16 @@ typedef struct nsc_xchg {
   ncclResult_t r;     /* the collective's result at issue */
 } nsc_xchg;
 
+/* An accumulation agreement in flight (accumulate.c): its copy back is
+ * enqueued right behind its collective, and its result read by a
+ * non-blocking query, waited for only before decision apply_at. */
+typedef struct {
+  nsc_xchg x;         /* x.live while its buffer is held */
+  int answered;       /* v holds the result (or r says why not) */
+  uint64_t apply_at;  /* nsc_accum_apply_at() when issued */
+  int64_t v[NSC_ACC_AGREE_N];
+} nsc_agree;
+
 typedef struct nsc_comm {
   ncclComm_t comm;
   int refs;
@@ -42,7 +52,8 @@ typedef struct nsc_comm {
   char mismatch_msg[256];
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;
-  nsc_xchg agree;          /* accumulation: the agreement waiting to be collected */
+  nsc_agree agree[NSC_ACC_INFLIGHT]; /* accumulation: agreements in flight, oldest first */
+  int nagree;
   int agree_queued;        /* ... one is queued for the current group's end */
   nsc_staging staging;
   nsc_fuse_agreement fuse_agreement; /* how its fusion blocks grow (check.c) */

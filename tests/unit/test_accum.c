@@ -33,7 +33,13 @@ typedef struct {
   nsc_accum a[MAXR];
   int W;
   long long K;
-  int pending;                   /* an agreement was issued, not yet collected */
+  int lag;                       /* 1: agreements applied when nsc_accum_apply_at() says (as the
+                                  * shim does); 0: before the next call (every rule's own timing) */
+  struct {
+    int64_t v[NSC_ACC_AGREE_N];  /* the Max over ranks */
+    uint64_t at;                 /* applied before this call number */
+  } q[NSC_ACC_INFLIGHT];         /* issued, not yet applied, oldest first */
+  int nq;
   int64_t agreed[NSC_ACC_AGREE_N];
   uintptr_t skew[MAXR];          /* per-rank address offset (0: rank * 1 MiB) */
   size_t calls;
@@ -63,14 +69,20 @@ static void note(sim *s, int r, const char *why) {
   if (strstr(why, "every call syncs")) s->off_at = s->calls;
 }
 
-/* Collect a pending agreement on every rank (before a decision). */
+/* Before call number s->calls: apply on every rank, oldest first, the
+ * agreements due by then. */
 static void collect(sim *s) {
-  if (!s->pending) return;
-  s->pending = 0;
-  for (int r = 0; r < s->W; r++) {
-    char why[512];
-    nsc_accum_agreed(&s->a[r], s->agreed, 1, s->K, why, sizeof why);
-    note(s, r, why);
+  int last = -1;
+  for (int i = 0; i < s->nq; i++)
+    if (s->q[i].at <= s->calls) last = i;
+  for (; last >= 0; last--) {
+    for (int r = 0; r < s->W; r++) {
+      char why[512];
+      nsc_accum_agreed(&s->a[r], s->q[0].v, 1, s->K, why, sizeof why);
+      note(s, r, why);
+    }
+    memmove(&s->q[0], &s->q[1], (size_t)(s->nq - 1) * sizeof s->q[0]);
+    s->nq--;
   }
 }
 
@@ -79,6 +91,10 @@ static void maybe_agree(sim *s) {
   int due0 = nsc_accum_take_due(&s->a[0]);
   for (int r = 1; r < s->W; r++) assert_int_equal(nsc_accum_take_due(&s->a[r]), due0);
   if (!due0) return;
+  uint64_t at = s->lag ? nsc_accum_apply_at(&s->a[0]) : s->calls + 1;
+  for (int r = 1; r < s->W; r++)
+    if (s->lag) assert_int_equal(nsc_accum_apply_at(&s->a[r]), at);
+  assert_true(s->nq < NSC_ACC_INFLIGHT);
   for (int i = 0; i < NSC_ACC_AGREE_N; i++) s->agreed[i] = INT64_MIN;
   for (int r = 0; r < s->W; r++) {
     int64_t v[NSC_ACC_AGREE_N];
@@ -86,7 +102,8 @@ static void maybe_agree(sim *s) {
     for (int i = 0; i < NSC_ACC_AGREE_N; i++)
       if (v[i] > s->agreed[i]) s->agreed[i] = v[i];
   }
-  s->pending = 1;
+  memcpy(s->q[s->nq].v, s->agreed, sizeof s->agreed);
+  s->q[s->nq++].at = at;
   s->agreements++;
 }
 
@@ -194,6 +211,69 @@ static void one_bucket_pass_missing(void **state) {
     if (miss) sim_small(&s, 0x30000, 400); /* pass 9 without its large bucket */
     else sim_call(&s, 0x20000, 1000), sim_small(&s, 0x30000, 400);
     for (i = 10; i < 16; i++) {
+      int d = sim_call(&s, 0x20000, 1000);
+      assert_int_equal(d, miss ? 1 : i % 3 == 2);
+      sim_small(&s, 0x30000, 400);
+    }
+    assert_int_equal(s.a[0].mode, miss ? NSC_ACC_OFF : NSC_ACC_LOCKED);
+    sim_free(&s);
+  }
+}
+
+/* The shim's schedule (sim.lag = 1): each agreement applied NSC_ACC_LAG
+ * calls after the one it followed. The lock agreed on at the end of pass 3
+ * applies before bucket NSC_ACC_LAG - 1 of pass 4 (call 13 + NSC_ACC_LAG),
+ * with pass 4's earlier buckets replayed into the locked state (they synced:
+ * always safe); from then on every decision is the steady one, on every rank
+ * alike (sim_call asserts it). A pass of one bucket (the lag spans several
+ * passes, with their small companions): locked NSC_ACC_LAG - 1 passes later,
+ * and a pass that lacks the bucket still stops every later skip. */
+static void lagged_agreements(void **state) {
+  (void)state;
+  model m = mk(100, 300, 300, 300);
+  for (long long K = 2; K <= 5; K++)
+    for (int W = 1; W <= 4; W += 3) {
+      sim s;
+      sim_init(&s, W, K);
+      s.lag = 1;
+      whole(&s, &m);
+      for (int p = 1; p < 4; p++) pass(&s, &m, 1, -1);
+      uint64_t skipped = 0;
+      for (int i = 0; i < m.nb; i++) {
+        int d = sim_call(&s, m.b[i], m.n[i]);
+        int want = i < NSC_ACC_LAG - 1 ? 1 : 4 % K == K - 1;
+        assert_int_equal(d, want);
+        skipped += !want;
+      }
+      sim_other(&s, 0, 4);
+      assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+      assert_int_equal(s.learned_at, 13 + NSC_ACC_LAG);
+      assert_non_null(strstr(s.why, "learned a backward pass of 4 bucket(s), 4000 bytes"));
+      steady(&s, &m, 5, 5 + 6 * K);
+      for (long long i = 5; i < 5 + 6 * K; i++) skipped += (i % K) != K - 1 ? 4 : 0;
+      assert_int_equal(s.a[0].skipped, skipped);
+      assert_int_equal(s.a[W - 1].skipped, skipped);
+      assert_int_equal(s.off_at, 0);
+      assert_true(s.a[0].nsent <= 1); /* at most the last optimizer step's */
+      sim_free(&s);
+    }
+  for (int miss = 0; miss < 2; miss++) {
+    sim s;
+    sim_init(&s, 2, 3);
+    s.lag = 1;
+    assert_int_equal(sim_call(&s, 0x10000, 1100), 1); /* whole-model pass */
+    sim_other(&s, 0, 4);
+    long long i = 1;
+    for (; i < 12; i++) {
+      int d = sim_call(&s, 0x20000, 1000);
+      if (i >= 4 + NSC_ACC_LAG - 1) assert_int_equal(d, i % 3 == 2);
+      else if (i % 3 == 2) assert_int_equal(d, 1);
+      sim_small(&s, 0x30000, 400);
+    }
+    assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+    if (miss) sim_small(&s, 0x30000, 400); /* pass 12 without its large bucket */
+    else sim_call(&s, 0x20000, 1000), sim_small(&s, 0x30000, 400);
+    for (i = 13; i < 19; i++) {
       int d = sim_call(&s, 0x20000, 1000);
       assert_int_equal(d, miss ? 1 : i % 3 == 2);
       sim_small(&s, 0x30000, 400);
@@ -652,6 +732,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ddp_default),
       cmocka_unit_test(one_bucket_pass_missing),
+      cmocka_unit_test(lagged_agreements),
       cmocka_unit_test(find_unused_foreign_first),
       cmocka_unit_test(rotated_after_short_first_pass),
       cmocka_unit_test(static_graph),
