@@ -7,8 +7,12 @@
  * context is pushed for it when it is not the current one.
  *
  * A context's setup (module load or NVRTC compilation, pinned counters and
- * exchange slots) runs once, in relaxed capture mode; it is the only place
- * that allocates with cuMemAlloc/cuMemHostAlloc.
+ * exchange slots) runs once, in relaxed capture mode, normally when a
+ * communicator is created on it (nsc_cuctx_for from nsc_backend_prepare);
+ * it is the only place that allocates with cuMemAlloc/cuMemHostAlloc.
+ * Exchange slots are taken and given back under the entry's lock; an
+ * abandoned one (its communicator ended mid-exchange) is reclaimed by a
+ * later nsc_cuctx_oob_get once its event completed.
  *
  * Must not: synchronise a stream, free an entry, or exit. */
 #include <stdio.h>

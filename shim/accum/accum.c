@@ -382,8 +382,8 @@ static void reserve_companions(nsc_accum *a) {
   else a->capc = nc;
 }
 
-uint64_t nsc_accum_apply_at(const nsc_accum *a) {
-  return nsc_accum_fed(a) + (a->mode == NSC_ACC_LEARNING ? NSC_ACC_LAG : 1);
+uint64_t nsc_accum_apply_at(const nsc_accum *a, int grouped) {
+  return nsc_accum_fed(a) + (a->mode == NSC_ACC_LEARNING && !grouped ? NSC_ACC_LAG : 1);
 }
 
 void nsc_accum_agree_vals(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N]) {

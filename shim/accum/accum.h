@@ -22,9 +22,10 @@ enum { NSC_ACC_LEARNING = 0, NSC_ACC_LOCKED = 1, NSC_ACC_OFF = 2 };
 #define NSC_ACC_REPS 3          /* complete identical passes before a lock is proposed */
 #define NSC_ACC_AGREE_N 7       /* int64 values of one agreement */
 /* Learning: the agreement issued after accumulable call j is applied just
- * before decision j + NSC_ACC_LAG (while locked: before decision j + 1), a
- * point fixed by the call sequence; so up to NSC_ACC_LAG are in flight and
- * the host waits, if at all, for one issued NSC_ACC_LAG buckets ago. */
+ * before decision j + NSC_ACC_LAG (while locked, or issued at a group's end:
+ * before decision j + 1), a point fixed by the call sequence; so up to
+ * NSC_ACC_LAG are in flight and the host waits, if at all, for one issued
+ * NSC_ACC_LAG buckets ago. */
 #define NSC_ACC_LAG 4
 #define NSC_ACC_INFLIGHT 8      /* agreements issued and not yet applied, at most */
 
@@ -126,8 +127,10 @@ int nsc_accum_take_due(nsc_accum *a);
 void nsc_accum_agree_vals(nsc_accum *a, int64_t vals[NSC_ACC_AGREE_N]);
 /* The number of the accumulable decision (1-based, counting every call fed
  * to nsc_accum_next) before which the agreement about to be issued must be
- * applied: NSC_ACC_LAG calls on while learning, the next call while locked. */
-uint64_t nsc_accum_apply_at(const nsc_accum *a);
+ * applied: NSC_ACC_LAG calls on while learning, the next call while locked
+ * or when it is issued at a group's end (one per group: grouping is alike
+ * on every rank, as accumulation requires). */
+uint64_t nsc_accum_apply_at(const nsc_accum *a, int grouped);
 /* Accumulable decisions made so far. */
 static inline uint64_t nsc_accum_fed(const nsc_accum *a) { return a->synced + a->skipped; }
 /* Applies the oldest issued agreement's result (ok = 0: it could not be

@@ -82,7 +82,8 @@ static void collect(nsc_comm *c) {
   }
 }
 
-void nsc_accum_issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller) {
+/* grouped: issued at a group's end (applied before the next decision). */
+static void issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int grouped) {
   int64_t v[NSC_ACC_AGREE_N];
   pthread_mutex_lock(&c->lock);
   c->agree_queued = 0;
@@ -91,22 +92,28 @@ void nsc_accum_issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller) {
   nsc_agree g;
   memset(&g, 0, sizeof g);
   if (go) {
-    g.apply_at = nsc_accum_apply_at(&c->accum);
+    g.apply_at = nsc_accum_apply_at(&c->accum, grouped);
     nsc_accum_agree_vals(&c->accum, v);
   }
   pthread_mutex_unlock(&c->lock);
   if (!go) return;
   ncclResult_t r = nsc_exchange_begin(c, be, caller, v, NSC_ACC_AGREE_N, &g.x);
-  int held = g.x.live; /* a private buffer was taken (a failed collective is reported when applied) */
-  if (held) (void)answer(&g, 0); /* the copy back right behind the collective */
+  if (g.x.live) { /* a private buffer was taken (a failed collective is reported when applied) */
+    (void)answer(&g, 0); /* the copy back right behind the collective */
+  } else {
+    /* No buffer (nsc_exchange_begin said so): the peers see this rank's
+     * poison when they apply this agreement, and this rank fails it at that
+     * same point. Ending accumulation now would stop this rank issuing the
+     * agreements its peers still issue until then. */
+    g.answered = 1;
+    g.x.r = r == ncclSuccess ? ncclSystemError : r;
+  }
   pthread_mutex_lock(&c->lock);
-  if (held) c->agree[c->nagree++] = g;
-  else nsc_accum_agreed(&c->accum, v, 0, nsc_g.cfg.accum_steps, NULL, 0);
+  c->agree[c->nagree++] = g;
   pthread_mutex_unlock(&c->lock);
-  if (!held)
-    nsc_warn("accumulation agreement on communicator %p could not be issued on rank %d (%d): every call syncs",
-             (void *)c->comm, c->rank, (int)r);
 }
+
+void nsc_accum_issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller) { issue(c, be, caller, 1); }
 
 void nsc_accum_release(nsc_comm *c) {
   for (int i = 0; i < c->nagree; i++)
@@ -149,7 +156,7 @@ void nsc_accum_after(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_
     /* A nonblocking communicator takes the next call once this one completed
      * (only the timing depends on ncclInProgress, never what is issued). */
     if (last == ncclInProgress) (void)nsc_wait_nonblocking(c->comm); /* an error shows in the agreement */
-    nsc_accum_issue(c, be, (nsc_stream)s);
+    issue(c, be, (nsc_stream)s, 0);
     return;
   }
   if (c->agree_queued) return;

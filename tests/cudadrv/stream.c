@@ -104,14 +104,31 @@ void cd_op_run(cd_op *op) {
   }
 }
 
+/* CUDADRV_STREAM_DELAY_US=N: every operation starts N microseconds late on
+ * its stream's worker, so work finishes well after the host moved on and a
+ * result read without the wait it needed is stale (0: none). */
+static long stream_delay_us(void) {
+  static long d = -1;
+  long v = __atomic_load_n(&d, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("CUDADRV_STREAM_DELAY_US");
+    v = e ? atol(e) : 0;
+    if (v < 0) v = 0;
+    __atomic_store_n(&d, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
 static void *worker(void *arg) {
   struct CUstream_st *s = arg;
+  long delay = stream_delay_us();
   pthread_mutex_lock(&s->lock);
   for (;;) {
     while (!s->head && !s->dead) pthread_cond_wait(&s->cv, &s->lock);
     if (!s->head) break;
     cd_op *op = s->head;
     pthread_mutex_unlock(&s->lock);
+    if (delay) nanosleep(&(struct timespec){delay / 1000000, (delay % 1000000) * 1000}, NULL);
     cd_op_run(op);
     pthread_mutex_lock(&s->lock);
     s->head = op->next;

@@ -91,9 +91,9 @@ static void maybe_agree(sim *s) {
   int due0 = nsc_accum_take_due(&s->a[0]);
   for (int r = 1; r < s->W; r++) assert_int_equal(nsc_accum_take_due(&s->a[r]), due0);
   if (!due0) return;
-  uint64_t at = s->lag ? nsc_accum_apply_at(&s->a[0]) : s->calls + 1;
+  uint64_t at = s->lag ? nsc_accum_apply_at(&s->a[0], 0) : s->calls + 1;
   for (int r = 1; r < s->W; r++)
-    if (s->lag) assert_int_equal(nsc_accum_apply_at(&s->a[r]), at);
+    if (s->lag) assert_int_equal(nsc_accum_apply_at(&s->a[r], 0), at);
   assert_true(s->nq < NSC_ACC_INFLIGHT);
   for (int i = 0; i < NSC_ACC_AGREE_N; i++) s->agreed[i] = INT64_MIN;
   for (int r = 0; r < s->W; r++) {
