@@ -3,10 +3,10 @@
 # test (devices, contexts, stream ordering, events, capture invalidation in
 # each mode, device memory crashing host code, pointer attributes, kernels
 # from the shim's fatbin with marshalled parameters, counters), and the
-# failing exit of a process that left a violation behind; then the kernel
-# checker (tests/gpu/check_kernels, quick form) on the double; and the host
-# NCCL running its collectives in stream order on it (2 MPI ranks); then the
-# shim's shimtest suites with device buffers on the double.
+# failing exit of a process that left a violation behind; the host NCCL
+# running its collectives in stream order on it (2 MPI ranks), also under the
+# shim; then the shim's shimtest suites with device buffers on the double.
+# (The kernel checker on the double: 17-gpu-check.sh.)
 source "$(dirname "$0")/../lib.sh"
 CUDADRV_DIR="$BUILD/lib/cudadrv"
 
@@ -36,19 +36,8 @@ if cc -o "$TMPD/viol" "$TMPD/viol.c" -I"${CUDA_HOME:-/usr/local/cuda}/include" -
 else not_ok "compile the violation probe"; sed 's/^/#   /' "$TMPD/viol.log"; fi
 
 
-# The kernel checker on the double: the shim's CUDA backend end to end
-# (module load, every kernel's marshalling, staging, marks, capture, side
-# streams, the out-of-band exchange), bit for bit against the host casts.
-if [ -x "$TBIN/check_kernels" ]; then
-  LD_LIBRARY_PATH="$CUDADRV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    timeout "${TEST_TIMEOUT:-300}" "$TBIN/check_kernels" --quick >"$TMPD/ck.log" 2>&1
-  rc=$?
-  grep -E '^(ok|not ok) ' "$TMPD/ck.log" | sed 's/^\(ok\|not ok\) - /\1 - check_kernels on the double: /'
-  if [ $rc -eq 0 ] && grep -q '^# cudadrv test double' "$TMPD/ck.log"; then ok "check_kernels --quick ran on the double and passed"
-  else not_ok "check_kernels --quick on the double exited $rc"; grep -v '^ok ' "$TMPD/ck.log" | tail -n 15 | sed 's/^/#   /'; fi
-else
-  not_ok "check_kernels is built (needs nvcc)"
-fi
+# The kernel checker (tests/gpu/check_kernels --quick) on the double runs in
+# 17-gpu-check.sh, through make gpu-check's own script.
 
 # The host NCCL on the double: collectives in stream order (2 ranks).
 if [ -x "$TBIN/cudadrv_nccl_streams" ]; then
