@@ -343,9 +343,9 @@ static void reclaim(nsc_cuctx *c) {
   int pushed, mode = nsc_cu_relax(); /* a query would invalidate a global-mode capture */
   if (nsc_cuctx_enter(c, &pushed, &what) == CUDA_SUCCESS) {
     for (int i = 0; i < NSC_CU_OOB_SLOTS; i++)
-      if ((c->oob_abandoned & (1u << i)) && nsc_cu_driver()->cuEventQuery(c->oob_ev[i]) == CUDA_SUCCESS) {
-        c->oob_abandoned &= ~(1u << i);
-        c->oob_busy &= ~(1u << i);
+      if ((c->oob_abandoned & NSC_CU_SLOT_BIT(i)) && nsc_cu_driver()->cuEventQuery(c->oob_ev[i]) == CUDA_SUCCESS) {
+        c->oob_abandoned &= ~NSC_CU_SLOT_BIT(i);
+        c->oob_busy &= ~NSC_CU_SLOT_BIT(i);
       }
     nsc_cuctx_leave(pushed);
   }
@@ -354,28 +354,28 @@ static void reclaim(nsc_cuctx *c) {
 
 void nsc_cuctx_oob_abandon(nsc_cuctx *c, int slot) {
   pthread_mutex_lock(&c->lock);
-  c->oob_abandoned |= 1u << slot;
+  c->oob_abandoned |= NSC_CU_SLOT_BIT(slot);
   pthread_mutex_unlock(&c->lock);
 }
 
 CUresult nsc_cuctx_oob_get(nsc_cuctx *c, int *slot, const char **what) {
   pthread_mutex_lock(&c->lock);
   reclaim(c);
-  unsigned free_bits = ~c->oob_busy & ((1u << NSC_CU_OOB_SLOTS) - 1);
-  *slot = free_bits ? __builtin_ctz(free_bits) : -1;
+  uint64_t free_bits = ~c->oob_busy & (NSC_CU_SLOT_BIT(NSC_CU_OOB_SLOTS) - 1);
+  *slot = free_bits ? __builtin_ctzll(free_bits) : -1;
   if (*slot >= 0) {
-    c->oob_busy |= 1u << *slot;
-    __atomic_and_fetch(&c->oob_ended, ~(1u << *slot), __ATOMIC_RELEASE); /* read without the lock */
+    c->oob_busy |= NSC_CU_SLOT_BIT(*slot);
+    __atomic_and_fetch(&c->oob_ended, ~NSC_CU_SLOT_BIT(*slot), __ATOMIC_RELEASE); /* read without the lock */
   }
   pthread_mutex_unlock(&c->lock);
   if (*slot >= 0) return CUDA_SUCCESS;
-  *what = "out-of-band exchange: all 16 slots of this context in use";
+  *what = "out-of-band exchange: all 32 slots of this context in use";
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 void nsc_cuctx_oob_put(nsc_cuctx *c, int slot) {
   pthread_mutex_lock(&c->lock);
-  c->oob_busy &= ~(1u << slot);
+  c->oob_busy &= ~NSC_CU_SLOT_BIT(slot);
   pthread_mutex_unlock(&c->lock);
 }
 

@@ -32,7 +32,8 @@ enum { NSC_KERNEL_NAMES(NSC_K_ENUM) NSC_K_COUNT };
 typedef struct nsc_cuctx nsc_cuctx;
 
 #define NSC_CU_MAX_SIDE 64 /* side streams per context */
-#define NSC_CU_OOB_SLOTS 16   /* concurrent out-of-band exchanges per context */
+#define NSC_CU_OOB_SLOTS 32   /* concurrent out-of-band exchanges per context (learning accumulation keeps up to 4 per communicator) */
+#define NSC_CU_SLOT_BIT(i) ((uint64_t)1 << (i))
 #define NSC_CU_OOB_BYTES 1024 /* bytes per exchange */
 
 /* A pooled event; handed out by nsc_cuev_get, back with nsc_cuev_put. */
@@ -63,9 +64,9 @@ struct nsc_cuctx {
   CUevent oob_ev[NSC_CU_OOB_SLOTS];
   CUstream oob_stream[NSC_CU_OOB_SLOTS]; /* the private stream of each slot */
   pthread_mutex_t lock; /* everything below */
-  unsigned oob_busy;    /* bit per slot */
-  unsigned oob_ended;   /* bit per slot: its copy back is enqueued (atomic, read without the lock) */
-  unsigned oob_abandoned; /* bit per slot: busy until its event completes (abandoned exchanges) */
+  uint64_t oob_busy;    /* bit per slot */
+  uint64_t oob_ended;   /* bit per slot: its copy back is enqueued (atomic, read without the lock) */
+  uint64_t oob_abandoned; /* bit per slot: busy until its event completes (abandoned exchanges) */
   nsc_cuev *free_ev;
   int nev;
   CUevent join_ev; /* record-then-wait, reusable at once */

@@ -301,11 +301,11 @@ static int c_oob_end(void *buf, nsc_stream s, void *host, size_t bytes, int wait
   int pushed, mode = nsc_cu_relax();
   CUresult r = nsc_cuctx_enter(c, &pushed, &what);
   if (r == CUDA_SUCCESS) {
-    if (!(__atomic_load_n(&c->oob_ended, __ATOMIC_ACQUIRE) & (1u << slot))) {
+    if (!(__atomic_load_n(&c->oob_ended, __ATOMIC_ACQUIRE) & NSC_CU_SLOT_BIT(slot))) {
       /* Pinned destination: the copy is truly asynchronous. */
       if ((r = cu()->cuMemcpyDtoHAsync(h, d, bytes, (CUstream)s)) != CUDA_SUCCESS) what = "cuMemcpyDtoHAsync";
       else if ((r = cu()->cuEventRecord(c->oob_ev[slot], (CUstream)s)) != CUDA_SUCCESS) what = "cuEventRecord";
-      else __atomic_or_fetch(&c->oob_ended, 1u << slot, __ATOMIC_RELEASE);
+      else __atomic_or_fetch(&c->oob_ended, NSC_CU_SLOT_BIT(slot), __ATOMIC_RELEASE);
     }
     if (r == CUDA_SUCCESS)
       while ((r = cu()->cuEventQuery(c->oob_ev[slot])) == CUDA_ERROR_NOT_READY && wait) sched_yield();
@@ -331,7 +331,7 @@ static void c_oob_abandon(void *buf, nsc_stream s) {
   int pushed, mode = nsc_cu_relax();
   CUresult r = nsc_cuctx_enter(c, &pushed, &what);
   if (r == CUDA_SUCCESS) {
-    if (!(__atomic_load_n(&c->oob_ended, __ATOMIC_ACQUIRE) & (1u << slot)))
+    if (!(__atomic_load_n(&c->oob_ended, __ATOMIC_ACQUIRE) & NSC_CU_SLOT_BIT(slot)))
       r = cu()->cuEventRecord(c->oob_ev[slot], (CUstream)s);
     nsc_cuctx_leave(pushed);
   }

@@ -3,7 +3,7 @@
  * CUDA driver test double with the shim preloaded over the host NCCL, 2
  * ranks, device buffers; run with NCCLSHIM_ACCUM_STEPS=2.
  *
- * Each of 40 rounds (a context has 16 exchange slots, and every new
+ * Each of 40 rounds (a context has 32 exchange slots, and every new
  * communicator's first call needs one for its configuration check) makes a
  * communicator, all-reduces one 64 Ki-element buffer (its first call: the
  * check, then learning's accumulation agreement, left in flight) and a group
@@ -12,7 +12,7 @@
  * flight), checks every sum exactly (learning syncs every call), and ends the
  * communicator with both agreements unanswered: destroyed in even rounds,
  * aborted in odd ones. A slot kept by an ended communicator exhausts the
- * context within 16 rounds (the check then fails on every rank); one given
+ * context within 32 rounds (the check then fails on every rank); one given
  * back before its collective completed would be reused under it; one freed as
  * if it were staging (cuMemFreeAsync) is an illegal free on the double.
  * Exits 1 on a failed check. */

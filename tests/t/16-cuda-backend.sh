@@ -74,7 +74,7 @@ check "fusion growth: ncclGroupEnd never waits for the agreement; applied a grou
 
 # Communicators destroyed or aborted (alternately) with an accumulation
 # agreement and a fusion-growth agreement in flight, 40 in a row (a context
-# has 16 exchange slots): each gives its slots back once their collectives
+# has 32 exchange slots): each gives its slots back once their collectives
 # completed, never frees them as staging; every sum exact (2 ranks).
 check "40 communicators ended with their agreements in flight: no exchange slot kept or freed under a collective" \
   with NCCLSHIM_ACCUM_STEPS=2 NCCLSHIM_LOG=off TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/shim_cuda_abort"
