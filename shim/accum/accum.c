@@ -272,12 +272,24 @@ static int seg_has_int(const nsc_accum *a, size_t s, size_t t) {
   return 0;
 }
 
-/* R1's verdict on the current candidate (only when stable). */
-static proposal propose(const nsc_accum *a) {
+/* seen[0..pos-1]: the current pass so far came in order, none left out. */
+static int prefix_seen(const nsc_accum *a) {
+  for (size_t k = 0; k < a->pos && k < a->nl; k++)
+    if (!a->seen[k]) return 0;
+  return 1;
+}
+
+/* R1's verdict on the current candidate (only when stable), for a result
+ * applied `ahead` accumulable calls from now (R2's lag): proposed where, if
+ * those calls continue the candidate, they end a pass that completes
+ * NSC_ACC_REPS identical ones, so that the lock takes effect at the next
+ * pass's first bucket as it would without the lag. */
+static proposal propose(const nsc_accum *a, size_t ahead) {
   proposal p = {V_NONE, 0, 0, ""};
-  if (a->mode != NSC_ACC_LEARNING || !a->nl || a->reps < NSC_ACC_REPS || a->pos != a->nl || !all_seen(a) ||
-      a->sm_lost)
+  if (a->mode != NSC_ACC_LEARNING || !a->nl || a->sm_lost || !prefix_seen(a) || (a->pos + ahead) % a->nl)
     return p;
+  size_t ends = (a->pos + ahead) / a->nl - a->pos / a->nl; /* pass ends among those calls */
+  if ((size_t)a->reps + ends < NSC_ACC_REPS) return p;
   size_t f = first_occurrence(a, &a->L[0]), occ = 0;
   for (size_t i = f; i < a->n; i++) occ += el_eq(&a->hist[i].el, &a->L[0]);
   p.npre = f;
@@ -387,21 +399,27 @@ uint64_t nsc_accum_apply_at(const nsc_accum *a, int grouped) {
 }
 
 void nsc_accum_agree_vals(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N]) {
+  nsc_accum_agree_vals_at(a, v, nsc_accum_fed(a) + 1);
+}
+
+void nsc_accum_agree_vals_at(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N], uint64_t apply_at) {
+  uint64_t fed = nsc_accum_fed(a);
+  size_t ahead = apply_at > fed + 1 ? (size_t)(apply_at - fed - 1) : 0;
   if (a->nsent == NSC_ACC_INFLIGHT) { /* the caller must not: go off, and every rank with this one */
     off(a);
     for (int i = 0; i < NSC_ACC_AGREE_N; i++) v[i] = -1;
     return;
   }
-  proposal p = propose(a);
+  proposal p = propose(a, ahead);
   nsc_accum_sent *r = &a->sent[a->nsent];
   memset(r, 0, sizeof *r);
   if (p.verdict == V_LOCK) {
     reserve_companions(a);
-    p = propose(a);
+    p = propose(a, ahead);
   }
   if (p.verdict == V_LOCK && !(r->L0 = malloc(a->nl * sizeof *r->L0))) {
     a->sm_lost = 1; /* no room to keep what it proposes: this rank never proposes, no rank locks */
-    p = propose(a);
+    p = propose(a, ahead);
   }
   int64_t h = state_hash(a, &p);
   a->sent_hash = h;
@@ -411,6 +429,7 @@ void nsc_accum_agree_vals(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N]) {
   if ((r->lock = p.verdict == V_LOCK)) {
     memcpy(r->L0, a->L, a->nl * sizeof *r->L0);
     r->nl0 = a->nl;
+    r->pos0 = a->pos;
     r->npre = p.npre;
     r->m = p.m;
     r->n0 = a->n;
@@ -439,23 +458,19 @@ static void say_learning(const nsc_accum *a, char *why, size_t whylen) {
            NSC_ACC_LEARN_PASSES, nacc, a->nl, a->reps);
 }
 
-/* Locked mode from the state p was proposed on; the learning history stays
- * (lock_late replays from it). */
-static void lock_core(nsc_accum *a, const proposal *p, long long K, char *why, size_t whylen) {
+/* Locked mode from the state p was proposed on, at position pos0 of pass
+ * p->m (pos0 = nl: at its end); the learning history stays (lock_late
+ * replays from it). */
+static void lock_core(nsc_accum *a, const proposal *p, size_t pos0) {
   a->mode = NSC_ACC_LOCKED;
   a->m = p->m;
-  a->pos = a->nl;
+  a->pos = pos0;
   a->stop = 0;
   a->pass_bytes = pass_bytes_of(a);
-  a->sp = 0;
-  a->spass = p->m + 1;
+  a->sp = pos0 < a->nl ? pos0 : 0;
+  a->spass = pos0 < a->nl ? p->m : p->m + 1;
   a->nc = companions(a, a->C, NULL); /* room reserved when the lock was proposed */
   for (size_t k = 0; k < a->nc; k++) a->cseen[k] = sm_count(a, &a->C[k], a->anchor_at, a->n) > 0;
-  snprintf(why, whylen,
-           "learned a backward pass of %zu bucket(s), %llu bytes, on buffers that stayed put for %d passes, %s; "
-           "micro-steps count from this communicator's first accumulable all-reduce (%zu whole-model pass(es)); "
-           "pass %lld is next, passes m with m mod %lld = %lld sync",
-           a->nl, (unsigned long long)a->pass_bytes, NSC_ACC_REPS, p->kind, p->npre, p->m + 1, K, K - 1);
 }
 
 static int locked_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen);
@@ -479,7 +494,7 @@ static void lock_late(nsc_accum *a, nsc_accum_sent *r, long long K, char *why, s
   a->n = r->n0;
   a->nsm = r->nsm0;
   proposal p = {V_LOCK, r->npre, r->m, r->kind};
-  lock_core(a, &p, K, why, whylen);
+  lock_core(a, &p, r->pos0);
   a->n = n;
   a->nsm = nsm;
   char said[512];
@@ -491,9 +506,14 @@ static void lock_late(nsc_accum *a, nsc_accum_sent *r, long long K, char *why, s
     if (said[0]) snprintf(why, whylen, "%s", said);
   }
   for (; a->mode == NSC_ACC_LOCKED && si < nsm; si++) nsc_accum_observe(a, 0, &a->sm[si].el);
-  if (a->mode != NSC_ACC_LOCKED) return;
+  if (a->mode != NSC_ACC_LOCKED) return; /* why says why it ended */
   if (lost) a->stop = 1;
   drop_learning(a);
+  snprintf(why, whylen,
+           "learned a backward pass of %zu bucket(s), %llu bytes, on buffers that stayed put for %d passes, %s; "
+           "micro-steps count from this communicator's first accumulable all-reduce (%zu whole-model pass(es)); "
+           "pass %lld is next, passes m with m mod %lld = %lld sync",
+           a->nl, (unsigned long long)a->pass_bytes, NSC_ACC_REPS, p.kind, p.npre, a->m + 1, K, K - 1);
 }
 
 void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, long long K, char *why,

@@ -57,7 +57,7 @@ typedef struct {
   long long m;           /* lock: micro-step of the pass that had just ended */
   size_t n0, nsm0;       /* lock: history and small calls recorded when issued */
   size_t anchor0, prev_anchor0;
-  size_t nl0;
+  size_t nl0, pos0;       /* lock: the candidate's length, the position in its pass */
   struct nsc_accum_el_s *L0; /* lock: a copy of the candidate (owned) */
   uint64_t fed0;         /* lock: accumulable calls fed when issued */
 } nsc_accum_sent;
@@ -125,6 +125,12 @@ void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl);
  * nsc_accum_apply_at() named when it was issued. */
 int nsc_accum_take_due(nsc_accum *a);
 void nsc_accum_agree_vals(nsc_accum *a, int64_t vals[NSC_ACC_AGREE_N]);
+/* The same for a result applied before decision apply_at
+ * (nsc_accum_apply_at()): a lock is then proposed where the calls until
+ * then end the pass that completes the learning (R2), so it takes effect at
+ * the same call as without the lag. nsc_accum_agree_vals() is apply_at =
+ * the next decision. */
+void nsc_accum_agree_vals_at(nsc_accum *a, int64_t vals[NSC_ACC_AGREE_N], uint64_t apply_at);
 /* The number of the accumulable decision (1-based, counting every call fed
  * to nsc_accum_next) before which the agreement about to be issued must be
  * applied: NSC_ACC_LAG calls on while learning, the next call while locked

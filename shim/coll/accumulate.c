@@ -93,7 +93,7 @@ static void issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int gro
   memset(&g, 0, sizeof g);
   if (go) {
     g.apply_at = nsc_accum_apply_at(&c->accum, grouped);
-    nsc_accum_agree_vals(&c->accum, v);
+    nsc_accum_agree_vals_at(&c->accum, v, g.apply_at);
   }
   pthread_mutex_unlock(&c->lock);
   if (!go) return;
