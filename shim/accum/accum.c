@@ -47,9 +47,12 @@
  *    issued after accumulable call j is applied just before decision
  *    j + NSC_ACC_LAG (a point fixed by the call sequence, so that the host
  *    never waits for the collective of the bucket it just issued): up to
- *    NSC_ACC_LAG are in flight, each carrying what its proposal was made on;
- *    an agreed lock is applied as of that state and the calls since are fed
- *    to the locked machine (they synced: always safe).
+ *    NSC_ACC_LAG are in flight, each carrying what its proposal was made on.
+ *    A lock is proposed NSC_ACC_LAG - 1 calls before the pass end that
+ *    would complete NSC_ACC_REPS identical passes; agreed, it is applied as
+ *    of that state and the calls since are fed to the locked machine, so it
+ *    takes effect at the next pass's first bucket, as without the lag (a
+ *    call of those that does not continue the pass stops skipping: R4/R5).
  * R3 Micro-steps are counted per communicator from its first accumulable
  *    call: each whole-model pass before the rebuild is one, then each pass of
  *    the learned sequence (a pass begins at its first bucket). Pass m syncs
@@ -286,10 +289,13 @@ static int prefix_seen(const nsc_accum *a) {
  * pass's first bucket as it would without the lag. */
 static proposal propose(const nsc_accum *a, size_t ahead) {
   proposal p = {V_NONE, 0, 0, ""};
-  if (a->mode != NSC_ACC_LEARNING || !a->nl || a->sm_lost || !prefix_seen(a) || (a->pos + ahead) % a->nl)
-    return p;
-  size_t ends = (a->pos + ahead) / a->nl - a->pos / a->nl; /* pass ends among those calls */
-  if ((size_t)a->reps + ends < NSC_ACC_REPS) return p;
+  if (a->mode != NSC_ACC_LEARNING || !a->nl || a->sm_lost || !prefix_seen(a)) return p;
+  /* Early: ahead calls before the end of the pass that completes the
+   * learning. At the end of a complete one: where no call of the pass was
+   * that far ahead of its end (then the lock applies ahead calls late). */
+  int early = ahead > 0 && ahead < a->nl && a->pos + ahead == a->nl && (size_t)a->reps + 1 >= NSC_ACC_REPS;
+  int at_end = a->pos == a->nl && a->reps >= NSC_ACC_REPS;
+  if (!early && !at_end) return p;
   size_t f = first_occurrence(a, &a->L[0]), occ = 0;
   for (size_t i = f; i < a->n; i++) occ += el_eq(&a->hist[i].el, &a->L[0]);
   p.npre = f;
@@ -395,7 +401,17 @@ static void reserve_companions(nsc_accum *a) {
 }
 
 uint64_t nsc_accum_apply_at(const nsc_accum *a, int grouped) {
-  return nsc_accum_fed(a) + (a->mode == NSC_ACC_LEARNING && !grouped ? NSC_ACC_LAG : 1);
+  uint64_t fed = nsc_accum_fed(a), d = NSC_ACC_LAG;
+  if (a->mode != NSC_ACC_LEARNING || grouped || !fed) return fed + 1;
+  const __typeof__(a->rsig[0]) *last = &a->rsig[(fed - 1) % NSC_ACC_LAG];
+  for (uint64_t t = 1; t < NSC_ACC_LAG && t < fed; t++) {
+    const __typeof__(a->rsig[0]) *o = &a->rsig[(fed - 1 - t) % NSC_ACC_LAG];
+    if (o->count == last->count && o->dtype == last->dtype && o->op == last->op) {
+      d = t; /* the pass is at least this long: a lock can still be proposed in it */
+      break;
+    }
+  }
+  return fed + d;
 }
 
 void nsc_accum_agree_vals(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N]) {
@@ -683,6 +699,10 @@ int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, 
   if (!why || !whylen) { why = scratch; whylen = sizeof scratch; }
   why[0] = '\0';
   int sync = 1;
+  uint64_t fed = nsc_accum_fed(a);
+  a->rsig[fed % NSC_ACC_LAG].count = e->count;
+  a->rsig[fed % NSC_ACC_LAG].dtype = e->dtype;
+  a->rsig[fed % NSC_ACC_LAG].op = e->op;
   if (a->mode == NSC_ACC_LEARNING) sync = learning_next(a, e, why, whylen);
   else if (a->mode == NSC_ACC_LOCKED) sync = locked_next(a, e, K, why, whylen);
   if (sync) a->synced++;

@@ -22,10 +22,12 @@ enum { NSC_ACC_LEARNING = 0, NSC_ACC_LOCKED = 1, NSC_ACC_OFF = 2 };
 #define NSC_ACC_REPS 3          /* complete identical passes before a lock is proposed */
 #define NSC_ACC_AGREE_N 7       /* int64 values of one agreement */
 /* Learning: the agreement issued after accumulable call j is applied just
- * before decision j + NSC_ACC_LAG (while locked, or issued at a group's end:
- * before decision j + 1), a point fixed by the call sequence; so up to
- * NSC_ACC_LAG are in flight and the host waits, if at all, for one issued
- * NSC_ACC_LAG buckets ago. */
+ * before decision j + d, d = NSC_ACC_LAG, or less when a call of call j's
+ * signature came fewer than NSC_ACC_LAG calls before it (then d is that
+ * distance: a pass is at least that long); while locked, or issued at a
+ * group's end: before decision j + 1. A point fixed by the signatures of
+ * the call sequence; so up to NSC_ACC_LAG are in flight and the host waits,
+ * if at all, for one issued d buckets ago. */
 #define NSC_ACC_LAG 4
 #define NSC_ACC_INFLIGHT 8      /* agreements issued and not yet applied, at most */
 
@@ -99,6 +101,7 @@ typedef struct {
   int64_t sent_hash;        /* hash of the state the last issued agreement carried */
   nsc_accum_sent sent[NSC_ACC_INFLIGHT]; /* issued, not yet applied, oldest first */
   int nsent;
+  struct { uint64_t count; int32_t dtype, op; } rsig[NSC_ACC_LAG]; /* signatures of the last calls (ring) */
   int due;                  /* an agreement must be issued after this call */
   uint64_t synced, skipped;
 } nsc_accum;
@@ -122,7 +125,8 @@ void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl);
  * while nsent < NSC_ACC_INFLIGHT: a count fixed by the call sequence),
  * all-reduces them with Max across ranks and hands the results to
  * nsc_accum_agreed() in issue order, each before the accumulable decision
- * nsc_accum_apply_at() named when it was issued. */
+ * nsc_accum_apply_at() named when it was issued (raised to the previous
+ * one's, so that none applies before an earlier one is due). */
 int nsc_accum_take_due(nsc_accum *a);
 void nsc_accum_agree_vals(nsc_accum *a, int64_t vals[NSC_ACC_AGREE_N]);
 /* The same for a result applied before decision apply_at
@@ -133,7 +137,7 @@ void nsc_accum_agree_vals(nsc_accum *a, int64_t vals[NSC_ACC_AGREE_N]);
 void nsc_accum_agree_vals_at(nsc_accum *a, int64_t vals[NSC_ACC_AGREE_N], uint64_t apply_at);
 /* The number of the accumulable decision (1-based, counting every call fed
  * to nsc_accum_next) before which the agreement about to be issued must be
- * applied: NSC_ACC_LAG calls on while learning, the next call while locked
+ * applied: d calls on while learning (above), the next call while locked
  * or when it is issued at a group's end (one per group: grouping is alike
  * on every rank, as accumulation requires). */
 uint64_t nsc_accum_apply_at(const nsc_accum *a, int grouped);

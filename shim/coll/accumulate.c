@@ -93,6 +93,9 @@ static void issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int gro
   memset(&g, 0, sizeof g);
   if (go) {
     g.apply_at = nsc_accum_apply_at(&c->accum, grouped);
+    /* Never before one issued earlier (applied in issue order): a lock
+     * proposed ahead of its pass end must not apply before that end. */
+    if (c->nagree && g.apply_at < c->agree[c->nagree - 1].apply_at) g.apply_at = c->agree[c->nagree - 1].apply_at;
     nsc_accum_agree_vals_at(&c->accum, v, g.apply_at);
   }
   pthread_mutex_unlock(&c->lock);
