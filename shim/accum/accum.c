@@ -44,15 +44,18 @@
  *    NSC_ACC_LEARN_PASSES passes, or after NSC_ACC_LEARN_MAX calls (a count
  *    of signatures: calls on fresh buffers every time never form a pass).
  *    Decisions use only the agreed outcome. The outcome of the agreement
- *    issued after accumulable call j is applied just before decision
- *    j + NSC_ACC_LAG (a point fixed by the call sequence, so that the host
- *    never waits for the collective of the bucket it just issued): up to
- *    NSC_ACC_LAG are in flight, each carrying what its proposal was made on.
- *    A lock is proposed NSC_ACC_LAG - 1 calls before the pass end that
- *    would complete NSC_ACC_REPS identical passes; agreed, it is applied as
- *    of that state and the calls since are fed to the locked machine, so it
- *    takes effect at the next pass's first bucket, as without the lag (a
- *    call of those that does not continue the pass stops skipping: R4/R5).
+ *    issued after accumulable call j is applied just before decision j + d,
+ *    d = NSC_ACC_LAG or the distance back to the last call of call j's
+ *    signature if shorter, and never before an earlier agreement's point
+ *    (signatures only, so the same on every rank; the host never waits for
+ *    the collective of the bucket it just issued): up to NSC_ACC_LAG are in
+ *    flight, each carrying what its proposal was made on. A lock is proposed
+ *    d - 1 calls before the pass end that would complete NSC_ACC_REPS
+ *    identical passes (d <= the pass length), else at that end; agreed, it
+ *    is applied as of that state and the calls since are fed to the locked
+ *    machine, so it takes effect at the next pass's first bucket as without
+ *    the lag (a call of those that does not continue the pass stops
+ *    skipping: R4/R5).
  * R3 Micro-steps are counted per communicator from its first accumulable
  *    call: each whole-model pass before the rebuild is one, then each pass of
  *    the learned sequence (a pass begins at its first bucket). Pass m syncs

@@ -24,8 +24,7 @@ them); exits 0 unless it crashed. The expected records come from a model of
 logtest's iteration with default shim settings (see logtest.c):
 A compressed, B and C passthrough, G1 fused (3 members), G2 two untimed
 passthroughs; with --accum K, A follows the accumulation schedule of
-shim/accum/accum.c (three learning passes synced, the lock applied NSC_ACC_LAG - 1
-calls later, then one sync per K passes).
+shim/accum/accum.c (three learning passes synced, then one sync per K passes).
 """
 import argparse
 import json
@@ -34,17 +33,13 @@ import re
 import sys
 
 FLOAT, INT32 = "float", "int32"
-ACC_LAG = 4  # shim/accum/accum.h NSC_ACC_LAG
 
 
 def model(iters, accum):
     """Expected records of one communicator, in seq order."""
     recs = []
     for i in range(1, iters + 1):
-        # Learned after 3 passes; the agreement is applied ACC_LAG accumulable
-        # calls after the one it followed (NSC_ACC_LAG), and A is the only
-        # accumulable call of an iteration.
-        a_skip = accum > 1 and i > 3 + ACC_LAG - 1 and (i - 1) % accum != accum - 1
+        a_skip = accum > 1 and i > 3 and (i - 1) % accum != accum - 1
         if a_skip:
             recs.append(dict(action="skipped", dtype=FLOAT, wire_dtype=FLOAT, count=16384, logical_bytes=65536,
                              wire_bytes=0, members=1, timed=False))
