@@ -525,6 +525,7 @@ static void lock_late(nsc_accum *a, nsc_accum_sent *r, long long K, char *why, s
     if (said[0]) snprintf(why, whylen, "%s", said);
   }
   for (; a->mode == NSC_ACC_LOCKED && si < nsm; si++) nsc_accum_observe(a, 0, &a->sm[si].el);
+  a->due = 0; /* the pass the replay ended is the one the lock begins after: no R5 agreement for it */
   if (a->mode != NSC_ACC_LOCKED) return; /* why says why it ended */
   if (lost) a->stop = 1;
   drop_learning(a);
