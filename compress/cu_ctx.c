@@ -7,8 +7,12 @@
  * context is pushed for it when it is not the current one.
  *
  * A context's setup (module load or NVRTC compilation, pinned counters and
- * exchange slots) runs once, in relaxed capture mode; it is the only place
- * that allocates with cuMemAlloc/cuMemHostAlloc.
+ * exchange slots) runs once, in relaxed capture mode, normally when a
+ * communicator is created on it (nsc_cuctx_for from nsc_backend_prepare);
+ * it is the only place that allocates with cuMemAlloc/cuMemHostAlloc.
+ * Exchange slots are taken and given back under the entry's lock; an
+ * abandoned one (its communicator ended mid-exchange) is reclaimed by a
+ * later nsc_cuctx_oob_get once its event completed.
  *
  * Must not: synchronise a stream, free an entry, or exit. */
 #include <stdio.h>
@@ -206,6 +210,8 @@ CUresult nsc_cuctx_of(CUstream s, nsc_cuctx **out, const char **what) {
   return get_entry(ctx, out, what);
 }
 
+CUresult nsc_cuctx_for(CUcontext ctx, nsc_cuctx **out, const char **what) { return get_entry(ctx, out, what); }
+
 CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what) {
   CUcontext ctx = NULL;
   TRY(nsc_cu_driver()->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
@@ -330,23 +336,46 @@ void nsc_cuev_put(nsc_cuev *e) {
   pthread_mutex_unlock(&c->lock);
 }
 
+/* Abandoned slots whose work completed become free; c->lock held. */
+static void reclaim(nsc_cuctx *c) {
+  if (!c->oob_abandoned) return;
+  const char *what = NULL;
+  int pushed, mode = nsc_cu_relax(); /* a query would invalidate a global-mode capture */
+  if (nsc_cuctx_enter(c, &pushed, &what) == CUDA_SUCCESS) {
+    for (int i = 0; i < NSC_CU_OOB_SLOTS; i++)
+      if ((c->oob_abandoned & NSC_CU_SLOT_BIT(i)) && nsc_cu_driver()->cuEventQuery(c->oob_ev[i]) == CUDA_SUCCESS) {
+        c->oob_abandoned &= ~NSC_CU_SLOT_BIT(i);
+        c->oob_busy &= ~NSC_CU_SLOT_BIT(i);
+      }
+    nsc_cuctx_leave(pushed);
+  }
+  nsc_cu_unrelax(mode);
+}
+
+void nsc_cuctx_oob_abandon(nsc_cuctx *c, int slot) {
+  pthread_mutex_lock(&c->lock);
+  c->oob_abandoned |= NSC_CU_SLOT_BIT(slot);
+  pthread_mutex_unlock(&c->lock);
+}
+
 CUresult nsc_cuctx_oob_get(nsc_cuctx *c, int *slot, const char **what) {
   pthread_mutex_lock(&c->lock);
-  unsigned free_bits = ~c->oob_busy & ((1u << NSC_CU_OOB_SLOTS) - 1);
-  *slot = free_bits ? __builtin_ctz(free_bits) : -1;
+  reclaim(c);
+  uint64_t free_bits = ~c->oob_busy & (NSC_CU_SLOT_BIT(NSC_CU_OOB_SLOTS) - 1);
+  *slot = free_bits ? __builtin_ctzll(free_bits) : -1;
   if (*slot >= 0) {
-    c->oob_busy |= 1u << *slot;
-    __atomic_and_fetch(&c->oob_ended, ~(1u << *slot), __ATOMIC_RELEASE); /* read without the lock */
+    c->oob_busy |= NSC_CU_SLOT_BIT(*slot);
+    __atomic_and_fetch(&c->oob_ended, ~NSC_CU_SLOT_BIT(*slot), __ATOMIC_RELEASE); /* read without the lock */
   }
   pthread_mutex_unlock(&c->lock);
   if (*slot >= 0) return CUDA_SUCCESS;
-  *what = "out-of-band exchange: all 16 slots of this context in use";
+  *what = "out-of-band exchange: all 32 slots of this context in use";
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 void nsc_cuctx_oob_put(nsc_cuctx *c, int slot) {
   pthread_mutex_lock(&c->lock);
-  c->oob_busy &= ~(1u << slot);
+  c->oob_busy &= ~NSC_CU_SLOT_BIT(slot);
   pthread_mutex_unlock(&c->lock);
 }
 

@@ -12,7 +12,10 @@
  *
  * Must not: synchronise, or run driver calls that are illegal during stream
  * capture except on a context's first use (module load, host allocation),
- * which runs in relaxed capture mode and never for a captured call. */
+ * which runs in relaxed capture mode and never for a captured call. That
+ * first use is normally a communicator's creation (nsc_backend_prepare(),
+ * inside the interposed ncclCommInit*, which synchronise anyway), so no
+ * collective pays for it. */
 #ifndef NSC_CU_CTX_H
 #define NSC_CU_CTX_H
 
@@ -29,7 +32,8 @@ enum { NSC_KERNEL_NAMES(NSC_K_ENUM) NSC_K_COUNT };
 typedef struct nsc_cuctx nsc_cuctx;
 
 #define NSC_CU_MAX_SIDE 64 /* side streams per context */
-#define NSC_CU_OOB_SLOTS 16   /* concurrent out-of-band exchanges per context */
+#define NSC_CU_OOB_SLOTS 32   /* concurrent out-of-band exchanges per context (learning accumulation keeps up to 4 per communicator) */
+#define NSC_CU_SLOT_BIT(i) ((uint64_t)1 << (i))
 #define NSC_CU_OOB_BYTES 1024 /* bytes per exchange */
 
 /* A pooled event; handed out by nsc_cuev_get, back with nsc_cuev_put. */
@@ -60,8 +64,9 @@ struct nsc_cuctx {
   CUevent oob_ev[NSC_CU_OOB_SLOTS];
   CUstream oob_stream[NSC_CU_OOB_SLOTS]; /* the private stream of each slot */
   pthread_mutex_t lock; /* everything below */
-  unsigned oob_busy;    /* bit per slot */
-  unsigned oob_ended;   /* bit per slot: its copy back is enqueued (atomic, read without the lock) */
+  uint64_t oob_busy;    /* bit per slot */
+  uint64_t oob_ended;   /* bit per slot: its copy back is enqueued (atomic, read without the lock) */
+  uint64_t oob_abandoned; /* bit per slot: busy until its event completes (abandoned exchanges) */
   nsc_cuev *free_ev;
   int nev;
   CUevent join_ev; /* record-then-wait, reusable at once */
@@ -83,6 +88,8 @@ struct nsc_cuctx {
 CUresult nsc_cuctx_of(CUstream s, nsc_cuctx **out, const char **what);
 /* The entry for the calling thread's current context. */
 CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what);
+/* The entry for context ctx (pushed for its setup when not current). */
+CUresult nsc_cuctx_for(CUcontext ctx, nsc_cuctx **out, const char **what);
 
 /* Make c's context current for a few driver calls: *pushed tells leave() to
  * restore the previous one. Cheap when it is already current. */
@@ -105,6 +112,10 @@ CUresult nsc_cuctx_join(nsc_cuctx *c, CUstream waiter, CUstream signaller, const
 /* An exchange slot: *slot, its pinned host bytes, device bytes and event. */
 CUresult nsc_cuctx_oob_get(nsc_cuctx *c, int *slot, const char **what);
 void nsc_cuctx_oob_put(nsc_cuctx *c, int slot);
+/* The slot of an exchange nobody will finish: given back by a later
+ * nsc_cuctx_oob_get once the slot's event (recorded after its last work)
+ * completed, queried without waiting. */
+void nsc_cuctx_oob_abandon(nsc_cuctx *c, int slot);
 /* The slot whose device bytes start at dev, or -1. */
 int nsc_cuctx_oob_slot(const nsc_cuctx *c, CUdeviceptr dev);
 

@@ -25,9 +25,11 @@
   X(cuMemsetD8Async) X(cuEventCreate) X(cuEventRecord) X(cuEventQuery)                  \
   X(cuEventElapsedTime) X(cuPointerGetAttribute)
 /* Optional (stream-ordered allocation 11.2+, context ids 12.0+, capture modes
- * 10.1+); NULL when absent. */
+ * 10.1+; primary contexts, only for preparing ncclCommInitAll's devices);
+ * NULL when absent. */
 #define NSC_CU_OPTIONAL(X) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuCtxGetId) \
-  X(cuThreadExchangeStreamCaptureMode)
+  X(cuThreadExchangeStreamCaptureMode) X(cuDeviceGet) X(cuDevicePrimaryCtxGetState) \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)
 
 #define NSC_CU_FIELD(f) __typeof__(f) *f;
 typedef struct {

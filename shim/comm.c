@@ -1,4 +1,6 @@
-/* comm.c — the communicator table: a small chained hash under one mutex.
+/* comm.c — the communicator table: a small chained hash under one mutex, and
+ * what the shim does when a communicator is created (its CUDA context's
+ * one-time setup, after the real init returned).
  *
  * Lookups are on the per-call path, so the critical section is a few loads;
  * creation allocates outside the lock and races are resolved by re-checking. */
@@ -7,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+#include "core.h"
 #include "group.h"
 #include "shim.h"
 
@@ -119,4 +123,12 @@ void nsc_comm_foreach(void (*fn)(nsc_comm *, void *), void *arg) {
     fn(snap[i], arg);
     nsc_comm_put(snap[i]);
   }
+}
+
+/* NCCL's init synchronises the device anyway: the shim's one-time context
+ * setup (module load, pinned and device allocations) costs nothing extra
+ * here, and would be hidden synchronisation inside a user's collective. */
+ncclResult_t nsc_comm_created(ncclResult_t r, const int *devs, int ndev) {
+  if ((r == ncclSuccess || r == ncclInProgress) && nsc_activate() == NSC_ACTIVE) nsc_backend_prepare(devs, ndev);
+  return r;
 }

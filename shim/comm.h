@@ -30,6 +30,16 @@ typedef struct nsc_xchg {
   ncclResult_t r;     /* the collective's result at issue */
 } nsc_xchg;
 
+/* An accumulation agreement in flight (accumulate.c): its copy back is
+ * enqueued right behind its collective, and its result read by a
+ * non-blocking query, waited for only before decision apply_at. */
+typedef struct {
+  nsc_xchg x;         /* x.live while its buffer is held */
+  int answered;       /* v holds the result (or r says why not) */
+  uint64_t apply_at;  /* nsc_accum_apply_at() when issued */
+  int64_t v[NSC_ACC_AGREE_N];
+} nsc_agree;
+
 typedef struct nsc_comm {
   ncclComm_t comm;
   int refs;
@@ -43,7 +53,8 @@ typedef struct nsc_comm {
   char mismatch_msg[256];
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;
-  nsc_xchg agree;          /* accumulation: the agreement waiting to be collected */
+  nsc_agree agree[NSC_ACC_INFLIGHT]; /* accumulation: agreements in flight, oldest first */
+  int nagree;
   int agree_queued;        /* ... one is queued for the current group's end */
   nsc_staging staging;
   nsc_ef ef;               /* error feedback: the buckets' residuals (algo/ef.h) */
@@ -68,5 +79,10 @@ nsc_comm *nsc_comm_detach(ncclComm_t comm);
 nsc_comm *nsc_comm_find(ncclComm_t comm);
 /* Call fn on every live entry (holding a reference, not the table lock). */
 void nsc_comm_foreach(void (*fn)(nsc_comm *, void *), void *arg);
+/* After the real ncclCommInit* / ncclCommSplit returned r (passed back
+ * unchanged): when the shim is active and r is ncclSuccess or
+ * ncclInProgress, set up the CUDA context the new communicator(s) will use
+ * (nsc_backend_prepare(devs, ndev)). No lock is held, nothing is issued. */
+ncclResult_t nsc_comm_created(ncclResult_t r, const int *devs, int ndev);
 
 #endif

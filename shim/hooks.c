@@ -6,6 +6,7 @@
  * Must not: do work of its own, or call anything but nsc_* and nsc_real. */
 #include <nccl.h>
 
+#include "comm.h"
 #include "core.h"
 #include "real.h"
 #include "shim.h"
@@ -63,6 +64,38 @@ NSC_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datat
 NSC_API ncclResult_t ncclGroupStart(void) { GUARDED(nsc_real.GroupStart(), nsc_group_start()); }
 
 NSC_API ncclResult_t ncclGroupEnd(void) { GUARDED(nsc_real.GroupEnd(), nsc_group_end()); }
+
+/* Communicator creation: forwarded, then the CUDA context the communicator
+ * will use is set up (comm.c), so its collectives never synchronise for it.
+ * A function the real NCCL lacks answers ncclInvalidUsage. */
+#define REAL(fn, args) (nsc_real.fn ? nsc_real.fn args : ncclInvalidUsage)
+
+NSC_API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank) {
+  GUARDED(REAL(CommInitRank, (comm, nranks, id, rank)),
+          nsc_comm_created(REAL(CommInitRank, (comm, nranks, id, rank)), NULL, 0));
+}
+
+NSC_API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
+                                            ncclConfig_t *config) {
+  GUARDED(REAL(CommInitRankConfig, (comm, nranks, id, rank, config)),
+          nsc_comm_created(REAL(CommInitRankConfig, (comm, nranks, id, rank, config)), NULL, 0));
+}
+
+NSC_API ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nid, ncclUniqueId *ids,
+                                              ncclConfig_t *config) {
+  GUARDED(REAL(CommInitRankScalable, (comm, nranks, rank, nid, ids, config)),
+          nsc_comm_created(REAL(CommInitRankScalable, (comm, nranks, rank, nid, ids, config)), NULL, 0));
+}
+
+NSC_API ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+  GUARDED(REAL(CommInitAll, (comms, ndev, devlist)),
+          nsc_comm_created(REAL(CommInitAll, (comms, ndev, devlist)), devlist, ndev));
+}
+
+NSC_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  GUARDED(REAL(CommSplit, (comm, color, key, newcomm, config)),
+          nsc_comm_created(REAL(CommSplit, (comm, color, key, newcomm, config)), NULL, 0));
+}
 
 NSC_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   GUARDED(nsc_real.CommDestroy(comm), nsc_comm_end(comm, nsc_real.CommDestroy));

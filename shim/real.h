@@ -21,6 +21,11 @@
   X(Recv, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                 \
   X(GroupStart, (void))                                                                    \
   X(GroupEnd, (void))                                                                      \
+  X(CommInitRank, (ncclComm_t *, int, ncclUniqueId, int))                                 \
+  X(CommInitRankConfig, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *))           \
+  X(CommInitRankScalable, (ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *))  \
+  X(CommInitAll, (ncclComm_t *, int, const int *))                                         \
+  X(CommSplit, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *))                      \
   X(CommDestroy, (ncclComm_t))                                                             \
   X(CommAbort, (ncclComm_t))                                                               \
   X(CommFinalize, (ncclComm_t))                                                            \

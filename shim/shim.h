@@ -65,11 +65,12 @@ ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *nto
  * or not): 1 = sync, 0 = answer locally; *agree = 1 when an agreement must be
  * issued right after this call — by nsc_accum_after() (last: what the call
  * returned), which issues it now or queues it for the outermost group end
- * (nsc_accum_issue()). */
+ * (nsc_accum_issue(), which issues it there). */
 int nsc_accum_feed(struct nsc_comm *c, const nsc_call *call, const void *send, void *recv, int acc, int *agree);
 void nsc_accum_after(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group, ncclResult_t last);
 void nsc_accum_issue(struct nsc_comm *c, const nsc_backend *be, nsc_stream caller);
-/* A destroyed communicator's pending agreement: its buffer freed, no wait. */
+/* A destroyed or aborted communicator's pending agreement: its exchange
+ * abandoned (the slot comes back once the collective completed), no wait. */
 void nsc_accum_release(struct nsc_comm *c);
 
 /* allreduce.c helpers shared with fuse.c */

@@ -43,7 +43,19 @@
  *    same hash; all reject alike; all give up when some rank has seen
  *    NSC_ACC_LEARN_PASSES passes, or after NSC_ACC_LEARN_MAX calls (a count
  *    of signatures: calls on fresh buffers every time never form a pass).
- *    Decisions use only the agreed outcome.
+ *    Decisions use only the agreed outcome. The outcome of the agreement
+ *    issued after accumulable call j is applied just before decision j + d,
+ *    d = NSC_ACC_LAG or the distance back to the last call of call j's
+ *    signature if shorter, and never before an earlier agreement's point
+ *    (signatures only, so the same on every rank; the host never waits for
+ *    the collective of the bucket it just issued): up to NSC_ACC_LAG are in
+ *    flight, each carrying what its proposal was made on. A lock is proposed
+ *    d - 1 calls before the pass end that would complete NSC_ACC_REPS
+ *    identical passes (d <= the pass length), else at that end; agreed, it
+ *    is applied as of that state and the calls since are fed to the locked
+ *    machine, so it takes effect at the next pass's first bucket as without
+ *    the lag (a call of those that does not continue the pass stops
+ *    skipping: R4/R5).
  * R3 Micro-steps are counted per communicator from its first accumulable
  *    call: each whole-model pass before the rebuild is one, then each pass of
  *    the learned sequence (a pass begins at its first bucket). Pass m syncs
@@ -112,6 +124,8 @@ static void drop_learning(nsc_accum *a) {
 
 void nsc_accum_free(nsc_accum *a) {
   drop_learning(a);
+  for (int i = 0; i < a->nsent; i++) free(a->sent[i].L0);
+  a->nsent = 0;
   free(a->L);
   free(a->seen);
   free(a->C);
@@ -120,7 +134,7 @@ void nsc_accum_free(nsc_accum *a) {
   a->seen = NULL;
   a->C = NULL;
   a->cseen = NULL;
-  a->nl = a->nc = 0;
+  a->nl = a->nc = a->capc = 0;
 }
 
 static int el_eq(const nsc_accum_el *x, const nsc_accum_el *y) {
@@ -276,12 +290,19 @@ static int seg_has_int(const nsc_accum *a, size_t s, size_t t) {
   return 0;
 }
 
-static proposal propose_ddp(const nsc_accum *a);
+/* seen[0..pos-1]: the current pass so far came in order, none left out. */
+static int prefix_seen(const nsc_accum *a) {
+  for (size_t k = 0; k < a->pos && k < a->nl; k++)
+    if (!a->seen[k]) return 0;
+  return 1;
+}
+
+static proposal propose_ddp(const nsc_accum *a, size_t ahead);
 
 /* R1's verdict on the current candidate (only when stable). Observe-only:
  * any stable pass locks (not DDP's: micro-steps from its first bucket). */
-static proposal propose(const nsc_accum *a) {
-  proposal p = propose_ddp(a);
+static proposal propose(const nsc_accum *a, size_t ahead) {
+  proposal p = propose_ddp(a, ahead);
   if (!a->observe || p.verdict != V_REJECT) return p;
   size_t f = first_occurrence(a, &a->L[0]), occ = 0;
   for (size_t i = f; i < a->n; i++) occ += el_eq(&a->hist[i].el, &a->L[0]);
@@ -292,11 +313,19 @@ static proposal propose(const nsc_accum *a) {
   return p;
 }
 
-static proposal propose_ddp(const nsc_accum *a) {
+/* DDP's verdict, for a result applied `ahead` accumulable calls from now
+ * (R2's lag): proposed where, if those calls continue the candidate, they
+ * end a pass that completes NSC_ACC_REPS identical ones, so that the lock
+ * takes effect at the next pass's first bucket as it would without the lag. */
+static proposal propose_ddp(const nsc_accum *a, size_t ahead) {
   proposal p = {V_NONE, 0, 0, ""};
-  if (a->mode != NSC_ACC_LEARNING || !a->nl || a->reps < NSC_ACC_REPS || a->pos != a->nl || !all_seen(a) ||
-      a->sm_lost)
-    return p;
+  if (a->mode != NSC_ACC_LEARNING || !a->nl || a->sm_lost || !prefix_seen(a)) return p;
+  /* Early: ahead calls before the end of the pass that completes the
+   * learning. At the end of a complete one: where no call of the pass was
+   * that far ahead of its end (then the lock applies ahead calls late). */
+  int early = ahead > 0 && ahead < a->nl && a->pos + ahead == a->nl && (size_t)a->reps + 1 >= NSC_ACC_REPS;
+  int at_end = a->pos == a->nl && a->reps >= NSC_ACC_REPS;
+  if (!early && !at_end) return p;
   size_t f = first_occurrence(a, &a->L[0]), occ = 0;
   for (size_t i = f; i < a->n; i++) occ += el_eq(&a->hist[i].el, &a->L[0]);
   p.npre = f;
@@ -392,21 +421,70 @@ int nsc_accum_take_due(nsc_accum *a) {
  * itself never fails on one rank: without it this rank never proposes. */
 static void reserve_companions(nsc_accum *a) {
   size_t nc = companions(a, NULL, NULL);
+  if (nc <= a->capc && a->C) return; /* never shrinks: an earlier proposal may still lock */
   nsc_accum_el *C = realloc(a->C, (nc ? nc : 1) * sizeof *C);
   if (C) a->C = C;
   unsigned char *cs = C ? realloc(a->cseen, nc ? nc : 1) : NULL;
   if (cs) a->cseen = cs;
   if (!C || !cs) a->sm_lost = 1;
+  else a->capc = nc;
+}
+
+uint64_t nsc_accum_apply_at(const nsc_accum *a, int grouped) {
+  uint64_t fed = nsc_accum_fed(a), d = NSC_ACC_LAG;
+  if (a->mode != NSC_ACC_LEARNING || grouped || !fed) return fed + 1;
+  const __typeof__(a->rsig[0]) *last = &a->rsig[(fed - 1) % NSC_ACC_LAG];
+  for (uint64_t t = 1; t < NSC_ACC_LAG && t < fed; t++) {
+    const __typeof__(a->rsig[0]) *o = &a->rsig[(fed - 1 - t) % NSC_ACC_LAG];
+    if (o->count == last->count && o->dtype == last->dtype && o->op == last->op) {
+      d = t; /* the pass is at least this long: a lock can still be proposed in it */
+      break;
+    }
+  }
+  return fed + d;
 }
 
 void nsc_accum_agree_vals(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N]) {
-  proposal p = propose(a);
+  nsc_accum_agree_vals_at(a, v, nsc_accum_fed(a) + 1);
+}
+
+void nsc_accum_agree_vals_at(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N], uint64_t apply_at) {
+  uint64_t fed = nsc_accum_fed(a);
+  size_t ahead = apply_at > fed + 1 ? (size_t)(apply_at - fed - 1) : 0;
+  if (a->nsent == NSC_ACC_INFLIGHT) { /* the caller must not: go off, and every rank with this one */
+    off(a);
+    for (int i = 0; i < NSC_ACC_AGREE_N; i++) v[i] = -1;
+    return;
+  }
+  proposal p = propose(a, ahead);
+  nsc_accum_sent *r = &a->sent[a->nsent];
+  memset(r, 0, sizeof *r);
   if (p.verdict == V_LOCK) {
     reserve_companions(a);
-    p = propose(a);
+    p = propose(a, ahead);
+  }
+  if (p.verdict == V_LOCK && !(r->L0 = malloc(a->nl * sizeof *r->L0))) {
+    a->sm_lost = 1; /* no room to keep what it proposes: this rank never proposes, no rank locks */
+    p = propose(a, ahead);
   }
   int64_t h = state_hash(a, &p);
   a->sent_hash = h;
+  r->hash = h;
+  r->mode = a->mode;
+  r->kind = p.kind;
+  if ((r->lock = p.verdict == V_LOCK)) {
+    memcpy(r->L0, a->L, a->nl * sizeof *r->L0);
+    r->nl0 = a->nl;
+    r->pos0 = a->pos;
+    r->npre = p.npre;
+    r->m = p.m;
+    r->n0 = a->n;
+    r->nsm0 = a->nsm;
+    r->anchor0 = a->anchor_at;
+    r->prev_anchor0 = a->prev_anchor_at;
+    r->fed0 = nsc_accum_fed(a);
+  }
+  a->nsent++;
   v[0] = h;
   v[1] = -h;
   v[2] = a->mode == NSC_ACC_LEARNING ? -(int64_t)(p.verdict == V_LOCK) : 0;
@@ -426,22 +504,63 @@ static void say_learning(const nsc_accum *a, char *why, size_t whylen) {
            NSC_ACC_LEARN_PASSES, nacc, a->nl, a->reps);
 }
 
-static void lock(nsc_accum *a, const proposal *p, long long K, char *why, size_t whylen) {
+/* Locked mode from the state p was proposed on, at position pos0 of pass
+ * p->m (pos0 = nl: at its end); the learning history stays (lock_late
+ * replays from it). */
+static void lock_core(nsc_accum *a, const proposal *p, size_t pos0) {
   a->mode = NSC_ACC_LOCKED;
   a->m = p->m;
-  a->pos = a->nl;
+  a->pos = pos0;
   a->stop = 0;
   a->pass_bytes = pass_bytes_of(a);
-  a->sp = 0;
-  a->spass = p->m + 1;
+  a->sp = pos0 < a->nl ? pos0 : 0;
+  a->spass = pos0 < a->nl ? p->m : p->m + 1;
   a->nc = companions(a, a->C, NULL); /* room reserved when the lock was proposed */
   for (size_t k = 0; k < a->nc; k++) a->cseen[k] = sm_count(a, &a->C[k], a->anchor_at, a->n) > 0;
+}
+
+static int locked_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen);
+
+/* An agreed lock, applied after the calls that came since it was proposed
+ * (R2 with a lag): locked mode as it would have been had the lock been
+ * applied at once, then those calls and small calls fed to it in their
+ * order. They were all synced, which is always safe; a decision they would
+ * have allowed to skip is simply not taken. History that could not be
+ * recorded meanwhile stops skipping (R5's agreement then ends accumulation
+ * if that differs between ranks). */
+static void lock_late(nsc_accum *a, nsc_accum_sent *r, long long K, char *why, size_t whylen) {
+  size_t n = a->n, nsm = a->nsm;
+  int lost = a->sm_lost || nsc_accum_fed(a) - r->fed0 != n - r->n0;
+  free(a->L);
+  a->L = r->L0;
+  r->L0 = NULL;
+  a->nl = r->nl0;
+  a->anchor_at = r->anchor0;
+  a->prev_anchor_at = r->prev_anchor0;
+  a->n = r->n0;
+  a->nsm = r->nsm0;
+  proposal p = {V_LOCK, r->npre, r->m, r->kind};
+  lock_core(a, &p, r->pos0);
+  a->n = n;
+  a->nsm = nsm;
+  char said[512];
+  size_t si = r->nsm0;
+  for (size_t i = r->n0; a->mode == NSC_ACC_LOCKED && i < n; i++) {
+    for (; si < nsm && a->sm[si].after < i; si++) nsc_accum_observe(a, 0, &a->sm[si].el);
+    said[0] = '\0';
+    (void)locked_next(a, &a->hist[i].el, K, said, sizeof said);
+    if (said[0]) snprintf(why, whylen, "%s", said);
+  }
+  for (; a->mode == NSC_ACC_LOCKED && si < nsm; si++) nsc_accum_observe(a, 0, &a->sm[si].el);
+  a->due = 0; /* the pass the replay ended is the one the lock begins after: no R5 agreement for it */
+  if (a->mode != NSC_ACC_LOCKED) return; /* why says why it ended */
+  if (lost) a->stop = 1;
   drop_learning(a);
   snprintf(why, whylen,
            "learned a backward pass of %zu bucket(s), %llu bytes, on buffers that stayed put for %d passes, %s; "
            "micro-steps count from this communicator's first accumulable all-reduce (%zu whole-model pass(es)); "
            "pass %lld is next, passes m with m mod %lld = %lld sync",
-           a->nl, (unsigned long long)a->pass_bytes, NSC_ACC_REPS, p->kind, p->npre, p->m + 1, K, K - 1);
+           a->nl, (unsigned long long)a->pass_bytes, NSC_ACC_REPS, p.kind, p.npre, a->m + 1, K, K - 1);
 }
 
 void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, long long K, char *why,
@@ -460,16 +579,28 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
     snprintf(why, whylen, "an accumulation agreement failed on another rank: every call syncs from now on");
     return;
   }
-  int same = v[0] == -v[1] && v[0] == a->sent_hash;
+  if (!a->nsent) return; /* nothing was issued: nothing to apply */
+  nsc_accum_sent r = a->sent[0];
+  memmove(&a->sent[0], &a->sent[1], (size_t)(a->nsent - 1) * sizeof a->sent[0]);
+  a->nsent--;
+  int same = v[0] == -v[1] && v[0] == r.hash;
+  if (r.mode != a->mode) { /* issued while learning, applied after the lock: it only checks */
+    free(r.L0);
+    if (!same) {
+      off(a);
+      snprintf(why, whylen, "the ranks disagreed about the backward pass being learned: every call syncs from now on");
+    }
+    return;
+  }
   if (a->mode == NSC_ACC_LEARNING) {
-    proposal p = propose(a);
-    if (same && v[2] == -1 && state_hash(a, &p) == a->sent_hash) {
+    proposal p = {V_NONE, 0, 0, r.kind};
+    if (same && v[2] == -1 && r.lock) {
       if (v[3]) {
         off(a);
         snprintf(why, whylen,
                  "this communicator's first accumulable all-reduce came after another communicator's second backward "
                  "pass (created mid-training): the phase of its micro-steps is unknown, every call syncs");
-      } else lock(a, &p, K, why, whylen);
+      } else lock_late(a, &r, K, why, whylen);
     } else if (same && v[5] == -1 && !strcmp(p.kind, "large")) {
       snprintf(why, whylen,
                "an all-reduce as large as the backward pass being learned (%zu buffer(s)) but not one of its buckets "
@@ -487,8 +618,10 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
       say_learning(a, why, whylen);
       off(a);
     }
+    free(r.L0); /* NULL once lock_late took it */
     return;
   }
+  free(r.L0);
   if (!same || v[3]) {
     off(a);
     snprintf(why, whylen,
@@ -605,6 +738,10 @@ int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, 
   why[0] = '\0';
   int sync = 1;
   a->last_pos = -1;
+  uint64_t fed = nsc_accum_fed(a);
+  a->rsig[fed % NSC_ACC_LAG].count = e->count;
+  a->rsig[fed % NSC_ACC_LAG].dtype = e->dtype;
+  a->rsig[fed % NSC_ACC_LAG].op = e->op;
   if (a->mode == NSC_ACC_LEARNING) sync = learning_next(a, e, why, whylen);
   else if (a->mode == NSC_ACC_LOCKED) sync = locked_next(a, e, K, why, whylen);
   if (sync) a->synced++;

@@ -21,9 +21,18 @@ enum { NSC_ACC_LEARNING = 0, NSC_ACC_LOCKED = 1, NSC_ACC_OFF = 2 };
 #define NSC_ACC_LEARN_PASSES 16 /* passes seen by some rank without convergence: give up */
 #define NSC_ACC_REPS 3          /* complete identical passes before a lock is proposed */
 #define NSC_ACC_AGREE_N 7       /* int64 values of one agreement */
+/* Learning: the agreement issued after accumulable call j is applied just
+ * before decision j + d, d = NSC_ACC_LAG, or less when a call of call j's
+ * signature came fewer than NSC_ACC_LAG calls before it (then d is that
+ * distance: a pass is at least that long); while locked, or issued at a
+ * group's end: before decision j + 1. A point fixed by the signatures of
+ * the call sequence; so up to NSC_ACC_LAG are in flight and the host waits,
+ * if at all, for one issued d buckets ago. */
+#define NSC_ACC_LAG 4
+#define NSC_ACC_INFLIGHT 8      /* agreements issued and not yet applied, at most */
 
 /* One accumulable call. */
-typedef struct {
+typedef struct nsc_accum_el_s {
   uintptr_t recv, send; /* identity only */
   uint64_t count;
   int32_t dtype, op;
@@ -36,6 +45,24 @@ typedef struct {
   uint64_t fb_after; /* bytes of floating Sum/Avg calls (small buckets, metrics) after it */
   int int_after;     /* an integer Sum call followed it (DDP's used-map) */
 } nsc_accum_ent;
+
+/* What an issued agreement carried, kept until its result is applied (in
+ * issue order). A lock proposal keeps the learning state it was made on
+ * (the candidate, its anchors, how much history there was), because later
+ * calls move the state on before the result comes back. */
+typedef struct {
+  int64_t hash;
+  int mode;              /* when issued */
+  int lock;              /* this rank proposed a lock */
+  const char *kind;      /* the proposal's kind ("large": rejected for a call as large as the pass) */
+  size_t npre;           /* lock: whole-model passes before the first learned one */
+  long long m;           /* lock: micro-step of the pass that had just ended */
+  size_t n0, nsm0;       /* lock: history and small calls recorded when issued */
+  size_t anchor0, prev_anchor0;
+  size_t nl0, pos0;       /* lock: the candidate's length, the position in its pass */
+  struct nsc_accum_el_s *L0; /* lock: a copy of the candidate (owned) */
+  uint64_t fed0;         /* lock: accumulable calls fed when issued */
+} nsc_accum_sent;
 
 /* A floating Sum/Avg call too small to be accumulable (a small bucket, a
  * metric), seen while learning after hist[after]. */
@@ -65,14 +92,17 @@ typedef struct {
   /* the small calls on fixed buffers in every pass (locked: a pass is also seen through them) */
   nsc_accum_el *C;
   unsigned char *cseen;     /* per companion: arrived since the last L[0] */
-  size_t nc;
+  size_t nc, capc;          /* capc: room in C and cseen */
   /* locked */
   long long m;              /* micro-step of the current pass */
   int stop;                 /* a learned bucket came out of order or went missing: no more skips */
   uint64_t pass_bytes;
   size_t sp;                /* signature-only position (agreement points) */
   long long spass;          /* signature-only pass count */
-  int64_t sent_hash;        /* hash of the state an issued agreement carried */
+  int64_t sent_hash;        /* hash of the state the last issued agreement carried */
+  nsc_accum_sent sent[NSC_ACC_INFLIGHT]; /* issued, not yet applied, oldest first */
+  int nsent;
+  struct { uint64_t count; int32_t dtype, op; } rsig[NSC_ACC_LAG]; /* signatures of the last calls (ring) */
   int due;                  /* an agreement must be issued after this call */
   uint64_t synced, skipped;
   long last_pos;            /* locked: index in L of the last call given to nsc_accum_next, -1 if none */
@@ -104,12 +134,30 @@ int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, 
 void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl);
 
 /* 1 (once) when an agreement must be issued at this point of the call
- * sequence; the caller then fills vals with nsc_accum_agree_vals(), all-reduces
- * them with Max across ranks and hands the result to nsc_accum_agreed()
- * before the next accumulable decision. */
+ * sequence; the caller then fills vals with nsc_accum_agree_vals() (only
+ * while nsent < NSC_ACC_INFLIGHT: a count fixed by the call sequence),
+ * all-reduces them with Max across ranks and hands the results to
+ * nsc_accum_agreed() in issue order, each before the accumulable decision
+ * nsc_accum_apply_at() named when it was issued (raised to the previous
+ * one's, so that none applies before an earlier one is due). */
 int nsc_accum_take_due(nsc_accum *a);
 void nsc_accum_agree_vals(nsc_accum *a, int64_t vals[NSC_ACC_AGREE_N]);
-/* ok = 0: the agreement could not be completed on this rank. */
+/* The same for a result applied before decision apply_at
+ * (nsc_accum_apply_at()): a lock is then proposed where the calls until
+ * then end the pass that completes the learning (R2), so it takes effect at
+ * the same call as without the lag. nsc_accum_agree_vals() is apply_at =
+ * the next decision. */
+void nsc_accum_agree_vals_at(nsc_accum *a, int64_t vals[NSC_ACC_AGREE_N], uint64_t apply_at);
+/* The number of the accumulable decision (1-based, counting every call fed
+ * to nsc_accum_next) before which the agreement about to be issued must be
+ * applied: d calls on while learning (above), the next call while locked
+ * or when it is issued at a group's end (one per group: grouping is alike
+ * on every rank, as accumulation requires). */
+uint64_t nsc_accum_apply_at(const nsc_accum *a, int grouped);
+/* Accumulable decisions made so far. */
+static inline uint64_t nsc_accum_fed(const nsc_accum *a) { return a->synced + a->skipped; }
+/* Applies the oldest issued agreement's result (ok = 0: it could not be
+ * completed on this rank). */
 void nsc_accum_agreed(nsc_accum *a, const int64_t vals[NSC_ACC_AGREE_N], int ok, long long K, char *why,
                       size_t whylen);
 

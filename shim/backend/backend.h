@@ -93,6 +93,12 @@ typedef struct nsc_backend {
    * with wait it polls a non-blocking query of the private stream's event. */
   int (*oob_begin)(nsc_stream caller, const void *host, size_t bytes, void **buf, nsc_stream *s);
   int (*oob_end)(void *buf, nsc_stream s, void *host, size_t bytes, int wait);
+  /* Instead of (the rest of) oob_end, when the result is no longer wanted
+   * (its communicator destroyed or aborted with the exchange in flight):
+   * never waits; the buffer is reused only once the private stream has
+   * passed the collective (CUDA: the slot's event, queried without waiting
+   * by later oob_begin calls), so nothing reuses memory it may still write. */
+  void (*oob_abandon)(void *buf, nsc_stream s);
   /* 1 when the casts can run on s (CUDA: the kernels loaded in s's
    * context), else 0 with the reason in nsc_backend_error(). */
   int (*usable)(nsc_stream s);
@@ -113,6 +119,18 @@ const nsc_backend *nsc_backend_cuda(void);
  * driver cannot say (its operations then fail; host code never touches
  * memory the driver may own). */
 const nsc_backend *nsc_backend_for(const void *ptr);
+
+/* At a communicator's creation (inside the interposed ncclCommInit* and
+ * ncclCommSplit, which synchronise anyway): the one-time setup of the CUDA
+ * context it will use (module load, pinned counters, exchange slots: the
+ * only synchronising driver calls the backend makes), so that no collective
+ * makes one. ndev = 0: the calling thread's current context (NCCL creates a
+ * communicator on the current device); else the active primary contexts of
+ * devs[0..ndev-1] (devs NULL: devices 0..ndev-1), for ncclCommInitAll.
+ * Best effort and quiet: without a driver or a context it does nothing, and
+ * a context not set up here (a failure, a stream of another context) is set
+ * up at its first collective, which then says why if it fails. */
+void nsc_backend_prepare(const int *devs, int ndev);
 
 const char *nsc_backend_error(void);
 void nsc_backend_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

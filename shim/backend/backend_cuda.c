@@ -307,11 +307,11 @@ static int c_oob_end(void *buf, nsc_stream s, void *host, size_t bytes, int wait
   int pushed, mode = nsc_cu_relax();
   CUresult r = nsc_cuctx_enter(c, &pushed, &what);
   if (r == CUDA_SUCCESS) {
-    if (!(__atomic_load_n(&c->oob_ended, __ATOMIC_ACQUIRE) & (1u << slot))) {
+    if (!(__atomic_load_n(&c->oob_ended, __ATOMIC_ACQUIRE) & NSC_CU_SLOT_BIT(slot))) {
       /* Pinned destination: the copy is truly asynchronous. */
       if ((r = cu()->cuMemcpyDtoHAsync(h, d, bytes, (CUstream)s)) != CUDA_SUCCESS) what = "cuMemcpyDtoHAsync";
       else if ((r = cu()->cuEventRecord(c->oob_ev[slot], (CUstream)s)) != CUDA_SUCCESS) what = "cuEventRecord";
-      else __atomic_or_fetch(&c->oob_ended, 1u << slot, __ATOMIC_RELEASE);
+      else __atomic_or_fetch(&c->oob_ended, NSC_CU_SLOT_BIT(slot), __ATOMIC_RELEASE);
     }
     if (r == CUDA_SUCCESS)
       while ((r = cu()->cuEventQuery(c->oob_ev[slot])) == CUDA_ERROR_NOT_READY && wait) sched_yield();
@@ -323,6 +323,26 @@ static int c_oob_end(void *buf, nsc_stream s, void *host, size_t bytes, int wait
   if (r == CUDA_SUCCESS) memcpy(host, h, bytes);
   nsc_cuctx_oob_put(c, slot);
   return r == CUDA_SUCCESS ? 1 : fail(r, what);
+}
+
+/* The slot's event marks the end of its work on the private stream (recorded
+ * here when oob_end never ran); the slot is reclaimed once it completed. A
+ * slot whose event cannot be recorded stays taken (a driver failure). */
+static void c_oob_abandon(void *buf, nsc_stream s) {
+  nsc_cuctx *c = NULL;
+  const char *what = NULL;
+  if (nsc_cuctx_of((CUstream)s, &c, &what) != CUDA_SUCCESS) return;
+  int slot = nsc_cuctx_oob_slot(c, (CUdeviceptr)(uintptr_t)buf);
+  if (slot < 0) return;
+  int pushed, mode = nsc_cu_relax();
+  CUresult r = nsc_cuctx_enter(c, &pushed, &what);
+  if (r == CUDA_SUCCESS) {
+    if (!(__atomic_load_n(&c->oob_ended, __ATOMIC_ACQUIRE) & NSC_CU_SLOT_BIT(slot)))
+      r = cu()->cuEventRecord(c->oob_ev[slot], (CUstream)s);
+    nsc_cuctx_leave(pushed);
+  }
+  nsc_cu_unrelax(mode);
+  if (r == CUDA_SUCCESS) nsc_cuctx_oob_abandon(c, slot);
 }
 
 static int c_usable(nsc_stream s) {
@@ -358,6 +378,7 @@ static const nsc_backend cuda_backend = {
     .join = c_join,
     .oob_begin = c_oob_begin,
     .oob_end = c_oob_end,
+    .oob_abandon = c_oob_abandon,
     .usable = c_usable,
     .kernels = c_kernels,
 };
@@ -366,6 +387,33 @@ const nsc_backend *nsc_backend_cuda(void) {
   if (nsc_cu_driver()) return &cuda_backend;
   nsc_backend_set_error("CUDA backend unavailable: %s", nsc_cu_driver_error());
   return NULL;
+}
+
+void nsc_backend_prepare(const int *devs, int ndev) {
+  const nsc_cu_api *d = nsc_cu_driver();
+  nsc_cuctx *c = NULL;
+  const char *what = NULL;
+  if (!d) return;
+  if (ndev <= 0) {
+    CUcontext cur = NULL;
+    if (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur) (void)nsc_cuctx_for(cur, &c, &what);
+    return;
+  }
+  if (!d->cuDeviceGet || !d->cuDevicePrimaryCtxGetState || !d->cuDevicePrimaryCtxRetain ||
+      !d->cuDevicePrimaryCtxRelease)
+    return;
+  for (int i = 0; i < ndev; i++) {
+    CUdevice dev = 0;
+    CUcontext ctx = NULL;
+    unsigned flags = 0;
+    int active = 0;
+    if (d->cuDeviceGet(&dev, devs ? devs[i] : i) != CUDA_SUCCESS ||
+        d->cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active)
+      continue; /* an inactive primary context is not NCCL's: never create one */
+    if (d->cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) continue;
+    (void)nsc_cuctx_for(ctx, &c, &what);
+    d->cuDevicePrimaryCtxRelease(dev);
+  }
 }
 
 /* Called for every collective: no error text is formatted on this path.

@@ -157,6 +157,12 @@ static int h_oob_end(void *buf, nsc_stream s, void *host, size_t bytes, int wait
   return 1;
 }
 
+/* Host exchanges completed inside their collective call. */
+static void h_oob_abandon(void *buf, nsc_stream s) {
+  (void)s;
+  free(buf);
+}
+
 static int h_usable(nsc_stream s) {
   (void)s;
   return 1;
@@ -198,6 +204,7 @@ const nsc_backend nsc_backend_host = {
     .join = h_join,
     .oob_begin = h_oob_begin,
     .oob_end = h_oob_end,
+    .oob_abandon = h_oob_abandon,
     .usable = h_usable,
     .kernels = h_kernels,
 };

@@ -305,7 +305,7 @@ void nsc_staging_release(nsc_staging *st) {
   st->gtok = st->gblock = st->fblock = NULL;
   st->fretired = NULL;
   unlock(st);
-  if (tok) st->gag->finish(tok, 0, st->gag->arg);
+  if (tok) st->gag->finish(tok, -1, st->gag->arg);
   if (g) st->fbe->release(st->fstream, g);
   if (f) st->fbe->release(st->fstream, f);
   if (ret) free_blocks(st->fbe, st->fstream, ret);

@@ -34,8 +34,10 @@
  * after one group and its answer read at the settle after the next one.
  * start(ok) issues it (NULL: it could not be issued, which counts as
  * disagreement); finish(tok, wait) returns 1 when every rank succeeded, 0
- * when not, -1 while the answer is not there (only when !wait), and gives
- * the token back once it answered 0 or 1. */
+ * when not, -1 while the answer is not there (only when wait = 0), and gives
+ * the token back once it answered 0 or 1. wait = -1 (the communicator is
+ * being destroyed or aborted): the answer is not wanted, the exchange is
+ * abandoned (oob_abandon) and the token given back at once; returns 0. */
 typedef struct {
   void *(*start)(int ok, const nsc_backend *be, nsc_stream s, void *arg);
   int (*finish)(void *tok, int wait, void *arg);
@@ -135,8 +137,8 @@ void nsc_staging_fuse_resolve(nsc_staging *st);
 int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes);
 void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok);
 /* Free every arena (communicator destroy/abort); an agreement still
- * unanswered is asked once more without waiting (its exchange slot stays
- * taken if the answer never comes). */
+ * unanswered is abandoned without waiting (its exchange slot comes back
+ * once its collective has completed). */
 void nsc_staging_release(nsc_staging *st);
 
 /* Testing: make the n-th allocation of this process fail (0 = never). */

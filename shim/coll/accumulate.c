@@ -5,10 +5,19 @@
  *
  * An agreement is issued right after the call that made it due (or, inside a
  * group, right after the outermost group end), on a private buffer and
- * stream, and collected just before the next accumulable decision on the
- * communicator: so every rank issues it at the same point of the call
- * sequence and decides on its result, never on "not ready yet". The wait is
- * the host's only wait, normally for a collective issued a forward pass ago.
+ * stream, with the copy of its result into pinned host memory enqueued right
+ * behind it; it is applied just before the accumulable decision the state
+ * machine named when it was issued (nsc_accum_apply_at(): NSC_ACC_LAG calls
+ * later while learning, the next one while locked), in issue order. So every
+ * rank issues it and applies it at the same points of the call sequence and
+ * decides on its result, never on "not ready yet". The result is read by a
+ * non-blocking event query; the host waits (polling, never a synchronise)
+ * only when it is not there yet at that point, because then it is truly
+ * needed: whether the next agreement is issued, and whether the following
+ * calls may be answered locally, depend on it. That wait is for a
+ * collective issued NSC_ACC_LAG buckets ago while learning (not the one just
+ * issued: the host stays that far ahead of the device), and a forward pass
+ * ago while locked (one agreement per optimizer step).
  *
  * Must not: hold the communicator's lock across a real call or a wait, or let
  * anything but arguments, configuration and agreed values decide what is
@@ -31,47 +40,88 @@ static void say(const nsc_comm *c, const char *why) {
   if (why[0] && c->rank == 0) nsc_info("accumulation on communicator %p: %s", (void *)c->comm, why);
 }
 
-/* Hand a pending agreement's result to the machine. */
-static void collect(nsc_comm *c) {
-  pthread_mutex_lock(&c->lock);
-  nsc_xchg x = c->agree;
-  c->agree.live = 0;
-  pthread_mutex_unlock(&c->lock);
-  if (!x.live) return;
-  int64_t v[NSC_ACC_AGREE_N] = {0};
-  ncclResult_t r = nsc_exchange_end(&x, v);
-  char why[512] = "";
-  pthread_mutex_lock(&c->lock);
-  nsc_accum_agreed(&c->accum, v, r == ncclSuccess, nsc_g.cfg.accum_steps, why, sizeof why);
-  pthread_mutex_unlock(&c->lock);
-  if (r != ncclSuccess) nsc_warn("accumulation agreement on communicator %p failed on rank %d (%d): %s",
-                                 (void *)c->comm, c->rank, (int)r, why);
-  else say(c, why);
+/* Reads an agreement's result into g->v once it is there (its buffer then
+ * given back): 1, or 0 while it is not (only when !wait; polls a
+ * non-blocking query, never synchronises). A failure shows in g->x.r. */
+static int answer(nsc_agree *g, int wait) {
+  if (g->answered) return 1;
+  int e = g->x.be->oob_end(g->x.buf, g->x.s, g->v, (size_t)g->x.n * sizeof g->v[0], wait);
+  if (e == 0) return 0;
+  g->x.live = 0;
+  g->answered = 1;
+  if (e < 0 && g->x.r == ncclSuccess) g->x.r = ncclSystemError;
+  return 1;
 }
 
-void nsc_accum_issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller) {
+/* Before the next accumulable decision: hand the machine, oldest first,
+ * every agreement due before it (and those issued before them). */
+static void collect(nsc_comm *c) {
+  for (;;) {
+    pthread_mutex_lock(&c->lock);
+    uint64_t now = nsc_accum_fed(&c->accum) + 1;
+    int last = -1;
+    for (int i = 0; i < c->nagree; i++)
+      if (c->agree[i].apply_at <= now) last = i;
+    nsc_agree g;
+    if (last >= 0) {
+      g = c->agree[0];
+      memmove(&c->agree[0], &c->agree[1], (size_t)(c->nagree - 1) * sizeof c->agree[0]);
+      c->nagree--;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (last < 0) return;
+    (void)answer(&g, 1); /* not under the lock: the abort path needs it */
+    ncclResult_t r = g.x.r;
+    char why[512] = "";
+    pthread_mutex_lock(&c->lock);
+    nsc_accum_agreed(&c->accum, g.v, r == ncclSuccess, nsc_g.cfg.accum_steps, why, sizeof why);
+    pthread_mutex_unlock(&c->lock);
+    if (r != ncclSuccess) nsc_warn("accumulation agreement on communicator %p failed on rank %d (%d): %s",
+                                   (void *)c->comm, c->rank, (int)r, why);
+    else say(c, why);
+  }
+}
+
+/* grouped: issued at a group's end (applied before the next decision). */
+static void issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int grouped) {
   int64_t v[NSC_ACC_AGREE_N];
   pthread_mutex_lock(&c->lock);
   c->agree_queued = 0;
-  int go = c->accum.mode != NSC_ACC_OFF && !c->agree.live;
-  if (go) nsc_accum_agree_vals(&c->accum, v);
+  /* How many are in flight is fixed by the call sequence, like the rest. */
+  int go = c->accum.mode != NSC_ACC_OFF && c->nagree < NSC_ACC_INFLIGHT;
+  nsc_agree g;
+  memset(&g, 0, sizeof g);
+  if (go) {
+    g.apply_at = nsc_accum_apply_at(&c->accum, grouped);
+    /* Never before one issued earlier (applied in issue order): a lock
+     * proposed ahead of its pass end must not apply before that end. */
+    if (c->nagree && g.apply_at < c->agree[c->nagree - 1].apply_at) g.apply_at = c->agree[c->nagree - 1].apply_at;
+    nsc_accum_agree_vals_at(&c->accum, v, g.apply_at);
+  }
   pthread_mutex_unlock(&c->lock);
   if (!go) return;
-  nsc_xchg x;
-  ncclResult_t r = nsc_exchange_begin(c, be, caller, v, NSC_ACC_AGREE_N, &x);
+  ncclResult_t r = nsc_exchange_begin(c, be, caller, v, NSC_ACC_AGREE_N, &g.x);
+  if (g.x.live) { /* a private buffer was taken (a failed collective is reported when applied) */
+    (void)answer(&g, 0); /* the copy back right behind the collective */
+  } else {
+    /* No buffer (nsc_exchange_begin said so): the peers see this rank's
+     * poison when they apply this agreement, and this rank fails it at that
+     * same point. Ending accumulation now would stop this rank issuing the
+     * agreements its peers still issue until then. */
+    g.answered = 1;
+    g.x.r = r == ncclSuccess ? ncclSystemError : r;
+  }
   pthread_mutex_lock(&c->lock);
-  if (x.live) c->agree = x; /* a failed collective is reported when collected */
-  else nsc_accum_agreed(&c->accum, v, 0, nsc_g.cfg.accum_steps, NULL, 0);
+  c->agree[c->nagree++] = g;
   pthread_mutex_unlock(&c->lock);
-  if (!x.live)
-    nsc_warn("accumulation agreement on communicator %p could not be issued on rank %d (%d): every call syncs",
-             (void *)c->comm, c->rank, (int)r);
 }
 
+void nsc_accum_issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller) { issue(c, be, caller, 1); }
+
 void nsc_accum_release(nsc_comm *c) {
-  if (!c->agree.live) return;
-  c->agree.live = 0;
-  c->agree.be->release(c->agree.s, c->agree.buf); /* stream-ordered: never waits */
+  for (int i = 0; i < c->nagree; i++)
+    if (c->agree[i].x.live) c->agree[i].x.be->oob_abandon(c->agree[i].x.buf, c->agree[i].x.s); /* never waits */
+  c->nagree = 0;
 }
 
 int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *recv, int acc, int *agree) {
@@ -109,7 +159,7 @@ void nsc_accum_after(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_
     /* A nonblocking communicator takes the next call once this one completed
      * (only the timing depends on ncclInProgress, never what is issued). */
     if (last == ncclInProgress) (void)nsc_wait_nonblocking(c->comm); /* an error shows in the agreement */
-    nsc_accum_issue(c, be, (nsc_stream)s);
+    issue(c, be, (nsc_stream)s, 0);
     return;
   }
   if (c->agree_queued) return;

@@ -313,6 +313,11 @@ static void *agree_start(int ok, const nsc_backend *be, nsc_stream s, void *arg)
 static int agree_finish(void *tok, int wait, void *arg) {
   (void)arg;
   agreement *g = tok;
+  if (!g->answered && wait < 0) { /* its communicator is ending: nobody reads the answer */
+    g->x.be->oob_abandon(g->x.buf, g->x.s);
+    free(g);
+    return 0;
+  }
   if (!g->answered) {
     int e = oob_end_fault(g->x.be->oob_end(g->x.buf, g->x.s, g->v, sizeof g->v, wait));
     if (e == 0) return -1;

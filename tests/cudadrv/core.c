@@ -115,9 +115,12 @@ CUresult cd_ready(void) {
 }
 #define READY() do { CUresult r_ = cd_ready(); if (r_ != CUDA_SUCCESS) return r_; } while (0)
 
+/* CUDA_VERSION of the cuda.h it was built with; CUDADRV_DRIVER_VERSION=N
+ * (e.g. 12020) pretends an older or newer driver. */
 CD_EXPORT CUresult cuDriverGetVersion(int *v) {
   if (!v) return CUDA_ERROR_INVALID_VALUE;
-  *v = CUDA_VERSION;
+  const char *e = getenv("CUDADRV_DRIVER_VERSION");
+  *v = e && atoi(e) > 0 ? atoi(e) : CUDA_VERSION;
   return CUDA_SUCCESS;
 }
 

@@ -86,6 +86,7 @@ struct CUstream_st {
   pthread_t thr;
   struct cd_capture *cap;   /* capture this stream belongs to (graph.c) */
   uint64_t cap_last;        /* its last captured node */
+  long delay_us;            /* CUDADRV_STREAM_DELAY_US: each op starts this late */
 };
 
 struct CUevent_st {

@@ -36,9 +36,13 @@ static void check(int ok, const char *what) {
 }
 
 #define CK(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) { printf("FATAL rank %d %s: %d\n", rank, #call, (int)r_); MPI_Abort(MPI_COMM_WORLD, 2); } } while (0)
-/* Every NCCL call is a user's collective: bracketed for the double's count
- * of synchronising calls made inside one (must stay 0). */
-#define NC(call) do { cudadrv_region(1); ncclResult_t r_ = (call); cudadrv_region(0); if (r_ != ncclSuccess) { printf("FATAL rank %d %s: %s\n", rank, #call, ncclGetErrorString(r_)); MPI_Abort(MPI_COMM_WORLD, 2); } } while (0)
+/* Every NCCL call but communicator creation (NC0: it synchronises in real
+ * NCCL, and the shim sets up its CUDA context there) is a user's
+ * collective: bracketed for the double's count of synchronising calls made
+ * inside one (must stay 0). */
+#define NC_(call, in) do { if (in) cudadrv_region(1); ncclResult_t r_ = (call); if (in) cudadrv_region(0); if (r_ != ncclSuccess) { printf("FATAL rank %d %s: %s\n", rank, #call, ncclGetErrorString(r_)); MPI_Abort(MPI_COMM_WORLD, 2); } } while (0)
+#define NC(call) NC_(call, 1)
+#define NC0(call) NC_(call, 0)
 
 static volatile int gate;
 static void wait_gate(void *arg) {
@@ -227,10 +231,10 @@ int main(int argc, char **argv) {
   CK(cuDevicePrimaryCtxRetain(&ctx, rank % 2));
   CK(cuCtxSetCurrent(ctx));
   ncclUniqueId id;
-  if (rank == 0) NC(ncclGetUniqueId(&id));
+  if (rank == 0) NC0(ncclGetUniqueId(&id));
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
   ncclComm_t comm;
-  NC(ncclCommInitRank(&comm, nranks, id, rank));
+  NC0(ncclCommInitRank(&comm, nranks, id, rank));
   const char *cmd = argc > 1 ? argv[1] : "order";
   if (!strcmp(cmd, "capturefirst")) cmd_capturefirst(comm);
   else if (!strcmp(cmd, "capturequery")) cmd_capturequery(comm, ctx);

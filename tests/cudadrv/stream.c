@@ -104,14 +104,37 @@ void cd_op_run(cd_op *op) {
   }
 }
 
+/* CUDADRV_STREAM_DELAY_US=US[,N]: every operation of every N-th stream
+ * created (N = 1 when not given: every stream; the first stream counts as
+ * 0) starts US microseconds late on its worker, so its work finishes well
+ * after the host moved on, and later than that of the other streams: a
+ * result read without the wait it needed is stale. */
+static long stream_delay_us(void) {
+  static long us = -1, every = 1, made;
+  pthread_mutex_lock(&reg_lock);
+  if (us < 0) {
+    const char *e = getenv("CUDADRV_STREAM_DELAY_US");
+    const char *comma = e ? strchr(e, ',') : NULL;
+    us = e ? atol(e) : 0;
+    every = comma ? atol(comma + 1) : 1;
+    if (us < 0) us = 0;
+    if (every < 1) every = 1;
+  }
+  long d = made++ % every == 0 ? us : 0;
+  pthread_mutex_unlock(&reg_lock);
+  return d;
+}
+
 static void *worker(void *arg) {
   struct CUstream_st *s = arg;
+  long delay = s->delay_us;
   pthread_mutex_lock(&s->lock);
   for (;;) {
     while (!s->head && !s->dead) pthread_cond_wait(&s->cv, &s->lock);
     if (!s->head) break;
     cd_op *op = s->head;
     pthread_mutex_unlock(&s->lock);
+    if (delay) nanosleep(&(struct timespec){delay / 1000000, (delay % 1000000) * 1000}, NULL);
     cd_op_run(op);
     pthread_mutex_lock(&s->lock);
     s->head = op->next;
@@ -133,6 +156,7 @@ static struct CUstream_st *stream_new(CUcontext c, unsigned flags, int prio, int
   s->flags = flags;
   s->prio = prio;
   s->kind = kind;
+  s->delay_us = stream_delay_us();
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cv, NULL);
   pthread_attr_t at;

@@ -23,21 +23,11 @@
 #include "cast.h"
 #include "cu_abi.h"
 #include "cudadrv_hooks.h"
+#include "../tap.h"
 
 extern const unsigned char nsc_fatbin[];
 extern const size_t nsc_fatbin_size;
 
-static int failures;
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s - ", ok ? "ok" : "not ok");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  failures += !ok;
-}
 
 #define CK(call)                                                                         \
   do {                                                                                   \

@@ -19,6 +19,14 @@
 #   4. the sync audit: no stream/context/event synchronize in the shim's sources
 #   5. torchrun DDP training without and with the shim: it intercepted the
 #      bucket all-reduces, and the loss curves match within the stated tolerance
+#
+# GPU_CHECK_DOUBLE=1 (CI: tests/t/17-gpu-check.sh) runs this same script on
+# the CUDA driver test double instead (tests/cudadrv, put first on
+# LD_LIBRARY_PATH): 0 and 4 as on a GPU; 1 with --quick and a 1 MiB
+# bandwidth table whose rows must be there but whose ratios are not judged
+# (the double's timings say nothing about a GPU); 3 on host buffers over the
+# host NCCL, without the double; 2 and 5 need PyTorch on a GPU and are
+# skipped.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=${B:-build}
@@ -33,19 +41,38 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PY=${PYTHON:-python3}
 SHIM="$ROOT/$B/lib/libncclshim.so"
 GOAL_BW=${GOAL_BW:-0.9}
+DOUBLE=${GPU_CHECK_DOUBLE:-0}
+# GPU_CHECK_SECTIONS="0 1": only those sections (CI runs parts of it to see them fail).
+want() { case " ${GPU_CHECK_SECTIONS:-0 1 2 3 4 5} " in *" $1 "*) return 0 ;; esac; return 1; }
+AP_LD=${LD_LIBRARY_PATH:-} # section 3's library path: never the double (the host NCCL would take its NULL stream for one)
 
-echo "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ) on $(nvidia-smi -L 2>/dev/null | head -1)"
+if [ "$DOUBLE" = 1 ]; then
+  echo "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ) on the CUDA driver TEST DOUBLE (tests/cudadrv), not a GPU"
+  export LD_LIBRARY_PATH="$ROOT/$B/lib/cudadrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  echo "# gpu-check $(date -u +%Y-%m-%dT%H:%MZ) on $(nvidia-smi -L 2>/dev/null | head -1)"
+fi
 [ -f "$SHIM" ] || { not_ok "the shim is built ($SHIM missing)"; echo "$pass passed, $fail failed"; exit 1; }
 
-# The real libnccl: the toolkit's, else the one PyTorch's wheel brings. (An
-# empty `ls` must not become dirname's ".".)
+# The real libnccl: the toolkit's, else the one PyTorch's wheel brings (on the
+# double: the host NCCL). (An empty `ls` must not become dirname's ".".)
 NCCL_DIR=
-nccl_so=$(ls "${NCCL_HOME:-/usr/local/cuda}"/lib*/libnccl.so.2 2>/dev/null | head -1)
-[ -n "$nccl_so" ] && NCCL_DIR=$(dirname "$nccl_so")
-[ -n "$NCCL_DIR" ] || NCCL_DIR=$($PY -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+if [ "$DOUBLE" = 1 ]; then NCCL_DIR="$ROOT/$B/lib/hostnccl"
+else
+  nccl_so=$(ls "${NCCL_HOME:-/usr/local/cuda}"/lib*/libnccl.so.2 2>/dev/null | head -1)
+  [ -n "$nccl_so" ] && NCCL_DIR=$(dirname "$nccl_so")
+  [ -n "$NCCL_DIR" ] || NCCL_DIR=$($PY -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+fi
 echo "# real libnccl: ${NCCL_DIR:-none found}"
+# NVRTC for a build without nvcc: outside a PyTorch process the shim finds
+# libnvrtc only on the library path, so give check_kernels pip's.
+NVRTC_DIR=$($PY -c 'import glob, nvidia, os
+hits = [os.path.dirname(f) for p in nvidia.__path__ for d in ("cu13/lib", "cuda_nvrtc/lib", "cu12/lib")
+        for f in glob.glob(os.path.join(p, d, "libnvrtc.so.1*"))]
+print(hits[0] if hits else "")' 2>/dev/null)
 
 # ---- 0. driver ---------------------------------------------------------------
+if want 0; then
 drv=$($PY - <<'EOF' 2>/dev/null
 import ctypes
 v = ctypes.c_int(0)
@@ -71,24 +98,34 @@ else
     fi
   fi
 fi
+fi
 
 # ---- 1. kernels --------------------------------------------------------------
+if want 1; then
 if [ -x "$B/tests/check_kernels" ]; then
-  if timeout 240 "$B/tests/check_kernels" >"$OUT/kernels.txt" 2>&1; then ok "kernels bit-exact against the host reference"
+  ck_args=(); [ "$DOUBLE" = 1 ] && ck_args=(--quick --bw-mib 1)
+  if LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}${NVRTC_DIR:+:$NVRTC_DIR}" timeout 600 "$B/tests/check_kernels" "${ck_args[@]}" \
+       >"$OUT/kernels.txt" 2>&1; then ok "kernels bit-exact against the host reference"
   else not_ok "kernels (see $OUT/kernels.txt)"; tail -5 "$OUT/kernels.txt" | sed 's/^/#   /'; fi
+  grep -h "CUDA kernels\|^# .*sm_" "$OUT/kernels.txt" | head -2 | sed 's/^/#   /'
   sed -n '/^# bandwidth/,$p' "$OUT/kernels.txt" | head -14 | sed 's/^/#   /'
   for k in "to_wire fp16" "to_wire bf16" "from_wire fp16" "from_wire bf16"; do
-    r=$(awk -v k="$k" 'index($0, "  " k " ") == 1 {print $NF; exit}' "$OUT/kernels.txt")
+    r=$(awk -v k="$k" 'index($0, "  " k " ") == 1 && $NF ~ /^[0-9]+\.[0-9]+$/ {print $NF; exit}' "$OUT/kernels.txt")
     if [ -z "$r" ]; then not_ok "$k: no bandwidth row in $OUT/kernels.txt"
+    elif [ "$DOUBLE" = 1 ]; then ok "$k: bandwidth row read ($r x a copy on the double; the goal is judged on a GPU only)"
     elif awk -v r="$r" -v g="$GOAL_BW" 'BEGIN{exit !(r >= g)}'; then ok "$k moves bytes at $r x a device-to-device copy (goal $GOAL_BW)"
     else not_ok "$k moves bytes at $r x a device-to-device copy (goal $GOAL_BW)"; fi
   done
 else
-  not_ok "tests/check_kernels not built (needs cuda_runtime_api.h and libcudart: the toolkit or pip's nvidia/cu13)"
+  not_ok "tests/check_kernels not built (make gpu-check builds it: it needs only cuda.h, from the toolkit or pip's nvidia/cu13/include)"
+fi
 fi
 
 # ---- 2. PyTorch's NCCL, one process ------------------------------------------
-if $PY -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+if want 2; then
+if [ "$DOUBLE" = 1 ]; then
+  skip "PyTorch's NCCL on a GPU: not on the double"
+elif $PY -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   # PyTorch's own libnccl (its wheel's, found through its RPATH).
   NCCLSHIM_DISABLE=1 LD_PRELOAD="$SHIM" timeout 300 $PY tests/gpu/shim_torch.py "$OUT/torch-plain.json" \
     >"$OUT/torch-plain.log" 2>&1 || not_ok "shim_torch.py without the shim (see $OUT/torch-plain.log)"
@@ -137,21 +174,29 @@ EOF
 else
   not_ok "python3 with a CUDA-enabled torch not found: PyTorch checks not run"
 fi
+fi
 
 # ---- 3. allreduce_perf on the real libnccl (an MPI program) ---------------------
+if want 3; then
+# Device buffers need an allreduce_perf built with the CUDA runtime (the
+# toolkit's libcudart); on the double, and without the toolkit, host buffers.
+AP_MEM=host
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
   if make -C "$ROOT" --no-print-directory B="$B" "$B/bin/allreduce_perf" >"$OUT/build-ap.log" 2>&1; then
+    if [ "$DOUBLE" != 1 ] && ldd "$ROOT/$B/bin/allreduce_perf" 2>/dev/null | grep -q libcudart; then AP_MEM=cuda
+    else echo "# allreduce_perf on host buffers ($([ "$DOUBLE" = 1 ] && echo "the double" || echo "built without the CUDA runtime: no toolkit"))"; fi
     ap() { # name, env assignments, --, args
       local name=$1; shift; local envs=()
       while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-      env "${envs[@]}" LD_LIBRARY_PATH="${NCCL_DIR:+$NCCL_DIR:}${LD_LIBRARY_PATH:-}" ALLREDUCE_PERF_MEM=cuda \
+      env "${envs[@]}" LD_LIBRARY_PATH="${NCCL_DIR:+$NCCL_DIR:}$AP_LD" ALLREDUCE_PERF_MEM=$AP_MEM \
         timeout 120 mpirun -np 1 "$ROOT/$B/bin/allreduce_perf" "$@" >"$OUT/ap-$name.txt" 2>&1
     }
-    ap plain -- -b 1M -e 256M -f 4 -n 20 -w 5 && ok "allreduce_perf, real NCCL, no shim" || not_ok "allreduce_perf no shim"
-    ap shim LD_PRELOAD="$SHIM" NCCLSHIM_LOG=summary -- -b 1M -e 256M -f 4 -n 20 -w 5 \
+    big=256M rnd=64M; [ "$DOUBLE" = 1 ] && big=4M rnd=4M
+    ap plain -- -b 1M -e $big -f 4 -n 20 -w 5 && ok "allreduce_perf, real NCCL, no shim" || not_ok "allreduce_perf no shim"
+    ap shim LD_PRELOAD="$SHIM" NCCLSHIM_LOG=summary -- -b 1M -e $big -f 4 -n 20 -w 5 \
       && ok "allreduce_perf, real NCCL, shim fp16 (0 wrong)" || not_ok "allreduce_perf with shim"
     grep -q "active on communicator" "$OUT/ap-shim.txt" && ok "shim banner on the real NCCL" || not_ok "no shim banner"
-    ap rand LD_PRELOAD="$SHIM" NCCLSHIM_LOG=off -- -b 64M -e 64M -n 10 -w 3 -R 1 \
+    ap rand LD_PRELOAD="$SHIM" NCCLSHIM_LOG=off -- -b $rnd -e $rnd -n 10 -w 3 -R 1 \
       && ok "random inputs within the documented fp16 bound" || not_ok "random inputs"
   else
     not_ok "allreduce_perf does not build (see $OUT/build-ap.log)"
@@ -159,8 +204,10 @@ if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
 else
   skip "no mpicc/mpirun here: allreduce_perf not run (sections 1, 2 and 5 cover the GPU paths)"
 fi
+fi
 
 # ---- 4. sync audit (static) ----------------------------------------------------
+if want 4; then
 # No synchronize call at all in the shim's sources (comments aside): the
 # configuration check polls an event, the hook path never waits.
 grep -nE "cu(Stream|Ctx|Event|Device)Synchronize *\(" shim/*.c shim/*/*.c compress/cu_*.c \
@@ -168,9 +215,13 @@ grep -nE "cu(Stream|Ctx|Event|Device)Synchronize *\(" shim/*.c shim/*/*.c compre
 nsync=$(wc -l <"$OUT/syncs.txt")
 [ "$nsync" -eq 0 ] && ok "sync audit: no synchronize call in the shim's sources" \
   || { not_ok "sync audit: $nsync synchronize call(s) in the shim's sources"; sed 's/^/#   /' "$OUT/syncs.txt"; }
+fi
 
 # ---- 5. DDP training through torchrun, with and without the shim --------------
-if $PY -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+if want 5; then
+if [ "$DOUBLE" = 1 ]; then
+  skip "DDP training on a GPU: not on the double"
+elif $PY -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   T="$PY -m torch.distributed.run --standalone --nproc_per_node=1 $ROOT/tests/gpu/ddp_train.py --steps 50"
   NCCLSHIM_DISABLE=1 timeout 300 $T --out "$OUT/loss-plain.txt" >"$OUT/ddp-plain.log" 2>&1 \
     && ok "DDP training without the shim" || not_ok "DDP training without the shim"
@@ -179,6 +230,7 @@ if $PY -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     && ok "DDP training with the shim preloaded" || not_ok "DDP training with the shim"
   $PY "$ROOT/tests/gpu/ddp_compare.py" "$OUT" && ok "shim intercepted the bucket all-reduces; loss curves match" \
     || not_ok "DDP comparison (see above)"
+fi
 fi
 
 echo "$pass passed, $fail failed"

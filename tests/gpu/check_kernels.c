@@ -2,7 +2,7 @@
  * bit for bit against the host casts (which the unit tests tie to the scalar
  * reference), then their bandwidth against a device-to-device cuMemcpy.
  *
- *   check_kernels [--quick] [--allow-no-gpu]
+ *   check_kernels [--quick] [--allow-no-gpu] [--bw-mib N]
  *
  * Checks: every fp32 bit pattern (or 2^22 random ones with --quick) to fp16
  * and bf16 with exact counts; 2^28 random values with scales; boundary values;
@@ -12,7 +12,10 @@
  * stream-ordered staging, marks, capture into a graph and replay, side streams,
  * the out-of-band exchange, nsc_backend_for). Prints one TAP-style line per
  * check ("ok - ...", "not ok - ...") and a bandwidth table; exits 1 on any
- * mismatch. Without a usable GPU it exits 1,
+ * mismatch. --quick leaves out the counts >= 2^31 and the bandwidth table
+ * unless --bw-mib N asks for the table (on N MiB of fp32; default 1024), as
+ * make gpu-check does on the driver test double to check its own parsing.
+ * Without a usable GPU it exits 1,
  * or 0 with --allow-no-gpu after checking that everything falls back to the
  * host backend (what tests/t/10-cast.sh runs on machines without one).
  *
@@ -31,8 +34,9 @@
 
 #include "backend.h"
 #include "cast.h"
+#include "../tap.h"
 
-static int failures, quick;
+static int quick;
 static const nsc_backend *be;
 static CUstream st;
 
@@ -81,16 +85,6 @@ static int load_driver(void) {
     }                                                                                    \
   } while (0)
 
-static void report(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s - ", ok ? "ok" : "not ok");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  failures += !ok;
-}
 
 static uint64_t rng = 0x853c49e6748fea9bull;
 static uint32_t rnd(void) {
@@ -161,10 +155,10 @@ static void check_to_wire(const char *what, nsc_wire_t w, const float *x, size_t
   if (bad) {
     uint32_t u;
     memcpy(&u, &x[first], 4);
-    report(0, "%s to %s: %zu of %zu differ, first [%zu] 0x%08x -> 0x%04x, want 0x%04x", what,
+    check(0, "%s to %s: %zu of %zu differ, first [%zu] 0x%08x -> 0x%04x, want 0x%04x", what,
            w ? "bf16" : "fp16", bad, n, first, u, got[first], want[first]);
   } else {
-    report(cnt_ok, "%s to %s: %zu values, counts %llu/%llu (gpu %llu/%llu)", what,
+    check(cnt_ok, "%s to %s: %zu values, counts %llu/%llu (gpu %llu/%llu)", what,
            w ? "bf16" : "fp16", n, (unsigned long long)hc.overflow,
            (unsigned long long)hc.underflow, (unsigned long long)(c1.overflow - c0.overflow),
            (unsigned long long)(c1.underflow - c0.underflow));
@@ -185,7 +179,7 @@ static void check_from_wire(const char *what, nsc_wire_t w, const uint16_t *h, s
   d2h(got, dx + dof, n * 4);
   nsc_cast_from_wire(w, h, want, n, scale);
   size_t first, bad = diff(got, want, n, 4, &first);
-  report(!bad, "%s from %s (scale %g): %zu values, %zu differ (first [%zu])", what,
+  check(!bad, "%s from %s (scale %g): %zu values, %zu differ (first [%zu])", what,
          w ? "bf16" : "fp16", (double)scale, n, bad, first);
   RT(D.cuMemFree(DP(dx)));
   RT(D.cuMemFree(DP(dh)));
@@ -226,7 +220,7 @@ static void check_casts(void) {
         snprintf(what, sizeof what, "all patterns 0x%08llx..", (unsigned long long)base);
         check_to_wire(what, w, x, chunk, 1.0f, 0, 0);
       }
-      report(failures == ok0, "every fp32 bit pattern to %s", wi ? "bf16" : "fp16");
+      check(failures == ok0, "every fp32 bit pattern to %s", wi ? "bf16" : "fp16");
     }
     for (size_t i = 0; i < nrand; i++) {
       uint32_t u = rnd();
@@ -294,7 +288,7 @@ static void check_segments(int nseg, size_t maxcount) {
     d2h(goty, dy, total * 4);
     size_t f1, f2, b1 = diff(got, want, wire_n + 1, 2, &f1), b2 = diff(goty, wanty, total, 4, &f2);
     int cnt_ok = c1.overflow - c0.overflow == hc.overflow && c1.underflow - c0.underflow == hc.underflow;
-    report(!b1 && !b2 && cnt_ok, "%d segments (up to %zu values) to %s and back: %zu/%zu differ%s",
+    check(!b1 && !b2 && cnt_ok, "%d segments (up to %zu values) to %s and back: %zu/%zu differ%s",
            nseg, maxcount, wi ? "bf16" : "fp16", b1, b2, cnt_ok ? "" : ", counts differ");
   }
   RT(D.cuMemFree(DP(dx)));
@@ -324,7 +318,7 @@ static void check_scale(void) {
       d2h(got, dd + es[k], bytes);
       nsc_scale_buffer(kinds[k], h, want, n, 0.1);
       size_t first, bad = diff(got, want, n, es[k], &first);
-      report(!bad, "scale '%c' x0.1 %s: %zu values, %zu differ", kinds[k],
+      check(!bad, "scale '%c' x0.1 %s: %zu values, %zu differ", kinds[k],
              inplace ? "in place" : "out of place", n, bad);
       RT(D.cuMemFree(DP(ds)));
       if (!inplace) RT(D.cuMemFree(DP(dd)));
@@ -332,7 +326,7 @@ static void check_scale(void) {
       free(want);
       free(got);
     }
-  report(be->scale(st, 'x', NULL, NULL, 1, 1.0) == -1, "scale of an unknown kind fails");
+  check(be->scale(st, 'x', NULL, NULL, 1, 1.0) == -1, "scale of an unknown kind fails");
 }
 
 /* 2^31 + 5 elements: size_t indexing and exact 64-bit counts. */
@@ -354,7 +348,7 @@ static void check_huge(void) {
   d2h(tail, dh + n - 4096, sizeof tail);
   int ok = c1.overflow - c0.overflow == n && c1.underflow == c0.underflow;
   for (int i = 0; i < 4096; i++) ok &= tail[i] == 0x7c00;
-  report(ok, "2^31+5 values to fp16: overflow count %llu, tail all Inf",
+  check(ok, "2^31+5 values to fp16: overflow count %llu, tail all Inf",
          (unsigned long long)(c1.overflow - c0.overflow));
   dset(dh, 0x3c, n * 2); /* 0x3c3c */
   BE(be->from_wire(st, NSC_WIRE_FP16, dh, dx, n, 1.0f));
@@ -363,7 +357,7 @@ static void check_huge(void) {
   d2h(ftail, dx + n - 4096, sizeof ftail);
   ok = 1;
   for (int i = 0; i < 4096; i++) ok &= ftail[i] == nsc_f16_to_f32_ref(0x3c3c);
-  report(ok, "2^31+5 values from fp16: tail exact");
+  check(ok, "2^31+5 values from fp16: tail exact");
   RT(D.cuMemFree(DP(dx)));
   RT(D.cuMemFree(DP(dh)));
 }
@@ -371,10 +365,10 @@ static void check_huge(void) {
 /* The backend's non-cast duties. */
 static void check_backend_api(void) {
   float *d = dmalloc(4096 * 4), host = 1.0f;
-  report(nsc_backend_for(d) == be, "nsc_backend_for(device pointer) is the CUDA backend");
-  report(nsc_backend_for(&host) == &nsc_backend_host, "nsc_backend_for(host pointer) is the host backend");
+  check(nsc_backend_for(d) == be, "nsc_backend_for(device pointer) is the CUDA backend");
+  check(nsc_backend_for(&host) == &nsc_backend_host, "nsc_backend_for(host pointer) is the host backend");
   int cap = -1;
-  report(be->capturing(st, &cap) == 0 && cap == 0, "capturing() is 0 on a plain stream");
+  check(be->capturing(st, &cap) == 0 && cap == 0, "capturing() is 0 on a plain stream");
 
   /* fill_ones, stream-ordered staging */
   void *stage = NULL;
@@ -386,7 +380,7 @@ static void check_backend_api(void) {
   be->release(st, stage);
   int ones = 1;
   for (int i = 0; i < 1 << 20; i++) ones &= h[i] == 0xff;
-  report(ones, "fill_ones on stream-ordered staging memory");
+  check(ones, "fill_ones on stream-ordered staging memory");
   free(h);
 
   /* marks: elapsed() is 1 once both events completed, never waits */
@@ -397,7 +391,7 @@ static void check_backend_api(void) {
   RT(D.cuStreamSynchronize(st));
   uint64_t ns = 0;
   int r = be->elapsed(&a, &b, &ns);
-  report(r == 1, "elapsed() after completion: %d (%llu ns)", r, (unsigned long long)ns);
+  check(r == 1, "elapsed() after completion: %d (%llu ns)", r, (unsigned long long)ns);
   be->mark_release(&a);
   be->mark_release(&b);
 
@@ -415,13 +409,13 @@ static void check_backend_api(void) {
   nsc_seg seg = {d, d, 4096, 0};
   int rs = be->seg_to_wire(st, NSC_WIRE_BF16, &seg, 1, dw, 1.0f);
   RT(D.cuStreamEndCapture(st, &g));
-  report(rc == 0 && cap == 1 && rs == 0, "capturing() is 1 while capturing; a segment launch is captured");
+  check(rc == 0 && cap == 1 && rs == 0, "capturing() is 1 while capturing; a segment launch is captured");
   RT(D.cuGraphInstantiate(&ge, g, 0));
   RT(D.cuGraphLaunch(ge, st));
   RT(D.cuStreamSynchronize(st));
   d2h(hw, dw, sizeof hw);
   nsc_cast_to_wire(NSC_WIRE_BF16, hx, want, 4096, 1.0f, NULL);
-  report(!memcmp(hw, want, sizeof hw), "graph replay of a captured cast");
+  check(!memcmp(hw, want, sizeof hw), "graph replay of a captured cast");
   RT(D.cuGraphExecDestroy(ge));
   RT(D.cuGraphDestroy(g));
 
@@ -437,7 +431,7 @@ static void check_backend_api(void) {
   nsc_cast_to_wire(NSC_WIRE_FP16, hx, want, 4096, 1.0f, NULL);
   nsc_stream side2 = NULL;
   BE(be->side_stream(st, &side2));
-  report(side != (nsc_stream)st && side == side2 && !memcmp(hw, want, sizeof hw),
+  check(side != (nsc_stream)st && side == side2 && !memcmp(hw, want, sizeof hw),
          "side stream: one per caller stream, joined both ways");
 
   /* out-of-band exchange round trip */
@@ -445,8 +439,8 @@ static void check_backend_api(void) {
   void *buf = NULL;
   nsc_stream os = NULL;
   BE(be->oob_begin((nsc_stream)st, vals, sizeof vals, &buf, &os));
-  report(be->oob_end(buf, os, back, sizeof back, 1) == 1, "oob_end with wait polls until the result is there");
-  report(!memcmp(vals, back, sizeof vals) && os != (nsc_stream)st, "oob_begin/oob_end round trip on a private stream");
+  check(be->oob_end(buf, os, back, sizeof back, 1) == 1, "oob_end with wait polls until the result is there");
+  check(!memcmp(vals, back, sizeof vals) && os != (nsc_stream)st, "oob_begin/oob_end round trip on a private stream");
   RT(D.cuMemFree(DP(d)));
   RT(D.cuMemFree(DP(dw)));
 }
@@ -499,8 +493,11 @@ static void run_op(void *p) {
   }
 }
 
+static size_t bw_mib = 1024; /* --bw-mib */
+static int bw_asked;
+
 static void bandwidth(void) {
-  size_t n = (size_t)1 << 28, bytes = n * 4;
+  size_t n = bw_mib << 18, bytes = n * 4;
   float *x = dmalloc(bytes), *y = dmalloc(bytes);
   uint16_t *wv = dmalloc(n * 2);
   dset(x, 0x3c, bytes);
@@ -547,8 +544,10 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--allow-no-gpu")) allow_no_gpu = 1;
+    else if (!strcmp(argv[i], "--bw-mib") && i + 1 < argc && atol(argv[i + 1]) >= 1 && atol(argv[i + 1]) <= 4096)
+      bw_mib = (size_t)atol(argv[++i]), bw_asked = 1;
     else {
-      fprintf(stderr, "usage: check_kernels [--quick] [--allow-no-gpu]\n");
+      fprintf(stderr, "usage: check_kernels [--quick] [--allow-no-gpu] [--bw-mib 1..4096]\n");
       return 2;
     }
   }
@@ -559,7 +558,7 @@ int main(int argc, char **argv) {
                    nsc_backend_for(NULL) == &nsc_backend_host;
     printf("# no usable GPU; CUDA backend: %s\n",
            nsc_backend_cuda() ? "available (unexpected)" : nsc_backend_error());
-    report(fallback, "without a GPU the CUDA backend is unavailable and every pointer goes to the host backend");
+    check(fallback, "without a GPU the CUDA backend is unavailable and every pointer goes to the host backend");
     if (!allow_no_gpu) printf("# nothing checked on a GPU\n");
     return failures || !allow_no_gpu;
   }
@@ -591,10 +590,8 @@ int main(int argc, char **argv) {
   check_segments(2000, 300);          /* several launches */
   check_scale();
   check_backend_api();
-  if (!quick) {
-    check_huge();
-    bandwidth();
-  }
+  if (!quick) check_huge();
+  if (!quick || bw_asked) bandwidth();
   printf("# %s: %d failure(s), %ld s\n", failures ? "FAIL" : "PASS", failures,
          (long)(time(NULL) - t0));
   return failures != 0;

@@ -36,7 +36,7 @@ class Stats(ctypes.Structure):
     _fields_ = [(f, ctypes.c_uint64) for f in
                 ("calls", "passthrough", "compressed", "skipped", "fused", "real_calls",
                  "logical_bytes", "wire_bytes", "overflow", "underflow")] + \
-               [("wire", ctypes.c_char * 8), ("enabled", ctypes.c_int)]
+               [("wire", ctypes.c_char * 8), ("enabled", ctypes.c_int), ("twophase", ctypes.c_uint64)]
 
 
 def shim_stats():

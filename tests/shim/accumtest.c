@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "testmpi.h"
+#include "devmirror.h" /* SHIMTEST_DEVICE=1: device buffers on the CUDA driver double */
 
 enum { B = 2048 }; /* floats per bucket: 8 KiB, accumulable with NCCLSHIM_MIN_BYTES=4096 */
 

@@ -1,5 +1,5 @@
 /* cudatest.h — what the MPI test programs on the CUDA driver test double
- * share (shim_cuda_capture.c, shim_cuda_grow.c): a driver call that must
+ * share (shim_cuda_capture.c, shim_cuda_grow.c, shim_cuda_abort.c): a driver call that must
  * succeed (else the whole job stops), and device 0's primary context made
  * current with a non-blocking stream on it. Include after testmpi.h. */
 #ifndef NSC_CUDATEST_H
@@ -26,6 +26,14 @@ static inline CUstream ct_stream(void) {
   DRV(cuCtxSetCurrent(ctx));
   DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   return s;
+}
+
+/* MPI initialised, this rank and the size, and ct_stream(). */
+static inline CUstream ct_begin(int *argc, char ***argv, int *rank, int *nranks) {
+  MPI_Init(argc, argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, nranks);
+  return ct_stream();
 }
 
 #endif

@@ -14,7 +14,8 @@
  * double counts (and fails the run on) synchronising driver calls the shim
  * makes inside a user's collective.
  *
- * Each rank uses device rank % count, made current on each calling thread;
+ * Each rank uses device rank % count, made current on each calling thread
+ * (also before each communicator is made, through testmpi.h's hook);
  * mirrors are shared by the threads, groups are per thread. For
  * blocking communicators only (a copy back needs the work on the stream).
  * Must not: be used without MPI initialised, or free a mirror (host
@@ -177,13 +178,13 @@ static ncclResult_t dm_allreduce(const void *s, void *r, size_t n, ncclDataType_
   return res;
 }
 
-static ncclResult_t dm_group_start(void) {
+static __attribute__((unused)) ncclResult_t dm_group_start(void) {
   ncclResult_t r = ncclGroupStart();
   if (r == ncclSuccess) dmt.depth++;
   return r;
 }
 
-static ncclResult_t dm_group_end(void) {
+static __attribute__((unused)) ncclResult_t dm_group_end(void) {
   int audit = dm.region && dm_on();
   if (audit) dm.region(1);
   ncclResult_t r = ncclGroupEnd();
@@ -191,6 +192,12 @@ static ncclResult_t dm_group_end(void) {
   if (dmt.depth > 0 && --dmt.depth == 0 && dm_on()) dm_copy_back();
   return r;
 }
+
+/* Before a communicator is made (testmpi.h): this rank's device current on
+ * the calling thread, as a program's cudaSetDevice before ncclCommInitRank,
+ * so the shim sets its context up there and not inside a collective. */
+static void dm_before_init(void) { (void)dm_on(); }
+__attribute__((constructor)) static void dm_register(void) { tm_before_init = dm_before_init; }
 
 #define ncclAllReduce(s, r, n, t, op, c, st) dm_allreduce(s, r, n, t, op, c, st)
 #define ncclGroupStart() dm_group_start()

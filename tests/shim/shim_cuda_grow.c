@@ -26,11 +26,8 @@ enum { M = 3, N = 1 << 20 };
 static float val(int rank, int m, size_t i) { return (float)((int)((rank * 5 + m * 3 + i) % 13) - 6) * 0.25f; }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
   int rank, nranks, failures = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  CUstream s = ct_stream();
+  CUstream s = ct_begin(&argc, &argv, &rank, &nranks);
   ncclComm_t comm = tm_comm_world();
   float *h = malloc((size_t)N * 4), *got = malloc((size_t)N * 4);
   CUdeviceptr d[M], one;

@@ -67,6 +67,7 @@ static inline int sf_finish(void) {
 static inline ncclComm_t sf_comm_self(void) {
   ncclUniqueId id;
   ncclComm_t c = NULL;
+  if (tm_before_init) tm_before_init();
   NCCL_OK(ncclGetUniqueId(&id));
   NCCL_OK(ncclCommInitRank(&c, 1, id, 0));
   return c;

@@ -29,9 +29,15 @@ static inline int tm_rank(void) {
     }                                                                                              \
   } while (0)
 
+/* Called before each communicator is made, when set: devmirror.h makes its
+ * device current there, as a program calls cudaSetDevice before
+ * ncclCommInitRank. */
+static void (*tm_before_init)(void);
+
 /* A communicator over the members of m (unique id from m's rank 0). */
 static inline ncclComm_t tm_comm_over_cfg(MPI_Comm m, ncclConfig_t *cfg) {
   int r, n;
+  if (tm_before_init) tm_before_init();
   MPI_Comm_rank(m, &r);
   MPI_Comm_size(m, &n);
   ncclUniqueId id;

@@ -3,10 +3,10 @@
 # test (devices, contexts, stream ordering, events, capture invalidation in
 # each mode, device memory crashing host code, pointer attributes, kernels
 # from the shim's fatbin with marshalled parameters, counters), and the
-# failing exit of a process that left a violation behind; then the kernel
-# checker (tests/gpu/check_kernels, quick form) on the double; and the host
-# NCCL running its collectives in stream order on it (2 MPI ranks); then the
-# shim's shimtest suites with device buffers on the double.
+# failing exit of a process that left a violation behind; the host NCCL
+# running its collectives in stream order on it (2 MPI ranks), also under the
+# shim; then the shim's shimtest suites with device buffers on the double.
+# (The kernel checker on the double: 17-gpu-check.sh.)
 source "$(dirname "$0")/../lib.sh"
 CUDADRV_DIR="$BUILD/lib/cudadrv"
 
@@ -36,19 +36,8 @@ if cc -o "$TMPD/viol" "$TMPD/viol.c" -I"${CUDA_HOME:-/usr/local/cuda}/include" -
 else not_ok "compile the violation probe"; sed 's/^/#   /' "$TMPD/viol.log"; fi
 
 
-# The kernel checker on the double: the shim's CUDA backend end to end
-# (module load, every kernel's marshalling, staging, marks, capture, side
-# streams, the out-of-band exchange), bit for bit against the host casts.
-if [ -x "$TBIN/check_kernels" ]; then
-  LD_LIBRARY_PATH="$CUDADRV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    timeout "${TEST_TIMEOUT:-300}" "$TBIN/check_kernels" --quick >"$TMPD/ck.log" 2>&1
-  rc=$?
-  grep -E '^(ok|not ok) ' "$TMPD/ck.log" | sed 's/^\(ok\|not ok\) - /\1 - check_kernels on the double: /'
-  if [ $rc -eq 0 ] && grep -q '^# cudadrv test double' "$TMPD/ck.log"; then ok "check_kernels --quick ran on the double and passed"
-  else not_ok "check_kernels --quick on the double exited $rc"; grep -v '^ok ' "$TMPD/ck.log" | tail -n 15 | sed 's/^/#   /'; fi
-else
-  not_ok "check_kernels is built (needs nvcc)"
-fi
+# The kernel checker (tests/gpu/check_kernels --quick) on the double runs in
+# 17-gpu-check.sh, through make gpu-check's own script.
 
 # The host NCCL on the double: collectives in stream order (2 ranks).
 if [ -x "$TBIN/cudadrv_nccl_streams" ]; then
@@ -62,16 +51,28 @@ if [ -x "$TBIN/cudadrv_nccl_streams" ]; then
     grep -E '^(ok|not ok) ' "$TMPD/ns-$m.log" | sed 's/^\(ok\|not ok\) - /\1 - host NCCL on the double: /'
     [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams $m exited $rc"; tail -n 15 "$TMPD/ns-$m.log" | sed 's/^/#   /'; }
   done
+  # The same under the shim (every all-reduce compressed): still in stream
+  # order, captures intact, and no synchronising driver call inside any
+  # collective (the context's one-time setup happens in ncclCommInitRank).
+  for m in order capturefirst capturequery; do
+    LD_LIBRARY_PATH="$CUDADRV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NCCLSHIM_MIN_BYTES=0 NCCLSHIM_LOG=off \
+      mpirun_shim 2 "$TBIN/cudadrv_nccl_streams" $m >"$TMPD/nss-$m.log" 2>&1
+    rc=$?
+    grep -E '^(ok|not ok) ' "$TMPD/nss-$m.log" | sed 's/^\(ok\|not ok\) - /\1 - under the shim, on the double ('$m'): /'
+    [ $rc -eq 0 ] || { not_ok "cudadrv_nccl_streams $m under the shim exited $rc"; grep -E 'cudadrv|FATAL' "$TMPD/nss-$m.log" | tail -n 8 | sed 's/^/#   /'; }
+  done
 else not_ok "cudadrv_nccl_streams is built"; fi
 
 # The shim's suites with device buffers: shimtest with SHIMTEST_DEVICE=1
 # (tests/shim/devmirror.h) under the shim, on the double: the CUDA backend
 # end to end (kernels, staging, fusion, pipelining, accumulation) over the
 # host NCCL in stream order. A violation the double records fails the run
-# (exit 86).
+# (exit 86), and SHIMTEST_SYNC_AUDIT=1 makes one of them any synchronising
+# driver call made inside a user's collective (there must be none: the
+# shim's one-time context setup runs in ncclCommInitRank).
 P="$TBIN/shimtest"
 export LD_LIBRARY_PATH="$CUDADRV_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-dev_shim() { SHIMTEST_DEVICE=1 mpirun_shim "$@"; }
+dev_shim() { SHIMTEST_DEVICE=1 SHIMTEST_SYNC_AUDIT=1 mpirun_shim "$@"; }
 unset NCCLSHIM_COMPRESS
 export NCCLSHIM_LOG=off
 ( unset LD_LIBRARY_PATH; mpirun_host 3 "$P" hash >"$TMPD/plain" 2>"$TMPD/plain.err" )

@@ -72,12 +72,32 @@ check_grep "... the rank without kernels says so, once" "rank 0 cannot run the C
 check "fusion growth: ncclGroupEnd never waits for the agreement; applied a group later; exact" \
   with NCCLSHIM_LOG=off TEST_TIMEOUT=60 mpirun_shim 2 "$TBIN/shim_cuda_grow"
 
+# Communicators destroyed or aborted (alternately) with an accumulation
+# agreement and a fusion-growth agreement in flight, 40 in a row (a context
+# has 32 exchange slots): each gives its slots back once their collectives
+# completed, never frees them as staging; every sum exact (2 ranks).
+check "40 communicators ended with their agreements in flight: no exchange slot kept or freed under a collective" \
+  with NCCLSHIM_ACCUM_STEPS=2 NCCLSHIM_LOG=off TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/shim_cuda_abort"
+
+# Accumulation's agreements (issue 13 item 3) on device buffers, with every
+# third stream of the double 5 ms late per operation (CUDADRV_STREAM_DELAY_US:
+# among them the first of the exchange slots' private streams, not the test's
+# own stream), so that agreements complete long after the buckets that
+# follow them: learning applies each one 4 buckets later by a non-blocking
+# read, waiting only if it is not there yet; DDP's default pass learned and
+# then answered locally on schedule, every result exact (accumtest plain).
+# A mutant that reads without that wait goes off on stale values and fails.
+check "accumulation with the exchange streams 5 ms late per operation: learned, skipped on schedule, exact" \
+  with SHIMTEST_DEVICE=1 SHIMTEST_SYNC_AUDIT=1 CUDADRV_STREAM_DELAY_US=5000,3 NCCLSHIM_ACCUM_STEPS=2 \
+  NCCLSHIM_MIN_BYTES=4096 NCCLSHIM_LOG=off LD_LIBRARY_PATH=$BUILD/lib/cudadrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+  TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/accumtest" plain
+
 # Threads, each with its own communicator, device buffers (found on the double
 # by the cuda branch): every first-call check has its own private stream, so
 # two threads' checks never queue behind each other in rank-dependent orders
 # (one shared private stream hung 2 runs of 2); with CU_STREAM_PER_THREAD as
 # every thread's stream (one handle), staging and side streams stay per thread.
-XT="SHIMTEST_DEVICE=1 NCCLSHIM_LOG=off LD_LIBRARY_PATH=$BUILD/lib/cudadrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+XT="SHIMTEST_DEVICE=1 SHIMTEST_SYNC_AUDIT=1 NCCLSHIM_LOG=off LD_LIBRARY_PATH=$BUILD/lib/cudadrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 check "8 threads with their own communicators, device buffers: exact, no hang" \
   with $XT TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/shim_threads" threads 8
 check "... the same with CU_STREAM_PER_THREAD as every thread's stream" \

@@ -33,7 +33,13 @@ typedef struct {
   nsc_accum a[MAXR];
   int W;
   long long K;
-  int pending;                   /* an agreement was issued, not yet collected */
+  int lag;                       /* 1: agreements applied when nsc_accum_apply_at() says (as the
+                                  * shim does); 0: before the next call (every rule's own timing) */
+  struct {
+    int64_t v[NSC_ACC_AGREE_N];  /* the Max over ranks */
+    uint64_t at;                 /* applied before this call number */
+  } q[NSC_ACC_INFLIGHT];         /* issued, not yet applied, oldest first */
+  int nq;
   int64_t agreed[NSC_ACC_AGREE_N];
   uintptr_t skew[MAXR];          /* per-rank address offset (0: rank * 1 MiB) */
   size_t calls;
@@ -63,14 +69,20 @@ static void note(sim *s, int r, const char *why) {
   if (strstr(why, "every call syncs")) s->off_at = s->calls;
 }
 
-/* Collect a pending agreement on every rank (before a decision). */
+/* Before call number s->calls: apply on every rank, oldest first, the
+ * agreements due by then. */
 static void collect(sim *s) {
-  if (!s->pending) return;
-  s->pending = 0;
-  for (int r = 0; r < s->W; r++) {
-    char why[512];
-    nsc_accum_agreed(&s->a[r], s->agreed, 1, s->K, why, sizeof why);
-    note(s, r, why);
+  int last = -1;
+  for (int i = 0; i < s->nq; i++)
+    if (s->q[i].at <= s->calls) last = i;
+  for (; last >= 0; last--) {
+    for (int r = 0; r < s->W; r++) {
+      char why[512];
+      nsc_accum_agreed(&s->a[r], s->q[0].v, 1, s->K, why, sizeof why);
+      note(s, r, why);
+    }
+    memmove(&s->q[0], &s->q[1], (size_t)(s->nq - 1) * sizeof s->q[0]);
+    s->nq--;
   }
 }
 
@@ -79,14 +91,20 @@ static void maybe_agree(sim *s) {
   int due0 = nsc_accum_take_due(&s->a[0]);
   for (int r = 1; r < s->W; r++) assert_int_equal(nsc_accum_take_due(&s->a[r]), due0);
   if (!due0) return;
+  uint64_t at = s->lag ? nsc_accum_apply_at(&s->a[0], 0) : s->calls + 1;
+  for (int r = 1; r < s->W; r++)
+    if (s->lag) assert_int_equal(nsc_accum_apply_at(&s->a[r], 0), at);
+  if (s->nq && at < s->q[s->nq - 1].at) at = s->q[s->nq - 1].at; /* as accumulate.c: in issue order */
+  assert_true(s->nq < NSC_ACC_INFLIGHT);
   for (int i = 0; i < NSC_ACC_AGREE_N; i++) s->agreed[i] = INT64_MIN;
   for (int r = 0; r < s->W; r++) {
     int64_t v[NSC_ACC_AGREE_N];
-    nsc_accum_agree_vals(&s->a[r], v);
+    nsc_accum_agree_vals_at(&s->a[r], v, at);
     for (int i = 0; i < NSC_ACC_AGREE_N; i++)
       if (v[i] > s->agreed[i]) s->agreed[i] = v[i];
   }
-  s->pending = 1;
+  memcpy(s->q[s->nq].v, s->agreed, sizeof s->agreed);
+  s->q[s->nq++].at = at;
   s->agreements++;
 }
 
@@ -177,23 +195,28 @@ static void steady(sim *s, const model *m, long long from, long long to) {
 /* One accumulable bucket and a small one on a fixed buffer: a pass that lacks
  * the large bucket is seen through the small one (it comes twice before the
  * next first bucket), and every later pass syncs (fuzz seed 147). */
-static void one_bucket_pass_missing(void **state) {
-  (void)state;
+/* lag: the shim's schedule (sim.lag), which learns a pass of one bucket
+ * NSC_ACC_LAG - 2 passes later (see lagged_agreements); the run is then 3
+ * passes longer, so that the missing pass keeps its phase. */
+static void one_bucket(int lag) {
+  const long long off = lag ? 3 : 0, from = 4 + (lag ? NSC_ACC_LAG - 2 : 0);
   for (int miss = 0; miss < 2; miss++) {
     sim s;
     sim_init(&s, 2, 3);
+    s.lag = lag;
     assert_int_equal(sim_call(&s, 0x10000, 1100), 1); /* whole-model pass */
     sim_other(&s, 0, 4);
     long long i = 1;
-    for (; i < 9; i++) {
+    for (; i < 9 + off; i++) {
       int d = sim_call(&s, 0x20000, 1000);
-      if (i >= 4) assert_int_equal(d, i % 3 == 2);
+      if (i >= from) assert_int_equal(d, i % 3 == 2);
+      else if (i % 3 == 2) assert_int_equal(d, 1);
       sim_small(&s, 0x30000, 400);
     }
     assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
-    if (miss) sim_small(&s, 0x30000, 400); /* pass 9 without its large bucket */
+    if (miss) sim_small(&s, 0x30000, 400); /* pass 9 + off without its large bucket */
     else sim_call(&s, 0x20000, 1000), sim_small(&s, 0x30000, 400);
-    for (i = 10; i < 16; i++) {
+    for (i = 10 + off; i < 16 + off; i++) {
       int d = sim_call(&s, 0x20000, 1000);
       assert_int_equal(d, miss ? 1 : i % 3 == 2);
       sim_small(&s, 0x30000, 400);
@@ -201,6 +224,25 @@ static void one_bucket_pass_missing(void **state) {
     assert_int_equal(s.a[0].mode, miss ? NSC_ACC_OFF : NSC_ACC_LOCKED);
     sim_free(&s);
   }
+}
+
+static void one_bucket_pass_missing(void **state) {
+  (void)state;
+  one_bucket(0);
+}
+
+/* The shim's schedule (sim.lag = 1: each agreement applied up to
+ * NSC_ACC_LAG calls after the one it followed, nsc_accum_apply_at()): the
+ * lock is proposed ahead of the end of the pass that completes learning and
+ * applied at the next pass's first bucket, with the calls in between
+ * replayed into the locked state, so ddp_default's decisions are the same
+ * with it. Passes of one bucket (the lag shrinks to 1 once the bucket has
+ * come twice, but the agreement after its first call had the full lag):
+ * learned NSC_ACC_LAG - 2 passes later, the same decisions from then on,
+ * and a pass that lacks the bucket still stops every later skip. */
+static void lagged_agreements(void **state) {
+  (void)state;
+  one_bucket(1);
 }
 
 /* find_unused_parameters with a foreign call of the pass's size before the
@@ -239,13 +281,15 @@ static void rotated_after_short_first_pass(void **state) {
 static void ddp_default(void **state) {
   (void)state;
   model m = mk(100, 300, 300, 300);
+  for (int lag = 0; lag < 2; lag++) /* lag: the shim's schedule, the same decisions (lagged_agreements) */
   for (long long K = 2; K <= 9; K++)
     for (int W = 1; W <= 4; W += 3) {
       sim s;
       sim_init(&s, W, K);
+      s.lag = lag;
       whole(&s, &m);
       for (int p = 1; p < 4; p++) pass(&s, &m, 1, -1);
-      /* Proposed at the end of pass 3, agreed before the first call of pass 4. */
+      /* Proposed at the end of pass 3 (lag: at its first bucket), agreed before the first call of pass 4. */
       assert_int_equal(s.a[0].mode, NSC_ACC_LEARNING);
       assert_int_equal(s.agreements, 13);
       steady(&s, &m, 4, 4 + 6 * K);
@@ -652,6 +696,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ddp_default),
       cmocka_unit_test(one_bucket_pass_missing),
+      cmocka_unit_test(lagged_agreements),
       cmocka_unit_test(find_unused_foreign_first),
       cmocka_unit_test(rotated_after_short_first_pass),
       cmocka_unit_test(static_graph),
