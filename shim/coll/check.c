@@ -315,7 +315,7 @@ static int agree_finish(void *tok, int wait, void *arg) {
   agreement *g = tok;
   if (!g->answered && wait < 0) { /* its communicator is ending: nobody reads the answer */
     g->x.be->oob_abandon(g->x.buf, g->x.s);
-    free(g);
+    nsc_coll_free(g);
     return 0;
   }
   if (!g->answered) {
@@ -327,10 +327,11 @@ static int agree_finish(void *tok, int wait, void *arg) {
   /* Read at a settle (wait), alike on every rank: confirm that every rank
    * read the answer, so that a read-back failing on one rank disables
    * fusion on all. Not during a capture (alike on every rank: nothing of
-   * ours is issued there) nor at destroy (!wait). */
+   * ours is issued there) nor when its communicator ends (wait < 0: the
+   * peers end it too, and nothing may be issued on it any more). */
   int capturing = 0;
-  if (wait && g->be->capturing(g->s, &capturing)) capturing = 1;
-  if (wait && !capturing) {
+  if (wait > 0 && g->be->capturing(g->s, &capturing)) capturing = 1;
+  if (wait > 0 && !capturing) {
     ncclResult_t cr = confirm(g->c, g->be, g->s, g->r);
     if (g->r == ncclSuccess) g->r = cr;
   }
