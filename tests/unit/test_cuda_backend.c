@@ -30,20 +30,8 @@
 #include "cast.h"
 #include "cudadrv_hooks.h"
 #include "staging.h"
+#include "tap_drv.h"
 
-static int failures;
-static void report(int ok, const char *what) {
-  printf("%s - %s\n", ok ? "ok" : "not ok", what);
-  failures += !ok;
-}
-#define DRV(call)                                                                        \
-  do {                                                                                   \
-    CUresult r_ = (call);                                                                \
-    if (r_ != CUDA_SUCCESS) {                                                            \
-      printf("not ok - %s failed (%d)\nBail out!\n", #call, (int)r_);                    \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
 
 static CUcontext ctx[2];
 static const nsc_backend *be;

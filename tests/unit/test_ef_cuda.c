@@ -20,21 +20,9 @@
 #include <string.h>
 
 #include "backend.h"
+#include "tap_drv.h"
 #include "wire.h"
 
-static int failures;
-static void report(int ok, const char *what) {
-  printf("%s - %s\n", ok ? "ok" : "not ok", what);
-  failures += !ok;
-}
-#define DRV(call)                                                                        \
-  do {                                                                                   \
-    CUresult r_ = (call);                                                                \
-    if (r_ != CUDA_SUCCESS) {                                                            \
-      printf("not ok - %s failed (%d)\nBail out!\n", #call, (int)r_);                    \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
 
 static uint64_t rs = 0x243f6a8885a308d3ull;
 static uint32_t rnd(void) {
