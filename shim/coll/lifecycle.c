@@ -115,7 +115,10 @@ ncclResult_t nsc_group_end(void) {
     nsc_comm_put(touched[i]);
   }
   if (!NSC_OK(r)) return r;
-  if (r == ncclSuccess && !NSC_OK(fr)) return fr;
+  /* A fused collective this rank could not prepare (it went out on NaN) is
+   * this rank's failure whether the group end said ncclSuccess or
+   * ncclInProgress (fuzzer seed 3331: dropped on nonblocking communicators). */
+  if (!NSC_OK(fr)) return fr;
   /* A failed deferred check is the same answer on every rank: returned even
    * where the group end said ncclInProgress (the check waited for it). */
   return r == ncclSuccess || !NSC_OK(ar) ? ar : r;

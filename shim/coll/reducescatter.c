@@ -56,7 +56,13 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
   if (call.in_group) {
     /* Before the check: forwarded (checked at the communicator's next call
      * outside a group). After it: two-phase as outside a group, issued
-     * right after the real group end (group.h). */
+     * right after the real group end (group.h). After a failed check: the
+     * check's error, as every other call on the communicator, on every rank
+     * (fuzzer seeds 3097, 3286: a healthy peer forwarded it). */
+    if (c->checked < 0) {
+      r = nsc_check_comm(c, be, (nsc_stream)stream);
+      goto out;
+    }
     int tp = c->checked > 0 && !c->untouched && nsc_algo_choose(cfg, rc, c->nranks, 1) == NSC_ALG_TWOPHASE;
     if (tp) {
       call.count = rc * (size_t)c->nranks;
