@@ -96,8 +96,9 @@ static void reanchor(nsc_ef *e, size_t from) {
   e->span = n;
 }
 
-/* Lock the period p of the history: slot q = history position mod p. */
-static nsc_ef_slot *lock(nsc_ef *e, size_t p) {
+/* Lock the period p of the history: slot q = history position mod p.
+ * unverified: by keys before any buffer came back (ef.h). */
+static nsc_ef_slot *lock(nsc_ef *e, size_t p, int unverified) {
   nsc_ef_slot *sl = calloc(p, sizeof *sl);
   if (!sl) return NULL;
   for (size_t q = 0; q < p; q++) {
@@ -110,6 +111,7 @@ static nsc_ef_slot *lock(nsc_ef *e, size_t p) {
   }
   e->slot = sl;
   e->len = p;
+  e->unverified = unverified;
   size_t cur = (e->hn - 1) % p;
   e->pos = (cur + 1) % p;
   free(e->hist);
@@ -129,8 +131,8 @@ static nsc_ef_slot *learn(nsc_ef *e, const nsc_ef_sig *sig) {
   size_t n = e->hn, pk = n - e->border[n - 1], px = n - e->border[e->hcap + n - 1];
   /* exact signatures periodic (stable buffers) first; keys once no exact
    * recurrence seen is longer than a period could still show */
-  if (n >= 2 * px && px <= NSC_EF_MAX_SLOTS) return lock(e, px);
-  if (n >= 2 * pk && n >= 2 * e->dist && pk <= NSC_EF_MAX_SLOTS) return lock(e, pk);
+  if (n >= 2 * px && px <= NSC_EF_MAX_SLOTS) return lock(e, px, 0);
+  if (n >= 2 * pk && n >= 2 * e->dist && pk <= NSC_EF_MAX_SLOTS) return lock(e, pk, !e->dist);
   if (pk < n) return NULL; /* a border: the anchor's period may still come */
   /* No border: the anchor may never recur (DDP's whole-model first bucket,
    * a one-off call). This call's own buffers coming again (distance >= 2)
@@ -151,14 +153,18 @@ static nsc_ef_slot *learn(nsc_ef *e, const nsc_ef_sig *sig) {
 
 /* Buffers that contradict the expected slot: a call in stable buffers of
  * another slot, where the expected one's were stable (the sequence is out of
- * step); or the buffers the slot was locked with coming back after changing,
- * further than a period and than any such distance before (the slot holds
- * several buckets of equal keys in buffers of their own: learned again,
- * keys alone no longer trusted below that distance). */
+ * step); or, in a sequence locked by keys before any buffer came back, the
+ * buffers the slot was locked with coming back after changing, further than
+ * a period (at most a pass's NSC_EF_MAX_SLOTS) and than any such distance
+ * before (the slot holds several buckets of equal keys in buffers of their
+ * own: learned again, keys alone no longer trusted below that distance; at
+ * most once per such lock, so an allocator reusing addresses by chance
+ * costs one relearning, not one per reuse). */
 static int contradicted(nsc_ef *e, const nsc_ef_slot *sl, const nsc_ef_sig *sig) {
   if (bufs_eq(&sl->sig, sig)) return 0;
   size_t d = e->span - sl->first_span;
-  if (!bufs_eq(&sl->sig, &sl->first) && bufs_eq(&sl->first, sig) && d > e->len && d > e->floor) {
+  if (e->unverified && !bufs_eq(&sl->sig, &sl->first) && bufs_eq(&sl->first, sig) && d > e->len &&
+      d > e->floor && d <= NSC_EF_MAX_SLOTS) {
     e->floor = d;
     return 1;
   }

@@ -11,21 +11,31 @@
  * FSDP2 and PyTorch's caching allocator pass fresh buffers.
  *   - Learning: the keys since the anchor (the first call, or the call that
  *     broke the last sequence) are kept; their smallest period P is kept up
- *     to date (KMP border); once they hold two whole periods (2P calls) the
- *     sequence is locked with P slots, slot = position mod P (a rotation of
- *     the pass is as good as the pass). Many equal keys in a row (a
- *     transformer's equal layers) look like a shorter period only until the
- *     pass's next different key breaks it; the anchor then sits at that call
- *     and the next lock holds the whole pass.
+ *     to date (KMP border), and so is that of their exact signatures (key
+ *     and buffers). Once they hold two whole exact periods the sequence is
+ *     locked with that period (stable buffers: equal-key buckets in buffers
+ *     of their own get a slot each); else once they hold two whole key
+ *     periods and twice the longest distance at which a call's exact
+ *     signature came back (a buffer pattern still to show); P slots, slot =
+ *     position mod P (a rotation of the pass is as good as the pass). Many
+ *     equal keys in a row (a transformer's equal layers, fresh buffers) look
+ *     like a shorter period only until the pass's next different key breaks
+ *     it; the anchor then sits at that call and the next lock holds the
+ *     whole pass.
  *   - Locked: the expected slot's key must match (its buffers may differ).
  *     Anything else breaks the sequence: every slot's state is dropped and
  *     learning starts again, anchored at this call. A slot whose buffers were
- *     stable is also broken by a call in another slot's stable buffers.
+ *     stable is also broken by a call in another slot's stable buffers; a
+ *     sequence locked by keys before any buffer came back, by a slot's
+ *     first buffers coming back further than a period (equal-key buckets in
+ *     buffers of their own, such as DDP's: learned again, by buffers).
  *   - An anchor that never recurs (DDP's first pass before its rebuilt
  *     buckets, a one-off call) would stall learning: while the keys since
  *     the anchor have no border, a call whose exact signature (key and
- *     buffers) occurred at distance >= 2 with no other call of its key in
- *     between re-anchors there (the same bucket came again: its distance
+ *     buffers) came back at distance >= 2 (its latest) re-anchors there
+ *     (after a break, only where the calls between hold another key too: a
+ *     run of equal keys in alternating buffers would lock too short again
+ *     and again) — the same bucket came again: its distance
  *     is a period); else, once the learning has gone on for its patience
  *     (twice the calls the broken sequence lived, at least
  *     NSC_EF_FIRST_LIMIT, at most NSC_EF_MAX_HIST), it re-anchors at the
@@ -37,7 +47,9 @@
  * pass after a break), and a pass whose every call has the same key with
  * unstable buffers (all its buckets share one slot); a call inserted into a
  * locked pass with the expected key shifts the rest of that pass until a
- * different key breaks it.
+ * different key breaks it; buffers reused for several equal-key buckets of
+ * a pass in the same pattern every pass. Buffers cycling through a pool
+ * may lock a multiple of the pass: a bucket then has one slot per address.
  *
  * A slot's residuals are allocated at its second use (the learning history
  * counts as the first: a slot is made at the lock, when its bucket has come
@@ -47,8 +59,8 @@
  * beyond NCCLSHIM_EF_MAX_BYTES, or whose allocation fails, gets none (that
  * bucket is sent without feedback). A slot used on another backend or
  * stream starts again (its old buffers are released on their own stream).
- * Host memory: the learning history, 44 bytes per call since the anchor
- * (at most NSC_EF_MAX_HIST), freed at the lock; about 100 bytes per slot.
+ * Host memory: the learning history, 48 bytes per call since the anchor
+ * (at most NSC_EF_MAX_HIST), freed at the lock; about 170 bytes per slot.
  *
  * Local data only: nothing here decides what is issued; a slot that differs
  * between ranks changes only what that rank's own roundings carry (results
@@ -98,6 +110,7 @@ typedef struct {
   size_t hn, hcap;      /* history length, allocated */
   size_t span;          /* calls since the anchor */
   size_t dist;          /* largest distance of a call's exact signature coming again in hist */
+  int unverified;       /* locked by keys before any buffer came back */
   size_t floor;         /* the least dist of a learning: equal-key buckets in own buffers seen that far apart */
   size_t limit;         /* learning re-anchors at this many calls without a border */
   size_t bytes;         /* residual memory held */

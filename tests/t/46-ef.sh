@@ -59,6 +59,8 @@ check "int8, 2 ranks, fresh buffers, a pass of only equal calls: the buckets sha
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" fresh 48 ef equal
 check "fp16, 3 ranks, fresh buffers, every pass one user group: grouped two-phase calls are fed back in call order" \
   with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 3 "$P" fresh 48 ef group
+check "fp16, 3 ranks, fresh buffers, user groups, no error feedback: the bias stays (the check above can fail)" \
+  with NCCLSHIM_COMPRESS=fp16 mpirun_shim 3 "$P" fresh 48 group
 
 # 4. Both settings are in the configuration check: ranks that differ fail
 # alike (tests/t/45-twophase.sh, section 7).
