@@ -144,6 +144,32 @@ static void test_fresh_equal(void **state) {
   nsc_ef_free(&e);
 }
 
+/* FSDP2 under a caching allocator: fresh buffers, but now and then an
+ * address comes back (every 11th call takes the one of 14 calls, two
+ * passes, before): two breaks in all — the first pass's run of equal
+ * layers, and once a slot's first address coming back in the sequence
+ * locked by keys alone (learned again, then by buffers too: verified) —
+ * then locked for good, each bucket its own slot. */
+static void test_chance_reuse(void **state) {
+  (void)state;
+  nsc_ef e;
+  nsc_ef_init(&e);
+  uint64_t cnt[7] = {1000, 1000, 1000, 1000, 1000, 1000, 500};
+  uintptr_t ids[7 * 40];
+  long got[40][7];
+  int k = 0;
+  for (int p = 0; p < 40; p++)
+    for (int b = 0; b < 7; b++, k++) {
+      ids[k] = k % 11 == 10 && k >= 14 ? ids[k - 14] : 5000 + (uintptr_t)k;
+      got[p][b] = callb(&e, ids[k], cnt[b]);
+    }
+  for (int p = 10; p < 40; p++) own_slots(got[p], got[p - 1], 7);
+  assert_int_equal(e.breaks, 2);
+  assert_false(e.unverified);
+  nsc_ef_free(&e);
+  assert_int_equal(live, 0);
+}
+
 /* A one-off call (fresh buffers: no evidence) anchors the learning; its
  * patience (NSC_EF_FIRST_LIMIT calls without a border) re-anchors it; a
  * pass longer than the patience is learned once it has doubled past it. */
@@ -255,6 +281,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sequence),      cmocka_unit_test(test_fresh_equal),
       cmocka_unit_test(test_patience),       cmocka_unit_test(test_buffer_evidence),
+      cmocka_unit_test(test_chance_reuse),
       cmocka_unit_test(test_cap_and_failures), cmocka_unit_test(test_no_period),
   };
   return cmocka_run_group_tests_name("ef", tests, NULL, NULL);
