@@ -97,7 +97,8 @@ static void reanchor(nsc_ef *e, size_t from) {
 }
 
 /* Lock the period p of the history: slot q = history position mod p.
- * unverified: by keys before any buffer came back (ef.h). */
+ * unverified: by keys before any buffer came back (ef.h); it counts only
+ * where every position has the same key. */
 static nsc_ef_slot *lock(nsc_ef *e, size_t p, int unverified) {
   nsc_ef_slot *sl = calloc(p, sizeof *sl);
   if (!sl) return NULL;
@@ -111,7 +112,10 @@ static nsc_ef_slot *lock(nsc_ef *e, size_t p, int unverified) {
   }
   e->slot = sl;
   e->len = p;
+  /* only a run of one key can be several buckets locked as one period */
+  for (size_t q = 1; q < p && unverified; q++) unverified = key_eq(&sl[q].sig, &sl[0].sig);
   e->unverified = unverified;
+  e->floor = 0; /* it served this learning */
   size_t cur = (e->hn - 1) % p;
   e->pos = (cur + 1) % p;
   free(e->hist);
@@ -153,7 +157,8 @@ static nsc_ef_slot *learn(nsc_ef *e, const nsc_ef_sig *sig) {
 
 /* Buffers that contradict the expected slot: a call in stable buffers of
  * another slot, where the expected one's were stable (the sequence is out of
- * step); or, in a sequence locked by keys before any buffer came back, the
+ * step); or, in a sequence locked by keys before any buffer came back whose
+ * positions all have one key (a run), the
  * buffers the slot was locked with coming back after changing, further than
  * a period (at most a pass's NSC_EF_MAX_SLOTS) and than any such distance
  * before (the slot holds several buckets of equal keys in buffers of their

@@ -26,9 +26,11 @@
  *     Anything else breaks the sequence: every slot's state is dropped and
  *     learning starts again, anchored at this call. A slot whose buffers were
  *     stable is also broken by a call in another slot's stable buffers; a
- *     sequence locked by keys before any buffer came back, by a slot's
- *     first buffers coming back further than a period (equal-key buckets in
- *     buffers of their own, such as DDP's: learned again, by buffers).
+ *     sequence locked by keys before any buffer came back, all of one key
+ *     (a run: it may be several buckets), by a slot's first buffers coming
+ *     back further than a period (equal-key buckets in buffers of their
+ *     own, such as DDP's: learned again, by buffers, with key locks waiting
+ *     for twice that distance until the next lock). Once per such lock.
  *   - An anchor that never recurs (DDP's first pass before its rebuilt
  *     buckets, a one-off call) would stall learning: while the keys since
  *     the anchor have no border, a call whose exact signature (key and
@@ -111,7 +113,7 @@ typedef struct {
   size_t span;          /* calls since the anchor */
   size_t dist;          /* largest distance of a call's exact signature coming again in hist */
   int unverified;       /* locked by keys before any buffer came back */
-  size_t floor;         /* the least dist of a learning: equal-key buckets in own buffers seen that far apart */
+  size_t floor;         /* the least dist of the next learning: equal-key buckets in own buffers seen that far apart */
   size_t limit;         /* learning re-anchors at this many calls without a border */
   size_t bytes;         /* residual memory held */
   uint64_t dropped;     /* slots whose state was dropped because the sequence changed */
