@@ -1,11 +1,15 @@
-/* ef.c — the error-feedback slots of ef.h: the learned call sequence and
- * each slot's residual memory. */
+/* ef.c — the error-feedback slots of ef.h: learning the call sequence's
+ * period from the calls' keys, the locked slots, and each slot's residual
+ * memory. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ef.h"
 
-void nsc_ef_init(nsc_ef *e) { memset(e, 0, sizeof *e); }
+void nsc_ef_init(nsc_ef *e) {
+  memset(e, 0, sizeof *e);
+  e->limit = NSC_EF_FIRST_LIMIT;
+}
 
 static void drop_buffers(nsc_ef *e, nsc_ef_slot *sl) {
   if (sl->in) sl->be->release(sl->s, sl->in);
@@ -18,74 +22,185 @@ static void drop_buffers(nsc_ef *e, nsc_ef_slot *sl) {
   sl->s = NULL;
 }
 
-void nsc_ef_free(nsc_ef *e) {
-  for (size_t i = 0; i < e->len; i++) drop_buffers(e, &e->slot[i]);
-  free(e->slot);
-  nsc_ef_init(e);
-}
-
-static int sig_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) {
-  return a->recv == b->recv && a->send == b->send && a->count == b->count && a->rs == b->rs && a->fmt == b->fmt && a->block == b->block &&
-         a->nranks == b->nranks;
-}
-
-/* Remove slots [from, to), shifting the rest down. */
-static void remove_slots(nsc_ef *e, size_t from, size_t to) {
-  for (size_t i = from; i < to; i++) {
+static void drop_slots(nsc_ef *e) {
+  for (size_t i = 0; i < e->len; i++) {
     if (e->slot[i].have) e->dropped++;
     drop_buffers(e, &e->slot[i]);
   }
-  memmove(e->slot + from, e->slot + to, (e->len - to) * sizeof *e->slot);
-  e->len -= to - from;
+  free(e->slot);
+  e->slot = NULL;
+  e->len = e->pos = 0;
 }
 
-static void remake(nsc_ef *e, nsc_ef_slot *sl, const nsc_ef_sig *sig) {
-  if (sl->have) e->dropped++;
-  drop_buffers(e, sl);
-  sl->sig = *sig;
-  sl->uses = 0;
+void nsc_ef_free(nsc_ef *e) {
+  drop_slots(e);
+  free(e->hist);
+  free(e->border);
+  nsc_ef_init(e);
 }
 
-static nsc_ef_slot *take(nsc_ef *e, size_t i) {
-  e->pos = i + 1;
-  e->slot[i].uses++;
-  return &e->slot[i];
+static int key_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) {
+  return a->count == b->count && a->rs == b->rs && a->fmt == b->fmt && a->block == b->block && a->nranks == b->nranks;
+}
+static int bufs_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) { return a->recv == b->recv && a->send == b->send; }
+
+static int sig_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) { return key_eq(a, b) && bufs_eq(a, b); }
+
+/* The longest proper border of hist[0..i] after border[i-1] (KMP), under eq. */
+static uint32_t next_border(const nsc_ef *e, const uint32_t *border, size_t i,
+                            int (*eq)(const nsc_ef_sig *, const nsc_ef_sig *)) {
+  if (!i) return 0;
+  uint32_t k = border[i - 1];
+  while (k && !eq(&e->hist[k], &e->hist[i])) k = border[k - 1];
+  return eq(&e->hist[k], &e->hist[i]) ? k + 1 : 0;
+}
+
+/* Append a call to the history, its borders and the largest distance of an
+ * exact recurrence; returns the distance to this call's latest exact
+ * occurrence (0: none), or -1 without memory. */
+static long hist_push(nsc_ef *e, const nsc_ef_sig *sig) {
+  if (e->hn == e->hcap) {
+    size_t cap = e->hcap ? 2 * e->hcap : 64;
+    if (cap > NSC_EF_MAX_HIST) cap = NSC_EF_MAX_HIST;
+    nsc_ef_sig *h = realloc(e->hist, cap * sizeof *h);
+    if (!h) return -1;
+    e->hist = h;
+    uint32_t *b = realloc(e->border, 2 * cap * sizeof *b); /* keys, then exact */
+    if (!b) return -1;
+    if (e->hcap) memmove(b + cap, b + e->hcap, e->hcap * sizeof *b);
+    e->border = b;
+    e->hcap = cap;
+  }
+  size_t i = e->hn++;
+  e->hist[i] = *sig;
+  e->border[i] = next_border(e, e->border, i, key_eq);
+  e->border[e->hcap + i] = next_border(e, e->border + e->hcap, i, sig_eq);
+  for (size_t j = i; j-- > 0;)
+    if (sig_eq(&e->hist[j], sig)) {
+      if (i - j > e->dist) e->dist = i - j;
+      return (long)(i - j);
+    }
+  return 0;
+}
+
+/* Learning starts again at history index `from` (the calls before it go). */
+static void reanchor(nsc_ef *e, size_t from) {
+  size_t n = e->hn - from;
+  memmove(e->hist, e->hist + from, n * sizeof *e->hist);
+  e->hn = 0;
+  e->dist = e->floor;
+  for (size_t i = 0; i < n; i++) {
+    nsc_ef_sig s = e->hist[i];
+    (void)hist_push(e, &s); /* within the allocated history: cannot fail */
+  }
+  e->span = n;
+}
+
+/* Lock the period p of the history: slot q = history position mod p.
+ * unverified: by keys before any buffer came back (ef.h); it counts only
+ * where every position has the same key. */
+static nsc_ef_slot *lock(nsc_ef *e, size_t p, int unverified) {
+  nsc_ef_slot *sl = calloc(p, sizeof *sl);
+  if (!sl) return NULL;
+  for (size_t q = 0; q < p; q++) {
+    size_t h = e->hn - p + q; /* the latest call at each position */
+    sl[h % p].sig = e->hist[h];
+    sl[h % p].stable = bufs_eq(&e->hist[h], &e->hist[h - p]);
+    sl[h % p].uses = 1; /* its bucket came already in the first period */
+    sl[h % p].first = e->hist[h];
+    sl[h % p].first_span = e->span - (e->hn - 1 - h);
+  }
+  e->slot = sl;
+  e->len = p;
+  /* only a run of one key can be several buckets locked as one period */
+  for (size_t q = 1; q < p && unverified; q++) unverified = key_eq(&sl[q].sig, &sl[0].sig);
+  e->unverified = unverified;
+  e->floor = 0; /* it served this learning */
+  size_t cur = (e->hn - 1) % p;
+  e->pos = (cur + 1) % p;
+  free(e->hist);
+  free(e->border);
+  e->hist = NULL;
+  e->border = NULL;
+  e->hn = e->hcap = e->dist = 0;
+  sl[cur].uses++;
+  return &sl[cur];
+}
+
+static nsc_ef_slot *learn(nsc_ef *e, const nsc_ef_sig *sig) {
+  if (!e->limit) e->limit = NSC_EF_FIRST_LIMIT; /* a zeroed nsc_ef is a fresh one */
+  if (e->hn == NSC_EF_MAX_HIST) reanchor(e, e->hn - 1);
+  long d = hist_push(e, sig);
+  if (d < 0) return NULL;
+  size_t n = e->hn, pk = n - e->border[n - 1], px = n - e->border[e->hcap + n - 1];
+  /* exact signatures periodic (stable buffers) first; keys once no exact
+   * recurrence seen is longer than a period could still show */
+  if (n >= 2 * px && px <= NSC_EF_MAX_SLOTS) return lock(e, px, 0);
+  if (n >= 2 * pk && n >= 2 * e->dist && pk <= NSC_EF_MAX_SLOTS) return lock(e, pk, !e->dist);
+  if (pk < n) return NULL; /* a border: the anchor's period may still come */
+  /* No border: the anchor may never recur (DDP's whole-model first bucket,
+   * a one-off call). This call's own buffers coming again (distance >= 2)
+   * re-anchor there: the same bucket came again. After a break, only where
+   * the calls between hold another key too (a run of equal keys in
+   * alternating buffers, one allocator's pattern, is no evidence: it would
+   * lock too short again and again). Else the patience. */
+  int other = !e->breaks;
+  for (size_t j = n - 1 - (size_t)(d > 0 ? d : 0); d >= 2 && !other && j < n - 1; j++)
+    other = !key_eq(&e->hist[j], sig);
+  if (d >= 2 && other) reanchor(e, n - 1 - (size_t)d);
+  else if (e->span >= e->limit) { /* at this call, with twice the patience */
+    reanchor(e, n - 1);
+    e->limit = 2 * e->limit < NSC_EF_MAX_HIST ? 2 * e->limit : NSC_EF_MAX_HIST;
+  }
+  return NULL;
+}
+
+/* Buffers that contradict the expected slot: a call in stable buffers of
+ * another slot, where the expected one's were stable (the sequence is out of
+ * step); or, in a sequence locked by keys before any buffer came back whose
+ * positions all have one key (a run), the
+ * buffers the slot was locked with coming back after changing, further than
+ * a period (at most a pass's NSC_EF_MAX_SLOTS) and than any such distance
+ * before (the slot holds several buckets of equal keys in buffers of their
+ * own: learned again, keys alone no longer trusted below that distance; at
+ * most once per such lock, so an allocator reusing addresses by chance
+ * costs one relearning, not one per reuse). */
+static int contradicted(nsc_ef *e, const nsc_ef_slot *sl, const nsc_ef_sig *sig) {
+  if (bufs_eq(&sl->sig, sig)) return 0;
+  size_t d = e->span - sl->first_span;
+  if (e->unverified && !bufs_eq(&sl->sig, &sl->first) && bufs_eq(&sl->first, sig) && d > e->len &&
+      d > e->floor && d <= NSC_EF_MAX_SLOTS) {
+    e->floor = d;
+    return 1;
+  }
+  if (!sl->stable) return 0;
+  for (size_t q = 0; q < e->len; q++)
+    if (&e->slot[q] != sl && e->slot[q].stable && key_eq(&e->slot[q].sig, sig) && bufs_eq(&e->slot[q].sig, sig))
+      return 1;
+  return 0;
 }
 
 nsc_ef_slot *nsc_ef_next(nsc_ef *e, const nsc_ef_sig *sig) {
-  if (e->pos < e->len) {
-    size_t p = e->pos;
-    if (sig_eq(&e->slot[p].sig, sig)) return take(e, p);
-    if (sig_eq(&e->slot[0].sig, sig)) { /* the pass ended early */
-      remove_slots(e, p, e->len);
-      return take(e, 0);
-    }
-    remake(e, &e->slot[p], sig); /* the sequence changed here */
-    return take(e, p);
+  e->span++;
+  if (!e->len) return learn(e, sig);
+  nsc_ef_slot *sl = &e->slot[e->pos];
+  if (key_eq(&sl->sig, sig) && !contradicted(e, sl, sig)) {
+    sl->stable = bufs_eq(&sl->sig, sig);
+    sl->sig = *sig;
+    sl->uses++;
+    e->pos = (e->pos + 1) % e->len;
+    return sl;
   }
-  for (size_t j = 0; j < e->len; j++) /* a new pass begins at j */
-    if (sig_eq(&e->slot[j].sig, sig)) {
-      remove_slots(e, 0, j);
-      return take(e, 0);
-    }
-  if (e->len == NSC_EF_MAX_SLOTS) { /* room from the oldest slot used once */
-    size_t i = 0;
-    while (i < e->len && e->slot[i].uses > 1) i++;
-    if (i == e->len) return NULL;
-    remove_slots(e, i, i + 1);
-  }
-  if (e->len == e->cap) {
-    size_t cap = e->cap ? 2 * e->cap : 16;
-    if (cap > NSC_EF_MAX_SLOTS) cap = NSC_EF_MAX_SLOTS;
-    nsc_ef_slot *ns = cap > e->cap ? realloc(e->slot, cap * sizeof *ns) : NULL;
-    if (!ns) return NULL;
-    e->slot = ns;
-    e->cap = cap;
-  }
-  nsc_ef_slot *sl = &e->slot[e->len++];
-  memset(sl, 0, sizeof *sl);
-  sl->sig = *sig;
-  return take(e, e->len - 1);
+  /* the sequence broke: drop every slot, learn again from this call */
+  size_t lived = e->span;
+  drop_slots(e);
+  e->breaks++;
+  e->hn = 0;
+  e->dist = e->floor;
+  e->span = 1;
+  e->limit = 2 * lived < NSC_EF_FIRST_LIMIT ? NSC_EF_FIRST_LIMIT : 2 * lived < NSC_EF_MAX_HIST ? 2 * lived : NSC_EF_MAX_HIST;
+  (void)hist_push(e, sig);
+  return NULL;
 }
 
 int nsc_ef_buffers(nsc_ef *e, nsc_ef_slot *sl, const nsc_backend *be, nsc_stream s, size_t in_n, size_t out_n,

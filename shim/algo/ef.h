@@ -4,38 +4,70 @@
  * that its next call sends it along (README "Error feedback and rounding").
  *
  * Buckets are told apart by their position in the repeating sequence of the
- * communicator's two-phase calls (a backward pass), learned here as calls
- * come, from their signature: buffer identity (recvbuff, sendbuff, as the
- * accumulation learner tells buckets apart: DDP's and ZeRO's buckets are
- * persistent buffers), element count, all-reduce or reduce-scatter, wire
- * format, block, rank count:
- *   - the expected next slot matches: it is this call's;
- *   - at the end of the learned sequence, a call matching slot j begins a
- *     new pass there (slots before j, a first pass that never came again
- *     such as DDP's whole-model bucket before its rebuild, are dropped);
- *     none matching: the sequence grows by a slot;
- *   - before the end, a call that does not match: if it matches slot 0 the
- *     pass ended early (the slots after it are dropped), else the sequence
- *     changed at this position (that slot's state is dropped and the slot
- *     re-made for this call).
- * A slot's residuals are allocated at its second use (a bucket that never
- * comes again, such as DDP's whole-model first bucket, or a buffer the
- * program allocates afresh for every call, costs no device memory), on the
- * call's backend and stream (device memory for device buffers), and read as
- * zero until a call has written them: feedback starts at a bucket's third
- * call. At NSC_EF_MAX_SLOTS the oldest slot used only once makes room; a slot whose memory would take the communicator
+ * communicator's two-phase calls (a backward pass; grouped two-phase calls
+ * come here in call order too), learned from each call's key: element count,
+ * all-reduce or reduce-scatter, wire format, block, rank count. Buffer
+ * identity (recvbuff, sendbuff) is extra evidence only, never required:
+ * FSDP2 and PyTorch's caching allocator pass fresh buffers.
+ *   - Learning: the keys since the anchor (the first call, or the call that
+ *     broke the last sequence) are kept; their smallest period P is kept up
+ *     to date (KMP border), and so is that of their exact signatures (key
+ *     and buffers). Once they hold two whole exact periods the sequence is
+ *     locked with that period (stable buffers: equal-key buckets in buffers
+ *     of their own get a slot each); else once they hold two whole key
+ *     periods and twice the longest distance at which a call's exact
+ *     signature came back (a buffer pattern still to show); P slots, slot =
+ *     position mod P (a rotation of the pass is as good as the pass). Many
+ *     equal keys in a row (a transformer's equal layers, fresh buffers) look
+ *     like a shorter period only until the pass's next different key breaks
+ *     it; the anchor then sits at that call and the next lock holds the
+ *     whole pass.
+ *   - Locked: the expected slot's key must match (its buffers may differ).
+ *     Anything else breaks the sequence: every slot's state is dropped and
+ *     learning starts again, anchored at this call. A slot whose buffers were
+ *     stable is also broken by a call in another slot's stable buffers; a
+ *     sequence locked by keys before any buffer came back, all of one key
+ *     (a run: it may be several buckets), by a slot's first buffers coming
+ *     back further than a period (equal-key buckets in buffers of their
+ *     own, such as DDP's: learned again, by buffers, with key locks waiting
+ *     for twice that distance until the next lock). Once per such lock.
+ *   - An anchor that never recurs (DDP's first pass before its rebuilt
+ *     buckets, a one-off call) would stall learning: while the keys since
+ *     the anchor have no border, a call whose exact signature (key and
+ *     buffers) came back at distance >= 2 (its latest) re-anchors there
+ *     (after a break, only where the calls between hold another key too: a
+ *     run of equal keys in alternating buffers would lock too short again
+ *     and again) — the same bucket came again: its distance
+ *     is a period); else, once the learning has gone on for its patience
+ *     (twice the calls the broken sequence lived, at least
+ *     NSC_EF_FIRST_LIMIT, at most NSC_EF_MAX_HIST), it re-anchors at the
+ *     current call with twice the patience (a pass longer than the
+ *     patience is learned once the patience has doubled past it).
+ * Wrong matches (a bucket fed another bucket's residual, bounded by one
+ * rounding step of that bucket; local data, results stay identical on every
+ * rank): during a premature lock on a run of equal keys (first pass, or the
+ * pass after a break), and a pass whose every call has the same key with
+ * unstable buffers (all its buckets share one slot); a call inserted into a
+ * locked pass with the expected key shifts the rest of that pass until a
+ * different key breaks it; buffers reused for several equal-key buckets of
+ * a pass in the same pattern every pass. Buffers cycling through a pool
+ * may lock a multiple of the pass: a bucket then has one slot per address.
+ *
+ * A slot's residuals are allocated at its second use (the learning history
+ * counts as the first: a slot is made at the lock, when its bucket has come
+ * twice), on the call's backend and stream (device memory for device
+ * buffers), and read as zero until a call has written them: feedback starts
+ * at a bucket's third call. A slot whose memory would take the communicator
  * beyond NCCLSHIM_EF_MAX_BYTES, or whose allocation fails, gets none (that
  * bucket is sent without feedback). A slot used on another backend or
  * stream starts again (its old buffers are released on their own stream).
+ * Host memory: the learning history, 48 bytes per call since the anchor
+ * (at most NSC_EF_MAX_HIST), freed at the lock; about 170 bytes per slot.
  *
  * Local data only: nothing here decides what is issued; a slot that differs
  * between ranks changes only what that rank's own roundings carry (results
  * stay identical on every rank: each value they all receive was rounded
- * once, by one rank). Limit: a program that passes one buffer for several
- * buckets of the same count within a pass (a reused scratch buffer) makes
- * its second use look like a new pass: those buckets then share a slot, so
- * one carries another's residual (bounded by a rounding step, never
- * accumulating beyond it).
+ * once, by one rank).
  *
  * Must not: call NCCL, wait, dereference the buffers, or depend on data or
  * timings. */
@@ -48,6 +80,8 @@
 #include "backend.h"
 
 #define NSC_EF_MAX_SLOTS 4096 /* buckets of one pass, at most (as the accumulation learner) */
+#define NSC_EF_MAX_HIST (2 * NSC_EF_MAX_SLOTS) /* calls a learning keeps */
+#define NSC_EF_FIRST_LIMIT 64 /* a first learning's patience without a border (doubles) */
 
 typedef struct {
   uintptr_t recv, send; /* identity only */
@@ -64,22 +98,34 @@ typedef struct {
   size_t in_n, out_n, bytes;
   uint64_t uses; /* calls that took this slot since it was made */
   int have;     /* in/out hold residuals of a completed call (else read as 0) */
+  int stable;   /* its last two calls had the same buffers */
+  nsc_ef_sig first;  /* the call it was locked with */
+  size_t first_span; /* that call's place (nsc_ef.span) */
   int none;     /* no memory for this bucket (cap, failed allocation) */
 } nsc_ef_slot;
 
 typedef struct {
   nsc_ef_slot *slot;
-  size_t len, cap, pos; /* learned slots, allocated, the next expected */
+  size_t len, pos;      /* locked slots (0: learning), the next expected */
+  nsc_ef_sig *hist;     /* learning: the calls since the anchor */
+  uint32_t *border;     /* [i]: longest proper border of hist[0..i] by key; [hcap + i]: by key and buffers */
+  size_t hn, hcap;      /* history length, allocated */
+  size_t span;          /* calls since the anchor */
+  size_t dist;          /* largest distance of a call's exact signature coming again in hist */
+  int unverified;       /* locked by keys before any buffer came back */
+  size_t floor;         /* the least dist of the next learning: equal-key buckets in own buffers seen that far apart */
+  size_t limit;         /* learning re-anchors at this many calls without a border */
   size_t bytes;         /* residual memory held */
   uint64_t dropped;     /* slots whose state was dropped because the sequence changed */
+  uint64_t breaks;      /* locked sequences broken */
 } nsc_ef;
 
+/* A zeroed nsc_ef is an initialised one too. */
 void nsc_ef_init(nsc_ef *e);
 /* Releases every buffer (stream-ordered on the stream it was last used on). */
 void nsc_ef_free(nsc_ef *e);
-/* The slot of this call (NULL only when out of host memory, or with
- * NSC_EF_MAX_SLOTS slots all used more than once). Advances the learned
- * sequence. */
+/* The slot of this call, or NULL (learning, or out of host memory: no
+ * feedback). Advances the learned sequence. */
 nsc_ef_slot *nsc_ef_next(nsc_ef *e, const nsc_ef_sig *sig);
 /* The slot's residual buffers on be/s, in_n and out_n floats: 0 when usable,
  * -1 when this call gets no feedback (the slot's first use, sl->none, or the

@@ -10,6 +10,8 @@
  *                         (the bias of round to nearest stays); every call's
  *                         result identical on every rank. Prints
  *                         "converge <fmt> <N> <max N*|err|> <B>" on rank 0.
+ *   shim_ef fresh N [ef] [equal] [group]  fresh buffers, equal-size
+ *                         buckets (cmd_fresh below).
  *   shim_ef reset         passes [A, B] x 3, [A, C], [A, B] x 2 (C another
  *                         count at B's position): B's third result differs
  *                         from its first (residuals exist from a bucket's
@@ -51,14 +53,18 @@
 #pragma GCC diagnostic pop
 
 static double hs(double v);
-static float xval(int r, size_t i) {
-  return 1.0f + 0.25f * (float)(i % 3) + (float)((7 * i + 3 * (size_t)r) % 8) * (float)(hs(1.0) / 8);
+/* Bucket b's input (b = 0: the converge mode's): its own pattern of k. */
+static float xvalb(int b, int r, size_t i) {
+  return 1.0f + 0.25f * (float)((i + (size_t)b) % 3) +
+         (float)((7 * i + 3 * (size_t)r + 5 * (size_t)b) % 8) * (float)(hs(1.0) / 8);
 }
-static double sum_x(size_t i) {
+static float xval(int r, size_t i) { return xvalb(0, r, i); }
+static double sum_xb(int b, size_t i) {
   double s = 0;
-  for (int q = 0; q < nranks; q++) s += xval(q, i);
+  for (int q = 0; q < nranks; q++) s += xvalb(b, q, i);
   return s;
 }
+static double sum_x(size_t i) { return sum_xb(0, i); }
 
 static double hs(double v) {
   int m = !strcmp(fmt, "fp16") ? 11 : !strcmp(fmt, "bf16") ? 8 : !strcmp(fmt, "int8") ? 7 : 4;
@@ -131,9 +137,73 @@ static int cmd_reset(void) {
   return fails != 0;
 }
 
+/* fresh: FSDP2's pattern. Each pass: three buckets of M elements (equal
+ * layers) then one of M/2 (a unique one; with `equal` M too: a pass of only
+ * equal calls), each call in a buffer of its own (allocated up front, none
+ * ever passed twice), every bucket its own inputs
+ * (xvalb). After W = 4 warm-up passes (learning, ef.h) the telescoping bound
+ * of the converge mode holds per bucket: (N - W) |mean - its fp32 sum| <= B.
+ * A bucket fed another's residual for good does not converge to its own sum
+ * (the `equal` pass shows it: its buckets share a slot, the documented
+ * limit, and the check fails). With `group` each pass is one user group
+ * (two-phase calls run after the group end in call order, README). */
+static int cmd_fresh(int N, int ef, int equal, int group) {
+  const size_t M = 4096;
+  const int K = 4, W = 4;
+  size_t cnt[4] = {M, M, M, equal ? M : M / 2};
+  float **pool = malloc((size_t)(K * N + 1) * sizeof *pool); /* every call its own, kept to the end */
+  for (int q = 0; q < K * N + 1; q++) pool[q] = malloc(cnt[q % K] * 4 + 4);
+  double *acc = calloc((size_t)K * M, sizeof *acc);
+  double B = 2 * (nranks * hs(2 * 1.5) + hs(2 * 1.5 * nranks));
+  NCCL_OK(ncclAllReduce(pool[0], pool[0], 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
+  int next = 0;
+  for (int t = 0; t < N; t++) {
+    float *buf[4];
+    for (int b = 0; b < K; b++) {
+      buf[b] = pool[next++];
+      for (size_t i = 0; i < cnt[b]; i++) buf[b][i] = xvalb(b, rank, i);
+    }
+    if (group) NCCL_OK(ncclGroupStart());
+    for (int b = 0; b < K; b++) NCCL_OK(ncclAllReduce(buf[b], buf[b], cnt[b], ncclFloat32, ncclSum, comm, NULL));
+    if (group) NCCL_OK(ncclGroupEnd());
+    for (int b = 0; b < K; b++) {
+      EXPECT(identical(buf[b], cnt[b]), "pass %d bucket %d: ranks hold different bits", t, b);
+      if (t >= W)
+        for (size_t i = 0; i < cnt[b]; i++) acc[(size_t)b * M + i] += buf[b][i];
+    }
+  }
+  double worst = 0;
+  int wb = 0;
+  for (int b = 0; b < K; b++)
+    for (size_t i = 0; i < cnt[b]; i++) {
+      double e = fabs(acc[(size_t)b * M + i] - (N - W) * sum_xb(b, i));
+      if (e > worst) {
+        worst = e;
+        wb = b;
+      }
+    }
+  int want = ef && !equal;
+  if (want) EXPECT(worst <= B, "%s: bucket %d: (N-W)*|mean - its sum| = %g > B = %g with error feedback", fmt, wb, worst, B);
+  else EXPECT(worst > B, "%s: (N-W)*|mean - sum| = %g <= B = %g (%s: the check above cannot fail)", fmt, worst, B,
+              ef ? "buckets sharing a slot" : "no error feedback");
+  if (rank == 0) printf("fresh %s %d%s%s %g %g (bucket %d)\n", fmt, N, equal ? " equal" : "", group ? " group" : "", worst, B, wb);
+  for (int q = 0; q < K * N + 1; q++) free(pool[q]);
+  free(pool);
+  free(acc);
+  return fails != 0;
+}
+
+static int has(int argc, char **argv, const char *w) {
+  for (int i = 3; i < argc; i++)
+    if (!strcmp(argv[i], w)) return 1;
+  return 0;
+}
+
 static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "converge")) return cmd_converge(argc > 2 ? atoi(argv[2]) : 64, argc > 3 && !strcmp(argv[3], "ef"));
   if (!strcmp(cmd, "reset")) return cmd_reset();
+  if (!strcmp(cmd, "fresh"))
+    return cmd_fresh(argc > 2 ? atoi(argv[2]) : 64, has(argc, argv, "ef"), has(argc, argv, "equal"), has(argc, argv, "group"));
   fprintf(stderr, "unknown command %s\n", cmd);
   return 2;
 }

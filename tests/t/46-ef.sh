@@ -47,5 +47,20 @@ check "int8, 2 ranks, device buffers on the CUDA driver double: error feedback c
 check "int8, 2 ranks: B's residual carried, dropped when C took its position, reduce-scatter carried" \
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" reset
 
-# 3. Both settings are in the configuration check: ranks that differ fail
+# 3. FSDP2's pattern: a fresh buffer for every call, three buckets of one
+# count and a unique one; each bucket converges to its own sum (a bucket fed
+# another's residual does not: shown by a pass of only equal calls, the
+# documented limit where buckets share a slot), also inside user groups.
+check "int8, 2 ranks, fresh buffers, equal-size buckets: each converges to its own fp32 sum with error feedback" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" fresh 48 ef
+check "int8, 2 ranks, fresh buffers: the same without error feedback keeps the bias (the check above can fail)" \
+  with NCCLSHIM_COMPRESS=int8 mpirun_shim 2 "$P" fresh 48
+check "int8, 2 ranks, fresh buffers, a pass of only equal calls: the buckets share a slot and miss their sums (the README's limit; the check can tell)" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" fresh 48 ef equal
+check "fp16, 3 ranks, fresh buffers, every pass one user group: grouped two-phase calls are fed back in call order" \
+  with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 3 "$P" fresh 48 ef group
+check "fp16, 3 ranks, fresh buffers, user groups, no error feedback: the bias stays (the check above can fail)" \
+  with NCCLSHIM_COMPRESS=fp16 mpirun_shim 3 "$P" fresh 48 group
+
+# 4. Both settings are in the configuration check: ranks that differ fail
 # alike (tests/t/45-twophase.sh, section 7).

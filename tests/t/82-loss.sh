@@ -19,12 +19,11 @@ if [ ! -x "$TORCH_VENV/bin/torchrun" ]; then
   not_ok "no torch in $TORCH_VENV (make deps installs it)"; exit 0
 fi
 mkdir -p "$TMPD/loss"
-# FSDP2 passes fresh reduce-scatter buffers to every call; since efx's
-# d184411 error feedback keys buckets by buffer identity and allocates their
-# residuals at a bucket's second call, so FSDP2 gets no feedback (its int8-ef
-# run is bit-identical to int8's). Reported as skipped until that changes
-# (LOSS_EF_SKIP= to run it).
-EF_SKIP=${LOSS_EF_SKIP-fsdp}
+# FSDP2 passes fresh reduce-scatter buffers to every call: its buckets are
+# told apart by their position in the learned sequence (shim/algo/ef.h), so
+# its int8-ef run gets feedback too. LOSS_EF_SKIP=fsdp (or ddp) reports that
+# family's "the feedback acted" check as skipped.
+EF_SKIP=${LOSS_EF_SKIP-}
 FORMATS=${LOSS_FORMATS:-int8,int8-ef}
 SHIM="$SHIM" HOSTNCCL_DIR="$HOSTNCCL_DIR" timeout "${TEST_TIMEOUT:-300}" "$TORCH_VENV/bin/python" \
   "$ROOT/tests/torch/loss_formats.py" --world 2 --steps 60 --tail 30 --seeds 1 --fsdp --formats "$FORMATS" \

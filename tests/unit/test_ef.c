@@ -1,7 +1,8 @@
 /* test_ef.c — unit tests of the error-feedback slots (shim/algo/ef.h): which
- * slot each call of a changing call sequence gets, what state is dropped,
- * memory only from a bucket's second use, the memory cap, allocation
- * failure, fresh buffers on every call, and that every buffer is released
+ * slot each call of a changing call sequence gets (DDP's rebuilt buckets,
+ * FSDP2's fresh buffers with equal layers, a one-off call, buffers as
+ * evidence), what state is dropped, memory only from a bucket's second use,
+ * the memory cap, allocation failure, and that every buffer is released
  * (a counting stand-in backend).
  *
  * Runs as cmocka with TAP output. Must not: rely on timings. */
@@ -34,11 +35,11 @@ static const nsc_backend fake = {.name = "fake", .alloc = f_alloc, .release = f_
 static nsc_ef_sig sigb(uintptr_t id, uint64_t count) { return (nsc_ef_sig){id, id, count, 0, 2, 256, 4}; }
 static nsc_ef_sig sig(uint64_t count) { return sigb(count, count); }
 
-/* Feed one call; mark it as carrying state; return its slot's index. */
+/* Feed one call; mark it as carrying state; return its slot's index (-1: none). */
 static long callb(nsc_ef *e, uintptr_t id, uint64_t count) {
   nsc_ef_sig s = sigb(id, count);
   nsc_ef_slot *sl = nsc_ef_next(e, &s);
-  assert_non_null(sl);
+  if (!sl) return -1;
   if (!nsc_ef_buffers(e, sl, &fake, NULL, count, count / 4, (size_t)1 << 30)) sl->have = 1;
   return sl - e->slot;
 }
@@ -46,48 +47,182 @@ static long call(nsc_ef *e, uint64_t count) { return callb(e, count, count); }
 
 static int have(nsc_ef *e, size_t i) { return i < e->len && e->slot[i].have; }
 
+/* One pass of `n` buckets of counts cnt[] (buffers from *id on, fresh each
+ * call when fresh, else bucket b's own); their slots into got[]. */
+static void pass(nsc_ef *e, const uint64_t *cnt, int n, long *got, uintptr_t *id, int fresh) {
+  for (int b = 0; b < n; b++) got[b] = callb(e, fresh ? (*id)++ : 1000 + (uintptr_t)b, cnt[b]);
+}
+
+/* Every bucket holds its own slot, the same as in the pass before. */
+static void own_slots(const long *got, const long *prev, int n) {
+  for (int b = 0; b < n; b++) {
+    assert_true(got[b] >= 0);
+    if (prev) assert_int_equal(got[b], prev[b]);
+    for (int c = 0; c < b; c++) assert_true(got[b] != got[c]);
+  }
+}
+
 static void test_sequence(void **state) {
   (void)state;
   nsc_ef e;
   nsc_ef_init(&e);
   /* DDP: one whole-model bucket, then the rebuilt ones (two of the same
-   * count, in different buffers), passes repeating */
-  assert_int_equal(call(&e, 1000), 0);
-  for (int pass = 0; pass < 3; pass++) {
-    assert_int_equal(call(&e, 100), pass == 0 ? 1 : 0);
-    assert_int_equal(call(&e, 200), pass == 0 ? 2 : 1);
-    assert_int_equal(callb(&e, 201, 200), pass == 0 ? 3 : 2);
-    assert_int_equal(call(&e, 50), pass == 0 ? 4 : 3);
+   * count, in different buffers), passes repeating: the whole-model call
+   * never recurs; the rebuilt buckets' own buffers coming again re-anchor
+   * the learning there, locked after two passes */
+  assert_int_equal(call(&e, 1000), -1);
+  long got[3][4];
+  for (int p = 0; p < 3; p++) {
+    got[p][0] = call(&e, 100);
+    got[p][1] = call(&e, 200);
+    got[p][2] = callb(&e, 201, 200);
+    got[p][3] = call(&e, 50);
   }
-  /* the whole-model slot was dropped when the second pass began */
+  assert_int_equal(got[0][3], -1);
+  assert_true(got[1][3] >= 0); /* the lock */
+  own_slots(got[2], NULL, 4);
   assert_int_equal(e.len, 4);
-  assert_int_equal(e.slot[0].sig.count, 100);
-  assert_true(have(&e, 0) && have(&e, 3));
+  for (int b = 0; b < 4; b++) assert_true(have(&e, (size_t)got[2][b]));
   assert_int_equal(live, 8);
-  /* a bucket's count changes at position 2: its state is dropped, the others kept */
+  /* a bucket's count changes at position 2: every state is dropped */
   uint64_t dropped = e.dropped;
-  assert_int_equal(call(&e, 100), 0);
-  assert_int_equal(call(&e, 200), 1);
-  nsc_ef_sig s = sigb(201, 300);
-  nsc_ef_slot *sl = nsc_ef_next(&e, &s);
-  assert_int_equal(sl - e.slot, 2);
-  assert_int_equal(sl->have, 0);
-  assert_null(sl->in);
-  assert_int_equal(e.dropped, dropped + 1);
-  assert_int_equal(call(&e, 50), 3);
-  /* a pass that ends early: the slots after it are dropped */
-  assert_int_equal(call(&e, 100), 0);
-  assert_int_equal(call(&e, 200), 1);
-  assert_int_equal(call(&e, 100), 0);
-  assert_int_equal(e.len, 2);
-  /* a longer pass grows the sequence */
-  assert_int_equal(call(&e, 200), 1);
-  assert_int_equal(call(&e, 7), 2);
-  assert_int_equal(call(&e, 100), 0);
-  assert_true(have(&e, 0) && have(&e, 1));
+  assert_int_equal(call(&e, 100), got[2][0]);
+  assert_int_equal(call(&e, 200), got[2][1]);
+  assert_int_equal(callb(&e, 201, 300), -1);
+  assert_int_equal(e.len, 0);
+  assert_int_equal(e.dropped, dropped + 4);
+  assert_int_equal(live, 0);
+  /* learned again from the changed call: locked within two passes */
+  assert_int_equal(call(&e, 50), -1);
+  long again[4][4];
+  for (int p = 0; p < 4; p++) {
+    again[p][0] = call(&e, 100);
+    again[p][1] = call(&e, 200);
+    again[p][2] = callb(&e, 201, 300);
+    again[p][3] = call(&e, 50);
+  }
+  own_slots(again[3], again[2], 4);
+  /* a pass that ends early breaks the sequence too */
+  assert_int_equal(call(&e, 100), again[3][0]);
+  assert_int_equal(call(&e, 200), again[3][1]);
+  assert_int_equal(call(&e, 100), -1);
+  assert_int_equal(e.len, 0);
   nsc_ef_free(&e);
   assert_int_equal(live, 0);
   assert_int_equal(e.bytes, 0);
+}
+
+/* FSDP2: fresh buffers every call, a unique bucket and six of one count
+ * (equal layers): the first pass locks on the run too early (period 1),
+ * the unique bucket breaks it, the next lock holds the whole pass: each
+ * bucket its own slot from the third pass on, for good. */
+static void test_fresh_equal(void **state) {
+  (void)state;
+  for (int first = 0; first < 2; first++) { /* the unique bucket first or last */
+    nsc_ef e;
+    nsc_ef_init(&e);
+    uint64_t cnt[7];
+    for (int b = 0; b < 7; b++) cnt[b] = 1000;
+    cnt[first ? 0 : 6] = 500;
+    uintptr_t id = 1;
+    long got[8][7];
+    for (int p = 0; p < 8; p++) pass(&e, cnt, 7, got[p], &id, 1);
+    for (int p = 3; p < 8; p++) own_slots(got[p], p > 3 ? got[p - 1] : NULL, 7);
+    assert_int_equal(e.len, 7);
+    assert_int_equal(e.breaks, first ? 0 : 1); /* unique bucket last: the run locks early once */
+    nsc_ef_free(&e);
+    assert_int_equal(live, 0);
+  }
+  /* the limit: a pass of only equal calls in fresh buffers is one slot */
+  nsc_ef e;
+  nsc_ef_init(&e);
+  uint64_t cnt[4] = {1000, 1000, 1000, 1000};
+  uintptr_t id = 1;
+  long got[4];
+  for (int p = 0; p < 4; p++) pass(&e, cnt, 4, got, &id, 1);
+  assert_int_equal(e.len, 1);
+  nsc_ef_free(&e);
+}
+
+/* FSDP2 under a caching allocator: fresh buffers, but now and then an
+ * address comes back (every 11th call takes the one of 14 calls, two
+ * passes, before, often a slot's own first address): one break in all, the
+ * first pass's run of equal layers; the whole pass, locked by keys, is not
+ * broken by addresses coming back (only a lock on a run of one key is, once:
+ * test_buffer_evidence); each bucket its own slot for good. */
+static void test_chance_reuse(void **state) {
+  (void)state;
+  nsc_ef e;
+  nsc_ef_init(&e);
+  uint64_t cnt[7] = {1000, 1000, 1000, 1000, 1000, 1000, 500};
+  uintptr_t ids[7 * 40];
+  long got[40][7];
+  int k = 0;
+  for (int p = 0; p < 40; p++)
+    for (int b = 0; b < 7; b++, k++) {
+      ids[k] = k % 11 == 10 && k >= 14 ? ids[k - 14] : 5000 + (uintptr_t)k;
+      got[p][b] = callb(&e, ids[k], cnt[b]);
+    }
+  for (int p = 10; p < 40; p++) own_slots(got[p], got[p - 1], 7);
+  assert_int_equal(e.breaks, 1);
+  nsc_ef_free(&e);
+  assert_int_equal(live, 0);
+}
+
+/* A one-off call (fresh buffers: no evidence) anchors the learning; its
+ * patience (NSC_EF_FIRST_LIMIT calls without a border) re-anchors it; a
+ * pass longer than the patience is learned once it has doubled past it. */
+static void test_patience(void **state) {
+  (void)state;
+  for (int n = 3; n <= 200; n += 197) {
+    nsc_ef e;
+    nsc_ef_init(&e);
+    uint64_t *cnt = malloc((size_t)n * sizeof *cnt);
+    long *got = malloc((size_t)n * sizeof *got), *prev = malloc((size_t)n * sizeof *prev);
+    for (int b = 0; b < n; b++) cnt[b] = 10 + (uint64_t)b;
+    uintptr_t id = 1;
+    assert_int_equal(callb(&e, id++, 7), -1); /* the one-off */
+    int p = 0, locked = -1;
+    for (; p < 40 && locked < 0; p++) {
+      pass(&e, cnt, n, got, &id, 1);
+      if (got[n - 1] >= 0 && got[0] >= 0) locked = p;
+    }
+    assert_true(locked >= 0 && locked <= 2 + 2 * NSC_EF_FIRST_LIMIT / n + 6);
+    memcpy(prev, got, (size_t)n * sizeof *got);
+    pass(&e, cnt, n, got, &id, 1);
+    own_slots(got, prev, n);
+    nsc_ef_free(&e);
+    free(cnt);
+    free(got);
+    free(prev);
+  }
+}
+
+/* Buffers are evidence where they are stable: equal-count buckets in their
+ * own buffers get a slot each; a call of the expected count in another
+ * slot's stable buffers breaks the sequence (a fresh one would not). */
+static void test_buffer_evidence(void **state) {
+  (void)state;
+  nsc_ef e;
+  nsc_ef_init(&e);
+  uint64_t cnt[3] = {100, 100, 100};
+  long got[3];
+  uintptr_t id = 0;
+  long prev[3];
+  /* three buckets of one count in buffers of their own: keys alone lock
+   * one slot at the second call; bucket 1's buffer coming back after three
+   * calls breaks it; the buffers then lock three slots */
+  for (int p = 0; p < 5; p++) {
+    memcpy(prev, got, sizeof got);
+    pass(&e, cnt, 3, got, &id, 0);
+  }
+  own_slots(got, prev, 3);
+  assert_int_equal(e.len, 3);
+  assert_int_equal(e.breaks, 1);
+  assert_int_equal(callb(&e, 1001, 100), -1); /* bucket 1's buffer where bucket 0 was expected */
+  assert_int_equal(e.breaks, 2);
+  nsc_ef_free(&e);
+  assert_int_equal(live, 0);
 }
 
 static void test_cap_and_failures(void **state) {
@@ -95,14 +230,16 @@ static void test_cap_and_failures(void **state) {
   nsc_ef e;
   nsc_ef_init(&e);
   nsc_ef_sig a = sig(1000), b = sig(2000), c = sig(3000);
-  /* first uses: no memory yet */
-  nsc_ef_slot *sa = nsc_ef_next(&e, &a), *sb, *sc;
-  assert_int_equal(nsc_ef_buffers(&e, sa, &fake, NULL, 1000, 250, 12000), -1);
-  assert_int_equal(sa->none, 0);
-  nsc_ef_next(&e, &b);
-  nsc_ef_next(&e, &c);
+  /* the first pass learns; the second locks at c: no memory before */
+  assert_null(nsc_ef_next(&e, &a));
+  assert_null(nsc_ef_next(&e, &b));
+  assert_null(nsc_ef_next(&e, &c));
+  assert_null(nsc_ef_next(&e, &a));
+  assert_null(nsc_ef_next(&e, &b));
+  nsc_ef_slot *sa, *sb, *sc = nsc_ef_next(&e, &c);
+  assert_non_null(sc);
   assert_int_equal(live, 0);
-  /* second pass, cap 12000 bytes: a (1000 + 250 floats = 5000 bytes) fits, b (10000) does not */
+  /* cap 12000 bytes: a (1000 + 250 floats = 5000 bytes) fits, b (10000) does not */
   sa = nsc_ef_next(&e, &a);
   assert_int_equal(nsc_ef_buffers(&e, sa, &fake, NULL, 1000, 250, 12000), 0);
   assert_int_equal(e.bytes, 5000);
@@ -125,18 +262,15 @@ static void test_cap_and_failures(void **state) {
   assert_int_equal(live, 0);
 }
 
-/* A program that passes a fresh buffer to every call: no bucket recurs, no
- * memory is taken, the slots stay bounded and never run out. */
-static void test_fresh_buffers(void **state) {
+/* A sequence that never repeats: no slot, no memory, a bounded history. */
+static void test_no_period(void **state) {
   (void)state;
   nsc_ef e;
   nsc_ef_init(&e);
-  for (uintptr_t p = 1; p <= 3 * NSC_EF_MAX_SLOTS; p++) {
-    nsc_ef_sig s = sigb(p * 64, 1000);
-    nsc_ef_slot *sl = nsc_ef_next(&e, &s);
-    assert_non_null(sl);
-    assert_int_equal(nsc_ef_buffers(&e, sl, &fake, NULL, 1000, 250, (size_t)1 << 40), -1);
-    assert_true(e.len <= NSC_EF_MAX_SLOTS);
+  for (uint64_t p = 1; p <= 3 * NSC_EF_MAX_HIST; p++) {
+    nsc_ef_sig s = sigb(p * 64, p);
+    assert_null(nsc_ef_next(&e, &s));
+    assert_true(e.hn <= NSC_EF_MAX_HIST);
   }
   assert_int_equal(live, 0);
   nsc_ef_free(&e);
@@ -144,9 +278,10 @@ static void test_fresh_buffers(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sequence),
-      cmocka_unit_test(test_cap_and_failures),
-      cmocka_unit_test(test_fresh_buffers),
+      cmocka_unit_test(test_sequence),      cmocka_unit_test(test_fresh_equal),
+      cmocka_unit_test(test_patience),       cmocka_unit_test(test_buffer_evidence),
+      cmocka_unit_test(test_chance_reuse),
+      cmocka_unit_test(test_cap_and_failures), cmocka_unit_test(test_no_period),
   };
   return cmocka_run_group_tests_name("ef", tests, NULL, NULL);
 }
