@@ -1023,9 +1023,18 @@ static int step_uses(const step_t *s, int k) {
  * waits for none of the newer). */
 static void poll_pending_but(const step_t *except) {
   int used[MAXC] = {0};
+  /* An excepted communicator whose queued work is older than work polled
+   * here is polled first all the same: NCCL would have run it in the
+   * background by then, and a peer blocked in it may be what the younger
+   * work waits for (seed 4050: rank 1 polled c0 at step 12 while rank 0
+   * sat in its blocking c3 call of step 10, queued on rank 1 under c3, which
+   * step 12 uses). */
+  int last = -1;
+  for (int j = 0; j < npend; j++)
+    if (nb_here(pend[j].comm) && !step_uses(except, pend[j].comm)) last = j;
   for (int j = 0; j < npend; j++) {
     int k = pend[j].comm;
-    if (used[k] || step_uses(except, k) || !nb_here(k)) continue;
+    if (used[k] || !nb_here(k) || (step_uses(except, k) && j > last)) continue;
     used[k] = 1;
     ncclResult_t e = poll_comm(k);
     for (int i = 0; i < npend; i++)

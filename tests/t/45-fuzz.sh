@@ -17,9 +17,10 @@
 # grouped and accumulating programs); 2023 (a model re-wrapped on a new
 # communicator before the first one's buffers recurred) with the fix of the "late" rule; 3097 (a grouped reduce-scatter on a
 # communicator whose check failed was forwarded on the healthy rank) and 3331 (a fused
-# collective's local failure dropped where the group end said ncclInProgress). To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
+# collective's local failure dropped where the group end said ncclInProgress); 4050 (the fuzzer's own model: queued
+# work on a step's communicator older than the work it polls). To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
 # on 2 cores (FUZZ_SEEDS overrides the list).
 . "$(dirname "$0")/../lib.sh"
-SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113 20 89 33 63 22 74 19 40 5 34 224 211 588 1001 1009 1017 1063 1044 2023 3097 3331"}
+SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113 20 89 33 63 22 74 19 40 5 34 224 211 588 1001 1009 1017 1063 1044 2023 3097 3331 4050"}
 # shellcheck disable=SC2086
 bash "$ROOT/tests/fuzz/fuzz.sh" --seeds "$SEEDS"
