@@ -60,8 +60,8 @@
  *    call: each whole-model pass before the rebuild is one, then each pass of
  *    the learned sequence (a pass begins at its first bucket). Pass m syncs
  *    when m mod K == K-1. A communicator whose first accumulable call comes
- *    after another communicator of this process made its second accumulable
- *    call (DDP's second pass has begun by then, whatever its buffers) is
+ *    after another communicator of this process is past its first pass
+ *    (nsc_accum_recurred: a bucket came again, or DDP's pattern shows it) is
  *    "late" (created mid-training: its phase is unknown) and never skips;
  *    the flag is agreed (Max), so it is the same on every rank.
  * R4 Locked. A call is answered locally only when it is exactly the next
@@ -630,12 +630,29 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
   }
 }
 
-/* A second accumulable call begins a second pass: DDP's first pass is one
- * whole-model bucket (two with static_graph, which only makes this earlier),
- * so a second call of any shape is already the next pass or later. Buffer
- * recurrence is not needed: a rebuilt pass has new buffers (fuzzer seed 2023). */
+/* This communicator is past its first backward pass: a bucket came again, or,
+ * before any did (a rebuilt pass has new buffers: fuzzer seed 2023), what
+ * DDP's call pattern shows. With a used-map (find_unused: no whole-model
+ * pass, several buckets from the start) an accumulable call after the first
+ * map; without one, calls after the first one (small floating ones
+ * included) adding up to exactly its size: DDP's rebuilt pass after its
+ * whole-model bucket (or static_graph's second whole-model pass) is over.
+ * Not seen: a model re-wrapped during the rebuilt pass that follows its
+ * whole-model one (README, Accumulation, limits).
+ * Exact, so that a find_unused pass before its first map rarely matches
+ * (it does when its second bucket is as large as its first: a later
+ * communicator then syncs, which is safe). Scans the learning history: the
+ * caller asks only until some communicator of the process answered yes. */
 int nsc_accum_recurred(const nsc_accum *a) {
-  return a->mode == NSC_ACC_LOCKED || a->passes_local > 0 || a->synced + a->skipped >= 2;
+  if (a->mode == NSC_ACC_LOCKED || a->passes_local > 0) return 1;
+  if (a->mode != NSC_ACC_LEARNING || a->n < 2) return 0;
+  uint64_t after = a->hist[0].fb_after;
+  for (size_t i = 0; i < a->n; i++) {
+    if (a->hist[i].int_after) return i + 1 < a->n;
+    if (i) after += a->hist[i].el.bytes + a->hist[i].fb_after;
+    if (i && after == a->hist[0].el.bytes) return 1;
+  }
+  return 0;
 }
 
 void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl) {

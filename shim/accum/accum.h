@@ -161,7 +161,8 @@ static inline uint64_t nsc_accum_fed(const nsc_accum *a) { return a->synced + a-
 void nsc_accum_agreed(nsc_accum *a, const int64_t vals[NSC_ACC_AGREE_N], int ok, long long K, char *why,
                       size_t whylen);
 
-/* This communicator has begun a second backward pass (a bucket came again). */
+/* This communicator is past its first backward pass (a bucket came again, or
+ * DDP's call pattern shows it: accum.c). */
 int nsc_accum_recurred(const nsc_accum *a);
 
 /* Where the calls are in the learned pass (for logging and for state keyed

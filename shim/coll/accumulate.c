@@ -139,7 +139,7 @@ int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *re
     nsc_accum_el el = {(uintptr_t)recv, (uintptr_t)send, call->count, (int32_t)call->dt, (int32_t)call->op, bytes};
     sync = nsc_accum_next(a, &el, cfg->accum_steps, why, sizeof why);
     nsc_log_accum(&c->log, sync);
-    if (nsc_accum_recurred(a)) __atomic_store_n(&recurred, 1, __ATOMIC_RELEASE);
+    if (!__atomic_load_n(&recurred, __ATOMIC_ACQUIRE) && nsc_accum_recurred(a)) __atomic_store_n(&recurred, 1, __ATOMIC_RELEASE);
     *agree = nsc_accum_take_due(a);
   } else if (a->mode != NSC_ACC_OFF) {
     int fl = (call->dt == ncclFloat16 || call->dt == ncclBfloat16 || call->dt == ncclFloat32 ||
@@ -148,6 +148,7 @@ int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *re
                                      call->dt == ncclUint32 || call->dt == ncclInt64 || call->dt == ncclUint64);
     nsc_accum_el el = {(uintptr_t)recv, (uintptr_t)send, call->count, (int32_t)call->dt, (int32_t)call->op, bytes};
     nsc_accum_observe(a, in, fl ? &el : NULL);
+    if (!__atomic_load_n(&recurred, __ATOMIC_ACQUIRE) && nsc_accum_recurred(a)) __atomic_store_n(&recurred, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&c->lock);
   say(c, why);
