@@ -165,7 +165,7 @@ set logscale x 2
 set xlabel 'size'
 set format x '%.0b %BB'
 set ylabel 'busbw (GB/s, logical bytes)'
-set key left top
+set key below
 plot '{d}/perf.tsv' using 1:5 with linespoints title 'no shim', \
      '' using 1:6 with linespoints title 'shim fp16', \
      '' using 1:7 with linespoints title 'shim bf16'
