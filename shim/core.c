@@ -5,6 +5,7 @@
  * calling into NCCL (ncclGetVersion is called after the once-block's work is
  * published, outside any lock of ours). */
 #include "core.h"
+#include "host_stream.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@ static void in_child(void) {
   nsc_g.forked_child = 1;
   nsc_g.state = NSC_DISABLED;
   nsc_log_forget();
+  nsc_hs_forget();
 }
 
 static void fail(ncclResult_t code, const char *msg) {

@@ -9,6 +9,6 @@ $(SHIM_OBJS): EXTRA_CFLAGS := -fvisibility=hidden $(SHIM_INC) -Icompress -I$(B)/
 $(SHIM_LIB): $(SHIM_OBJS) $(COMPRESS_OBJS) shim/ncclshim.map
 	@mkdir -p $(@D)
 	$(CC) -shared -o $@ $(SHIM_OBJS) $(COMPRESS_OBJS) -Wl,--version-script=shim/ncclshim.map \
-	  -Wl,-z,defs -Wl,-z,noexecstack $(LDFLAGS_BASE) -ldl -lpthread -lm
+	  -Wl,-z,defs -Wl,-z,noexecstack -Wl,-z,nodelete $(LDFLAGS_BASE) -ldl -lpthread -lm
 
 all: $(SHIM_LIB)

@@ -5,7 +5,7 @@
 TEST_EF_CUDA := $(B)/tests/test_ef_cuda
 $(B)/obj/tests/unit/test_ef_cuda.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress -Itests/cudadrv -I$(CUDA_INC)
 $(TEST_EF_CUDA): $(B)/obj/tests/unit/test_ef_cuda.o $(B)/obj/shim/backend/backend_cuda.o \
-                 $(B)/obj/shim/backend/backend_host.o $(COMPRESS_OBJS) $(CUDADRV_LIB)
+                 $(B)/obj/shim/backend/backend_host.o $(B)/obj/shim/backend/host_stream.o $(COMPRESS_OBJS) $(CUDADRV_LIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(filter %.o,$^) -L$(CUDADRV_DIR) -l:libcuda.so.1 -Wl,-rpath,$(abspath $(CUDADRV_DIR)) \
 	  $(LDFLAGS_BASE) -lpthread -ldl -lm

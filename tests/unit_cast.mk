@@ -20,7 +20,7 @@ CHECK_KERNELS := $(B)/tests/check_kernels
 .PHONY: gpu-kernels-check
 $(B)/obj/tests/gpu/check_kernels.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
 $(CHECK_KERNELS): $(B)/obj/tests/gpu/check_kernels.o $(B)/obj/shim/backend/backend_cuda.o \
-                  $(B)/obj/shim/backend/backend_host.o $(COMPRESS_OBJS)
+                  $(B)/obj/shim/backend/backend_host.o $(B)/obj/shim/backend/host_stream.o $(COMPRESS_OBJS)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDFLAGS_BASE) -lpthread -lm -ldl
 TEST_BINS += $(CHECK_KERNELS)

@@ -22,22 +22,58 @@ size_t nsc_tp_chunk_bytes(const nsc_tp_plan *p, int c) {
   return nsc_fmt_bytes(p->fmt, len, p->block);
 }
 
+void nsc_tp_piece(const nsc_tp_plan *p, int c, int k, size_t *off, size_t *len) {
+  size_t coff, clen, start = (size_t)k * p->piece;
+  nsc_tp_chunk(p, c, &coff, &clen);
+  *off = coff + (start < clen ? start : clen);
+  *len = start >= clen ? 0 : clen - start < p->piece ? clen - start : p->piece;
+}
+
+size_t nsc_tp_piece_bytes(const nsc_tp_plan *p, int c, int k) {
+  size_t off, len;
+  nsc_tp_piece(p, c, k, &off, &len);
+  return nsc_fmt_bytes(p->fmt, len, p->block);
+}
+
+/* Elements per piece: the setting's fp32 bytes / 4, in whole units (a block
+ * of an 8-bit format, else 64 elements), at least one unit, and large enough
+ * for at most NSC_TP_MAX_PIECES pieces per chunk and NSC_TP_MAX_PIECE_SLOTS
+ * over all n chunks (each piece of each chunk is a kernel launch per step on
+ * a GPU); 0 (or a chunk no longer than that): the whole chunk. */
+static size_t piece_elems(const nsc_config *cfg, nsc_fmt_t f, size_t block, int n, size_t chunk) {
+  size_t unit = nsc_fmt_is8(f) ? block : 64, want = (size_t)cfg->twophase_piece_bytes / 4;
+  if (!want || chunk <= want) return chunk ? chunk : 1;
+  want = want / unit * unit;
+  if (!want) want = unit;
+  size_t most = (size_t)(n >= NSC_TP_MAX_PIECE_SLOTS ? 1 : NSC_TP_MAX_PIECE_SLOTS / n);
+  if (most > NSC_TP_MAX_PIECES) most = NSC_TP_MAX_PIECES;
+  size_t least = (chunk + most - 1) / most;
+  if (want < least) want = (least + unit - 1) / unit * unit;
+  return want < chunk ? want : chunk;
+}
+
 void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs) {
   p->n = n;
   p->rank = rank;
   p->fmt = nsc_tp_fmt(cfg);
   p->block = (size_t)cfg->block_elems;
   p->count = rs ? count * (size_t)n : count;
-  p->slot = (nsc_tp_chunk_bytes(p, 0) + 15) / 16 * 16; /* chunk 0 is a largest one */
+  size_t off, len;
+  nsc_tp_chunk(p, 0, &off, &len); /* chunk 0 is a largest one */
+  p->piece = piece_elems(cfg, p->fmt, p->block, n, len);
+  p->npieces = len ? (int)((len + p->piece - 1) / p->piece) : 1;
+  p->slot = (nsc_fmt_bytes(p->fmt, p->piece < len ? p->piece : len, p->block) + 15) / 16 * 16;
 }
 
-size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs) { return (rs ? 2 : 3) * (size_t)p->n * p->slot; }
+size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs) {
+  return (rs ? 2 : 3) * (size_t)p->n * (size_t)p->npieces * p->slot;
+}
 
 int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs) {
   if (n < 2 || cfg->compress == NSC_COMPRESS_OFF || count == 0) return 0;
   nsc_tp_plan p;
   nsc_tp_plan_init(&p, cfg, n, 0, count, rs);
-  return p.slot <= 4 * count;
+  return (nsc_tp_chunk_bytes(&p, 0) + 15) / 16 * 16 <= 4 * count; /* the largest message, whatever the pieces */
 }
 
 nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs) {

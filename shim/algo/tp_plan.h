@@ -6,11 +6,17 @@
  * Chunk c of an all-reduce starts at c*(count/n) + min(c, count%n) and holds
  * count/n elements, one more for the first count%n chunks (the host NCCL's
  * ring uses the same cut); a reduce-scatter's chunks are its n equal shards.
- * Encoded chunks sit `slot` bytes apart (the largest chunk's encoding, padded
- * to 16 bytes) in three regions of n slots: what this rank sends (slot j for
- * rank j), what it receives for its own chunk (slot i from rank i; its own
- * contribution is encoded straight into slot rank), and the gathered result
- * (all-reduce only).
+ * Each chunk travels in `npieces` pieces (NCCLSHIM_TWOPHASE_PIECE_BYTES, at
+ * most NSC_TP_MAX_PIECES, and n * npieces <= NSC_TP_MAX_PIECE_SLOTS): piece k of every chunk starts k*piece elements
+ * into it, `piece` a multiple of the format's block (so pieces hold whole
+ * blocks and encode to the same codes and scales as the whole chunk would),
+ * the last piece of a chunk shorter or empty. Encoded pieces sit `slot`
+ * bytes apart (the largest piece's encoding, padded to 16 bytes), piece k of
+ * chunk j in slot k*n + j of three regions of n*npieces slots: what this rank
+ * sends (chunk j for rank j), what it receives for its own chunk (chunk
+ * index i = from rank i; its own contribution is encoded straight in), and
+ * the gathered result (all-reduce only). With one piece this is one slot per
+ * chunk.
  *
  * Must not: call NCCL or touch memory. */
 #ifndef NSC_TP_PLAN_H
@@ -21,19 +27,32 @@
 #include "config.h"
 #include "wire.h"
 
+#define NSC_TP_MAX_PIECES 64
+#define NSC_TP_MAX_PIECE_SLOTS 256 /* pieces times ranks */
+
 typedef struct {
   int n, rank;
   nsc_fmt_t fmt;
   size_t block;
-  size_t count; /* elements in all chunks together */
-  size_t slot;  /* bytes between encoded chunks */
+  size_t count;   /* elements in all chunks together */
+  size_t piece;   /* elements per piece (the last of a chunk may be shorter) */
+  int npieces;    /* pieces per chunk, 1..NSC_TP_MAX_PIECES */
+  size_t slot;    /* bytes between encoded pieces */
 } nsc_tp_plan;
 
 /* rs = 0: all-reduce of `count`; rs = 1: reduce-scatter of `count` per rank. */
 void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs);
 void nsc_tp_chunk(const nsc_tp_plan *p, int c, size_t *off, size_t *len);
 size_t nsc_tp_chunk_bytes(const nsc_tp_plan *p, int c);
-/* Staging bytes: 3 * n * slot (all-reduce) or 2 * n * slot (reduce-scatter). */
+/* Piece k of chunk c: its element offset in the whole count and its length
+ * (0 for a piece past the chunk's end), and its encoded bytes. */
+void nsc_tp_piece(const nsc_tp_plan *p, int c, int k, size_t *off, size_t *len);
+size_t nsc_tp_piece_bytes(const nsc_tp_plan *p, int c, int k);
+/* Byte offset of piece k of chunk c in a region. */
+static inline size_t nsc_tp_slot(const nsc_tp_plan *p, int c, int k) {
+  return ((size_t)k * (size_t)p->n + (size_t)c) * p->slot;
+}
+/* Staging bytes: 3 or 2 (reduce-scatter) regions of n * npieces slots. */
 size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs);
 /* Two-phase is possible: n >= 2, compression on, and the largest encoded
  * chunk fits in recvbuff (4 * count bytes; reduce-scatter: 4 * its shard),

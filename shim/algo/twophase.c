@@ -45,21 +45,22 @@
 #include "shim.h"
 #include "tp_plan.h"
 
-/* One group: to every peer j send `bytes(j)` from send_at(j), receive
- * `rbytes(j)` into recv + j * slot. gather = 0: phase 1 (send slot j, receive
- * this rank's chunk); 1: phase 2 (send this rank's slot, receive chunk j). */
-static ncclResult_t exchange(nsc_comm *c, const nsc_tp_plan *p, const uint8_t *send, uint8_t *recv, int gather,
-                             cudaStream_t s) {
+/* One group for piece k: to every peer j send its bytes from the send
+ * region, receive into the receive region. gather = 0: phase 1 (send chunk
+ * j's piece, receive this rank's chunk's piece from rank j); 1: phase 2
+ * (send this rank's piece, receive chunk j's piece). */
+static ncclResult_t exchange(nsc_comm *c, const nsc_tp_plan *p, int k, const uint8_t *send, uint8_t *recv,
+                             int gather, cudaStream_t s) {
   int r = p->rank;
-  size_t own = nsc_tp_chunk_bytes(p, r);
+  size_t own = nsc_tp_piece_bytes(p, r, k);
   ncclResult_t res = nsc_real.GroupStart();
   if (!NSC_OK(res)) return res;
   for (int j = 0; j < p->n; j++) {
     if (j == r) continue;
-    size_t other = nsc_tp_chunk_bytes(p, j);
-    const uint8_t *sb = send + (size_t)(gather ? r : j) * p->slot;
+    size_t other = nsc_tp_piece_bytes(p, j, k);
+    const uint8_t *sb = send + nsc_tp_slot(p, gather ? r : j, k);
     ncclResult_t a = nsc_real.Send(sb, gather ? own : other, ncclUint8, j, c->comm, s);
-    ncclResult_t b = nsc_real.Recv(recv + (size_t)j * p->slot, gather ? other : own, ncclUint8, j, c->comm, s);
+    ncclResult_t b = nsc_real.Recv(recv + nsc_tp_slot(p, j, k), gather ? other : own, ncclUint8, j, c->comm, s);
     if (NSC_OK(res) && !NSC_OK(a)) res = a;
     if (NSC_OK(res) && !NSC_OK(b)) res = b;
   }
@@ -75,34 +76,36 @@ static ncclResult_t exchange(nsc_comm *c, const nsc_tp_plan *p, const uint8_t *s
 
 /* The poisoned path: no staging on this rank. Every message its peers expect
  * is sent from and received into recvbuff (filled with 0xff, NaN everywhere;
- * the largest encoded chunk fits there, nsc_tp_fits): first a group of the
- * sends, then one of the receives, so nothing received overwrites what is
- * still being sent, and the buffer is filled again before anything received
- * could be sent on. Returns ncclSystemError, or the failing call's result. */
+ * the largest encoded chunk fits there, nsc_tp_fits), piece by piece as the
+ * healthy ranks exchange them: first a group of the sends, then one of the
+ * receives, so nothing received overwrites what is still being sent, and the
+ * buffer is filled again before anything received could be sent on. Returns
+ * ncclSystemError, or the failing call's result. */
 static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *p, void *recv,
                              size_t recv_bytes, int rs, cudaStream_t s) {
   int r = p->rank;
   ncclResult_t res = ncclSuccess;
   be->fill_ones((nsc_stream)s, recv, recv_bytes);
   for (int phase = 0; phase < (rs ? 1 : 2) && NSC_OK(res); phase++)
-    for (int dir = 0; dir < 2 && NSC_OK(res); dir++) {
-      res = nsc_real.GroupStart();
-      if (!NSC_OK(res)) break;
-      for (int j = 0; j < p->n; j++) {
-        if (j == r) continue;
-        /* phase 0: send chunk j, receive ours; phase 1: send ours, receive chunk j */
-        size_t bytes = nsc_tp_chunk_bytes(p, (phase == 0) == (dir == 0) ? j : r);
-        ncclResult_t x = dir == 0 ? nsc_real.Send(recv, bytes, ncclUint8, j, c->comm, s)
-                                  : nsc_real.Recv(recv, bytes, ncclUint8, j, c->comm, s);
-        if (NSC_OK(res) && !NSC_OK(x)) res = x;
+    for (int k = 0; k < p->npieces && NSC_OK(res); k++)
+      for (int dir = 0; dir < 2 && NSC_OK(res); dir++) {
+        res = nsc_real.GroupStart();
+        if (!NSC_OK(res)) break;
+        for (int j = 0; j < p->n; j++) {
+          if (j == r) continue;
+          /* phase 0: send chunk j, receive ours; phase 1: send ours, receive chunk j */
+          size_t bytes = nsc_tp_piece_bytes(p, (phase == 0) == (dir == 0) ? j : r, k);
+          ncclResult_t x = dir == 0 ? nsc_real.Send(recv, bytes, ncclUint8, j, c->comm, s)
+                                    : nsc_real.Recv(recv, bytes, ncclUint8, j, c->comm, s);
+          if (NSC_OK(res) && !NSC_OK(x)) res = x;
+        }
+        ncclResult_t e = nsc_real.GroupEnd();
+        NSC_COUNT(real_calls, p->n - 1);
+        if (NSC_OK(res)) res = e;
+        if (res == ncclInProgress) res = nsc_wait_nonblocking(c->comm);
+        /* what was received is never sent on: all 0xff again */
+        if (dir == 1) be->fill_ones((nsc_stream)s, recv, recv_bytes);
       }
-      ncclResult_t e = nsc_real.GroupEnd();
-      NSC_COUNT(real_calls, p->n - 1);
-      if (NSC_OK(res)) res = e;
-      if (res == ncclInProgress) res = nsc_wait_nonblocking(c->comm);
-      /* what was received is never sent on: all 0xff again */
-      if (dir == 1) be->fill_ones((nsc_stream)s, recv, recv_bytes);
-    }
   nsc_warn("rank %d could not stage a two-phase %s: it sent NaN and fails this call (its real calls returned %d)",
            r, rs ? "reduce-scatter" : "all-reduce", (int)res);
   return NSC_OK(res) ? ncclSystemError : res;
@@ -132,12 +135,53 @@ static void enc_opt(nsc_enc_opt *o, const nsc_comm *c, const nsc_ef_slot *ef, fl
   o->key = o->stochastic ? nsc_sr_key((uint64_t)cfg->rounding_seed, c->seq, (uint32_t)c->rank, run) : 0;
 }
 
+/* Where the codec runs: on `side`, beside the caller's stream s, when the
+ * call has more than one piece and the backend has a helper stream (a GPU's
+ * side stream, the host's codec thread), else on s itself. The NCCL calls
+ * always go on s. */
+typedef struct {
+  const nsc_backend *be;
+  nsc_stream s, side;
+  int rank;
+  int bad; /* a local failure: this rank's result is NaN */
+} lanes;
+
+/* A point on one stream that the other waits for later: a mark, or (none
+ * could be taken) a note that the wait must join everything so far. */
+typedef struct {
+  nsc_mark m;
+  int ok, taken;
+} point;
+
+static void point_take(lanes *l, nsc_stream on, point *pt) {
+  pt->taken = l->side != l->s;
+  pt->ok = pt->taken && l->be->mark(on, &pt->m) == 0;
+}
+
+/* `waiter` waits for `on` up to pt; a failed mark wait falls back to a join. */
+static void point_wait(lanes *l, nsc_stream waiter, nsc_stream on, point *pt) {
+  if (!pt->taken) return;
+  int rc = pt->ok ? l->be->wait_mark(waiter, &pt->m) : -1;
+  if (pt->ok) l->be->mark_release(&pt->m);
+  if (rc && l->be->join(waiter, on)) {
+    nsc_warn("two-phase: rank %d cannot order its codec stream (%s); its result is NaN", l->rank,
+             nsc_backend_error());
+    l->bad = 1;
+  }
+  pt->ok = pt->taken = 0;
+}
+
+static void point_drop(lanes *l, point *pt) {
+  if (pt->ok) l->be->mark_release(&pt->m);
+  pt->ok = pt->taken = 0;
+}
+
 ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
                           ncclRedOp_t op, cudaStream_t s, int rs) {
   const nsc_config *cfg = &nsc_g.cfg;
   nsc_tp_plan p;
   nsc_tp_plan_init(&p, cfg, c->nranks, c->rank, count, rs);
-  int n = p.n, r = p.rank;
+  int n = p.n, r = p.rank, np = p.npieces;
   nsc_stream st = (nsc_stream)s;
   size_t enc_bytes = 0;
   for (int j = 0; j < n; j++) enc_bytes += nsc_tp_chunk_bytes(&p, j);
@@ -153,50 +197,85 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   rec.wire_bytes = enc_bytes;
   nsc_count_call(NSC_ACT_COMPRESS, p.count * 4, enc_bytes, 0);
   NSC_COUNT(twophase, 1);
-  uint8_t *enc = stage, *in = enc + (size_t)n * p.slot, *gat = in + (size_t)n * p.slot;
+  uint8_t *enc = stage, *in = enc + nsc_tp_slot(&p, 0, np), *gat = in + nsc_tp_slot(&p, 0, np);
   size_t off, len, roff, rlen;
-  int bad = 0;
-  float down = (float)(1.0 / cfg->prescale), up = (float)cfg->prescale;
-  nsc_enc_opt o;
-
-  /* 1. encode every chunk once */
-  for (int j = 0; j < n; j++) {
-    nsc_tp_chunk(&p, j, &off, &len);
-    uint8_t *dst = (j == r ? in : enc) + (size_t)j * p.slot;
-    enc_opt(&o, c, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j);
-    bad |= be->fmt_encode_opt(st, p.fmt, p.block, send + off, dst, len, down, &o) != 0;
-  }
-  if (bad) be->fill_ones(st, enc, 2 * (size_t)n * p.slot);
-  nsc_log_mark(&rec, NSC_MARK_CAST_IN);
-
-  /* 2. chunk j to rank j */
-  res = exchange(c, &p, enc, in, 0, s);
-  if (!NSC_OK(res)) goto out;
-
-  /* 3. the owner's fp32 sum in rank order; a reduce-scatter's result */
   nsc_tp_chunk(&p, r, &roff, &rlen);
-  float *acc = rs ? recv : recv + roff;
+  float down = (float)(1.0 / cfg->prescale), up = (float)cfg->prescale;
+  float *acc = rs ? recv : recv + roff; /* the owner's fp32 sum; a reduce-scatter's result */
   double post = (op == ncclAvg ? 1.0 / n : 1.0) * (rs ? cfg->prescale : 1.0);
-  bad |= be->fmt_decode_sum(st, p.fmt, p.block, in, p.slot, n, acc, rlen, (float)post) != 0;
+  uint32_t runs = 2u * (uint32_t)n; /* stochastic streams per piece */
+  nsc_enc_opt o;
+  point em[NSC_TP_MAX_PIECES] = {{{0, 0}, 0, 0}}, dm[NSC_TP_MAX_PIECES] = {{{0, 0}, 0, 0}}, x;
+  lanes L = {be, st, st, r, 0};
+  nsc_stream side = st;
+  if (np > 1 && !be->side_stream(st, &side) && side != st && !be->join(side, st)) L.side = side;
+
+  /* 1. encode every piece once, in piece order (the codec stream runs ahead) */
+  for (int k = 0; k < np; k++) {
+    int bad = 0;
+    for (int j = 0; j < n; j++) {
+      nsc_tp_piece(&p, j, k, &off, &len);
+      enc_opt(&o, c, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j + runs * (uint32_t)k);
+      uint8_t *dst = (j == r ? in : enc) + nsc_tp_slot(&p, j, k);
+      bad |= be->fmt_encode_opt(L.side, p.fmt, p.block, send + off, dst, len, down, &o) != 0;
+    }
+    if (bad) { /* every message of this piece NaN */
+      be->fill_ones(L.side, enc + nsc_tp_slot(&p, 0, k), (size_t)n * p.slot);
+      be->fill_ones(L.side, in + nsc_tp_slot(&p, r, k), p.slot);
+      L.bad = 1;
+    }
+    point_take(&L, L.side, &em[k]);
+  }
+
+  /* 2. piece k of chunk j to rank j; 3. the owner's fp32 sum of piece k in
+   * rank order, and (all-reduce) 4. its encoding, beside piece k+1's exchange */
+  for (int k = 0; k < np; k++) {
+    point_wait(&L, st, L.side, &em[k]);
+    if (k == 0) nsc_log_mark(&rec, NSC_MARK_CAST_IN);
+    res = exchange(c, &p, k, enc, in, 0, s);
+    if (!NSC_OK(res)) goto out;
+    point_take(&L, st, &x);
+    point_wait(&L, L.side, st, &x);
+    nsc_tp_piece(&p, r, k, &off, &len);
+    float *a = acc + (off - roff);
+    L.bad |= be->fmt_decode_sum(L.side, p.fmt, p.block, in + nsc_tp_slot(&p, 0, k), p.slot, n, a, len, (float)post) != 0;
+    if (!rs) {
+      uint8_t *g = gat + nsc_tp_slot(&p, r, k);
+      enc_opt(&o, c, ef, ef ? ef->out + (off - roff) : NULL, 2u * (uint32_t)r + 1u + runs * (uint32_t)k);
+      if (be->fmt_encode_opt(L.side, p.fmt, p.block, a, g, len, 1.0f, &o) || L.bad) {
+        L.bad = 1; /* this rank's chunk goes out NaN: nobody keeps a wrong value */
+        be->fill_ones(L.side, g, p.slot);
+      }
+    }
+    point_take(&L, L.side, &dm[k]);
+  }
   if (rs) goto out;
 
-  /* 4. encode the owner's chunk once; 5. every chunk to every rank */
-  enc_opt(&o, c, ef, ef ? ef->out : NULL, 2u * (uint32_t)r + 1u);
-  if (be->fmt_encode_opt(st, p.fmt, p.block, acc, gat + (size_t)r * p.slot, rlen, 1.0f, &o) || bad) {
-    bad = 1;
-    be->fill_ones(st, gat + (size_t)r * p.slot, p.slot);
-  }
-  res = exchange(c, &p, gat, gat, 1, s);
-  if (!NSC_OK(res)) goto out;
-
-  /* 6. everyone decodes the same bytes */
-  for (int j = 0; j < n; j++) {
-    nsc_tp_chunk(&p, j, &off, &len);
-    bad |= be->fmt_decode(st, p.fmt, p.block, gat + (size_t)j * p.slot, recv + off, len, up) != 0;
+  /* 5. every owner's piece k to every rank; 6. everyone decodes the same
+   * bytes, beside piece k+1's exchange */
+  for (int k = 0; k < np; k++) {
+    point_wait(&L, st, L.side, &dm[k]);
+    res = exchange(c, &p, k, gat, gat, 1, s);
+    if (!NSC_OK(res)) goto out;
+    point_take(&L, st, &x);
+    point_wait(&L, L.side, st, &x);
+    for (int j = 0; j < n; j++) {
+      nsc_tp_piece(&p, j, k, &off, &len);
+      L.bad |= be->fmt_decode(L.side, p.fmt, p.block, gat + nsc_tp_slot(&p, j, k), recv + off, len, up) != 0;
+    }
   }
 out:
-  if (ef) ef->have = NSC_OK(res) && !bad; /* a failed call leaves no residuals to carry */
-  if (NSC_OK(res) && bad) {
+  for (int k = 0; k < np; k++) {
+    point_drop(&L, &em[k]);
+    point_drop(&L, &dm[k]);
+  }
+  /* the caller's stream (its later work, the staging's next user) after all of the codec's */
+  if (L.side != st && be->join(st, L.side)) {
+    nsc_warn("two-phase: rank %d cannot join its codec stream (%s); its result is NaN", c->rank, nsc_backend_error());
+    L.bad = 1;
+  }
+  if (ef) ef->have = NSC_OK(res) && !L.bad; /* a failed call leaves no residuals to carry */
+  if (NSC_OK(res) && L.bad) {
     be->fill_ones(st, recv, 4 * count);
     nsc_warn("two-phase %s: a cast on rank %d failed (%s); its result is NaN", rs ? "reduce-scatter" : "all-reduce",
              r, nsc_backend_error());

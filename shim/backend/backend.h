@@ -1,7 +1,8 @@
 /* backend.h — the seam between the shim's policy and the memory it works on.
  *
  * Two implementations: host (plain memory, as with tests/hostnccl; work runs
- * synchronously on the calling thread, which is stream order there) and cuda
+ * synchronously on the calling thread, which is stream order there, except on
+ * the side stream, whose work runs in order on a codec thread) and cuda
  * (driver API through dlopen("libcuda.so.1"), kernels from the embedded fatbin,
  * everything enqueued on the caller's stream). The policy code includes no CUDA
  * header and is unit-testable with the host backend alone.
@@ -74,11 +75,17 @@ typedef struct nsc_backend {
   int (*mark)(nsc_stream s, nsc_mark *m);
   int (*elapsed)(const nsc_mark *a, const nsc_mark *b, uint64_t *ns);
   void (*mark_release)(nsc_mark *m);
+  /* `waiter` waits for the work enqueued before mark m, taken on another
+   * stream of the same context (a stream wait on m's event on a GPU; host:
+   * the caller's thread waits for the codec thread to pass m). m may be
+   * released right after. */
+  int (*wait_mark)(nsc_stream waiter, const nsc_mark *m);
   /* Cumulative overflow/underflow counts of to_wire casts so far. */
   void (*counts)(nsc_cast_counts *out);
-  /* Pipelining: a helper stream that runs beside s (host: s itself), and a
-   * join that makes `waiter` wait for everything enqueued so far on
-   * `signaller` (an event record + stream wait on a GPU; host: nothing). */
+  /* Pipelining: a helper stream that runs beside s (host: the codec thread,
+   * or s itself when it cannot run), and a join that makes `waiter` wait for
+   * everything enqueued so far on `signaller` (an event record + stream wait
+   * on a GPU; host: the caller's thread waits for the codec thread). */
   int (*side_stream)(nsc_stream s, nsc_stream *side);
   int (*join)(nsc_stream waiter, nsc_stream signaller);
   /* A small out-of-band exchange buffer for the shim's own collectives (the

@@ -241,6 +241,22 @@ static int c_elapsed(const nsc_mark *a, const nsc_mark *b, uint64_t *ns) {
   return 1;
 }
 
+static int c_wait_mark(nsc_stream waiter, const nsc_mark *m) {
+  const nsc_cuev *e = m->ev;
+  if (!e) {
+    nsc_backend_set_error("CUDA backend: wait_mark() on a mark that was not taken");
+    return -1;
+  }
+  const char *what = "cuStreamWaitEvent";
+  int pushed;
+  CUresult r = nsc_cuctx_enter(e->owner, &pushed, &what);
+  if (r == CUDA_SUCCESS) {
+    r = cu()->cuStreamWaitEvent((CUstream)waiter, e->ev, 0);
+    nsc_cuctx_leave(pushed);
+  }
+  return r == CUDA_SUCCESS ? 0 : fail(r, what);
+}
+
 static void c_mark_release(nsc_mark *m) {
   nsc_cuev_put(m->ev);
   m->ev = NULL;
@@ -371,6 +387,7 @@ static const nsc_backend cuda_backend = {
     .release = c_release,
     .capturing = c_capturing,
     .mark = c_mark,
+    .wait_mark = c_wait_mark,
     .elapsed = c_elapsed,
     .mark_release = c_mark_release,
     .counts = c_counts,

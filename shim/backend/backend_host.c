@@ -1,8 +1,11 @@
 /* backend_host.c — the backend for host memory (tests/hostnccl, and any
- * buffer that is not device memory). Work runs synchronously on the calling
- * thread, which is stream order for a host NCCL. Timing marks read
- * CLOCK_MONOTONIC. Also holds the backend error message shared by both
- * backends (thread-local, so concurrent callers do not mix messages). */
+ * buffer that is not device memory). Work on a caller's stream runs
+ * synchronously on the calling thread, which is stream order for a host
+ * NCCL; work on the side stream (side_stream) runs in order on the codec
+ * thread of host_stream.c, and a join or mark wait from the caller's stream
+ * waits for it there. Timing marks read CLOCK_MONOTONIC. Also holds the
+ * backend error message shared by both backends (thread-local, so
+ * concurrent callers do not mix messages). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +13,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "host_stream.h"
 
 static __thread char errbuf[256];
 
@@ -27,8 +31,41 @@ void nsc_backend_set_error(const char *fmt, ...) {
 
 static nsc_cast_counts totals;
 
+/* Work for the side stream: the arguments of one call, copied into its task. */
+typedef struct {
+  int op;
+  nsc_wire_t w;
+  nsc_fmt_t f;
+  int m, has_opt;
+  size_t block, n, stride;
+  const void *src;
+  void *dst;
+  float scale;
+  nsc_enc_opt o;
+} hs_args;
+enum { HS_TO_WIRE, HS_FROM_WIRE, HS_ENCODE, HS_DECODE, HS_DECODE_SUM, HS_FILL };
+_Static_assert(sizeof(hs_args) <= NSC_HS_ARG_BYTES, "host stream task arguments");
+
+static int run_args(const hs_args *a);
+static void hs_run(void *arg) { run_args(arg); }
+
+/* On the side stream: queue the call and answer 0 (host codec work cannot
+ * fail); else 1: the caller runs it now. */
+static int queued(nsc_stream s, const hs_args *a) {
+  if (!nsc_hs_is(s)) return 0;
+  nsc_hs_submit(hs_run, a, sizeof *a);
+  return 1;
+}
+
+/* A call the side stream does not queue (it reads caller-owned tables):
+ * everything queued so far runs first, then the call, here. */
+static void drained(nsc_stream s) {
+  if (nsc_hs_is(s)) nsc_hs_wait(nsc_hs_tail());
+}
+
 static int h_to_wire(nsc_stream s, nsc_wire_t w, const float *src, void *dst, size_t n, float scale) {
-  (void)s;
+  hs_args a = {.op = HS_TO_WIRE, .w = w, .src = src, .dst = dst, .n = n, .scale = scale};
+  if (queued(s, &a)) return 0;
   nsc_cast_counts c = {0, 0};
   nsc_cast_to_wire(w, src, dst, n, scale, &c);
   if (c.overflow) __atomic_fetch_add(&totals.overflow, c.overflow, __ATOMIC_RELAXED);
@@ -37,18 +74,22 @@ static int h_to_wire(nsc_stream s, nsc_wire_t w, const float *src, void *dst, si
 }
 
 static int h_from_wire(nsc_stream s, nsc_wire_t w, const void *src, float *dst, size_t n, float scale) {
-  (void)s;
+  hs_args a = {.op = HS_FROM_WIRE, .w = w, .src = src, .dst = dst, .n = n, .scale = scale};
+  if (queued(s, &a)) return 0;
   nsc_cast_from_wire(w, src, dst, n, scale);
   return 0;
 }
 
 static int h_seg_to_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg, void *dst, float scale) {
+  drained(s);
+  s = NULL;
   for (int i = 0; i < nseg; i++)
     h_to_wire(s, w, segs[i].src, (uint16_t *)dst + segs[i].off, segs[i].count, scale);
   return 0;
 }
 
 static int h_seg_from_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg, const void *src, float scale) {
+  drained(s);
   for (int i = 0; i < nseg; i++)
     nsc_cast_from_wire(w, (const uint16_t *)src + segs[i].off, segs[i].dst, segs[i].count, scale);
   (void)s;
@@ -57,7 +98,10 @@ static int h_seg_from_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int 
 
 static int h_fmt_encode_opt(nsc_stream s, nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n,
                             float scale, const nsc_enc_opt *o) {
-  (void)s;
+  hs_args a = {.op = HS_ENCODE, .f = f, .block = block, .src = src, .dst = dst, .n = n, .scale = scale,
+               .has_opt = o != NULL};
+  if (o) a.o = *o;
+  if (queued(s, &a)) return 0;
   nsc_cast_counts c = {0, 0};
   nsc_fmt_encode_opt(f, block, src, dst, n, scale, o, &c);
   if (c.overflow) __atomic_fetch_add(&totals.overflow, c.overflow, __ATOMIC_RELAXED);
@@ -72,20 +116,23 @@ static int h_fmt_encode(nsc_stream s, nsc_fmt_t f, size_t block, const float *sr
 
 static int h_fmt_decode(nsc_stream s, nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n,
                         float scale) {
-  (void)s;
+  hs_args a = {.op = HS_DECODE, .f = f, .block = block, .src = src, .dst = dst, .n = n, .scale = scale};
+  if (queued(s, &a)) return 0;
   nsc_fmt_decode(f, block, src, dst, n, scale);
   return 0;
 }
 
 static int h_fmt_decode_sum(nsc_stream s, nsc_fmt_t f, size_t block, const void *base, size_t stride, int m,
                             float *dst, size_t n, float post) {
-  (void)s;
+  hs_args a = {.op = HS_DECODE_SUM, .f = f, .block = block, .src = base, .stride = stride, .m = m, .dst = dst,
+               .n = n, .scale = post};
+  if (queued(s, &a)) return 0;
   nsc_fmt_decode_sum(f, block, base, stride, m, dst, n, post);
   return 0;
 }
 
 static int h_scale(nsc_stream s, char kind, const void *src, void *dst, size_t n, double factor) {
-  (void)s;
+  drained(s);
   if (nsc_scale_buffer(kind, src, dst, n, factor)) {
     nsc_backend_set_error("cannot scale datatype kind '%c'", kind);
     return -1;
@@ -94,7 +141,8 @@ static int h_scale(nsc_stream s, char kind, const void *src, void *dst, size_t n
 }
 
 static int h_fill_ones(nsc_stream s, void *p, size_t bytes) {
-  (void)s;
+  hs_args a = {.op = HS_FILL, .dst = p, .n = bytes};
+  if (queued(s, &a)) return 0;
   memset(p, 0xff, bytes);
   return 0;
 }
@@ -110,7 +158,7 @@ static int h_alloc(nsc_stream s, size_t bytes, void **p) {
 }
 
 static void h_release(nsc_stream s, void *p) {
-  (void)s;
+  drained(s);
   free(p);
 }
 
@@ -120,12 +168,21 @@ static int h_capturing(nsc_stream s, int *yes) {
   return 0;
 }
 
+/* On the side stream a mark holds its place in the queue (ev = the ticket of
+ * the last task before it; host_ns is the time it was taken, not reached). */
 static int h_mark(nsc_stream s, nsc_mark *m) {
-  (void)s;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   m->host_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-  m->ev = NULL;
+  m->ev = nsc_hs_is(s) ? (void *)(uintptr_t)nsc_hs_tail() : NULL;
+  return 0;
+}
+
+/* A caller's stream waiting for a side-stream mark waits for its ticket; the
+ * side stream waiting for a caller's mark has nothing to wait for (the
+ * caller's work ran before the mark was taken). */
+static int h_wait_mark(nsc_stream waiter, const nsc_mark *m) {
+  if (!nsc_hs_is(waiter) && m->ev) nsc_hs_wait((uint64_t)(uintptr_t)m->ev);
   return 0;
 }
 
@@ -171,14 +228,25 @@ static int h_usable(nsc_stream s) {
 static const char *h_kernels(void) { return nsc_cast_impl_name(); }
 
 static int h_side_stream(nsc_stream s, nsc_stream *side) {
-  *side = s;
+  void *hs = nsc_hs_stream();
+  *side = hs ? hs : s;
   return 0;
 }
 
 static int h_join(nsc_stream waiter, nsc_stream signaller) {
-  (void)waiter;
-  (void)signaller;
+  if (nsc_hs_is(signaller) && !nsc_hs_is(waiter)) nsc_hs_wait(nsc_hs_tail());
   return 0;
+}
+
+static int run_args(const hs_args *a) {
+  switch (a->op) {
+  case HS_TO_WIRE: return h_to_wire(NULL, a->w, a->src, a->dst, a->n, a->scale);
+  case HS_FROM_WIRE: return h_from_wire(NULL, a->w, a->src, a->dst, a->n, a->scale);
+  case HS_ENCODE: return h_fmt_encode_opt(NULL, a->f, a->block, a->src, a->dst, a->n, a->scale, a->has_opt ? &a->o : NULL);
+  case HS_DECODE: return h_fmt_decode(NULL, a->f, a->block, a->src, a->dst, a->n, a->scale);
+  case HS_DECODE_SUM: return h_fmt_decode_sum(NULL, a->f, a->block, a->src, a->stride, a->m, a->dst, a->n, a->scale);
+  default: return h_fill_ones(NULL, a->dst, a->n);
+  }
 }
 
 const nsc_backend nsc_backend_host = {
@@ -197,6 +265,7 @@ const nsc_backend nsc_backend_host = {
     .release = h_release,
     .capturing = h_capturing,
     .mark = h_mark,
+    .wait_mark = h_wait_mark,
     .elapsed = h_elapsed,
     .mark_release = h_mark_release,
     .counts = h_counts,

@@ -27,6 +27,14 @@
  *                           a blocking (nonblocking) communicator: exact,
  *                           identical, no two-phase member reaching NCCL's
  *                           all-reduce
+ *   shim_twophase digest    random inputs (as bound), three rounds each of an
+ *                           all-reduce out of place and in place and a
+ *                           reduce-scatter out of place and in place (so
+ *                           error feedback carries residuals): prints
+ *                           "digest <rank> <hex>", an FNV-1a hash of every
+ *                           result, to compare runs whose results must be
+ *                           the same bits (NCCLSHIM_TWOPHASE_PIECE_BYTES),
+ *                           and "realcalls <rank> <n>", the shim's real calls
  *   shim_twophase poison    with NCCLSHIM_FAULT_ALLOC on some ranks only: those
  *                           return ncclSystemError, every rank's result is NaN
  *                           in every element, the next call is exact
@@ -212,6 +220,37 @@ static int cmd_bound(size_t n) {
   EXPECT(worst <= b, "%s %s n=%d: max |error|/sum|x| = %.3g beyond the bound %.3g", fmt, algo, nranks, worst, b);
   EXPECT(identical(r, n), "random inputs: ranks hold different bits");
   if (rank == 0) printf("maxrel %s %s %d %.6g %.6g\n", fmt, algo, nranks, worst, b);
+  return fails != 0;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t bytes) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < bytes; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static int cmd_digest(void) {
+  enum { N = 200003, RC = 70001 };
+  float *s = malloc((size_t)RC * nranks * 4 > N * 4 ? (size_t)RC * nranks * 4 : N * 4);
+  float *r = malloc((size_t)RC * nranks * 4 > N * 4 ? (size_t)RC * nranks * 4 : N * 4);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int round = 0; round < 3; round++) {
+    fill_random(s, N, rank);
+    NCCL_OK(ncclAllReduce(s, r, N, ncclFloat32, ncclSum, comm, NULL));
+    h = fnv(h, r, N * 4);
+    NCCL_OK(ncclAllReduce(r, r, N, ncclFloat32, ncclAvg, comm, NULL));
+    h = fnv(h, r, N * 4);
+    fill_random(s, (size_t)RC * nranks, rank);
+    NCCL_OK(ncclReduceScatter(s, r, RC, ncclFloat32, ncclSum, comm, NULL));
+    h = fnv(h, r, RC * 4);
+    NCCL_OK(ncclReduceScatter(s, s + (size_t)rank * RC, RC, ncclFloat32, ncclAvg, comm, NULL));
+    h = fnv(h, s + (size_t)rank * RC, RC * 4);
+  }
+  ncclshim_stats_t st;
+  stats(&st);
+  printf("digest %d %016llx\nrealcalls %d %llu\n", rank, (unsigned long long)h, rank, (unsigned long long)st.real_calls);
+  free(s);
+  free(r);
   return fails != 0;
 }
 
@@ -419,6 +458,7 @@ static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "rs")) return cmd_rs();
   if (!strcmp(cmd, "bound")) return cmd_bound(argc > 2 ? (size_t)atol(argv[2]) * 4096 * (size_t)nranks : 16384 * (size_t)nranks);
   if (!strcmp(cmd, "special")) return cmd_special();
+  if (!strcmp(cmd, "digest")) return cmd_digest();
   if (!strcmp(cmd, "fault")) return cmd_fault();
   if (!strcmp(cmd, "poison")) return cmd_poison();
   if (!strcmp(cmd, "nonblocking")) return cmd_nonblocking();

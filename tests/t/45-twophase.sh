@@ -121,3 +121,59 @@ f="$TMPD/tplog/nonblocking.2.jsonl"
 count "$f" 2 int8 compressed allreduce twophase
 count "$f" 1 int8 compressed reducescatter twophase
 check "log nonblocking.2: 3 call records in all" test "$(grep -c '"kind":"call"' "$f")" = 3
+
+# 10. Pipelined pieces (NCCLSHIM_TWOPHASE_PIECE_BYTES, tp_plan.h): under
+# nearest rounding the same bits as one piece, every format, with and without
+# error feedback (3 ranks, 200003-element all-reduces and 70001-per-rank
+# reduce-scatters, in and out of place, 3 rounds); more pieces make more real
+# calls (so the pieces really happened: 16K gives ~17 pieces per chunk, 4096
+# the 64-piece cap).
+for w in fp16 bf16 int8 fp8; do
+  for ef in 0 1; do
+    for pb in 0 16K 4096; do
+      with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_ERROR_FEEDBACK=$ef NCCLSHIM_TWOPHASE_PIECE_BYTES=$pb \
+        mpirun_shim 3 "$P" digest >"$TMPD/dg.$pb" 2>&1 || echo "exit $?" >>"$TMPD/dg.$pb"
+      grep '^digest' "$TMPD/dg.$pb" | sort >"$TMPD/dgd.$pb"
+      awk '$1 == "realcalls" && $2 == 0 {print $3}' "$TMPD/dg.$pb" >"$TMPD/dgc.$pb"
+    done
+    if [ "$(wc -l <"$TMPD/dgd.0")" = 3 ] && cmp -s "$TMPD/dgd.0" "$TMPD/dgd.16K" && cmp -s "$TMPD/dgd.0" "$TMPD/dgd.4096" \
+      && [ "$(cat "$TMPD/dgc.0")" -lt "$(cat "$TMPD/dgc.16K")" ] && [ "$(cat "$TMPD/dgc.16K")" -lt "$(cat "$TMPD/dgc.4096")" ]; then
+      ok "pieces, $w, error feedback $ef: one piece, 16 KiB and 4 KiB pieces give the same bits ($(cat "$TMPD/dgc.0") < $(cat "$TMPD/dgc.16K") < $(cat "$TMPD/dgc.4096") real calls)"
+    else
+      not_ok "pieces, $w, error feedback $ef: results or call counts differ"
+      for pb in 0 16K 4096; do sed "s/^/#   $pb: /" "$TMPD/dg.$pb" | tail -8; done
+    fi
+  done
+done
+# Stochastic rounding with pieces: every piece has its own random stream, so
+# the bits differ from one piece, but every rank still holds the same bits
+# and the bound holds (the program checks both).
+check "pieces, int8, stochastic rounding: within the bound, identical on every rank (3 ranks)" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_ROUNDING=stochastic NCCLSHIM_TWOPHASE_PIECE_BYTES=16K \
+    mpirun_shim 3 "$P" bound 8
+# The other modes with 4 KiB pieces: exact, reduce-scatter, nonblocking, groups.
+for m in exact rs nonblocking group group-nb; do
+  check "pieces of 4 KiB, int8, 3 ranks: $m" \
+    with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 mpirun_shim 3 "$P" $m
+done
+# A real call failing among the pieces: fault's all-reduce of 65536 elements
+# on 3 ranks has chunks of 21846 elements, 6 pieces of 4096 (16 KiB): phase 1
+# is real calls 3-26, phase 2 27-50; the reduce-scatter's 16 pieces 51-114
+# (115 is past both: the layout's count is exact).
+for n in 3 20 27 44 50 51 90 114 115; do
+  want="rc 2 0"; [ $n -ge 51 ] && want="rc 0 2"; [ $n -ge 115 ] && want="rc 0 0"
+  with HOSTNCCL_FAIL_CALL=$n NCCLSHIM_COMPRESS=int8 NCCLSHIM_TWOPHASE_PIECE_BYTES=16K mpirun_shim 3 "$P" fault >"$TMPD/pfault.$n" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c "^$want\$" "$TMPD/pfault.$n")" -eq 3 ] \
+    && ok "pieces: real call $n fails: '$want' on all 3 ranks, no hang" \
+    || { not_ok "pieces: real call $n fails: exit $rc"; sed 's/^/#   /' "$TMPD/pfault.$n" | tail -5; }
+done
+for w in fp16 int8; do
+  check "pieces: staging fails on rank 1 of 3 ($w): every piece's messages sent, all NaN, no hang, next call exact" \
+    with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 timeout "${TEST_TIMEOUT:-180}" \
+      mpirun -np 1 $X "$P" poison : -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$P" poison : -np 1 $X "$P" poison
+done
+check "NCCLSHIM_TWOPHASE_PIECE_BYTES differing between ranks: caught by the configuration check" \
+  sh -c 'NCCLSHIM_COMPRESS=int8 LD_LIBRARY_PATH="$1" LD_PRELOAD="$2" timeout 120 mpirun -np 1 -x NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 \
+    "$3/shimtest" once 5 : -np 1 "$3/shimtest" once 5 2>&1 >/dev/null | grep -c "NCCLSHIM_TWOPHASE_PIECE_BYTES differs between the ranks" | grep -qx 2' \
+  _ "$HOSTNCCL_DIR" "$SHIM" "$TBIN"
