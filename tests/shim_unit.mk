@@ -34,3 +34,11 @@ $(B)/tests/test_algo: $(B)/obj/tests/unit/test_algo.o $(SHIM_PURE_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -ldl
 TEST_BINS += $(B)/tests/test_algo
+
+# The host backend's side stream (shim/backend/host_stream.c).
+$(B)/obj/tests/unit/test_host_stream.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
+$(B)/tests/test_host_stream: $(B)/obj/tests/unit/test_host_stream.o $(B)/obj/shim/backend/backend_host.o \
+                             $(B)/obj/shim/backend/host_stream.o $(COMPRESS_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -lm -ldl
+TEST_BINS += $(B)/tests/test_host_stream

@@ -96,7 +96,7 @@ typedef struct {
   int W;
   int compress, disable, check_config, K;
   int algo; /* 0 auto, 1 ring, 2 twophase (seeds >= NEW_SEEDS only) */
-  long long min_bytes, fuse_bytes, chunk_bytes;
+  long long min_bytes, fuse_bytes, chunk_bytes, piece_bytes;
   const char *prescale;
   int fault, frank;
   long fn;
@@ -359,8 +359,12 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
    * failing host allocation of the collectives (NCCLSHIM_FAULT_HOST_ALLOC)
    * and a failing read-back of an exchange (NCCLSHIM_FAULT_OOB_END). */
   int want8 = 0;
+  p->piece_bytes = 2 << 20; /* the default */
   if (seed >= NEW_SEEDS) {
-    uint64_t h = mix64(seed ^ 0x2fa5e11ull), h2 = mix64(h);
+    uint64_t h = mix64(seed ^ 0x2fa5e11ull), h2 = mix64(h), h3 = mix64(h2);
+    /* two-phase pieces (NCCLSHIM_TWOPHASE_PIECE_BYTES): default, many, some, one */
+    static const long long pieces[] = {2 << 20, 4096, 65536, 0};
+    p->piece_bytes = pieces[h3 % 4];
     want8 = h % 100 < 30 ? 3 + (int)(h >> 8) % 2 : 0; /* int8, fp8: not with DDP (inexact gradients) */
     p->algo = (int)((h >> 16) % 4) == 3 ? 2 : (int)((h >> 16) % 4) == 2 ? 1 : 0;
     if (p->fault == F_NONE && h2 % 100 < 40) {
@@ -549,8 +553,10 @@ static void print_plan(const prog_t *p) {
   static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8"}, *al[] = {"auto", "ring", "twophase"};
   printf("FZ_NP=%d\n", p->W);
   printf("FZ_SHIM_ENV='NCCLSHIM_COMPRESS=%s NCCLSHIM_MIN_BYTES=%lld NCCLSHIM_FUSE_BYTES=%lld NCCLSHIM_CHUNK_BYTES=%lld "
-         "NCCLSHIM_ACCUM_STEPS=%d NCCLSHIM_PRESCALE=%s NCCLSHIM_DISABLE=%d NCCLSHIM_ALGO=%s'\n",
-         cz[p->compress], p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->K, p->prescale, p->disable, al[p->algo]);
+         "NCCLSHIM_ACCUM_STEPS=%d NCCLSHIM_PRESCALE=%s NCCLSHIM_DISABLE=%d NCCLSHIM_ALGO=%s "
+         "NCCLSHIM_TWOPHASE_PIECE_BYTES=%lld'\n",
+         cz[p->compress], p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->K, p->prescale, p->disable, al[p->algo],
+         p->piece_bytes);
   printf("FZ_HOST_ENV='%s'\n", p->fault == F_FAIL_CALL ? "HOSTNCCL_FAIL_CALL=" : p->fault == F_FAIL_GROUP_END ? "HOSTNCCL_FAIL_GROUP_END=" : "");
   if (p->fault == F_FAIL_CALL || p->fault == F_FAIL_GROUP_END) printf("FZ_HOST_ENV=\"${FZ_HOST_ENV}%ld\"\n", p->fn);
   for (int r = 0; r < p->W; r++) {
@@ -582,10 +588,11 @@ static void describe_call(const prog_t *p, const call_t *c, char *o, size_t n) {
 
 static void describe(const prog_t *p) {
   static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8"}, *al[] = {"auto", "ring", "twophase"};
-  printf("seed %llu: %d ranks, shim: compress=%s algo=%s min_bytes=%lld fuse_bytes=%lld chunk_bytes=%lld accum_steps=%d "
-         "prescale=%s disable=%d; fault: %s",
+  printf("seed %llu: %d ranks, shim: compress=%s algo=%s min_bytes=%lld fuse_bytes=%lld chunk_bytes=%lld "
+         "twophase_piece_bytes=%lld accum_steps=%d prescale=%s disable=%d; fault: %s",
          (unsigned long long)p->seed, p->W, cz[p->compress], al[p->algo],
-         p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->K, p->prescale, p->disable, fault_name[p->fault]);
+         p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->piece_bytes, p->K, p->prescale, p->disable,
+         fault_name[p->fault]);
   if (p->fault != F_NONE) printf(" (rank %d, N=%ld)", p->frank, p->fn);
   printf("\nfeatures: %s\nc0: init over all, nonblocking on ranks mask 0x%x\n", p->feat, p->comm[0].nb);
   for (int m = 0; m < p->nmodel; m++) {

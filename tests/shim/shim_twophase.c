@@ -34,7 +34,10 @@
  *                           "digest <rank> <hex>", an FNV-1a hash of every
  *                           result, to compare runs whose results must be
  *                           the same bits (NCCLSHIM_TWOPHASE_PIECE_BYTES),
- *                           and "realcalls <rank> <n>", the shim's real calls
+ *                           and "realcalls <rank> <n>", the shim's real calls;
+ *                           with SHIMTEST_DEVICE=1 the all-reduces only, on
+ *                           device buffers of the CUDA driver double (on host
+ *                           memory likewise with TP_DIGEST_NO_RS set)
  *   shim_twophase poison    with NCCLSHIM_FAULT_ALLOC on some ranks only: those
  *                           return ncclSystemError, every rank's result is NaN
  *                           in every element, the next call is exact
@@ -55,6 +58,7 @@
 
 #include "ncclshim.h"
 #include "tpcheck.h"
+#include "devmirror.h" /* SHIMTEST_DEVICE=1: all-reduces on device buffers of the CUDA driver double */
 
 static void stats(ncclshim_stats_t *st) { /* the preloaded shim's, found at run time */
   int (*get)(ncclshim_stats_t *);
@@ -234,12 +238,15 @@ static int cmd_digest(void) {
   float *s = malloc((size_t)RC * nranks * 4 > N * 4 ? (size_t)RC * nranks * 4 : N * 4);
   float *r = malloc((size_t)RC * nranks * 4 > N * 4 ? (size_t)RC * nranks * 4 : N * 4);
   uint64_t h = 0xcbf29ce484222325ull;
+  const char *dev = getenv("SHIMTEST_DEVICE");
+  int rs = !(dev && !strcmp(dev, "1")) && !getenv("TP_DIGEST_NO_RS"); /* devmirror.h mirrors all-reduces only */
   for (int round = 0; round < 3; round++) {
     fill_random(s, N, rank);
     NCCL_OK(ncclAllReduce(s, r, N, ncclFloat32, ncclSum, comm, NULL));
     h = fnv(h, r, N * 4);
     NCCL_OK(ncclAllReduce(r, r, N, ncclFloat32, ncclAvg, comm, NULL));
     h = fnv(h, r, N * 4);
+    if (!rs) continue;
     fill_random(s, (size_t)RC * nranks, rank);
     NCCL_OK(ncclReduceScatter(s, r, RC, ncclFloat32, ncclSum, comm, NULL));
     h = fnv(h, r, RC * 4);

@@ -102,3 +102,28 @@ check "8 threads with their own communicators, device buffers: exact, no hang" \
   with $XT TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/shim_threads" threads 8
 check "... the same with CU_STREAM_PER_THREAD as every thread's stream" \
   with $XT SHIMTEST_PTDS=1 TEST_TIMEOUT=90 mpirun_shim 2 "$TBIN/shim_threads" threads 8
+
+# Issue 15, pipelined two-phase on the CUDA backend: the codec on a side
+# stream, each exchange waiting for its piece's encode by an event, each
+# decode for its exchange. 3 ranks, int8 with error feedback and fp16, all-
+# reduces on device buffers (shim_twophase digest, 3 rounds, in and out of
+# place): one piece, 4 KiB pieces, and 4 KiB pieces with every stream (or
+# every second one) of the double running late, all give the bits of the host
+# backend's one-piece run. A missing wait would read stale bytes there.
+XDG="-x SHIMTEST_DEVICE=1 -x NCCLSHIM_LOG=off -x NCCLSHIM_BANNER=0 -x NCCLSHIM_ALGO=twophase -x LD_PRELOAD=$SHIM"
+for w in int8:1 fp16:0; do
+  fmt=${w%:*} ef=${w#*:}
+  with NCCLSHIM_COMPRESS=$fmt NCCLSHIM_ERROR_FEEDBACK=$ef TP_DIGEST_NO_RS=1 NCCLSHIM_ALGO=twophase \
+    mpirun_shim 3 "$TBIN/shim_twophase" digest 2>&1 | grep '^digest' | sort >"$TMPD/cdg.host"
+  for v in pb=0 pb=4096 pb=4096,delay=300 pb=4096,delay=300,2; do
+    pb=${v#pb=}; pb=${pb%%,*}; delay=; [[ $v == *delay=* ]] && delay=${v#*delay=}
+    timeout "${TEST_TIMEOUT:-180}" mpirun -np 3 $XDG -x NCCLSHIM_COMPRESS=$fmt -x NCCLSHIM_ERROR_FEEDBACK=$ef \
+      -x NCCLSHIM_TWOPHASE_PIECE_BYTES=$pb ${delay:+-x CUDADRV_STREAM_DELAY_US=$delay} \
+      -x LD_LIBRARY_PATH="$HOSTNCCL_DIR:$BUILD/lib/cudadrv" "$TBIN/shim_twophase" digest >"$TMPD/cdg.out" 2>&1
+    rc=$?
+    grep '^digest' "$TMPD/cdg.out" | sort >"$TMPD/cdg.dev"
+    [ $rc -eq 0 ] && [ "$(wc -l <"$TMPD/cdg.host")" = 3 ] && cmp -s "$TMPD/cdg.host" "$TMPD/cdg.dev" \
+      && ok "two-phase $fmt (error feedback $ef) on the CUDA backend, $v: the host backend's bits on every rank" \
+      || { not_ok "two-phase $fmt on the CUDA backend, $v: rc $rc, bits differ from the host backend"; sed 's/^/#   /' "$TMPD/cdg.out" | tail -6; }
+  done
+done

@@ -48,6 +48,12 @@ if [ -e "$S/lib/libncclshim.so" ] && [ -e "$S/lib/hostnccl/libnccl.so.2" ] && [ 
       bash "$ROOT/tests/t/$t.sh" 2>&1 \
       | sed -n "s/^\(ok\|not ok\) - /\1 - asan+ubsan $t: /p; /^#   /p"
   done
+  # Pipelined two-phase pieces (the host codec thread, 4 KiB pieces), every format's digest run.
+  for w in fp16 int8 fp8; do
+    check "asan+ubsan: two-phase $w in 4 KiB pieces with error feedback, 3 ranks" \
+      with SHIM="$S/lib/libncclshim.so" HOSTNCCL_DIR="$S/lib/hostnccl" NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase \
+        NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 mpirun_shim 3 "$S/tests/shim_twophase" digest
+  done
   no_reports "no ASan/UBSan report from the multi-rank suite"
 else
   not_ok "the ASan+UBSan shim, host NCCL or test programs were not built: suite not run"
@@ -72,6 +78,8 @@ if make -C "$ROOT" --no-print-directory -j2 B=$TS SANFLAGS="-fsanitize=thread -f
   tsan "abort from a watchdog thread polling ncclCommGetAsyncError" \
     with NCCLSHIM_MIN_BYTES=0 mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" abort 3
   tsan "nonblocking communicator, cast-backs at completion" mpirun_shim 2 "$ROOT/$TS/tests/shimfault" inprogress
+  tsan "8 threads x own communicator, int8 two-phase in 4 KiB pieces (one codec thread serves them all)" \
+    with NCCLSHIM_COMPRESS=int8 NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 mpirun_shim 2 "$ROOT/$TS/tests/shim_threads" threads 8
   no_reports "no ThreadSanitizer report"
 else
   not_ok "ThreadSanitizer build failed"; tail -n 20 "$TMPD/build-tsan.log" | sed 's/^/#   /'

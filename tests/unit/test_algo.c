@@ -46,9 +46,71 @@ static void test_plan_layout(void **state) {
             next = off + len;
           }
           assert_int_equal(next, p.count);
-          assert_int_equal(nsc_tp_staging_bytes(&p, rs), (size_t)(rs ? 2 : 3) * n * p.slot);
+          assert_int_equal(nsc_tp_staging_bytes(&p, rs), (size_t)(rs ? 2 : 3) * n * p.npieces * p.slot);
         }
   }
+}
+
+/* Pieces tile every chunk in order; all but a chunk's last non-empty piece
+ * hold whole blocks (8-bit) or 64-element units; each fits its slot; the
+ * counts and caps are exact. */
+static void test_plan_pieces(void **state) {
+  (void)state;
+  static const char *fmts[] = {"NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_COMPRESS=int8", "NCCLSHIM_COMPRESS=fp8"};
+  static const char *pbs[] = {"NCCLSHIM_TWOPHASE_PIECE_BYTES=4096", "NCCLSHIM_TWOPHASE_PIECE_BYTES=10000",
+                              "NCCLSHIM_TWOPHASE_PIECE_BYTES=0"};
+  static const size_t counts[] = {1, 1000, 65537, 300001, 1u << 22};
+  for (int f = 0; f < 3; f++)
+    for (int b = 0; b < 3; b++) {
+      nsc_config cfg = cfg_of(fmts[f], pbs[b]);
+      cfg.block_elems = 100;
+      size_t unit = f ? 100 : 64;
+      for (int n = 2; n <= 9; n += 3)
+        for (size_t q = 0; q < sizeof counts / sizeof counts[0]; q++)
+          for (int rs = 0; rs < 2; rs++) {
+            nsc_tp_plan p;
+            nsc_tp_plan_init(&p, &cfg, n, 0, counts[q], rs);
+            assert_true(p.npieces >= 1 && p.npieces <= NSC_TP_MAX_PIECES);
+            assert_true(p.npieces == 1 || p.npieces * n <= NSC_TP_MAX_PIECE_SLOTS);
+            if (b == 2) assert_int_equal(p.npieces, 1);
+            for (int c = 0; c < n; c++) {
+              size_t coff, clen, next;
+              nsc_tp_chunk(&p, c, &coff, &clen);
+              next = coff;
+              for (int k = 0; k < p.npieces; k++) {
+                size_t off, len;
+                nsc_tp_piece(&p, c, k, &off, &len);
+                assert_int_equal(off, next);
+                assert_true(nsc_tp_piece_bytes(&p, c, k) <= p.slot);
+                if (p.npieces > 1 && off + len < coff + clen) assert_int_equal(len % unit, 0);
+                next = off + len;
+              }
+              assert_int_equal(next, coff + clen);
+            }
+          }
+    }
+  /* exact values: 64 MiB of fp32 on 4 ranks, default 2 MiB pieces: 8 pieces of 2^19 */
+  nsc_config d = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase");
+  nsc_tp_plan p;
+  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0);
+  assert_int_equal(p.piece, 1u << 19);
+  assert_int_equal(p.npieces, 8);
+  assert_int_equal(p.slot, (2 * ((1u << 19) / 256) + (1u << 19) + 15) / 16 * 16);
+  /* 4 KiB pieces: 1024 elements, but at most 64 per chunk: 2^22 / 64 */
+  nsc_config s = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_PIECE_BYTES=4096");
+  nsc_tp_plan_init(&p, &s, 3, 0, 65536, 0);
+  assert_int_equal(p.piece, 1024);
+  assert_int_equal(p.npieces, 22); /* chunk 0: 21846 elements */
+  nsc_tp_plan_init(&p, &s, 4, 0, 1u << 24, 0);
+  assert_int_equal(p.piece, 1u << 16);
+  assert_int_equal(p.npieces, 64);
+  nsc_tp_plan_init(&p, &s, 64, 0, 1u << 24, 0); /* 256 / 64 = 4 pieces */
+  assert_int_equal(p.npieces, 4);
+  nsc_tp_plan_init(&p, &s, 300, 0, 1u << 24, 0); /* more ranks than 256 slots: one piece */
+  assert_int_equal(p.npieces, 1);
+  /* whether two phases fit does not depend on the pieces */
+  nsc_config z = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_PIECE_BYTES=0");
+  for (size_t c = 1; c < 200; c++) assert_int_equal(nsc_tp_fits(&s, 4, c, 0), nsc_tp_fits(&z, 4, c, 0));
 }
 
 static void test_choice(void **state) {
@@ -74,6 +136,7 @@ static void test_choice(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_plan_layout), cmocka_unit_test(test_choice)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_plan_layout), cmocka_unit_test(test_plan_pieces),
+                                      cmocka_unit_test(test_choice)};
   return cmocka_run_group_tests_name("algo", tests, NULL, NULL);
 }
