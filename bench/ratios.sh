@@ -12,7 +12,8 @@
 #             (goal <= 0.15), step time and its compute/communication split,
 #             for a communication-heavy and a compute-heavy job
 #   twophase  allreduce_perf 4 ranks, 4..64 MiB, HOSTNCCL_LINK_GBPS=1: no shim (fp32),
-#             ring fp16, two-phase fp16/bf16/int8/fp8, time / fp32 per size
+#             ring fp16, two-phase fp16/bf16/int8/fp8 (default pieces), and
+#             fp16/int8 in one piece, time / fp32 per size
 #             (goals: two-phase fp16 <= 0.55, int8 <= 0.30)
 #   errors    max |error| / sum |x| of random inputs over 2^-30..2^30 against
 #             the rank count n = 2, 3, 4, 8 (oversubscribed), ring fp16/bf16 and
@@ -124,12 +125,17 @@ twophase() {
     for w in fp16 bf16 int8 fp8; do
       run t-2p$w 1 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase -- "${ap[@]}"
     done
+    for w in fp16 int8; do # the same without pieces: what the pipeline buys
+      run t-1p$w 1 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase \
+        NCCLSHIM_TWOPHASE_PIECE_BYTES=0 -- "${ap[@]}"
+    done
   done
   echo "# two-phase, 4 ranks, HOSTNCCL_LINK_GBPS=${TP_GBPS:-1}, out-of-place time (us) and ratio to fp32, median of $ROUNDS alternated runs"
-  printf '%10s %10s %16s %16s %16s %16s %16s\n' size fp32 ring_fp16 2p_fp16 2p_bf16 2p_int8 2p_fp8
+  echo "# (2p: default pieces, NCCLSHIM_TWOPHASE_PIECE_BYTES=1M; 1p: one piece, =0)"
+  printf '%10s %10s %16s %16s %16s %16s %16s %16s %16s\n' size fp32 ring_fp16 2p_fp16 2p_bf16 2p_int8 2p_fp8 1p_fp16 1p_int8
   join <(ap_times t-fp32) <(ap_times t-ring16) | join - <(ap_times t-2pfp16) | join - <(ap_times t-2pbf16) |
-    join - <(ap_times t-2pint8) | join - <(ap_times t-2pfp8) |
-    awk '{printf "%10d %10.0f", $1, $2; for (i = 3; i <= 7; i++) printf " %9.0f (%.3f)", $i, $i / $2; print ""}'
+    join - <(ap_times t-2pint8) | join - <(ap_times t-2pfp8) | join - <(ap_times t-1pfp16) | join - <(ap_times t-1pint8) |
+    awk '{printf "%10d %10.0f", $1, $2; for (i = 3; i <= 9; i++) printf " %9.0f (%.3f)", $i, $i / $2; print ""}'
 }
 
 errors() {

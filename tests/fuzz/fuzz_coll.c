@@ -359,11 +359,11 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
    * failing host allocation of the collectives (NCCLSHIM_FAULT_HOST_ALLOC)
    * and a failing read-back of an exchange (NCCLSHIM_FAULT_OOB_END). */
   int want8 = 0;
-  p->piece_bytes = 2 << 20; /* the default */
+  p->piece_bytes = 1 << 20; /* the default */
   if (seed >= NEW_SEEDS) {
     uint64_t h = mix64(seed ^ 0x2fa5e11ull), h2 = mix64(h), h3 = mix64(h2);
     /* two-phase pieces (NCCLSHIM_TWOPHASE_PIECE_BYTES): default, many, some, one */
-    static const long long pieces[] = {2 << 20, 4096, 65536, 0};
+    static const long long pieces[] = {1 << 20, 4096, 65536, 0};
     p->piece_bytes = pieces[h3 % 4];
     want8 = h % 100 < 30 ? 3 + (int)(h >> 8) % 2 : 0; /* int8, fp8: not with DDP (inexact gradients) */
     p->algo = (int)((h >> 16) % 4) == 3 ? 2 : (int)((h >> 16) % 4) == 2 ? 1 : 0;
