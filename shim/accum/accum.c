@@ -634,23 +634,39 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
  * before any did (a rebuilt pass has new buffers: fuzzer seed 2023), what
  * DDP's call pattern shows. With a used-map (find_unused: no whole-model
  * pass, several buckets from the start) an accumulable call after the first
- * map; without one, calls after the first one (small floating ones
- * included) adding up to exactly its size: DDP's rebuilt pass after its
+ * map; without one, calls after a whole-model candidate (small floating
+ * ones included) adding up to exactly its size: DDP's rebuilt pass after its
  * whole-model bucket (or static_graph's second whole-model pass) is over.
+ * The candidates are the calls larger than every one before them (the first
+ * NSC_ACC_WHOLE_TRIES of them): the whole-model bucket is the model's
+ * largest call, but an earlier, smaller all-reduce of the script (a metric,
+ * a parameter average) may come first (fuzzer seed 6127: taking only the
+ * first call missed the rebuilt pass, and a model re-wrapped two passes
+ * later was skipped out of phase).
  * Not seen: a model re-wrapped during the rebuilt pass that follows its
  * whole-model one (README, Accumulation, limits).
  * Exact, so that a find_unused pass before its first map rarely matches
  * (it does when its second bucket is as large as its first: a later
- * communicator then syncs, which is safe). Scans the learning history: the
- * caller asks only until some communicator of the process answered yes. */
+ * communicator then syncs, which is safe). Scans the learning history (each
+ * candidate only until its sum is reached): the caller asks only until some
+ * communicator of the process answered yes. */
+#define NSC_ACC_WHOLE_TRIES 16
 int nsc_accum_recurred(const nsc_accum *a) {
   if (a->mode == NSC_ACC_LOCKED || a->passes_local > 0) return 1;
   if (a->mode != NSC_ACC_LEARNING || a->n < 2) return 0;
-  uint64_t after = a->hist[0].fb_after;
-  for (size_t i = 0; i < a->n; i++) {
+  for (size_t i = 0; i < a->n; i++)
     if (a->hist[i].int_after) return i + 1 < a->n;
-    if (i) after += a->hist[i].el.bytes + a->hist[i].fb_after;
-    if (i && after == a->hist[0].el.bytes) return 1;
+  uint64_t top = 0;
+  int tries = 0;
+  for (size_t c = 0; c + 1 < a->n && tries < NSC_ACC_WHOLE_TRIES; c++) {
+    uint64_t size = a->hist[c].el.bytes, after = a->hist[c].fb_after;
+    if (size <= top) continue;
+    top = size;
+    tries++;
+    for (size_t i = c + 1; i < a->n && after < size; i++) {
+      after += a->hist[i].el.bytes + a->hist[i].fb_after;
+      if (after == size) return 1;
+    }
   }
   return 0;
 }

@@ -229,6 +229,12 @@ static int add_comm(prog_t *p) {
   c->how = r < 2 ? 1 : r == 2 ? 0 : 2;
   c->colors = p->W > 1 && chance(0.35) ? 2 : 1;
   if (c->how == 0) c->colors = 1;
+  /* HOSTNCCL_FAIL_CALL and _GROUP_END count a process's calls over all its
+   * communicators, which model "the same call fails on every rank" only when
+   * every rank has the same communicators' work: an odd rank count split by
+   * rank % 2 gives communicators of different sizes (a rank alone issues no
+   * two-phase messages), so the N-th call would be different calls. */
+  if ((p->fault == F_FAIL_CALL || p->fault == F_FAIL_GROUP_END) && p->W % 2) c->colors = 1;
   c->nb = draw_nb(p->W, 0.15, 0.2);
   return p->ncomm++;
 }

@@ -243,21 +243,52 @@ ncclResult_t hn_comm_queue(ncclComm_t comm, hn_batch *b) {
   return ncclSuccess;
 }
 
-/* Run the queued batches in order. wait: also wait for batches another
- * thread is running (destroy, finalize, split); else answer ncclInProgress. */
-static ncclResult_t drain_run(ncclComm_t comm, int wait) {
+static int batch_queued(hn_batch *b) {
+  pthread_mutex_lock(&b->lock);
+  int q = b->state == HN_QUEUED;
+  pthread_mutex_unlock(&b->lock);
+  return q;
+}
+
+static ncclResult_t drain_until(ncclComm_t comm, hn_batch *stop, int wait);
+
+/* A batch touching several communicators (a nonblocking group) runs after
+ * the work queued earlier on each of them, as NCCL keeps every
+ * communicator's operations in the order they were issued: first the other
+ * communicators' batches queued before it. ncclInProgress: one of those is
+ * running on another thread (and !wait). */
+static ncclResult_t run_earlier(ncclComm_t comm, hn_batch *b, int wait) {
+  if (!batch_queued(b)) return ncclSuccess;
+  for (size_t i = 0; i < b->nops; i++) {
+    ncclComm_t oc = b->ops[i].comm;
+    size_t j = 0;
+    while (j < i && b->ops[j].comm != oc) j++;
+    if (oc == comm || j < i) continue;
+    hn_comm_enter(oc);
+    ncclResult_t r = drain_until(oc, b, wait);
+    hn_comm_leave(oc);
+    if (r == ncclInProgress) return r;
+  }
+  return ncclSuccess;
+}
+
+/* Run the queued batches in order, up to `stop` (NULL: all). wait: also wait
+ * for batches another thread is running (destroy, finalize, split); else
+ * answer ncclInProgress. */
+static ncclResult_t drain_until(ncclComm_t comm, hn_batch *stop, int wait) {
   for (;;) {
     pthread_mutex_lock(&comm->lock);
-    if (comm->npending == 0) {
+    if (comm->npending == 0 || comm->pending[0] == stop) {
       ncclResult_t r = comm->async_error;
       pthread_mutex_unlock(&comm->lock);
-      return r;
+      return stop ? ncclSuccess : r;
     }
     hn_batch *b = comm->pending[0];
     hn_batch_ref(b);
     pthread_mutex_unlock(&comm->lock);
 
-    ncclResult_t res = hn_batch_run(b);
+    ncclResult_t res = run_earlier(comm, b, wait);
+    if (res == ncclSuccess) res = hn_batch_run(b);
     if (res == ncclInProgress) {
       hn_batch_unref(b);
       if (!wait) return ncclInProgress;
@@ -273,6 +304,8 @@ static ncclResult_t drain_run(ncclComm_t comm, int wait) {
     hn_batch_unref(b);
   }
 }
+
+static ncclResult_t drain_run(ncclComm_t comm, int wait) { return drain_until(comm, NULL, wait); }
 
 static ncclResult_t drain(ncclComm_t comm, int wait) {
   hn_comm_enter(comm); /* an abort from another thread waits for us */
