@@ -29,35 +29,42 @@ static ncclResult_t ready(void) {
     return r_;                                     \
   } while (0)
 
+/* A call on a communicator: noted when it joins a group (group.h). */
+#define GUARDED_ON(comm, real_call, shim_call)     \
+  do {                                             \
+    if (!nsc_in_shim) nsc_group_note(comm);        \
+    GUARDED(real_call, shim_call);                 \
+  } while (0)
+
 NSC_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  GUARDED(nsc_real.AllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream),
+  GUARDED_ON(comm, nsc_real.AllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream),
           nsc_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream));
 }
 
 NSC_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                        cudaStream_t stream) {
-  GUARDED(nsc_real.ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
+  GUARDED_ON(comm, nsc_real.ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
           nsc_reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
 }
 
 /* Forwarded untouched (the two-phase algorithms call the real ones directly). */
 NSC_API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
                                    ncclComm_t comm, cudaStream_t stream) {
-  GUARDED(nsc_real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream),
+  GUARDED_ON(comm, nsc_real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream),
           nsc_real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream));
 }
 
 NSC_API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                               cudaStream_t stream) {
-  GUARDED(nsc_real.Send(sendbuff, count, datatype, peer, comm, stream),
+  GUARDED_ON(comm, nsc_real.Send(sendbuff, count, datatype, peer, comm, stream),
           nsc_real.Send(sendbuff, count, datatype, peer, comm, stream));
 }
 
 NSC_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                               cudaStream_t stream) {
-  GUARDED(nsc_real.Recv(recvbuff, count, datatype, peer, comm, stream),
+  GUARDED_ON(comm, nsc_real.Recv(recvbuff, count, datatype, peer, comm, stream),
           nsc_real.Recv(recvbuff, count, datatype, peer, comm, stream));
 }
 

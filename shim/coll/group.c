@@ -13,7 +13,24 @@
 static __thread int depth;
 static __thread nsc_work *q_head, *q_tail;
 
+static __thread ncclComm_t gcomms[NSC_GROUP_COMMS];
+static __thread int ngcomms;
+
 int nsc_group_depth(void) { return depth; }
+
+void nsc_group_note(ncclComm_t comm) {
+  if (depth <= 0 || !comm) return;
+  for (int i = 0; i < ngcomms; i++)
+    if (gcomms[i] == comm) return;
+  if (ngcomms < NSC_GROUP_COMMS) gcomms[ngcomms++] = comm;
+}
+
+int nsc_group_comms(ncclComm_t *out) {
+  int n = ngcomms;
+  memcpy(out, gcomms, (size_t)n * sizeof *out);
+  ngcomms = 0;
+  return n;
+}
 void nsc_group_enter(void) { depth++; }
 int nsc_group_leave(void) { return depth > 0 ? --depth : 0; }
 

@@ -66,6 +66,15 @@ int nsc_group_depth(void);
 void nsc_group_enter(void);
 /* Returns the depth after leaving (0 = this was the outermost end). */
 int nsc_group_leave(void);
+/* Inside a group: note the communicator of a call made into it (hooks.c, for
+ * every intercepted call). nsc_group_comms takes this thread's notes (at
+ * most NSC_GROUP_COMMS distinct ones; more are not noted) and clears them:
+ * after a group end answered ncclInProgress, the shim's own calls after the
+ * group (checks, agreements, two-phase members) first wait for the group's
+ * work on every communicator it touched (lifecycle.c). */
+#define NSC_GROUP_COMMS 16
+void nsc_group_note(ncclComm_t comm);
+int nsc_group_comms(ncclComm_t *out);
 
 /* A two-phase all-reduce (rs = 0) or reduce-scatter (rs = 1, count per
  * rank) called inside a user's group: its second phase needs the first

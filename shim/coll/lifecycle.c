@@ -38,11 +38,30 @@ static nsc_work *concat(nsc_work *a, nsc_work *b) {
  * group's work is first waited for, so that they are the communicator's
  * next operations, as on every other rank. When the group end failed (ok = 0)
  * nothing of the group reached the stream: cast-backs are dropped. */
-static ncclResult_t run_after(nsc_work *w, int in_progress, int ok) {
+/* The group's work on every communicator it touched, waited for once before
+ * the first call of the shim's own after an ncclInProgress group end: on a
+ * real NCCL the group progresses by itself and a peer may be blocked in it,
+ * so the calls after it must not be the only thing this rank waits on (fuzzer
+ * seed 9385: a nonblocking group on c1, then a two-phase call on c0 waited
+ * on c0 alone while the blocking peer sat in its c1 group end). Their errors
+ * are the caller's to see at its own poll. */
+typedef struct {
+  ncclComm_t comms[NSC_GROUP_COMMS];
+  int n, waited;
+} group_comms;
+
+static void wait_group(group_comms *g) {
+  if (g->waited) return;
+  g->waited = 1;
+  for (int i = 0; i < g->n; i++) (void)nsc_wait_nonblocking(g->comms[i]);
+}
+
+static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms *g) {
   ncclResult_t r = ncclSuccess;
   while (w) {
     nsc_work *n = w->next;
     w->next = NULL;
+    if (in_progress && (w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE)) wait_group(g);
     if (w->kind == NSC_W_CHECK) {
       nsc_comm *c = w->c;
       c->check_queued = 0;
@@ -101,13 +120,15 @@ ncclResult_t nsc_group_end(void) {
   if (st != NSC_ACTIVE) return nsc_real.GroupEnd();
   if (nsc_group_depth() == 0) return nsc_real.GroupEnd(); /* unbalanced: NCCL's answer */
   if (nsc_group_leave() > 0) return nsc_real.GroupEnd();
+  group_comms g = {.waited = 0};
+  g.n = nsc_group_comms(g.comms);
   nsc_work *w = nsc_group_take();
   nsc_comm *touched[16];
   int nt = 0;
   ncclResult_t fr = nsc_fuse_flush(&w, touched, &nt, 16); /* fused collectives join the open group */
   w = concat(w, nsc_group_take());
   ncclResult_t r = nsc_real.GroupEnd();
-  ncclResult_t ar = run_after(w, r == ncclInProgress, NSC_OK(r));
+  ncclResult_t ar = run_after(w, r == ncclInProgress, NSC_OK(r), &g);
   /* Outside any group now: fusion space is settled alike on every rank,
    * whatever this rank's group end answered. */
   for (int i = 0; i < nt; i++) {

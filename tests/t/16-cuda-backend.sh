@@ -109,8 +109,9 @@ check "... the same with CU_STREAM_PER_THREAD as every thread's stream" \
 # reduces on device buffers (shim_twophase digest, 3 rounds, in and out of
 # place): one piece, 4 KiB pieces, and 4 KiB pieces with every stream (or
 # every second one) of the double running late, all give the bits of the host
-# backend's one-piece run. A missing wait would read stale bytes there.
-XDG="-x SHIMTEST_DEVICE=1 -x NCCLSHIM_LOG=off -x NCCLSHIM_BANNER=0 -x NCCLSHIM_ALGO=twophase -x LD_PRELOAD=$SHIM"
+# backend's one-piece run. A missing wait would read stale bytes there; the
+# sync audit fails the run on any synchronising driver call inside a collective.
+XDG="-x SHIMTEST_DEVICE=1 -x SHIMTEST_SYNC_AUDIT=1 -x NCCLSHIM_LOG=off -x NCCLSHIM_BANNER=0 -x NCCLSHIM_ALGO=twophase -x LD_PRELOAD=$SHIM"
 for w in int8:1 fp16:0; do
   fmt=${w%:*} ef=${w#*:}
   with NCCLSHIM_COMPRESS=$fmt NCCLSHIM_ERROR_FEEDBACK=$ef TP_DIGEST_NO_RS=1 NCCLSHIM_ALGO=twophase \
