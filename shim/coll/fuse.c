@@ -65,7 +65,7 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
              "%p fail", c->rank, nsc_backend_error(), (void *)c->comm);
     pthread_mutex_lock(&c->lock);
     for (nsc_work *x = c->pending ? c->pending->head : NULL; x; x = x->next)
-      if (x->from_fuse_block) x->poison = 1;
+      if (x->from_fuse_block) x->poison = x->fail_late = 1; /* its poll answers the failure (seed 11062) */
     pthread_mutex_unlock(&c->lock);
   }
   int rc = nsc_staging_fuse_take(&c->staging, be, home, T * 2, &stage);

@@ -116,6 +116,7 @@ ncclResult_t nsc_work_run(nsc_work *w) {
       nsc_warn("cast back from the wire type failed: %s", nsc_backend_error());
       r = ncclSystemError;
     }
+    if (w->fail_late) r = ncclSystemError; /* the call answered before it was poisoned */
     nsc_log_mark(&w->rec, NSC_MARK_END);
     if (w->c) {
       pthread_mutex_lock(&w->c->lock);

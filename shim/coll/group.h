@@ -36,6 +36,8 @@ typedef struct nsc_work {
   int from_fuse_block;      /* wirebuf is in the agreed fusion block (not an arena region) */
   int poison;               /* CASTBACK of a rank that failed locally: fill dst (or the
                              * segments' dsts) with all-ones (NaN) instead of casting back */
+  int fail_late;            /* poisoned after its call had answered (a parked cast-back whose
+                             * fusion block was lost): it fails when it runs, at the poll */
   void *own;                /* a buffer of the item's own, released on its stream when it ends */
   const float *src;         /* FUSE: member's sendbuff */
   float *dst;               /* CASTBACK: recvbuff; FUSE: member's recvbuff */

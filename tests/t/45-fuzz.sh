@@ -24,9 +24,11 @@
 # nonblocking group before older work queued on one of its communicators), 7185 (the fuzzer again: a group end also
 # answers for a rank-local colour communicator, so its codes may differ across the ranks of the others) and 9385 (a
 # hang: after a nonblocking group end the shim waited on one communicator of the group while a blocking peer sat in
-# the group's work on another; it now waits for the group on every communicator it touched). To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
+# the group's work on another; it now waits for the group on every communicator it touched), 11062 (a parked
+# fused cast-back poisoned after its call had answered ncclInProgress, when a fresh fusion block could not be had:
+# NaN with ncclSuccess at the poll; it now fails there). To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
 # on 2 cores (FUZZ_SEEDS overrides the list).
 . "$(dirname "$0")/../lib.sh"
-SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113 20 89 33 63 22 74 19 40 5 34 224 211 588 1001 1009 1017 1063 1044 2023 3097 3331 4050 6127 6244 6264 7185 9385"}
+SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113 20 89 33 63 22 74 19 40 5 34 224 211 588 1001 1009 1017 1063 1044 2023 3097 3331 4050 6127 6244 6264 7185 9385 11062"}
 # shellcheck disable=SC2086
 bash "$ROOT/tests/fuzz/fuzz.sh" --seeds "$SEEDS"
