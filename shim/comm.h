@@ -57,6 +57,8 @@ typedef struct nsc_comm {
   int nagree;
   int agree_queued;        /* ... one is queued for the current group's end */
   nsc_staging staging;
+  uint64_t staging_gid;    /* the user group whose compressed members took staging_gneed */
+  size_t staging_gneed;    /* ... bytes of staging so far (agreed: the group's calls) */
   nsc_ef ef;               /* error feedback: the buckets' residuals (algo/ef.h) */
   nsc_fuse_agreement fuse_agreement; /* how its fusion blocks grow (check.c) */
   nsc_comm_log log;

@@ -91,9 +91,11 @@ void nsc_rec_init_kind(nsc_rec *r, int kind, struct nsc_comm *c, int action, siz
 #define nsc_rec_init(r, ...) nsc_rec_init_kind((r), NSC_KIND_ALLREDUCE, __VA_ARGS__)
 void nsc_count_call(int action, uint64_t logical, uint64_t wire, int real_calls);
 /* Staging of `bytes` on stream s of c: ncclSuccess, ncclInvalidUsage (beyond
- * NCCLSHIM_MAX_STAGING_BYTES: the same on every rank) or ncclSystemError
+ * NCCLSHIM_MAX_STAGING_BYTES for this call and its user group's earlier
+ * compressed calls: the same on every rank) or ncclSystemError
  * (this rank could not allocate: it must still issue every call, poisoned). */
-ncclResult_t nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p);
+ncclResult_t nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what,
+                             void **p);
 
 /* algo/twophase.c: a compressed all-reduce (rs = 0; count elements) or
  * reduce-scatter (rs = 1; count per rank) of fp32 Sum/Avg in two phases over

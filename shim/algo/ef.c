@@ -46,6 +46,38 @@ static int bufs_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) { return a->recv ==
 
 static int sig_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) { return key_eq(a, b) && bufs_eq(a, b); }
 
+static uint64_t bufs_hash(const nsc_ef_sig *s) {
+  uint64_t h = (uint64_t)s->recv * 0x9e3779b97f4a7c15ull;
+  return (h ^ (h >> 31) ^ (uint64_t)s->send) * 0xbf58476d1ce4e5b9ull;
+}
+
+/* What a slot's call in these buffers is (ef.h "Which residual a call is
+ * fed"), the buffers remembered. *d: for BACK, the calls since the slot last
+ * held them. */
+enum { HELD_SAME, HELD_NEW, HELD_BACK };
+static int held(nsc_ef_slot *sl, const nsc_ef_sig *sig, size_t span, size_t *d) {
+  uint64_t h = bufs_hash(sig);
+  if (sl->held_n && sl->held[sl->held_at] == h) {
+    sl->held_span[sl->held_at] = span;
+    return HELD_SAME;
+  }
+  for (unsigned i = 0; i < sl->held_n; i++)
+    if (sl->held[i] == h) {
+      *d = span - sl->held_span[i];
+      sl->held_span[i] = span;
+      sl->held_at = i;
+      sl->fresh = 1;
+      sl->back++;
+      return HELD_BACK;
+    }
+  sl->held_at = sl->held_n < NSC_EF_RING ? sl->held_n++ : (sl->held_at + 1) % NSC_EF_RING;
+  sl->held[sl->held_at] = h;
+  sl->held_span[sl->held_at] = span;
+  if (++sl->fresh >= NSC_EF_PROBATION) sl->proven = 1;
+  sl->back = 0;
+  return HELD_NEW;
+}
+
 /* The longest proper border of hist[0..i] after border[i-1] (KMP), under eq. */
 static uint32_t next_border(const nsc_ef *e, const uint32_t *border, size_t i,
                             int (*eq)(const nsc_ef_sig *, const nsc_ef_sig *)) {
@@ -96,25 +128,23 @@ static void reanchor(nsc_ef *e, size_t from) {
   e->span = n;
 }
 
-/* Lock the period p of the history: slot q = history position mod p.
- * unverified: by keys before any buffer came back (ef.h); it counts only
- * where every position has the same key. */
-static nsc_ef_slot *lock(nsc_ef *e, size_t p, int unverified) {
+/* Lock the period p of the history: slot q = history position mod p, each
+ * slot told the buffers its positions held. */
+static nsc_ef_slot *lock(nsc_ef *e, size_t p) {
   nsc_ef_slot *sl = calloc(p, sizeof *sl);
   if (!sl) return NULL;
+  for (size_t h = 0; h < e->hn; h++) {
+    size_t d;
+    (void)held(&sl[h % p], &e->hist[h], e->span - (e->hn - 1 - h), &d);
+  }
   for (size_t q = 0; q < p; q++) {
     size_t h = e->hn - p + q; /* the latest call at each position */
     sl[h % p].sig = e->hist[h];
     sl[h % p].stable = bufs_eq(&e->hist[h], &e->hist[h - p]);
     sl[h % p].uses = 1; /* its bucket came already in the first period */
-    sl[h % p].first = e->hist[h];
-    sl[h % p].first_span = e->span - (e->hn - 1 - h);
   }
   e->slot = sl;
   e->len = p;
-  /* only a run of one key can be several buckets locked as one period */
-  for (size_t q = 1; q < p && unverified; q++) unverified = key_eq(&sl[q].sig, &sl[0].sig);
-  e->unverified = unverified;
   e->floor = 0; /* it served this learning */
   size_t cur = (e->hn - 1) % p;
   e->pos = (cur + 1) % p;
@@ -135,8 +165,8 @@ static nsc_ef_slot *learn(nsc_ef *e, const nsc_ef_sig *sig) {
   size_t n = e->hn, pk = n - e->border[n - 1], px = n - e->border[e->hcap + n - 1];
   /* exact signatures periodic (stable buffers) first; keys once no exact
    * recurrence seen is longer than a period could still show */
-  if (n >= 2 * px && px <= NSC_EF_MAX_SLOTS) return lock(e, px, 0);
-  if (n >= 2 * pk && n >= 2 * e->dist && pk <= NSC_EF_MAX_SLOTS) return lock(e, pk, !e->dist);
+  if (n >= 2 * px && px <= NSC_EF_MAX_SLOTS) return lock(e, px);
+  if (n >= 2 * pk && n >= 2 * e->dist && pk <= NSC_EF_MAX_SLOTS) return lock(e, pk);
   if (pk < n) return NULL; /* a border: the anchor's period may still come */
   /* No border: the anchor may never recur (DDP's whole-model first bucket,
    * a one-off call). This call's own buffers coming again (distance >= 2)
@@ -155,25 +185,10 @@ static nsc_ef_slot *learn(nsc_ef *e, const nsc_ef_sig *sig) {
   return NULL;
 }
 
-/* Buffers that contradict the expected slot: a call in stable buffers of
- * another slot, where the expected one's were stable (the sequence is out of
- * step); or, in a sequence locked by keys before any buffer came back whose
- * positions all have one key (a run), the
- * buffers the slot was locked with coming back after changing, further than
- * a period (at most a pass's NSC_EF_MAX_SLOTS) and than any such distance
- * before (the slot holds several buckets of equal keys in buffers of their
- * own: learned again, keys alone no longer trusted below that distance; at
- * most once per such lock, so an allocator reusing addresses by chance
- * costs one relearning, not one per reuse). */
-static int contradicted(nsc_ef *e, const nsc_ef_slot *sl, const nsc_ef_sig *sig) {
-  if (bufs_eq(&sl->sig, sig)) return 0;
-  size_t d = e->span - sl->first_span;
-  if (e->unverified && !bufs_eq(&sl->sig, &sl->first) && bufs_eq(&sl->first, sig) && d > e->len &&
-      d > e->floor && d <= NSC_EF_MAX_SLOTS) {
-    e->floor = d;
-    return 1;
-  }
-  if (!sl->stable) return 0;
+/* A call in stable buffers of another slot, where the expected one's were
+ * stable: the sequence is out of step. */
+static int contradicted(const nsc_ef *e, const nsc_ef_slot *sl, const nsc_ef_sig *sig) {
+  if (bufs_eq(&sl->sig, sig) || !sl->stable) return 0;
   for (size_t q = 0; q < e->len; q++)
     if (&e->slot[q] != sl && e->slot[q].stable && key_eq(&e->slot[q].sig, sig) && bufs_eq(&e->slot[q].sig, sig))
       return 1;
@@ -185,12 +200,22 @@ nsc_ef_slot *nsc_ef_next(nsc_ef *e, const nsc_ef_sig *sig) {
   if (!e->len) return learn(e, sig);
   nsc_ef_slot *sl = &e->slot[e->pos];
   if (key_eq(&sl->sig, sig) && !contradicted(e, sl, sig)) {
-    sl->stable = bufs_eq(&sl->sig, sig);
+    size_t d = 0;
+    int h = held(sl, sig, e->span, &d);
+    if (h == HELD_BACK && sl->back >= 2) { /* buckets share this slot: learn by buffers */
+      if (d <= NSC_EF_MAX_SLOTS && d > e->floor) e->floor = d;
+      goto broken;
+    }
+    /* fed only from its own buffers' call, or as a proven fresh slot */
+    int same = bufs_eq(&sl->sig, sig);
+    if (!same && !(h == HELD_NEW && sl->proven)) sl->have = 0;
+    sl->stable = same;
     sl->sig = *sig;
     sl->uses++;
     e->pos = (e->pos + 1) % e->len;
     return sl;
   }
+broken:;
   /* the sequence broke: drop every slot, learn again from this call */
   size_t lived = e->span;
   drop_slots(e);

@@ -25,12 +25,21 @@
  *   - Locked: the expected slot's key must match (its buffers may differ).
  *     Anything else breaks the sequence: every slot's state is dropped and
  *     learning starts again, anchored at this call. A slot whose buffers were
- *     stable is also broken by a call in another slot's stable buffers; a
- *     sequence locked by keys before any buffer came back, all of one key
- *     (a run: it may be several buckets), by a slot's first buffers coming
- *     back further than a period (equal-key buckets in buffers of their
- *     own, such as DDP's: learned again, by buffers, with key locks waiting
- *     for twice that distance until the next lock). Once per such lock.
+ *     stable is also broken by a call in another slot's stable buffers.
+ *   - Which residual a call is fed (the rule that keeps buckets apart): a
+ *     slot remembers the last NSC_EF_RING buffers it held. A call in the
+ *     buffers of the slot's last call (the residual's writer) is fed. A call
+ *     in buffers the slot has not held is fed only once the slot has held
+ *     NSC_EF_PROBATION different buffers in a row without any coming back
+ *     (proven fresh, for good: FSDP2, a caching allocator); a call in
+ *     buffers the slot held before, after others, is never fed (several buckets may share the
+ *     slot: models of equal bucket sizes whose passes interleave, buckets
+ *     cycling through a pool), and two such calls in a row break the
+ *     sequence (learned again, by buffers: key locks then wait for twice the
+ *     distance at which the buffers came back). A call not fed still takes
+ *     the slot and leaves its residual there. So no residual reaches a call
+ *     of another bucket while at most NSC_EF_PROBATION - 1 buckets share a
+ *     slot in stable buffers of their own.
  *   - An anchor that never recurs (DDP's first pass before its rebuilt
  *     buckets, a one-off call) would stall learning: while the keys since
  *     the anchor have no border, a call whose exact signature (key and
@@ -45,24 +54,25 @@
  *     patience is learned once the patience has doubled past it).
  * Wrong matches (a bucket fed another bucket's residual, bounded by one
  * rounding step of that bucket; local data, results stay identical on every
- * rank): during a premature lock on a run of equal keys (first pass, or the
- * pass after a break), and a pass whose every call has the same key with
- * unstable buffers (all its buckets share one slot); a call inserted into a
- * locked pass with the expected key shifts the rest of that pass until a
- * different key breaks it; buffers reused for several equal-key buckets of
- * a pass in the same pattern every pass. Buffers cycling through a pool
- * may lock a multiple of the pass: a bucket then has one slot per address.
+ * rank) need buffers that change on every call, so that position is the
+ * only evidence: a pass whose every call has the same key (all its buckets
+ * share one slot); two models of equal bucket sizes, fresh buffers on every
+ * call, whose passes interleave (one model to the learner); a call inserted
+ * into a locked pass with the expected key shifts the rest of that pass
+ * until a different key breaks it. Buffers cycling through a pool may lock
+ * a multiple of the pass: a bucket then has one slot per address.
  *
  * A slot's residuals are allocated at its second use (the learning history
  * counts as the first: a slot is made at the lock, when its bucket has come
  * twice), on the call's backend and stream (device memory for device
  * buffers), and read as zero until a call has written them: feedback starts
- * at a bucket's third call. A slot whose memory would take the communicator
- * beyond NCCLSHIM_EF_MAX_BYTES, or whose allocation fails, gets none (that
+ * at a bucket's third call (in buffers that change: once its slot is
+ * proven fresh). A slot whose memory would take the communicator beyond
+ * NCCLSHIM_EF_MAX_BYTES, or whose allocation fails, gets none (that
  * bucket is sent without feedback). A slot used on another backend or
  * stream starts again (its old buffers are released on their own stream).
  * Host memory: the learning history, 48 bytes per call since the anchor
- * (at most NSC_EF_MAX_HIST), freed at the lock; about 170 bytes per slot.
+ * (at most NSC_EF_MAX_HIST), freed at the lock; about 400 bytes per slot.
  *
  * Local data only: nothing here decides what is issued; a slot that differs
  * between ranks changes only what that rank's own roundings carry (results
@@ -82,6 +92,8 @@
 #define NSC_EF_MAX_SLOTS 4096 /* buckets of one pass, at most (as the accumulation learner) */
 #define NSC_EF_MAX_HIST (2 * NSC_EF_MAX_SLOTS) /* calls a learning keeps */
 #define NSC_EF_FIRST_LIMIT 64 /* a first learning's patience without a border (doubles) */
+#define NSC_EF_RING 16 /* buffers a slot remembers */
+#define NSC_EF_PROBATION 9 /* different buffers in a row that prove a slot fresh */
 
 typedef struct {
   uintptr_t recv, send; /* identity only */
@@ -99,8 +111,12 @@ typedef struct {
   uint64_t uses; /* calls that took this slot since it was made */
   int have;     /* in/out hold residuals of a completed call (else read as 0) */
   int stable;   /* its last two calls had the same buffers */
-  nsc_ef_sig first;  /* the call it was locked with */
-  size_t first_span; /* that call's place (nsc_ef.span) */
+  uint64_t held[NSC_EF_RING]; /* the buffers it held (a hash of recv and send), newest at held_at */
+  size_t held_span[NSC_EF_RING]; /* the place (nsc_ef.span) each was last held */
+  unsigned held_n, held_at;
+  unsigned fresh;   /* different buffers in a row, none coming back */
+  int proven;       /* fresh reached NSC_EF_PROBATION once: buffers change on every call */
+  unsigned back;    /* changes in a row to buffers it held before */
   int none;     /* no memory for this bucket (cap, failed allocation) */
 } nsc_ef_slot;
 
@@ -112,8 +128,7 @@ typedef struct {
   size_t hn, hcap;      /* history length, allocated */
   size_t span;          /* calls since the anchor */
   size_t dist;          /* largest distance of a call's exact signature coming again in hist */
-  int unverified;       /* locked by keys before any buffer came back */
-  size_t floor;         /* the least dist of the next learning: equal-key buckets in own buffers seen that far apart */
+  size_t floor;         /* the least dist of the next learning: buckets sharing a slot seen that far apart */
   size_t limit;         /* learning re-anchors at this many calls without a border */
   size_t bytes;         /* residual memory held */
   uint64_t dropped;     /* slots whose state was dropped because the sequence changed */

@@ -188,7 +188,7 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   void *stage = NULL;
   /* before staging: a call that fails here still takes its place in the sequence */
   nsc_ef_slot *ef = ef_slot(c, be, st, &p, send, recv, count, rs);
-  ncclResult_t res = nsc_get_staging(c, be, s, nsc_tp_staging_bytes(&p, rs), &stage);
+  ncclResult_t res = nsc_get_staging(c, be, s, nsc_tp_staging_bytes(&p, rs), rs ? "a reduce-scatter" : "an all-reduce", &stage);
   if (res == ncclInvalidUsage) return res; /* the limit: the same on every rank, nothing issued anywhere */
   if (res != ncclSuccess) return poisoned(c, be, &p, recv, 4 * count, rs, s);
 

@@ -72,19 +72,19 @@ static void free_blocks(const nsc_backend *be, nsc_stream s, nsc_block *b) {
   }
 }
 
+size_t nsc_staging_round(size_t bytes) {
+  size_t want = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+  return want ? want : ALIGN;
+}
+
 int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes,
                     size_t limit, void **p) {
-  size_t want = (bytes + ALIGN - 1) / ALIGN * ALIGN;
-  if (want == 0) want = ALIGN;
+  size_t want = nsc_staging_round(bytes);
   lock(st);
   nsc_arena *a = arena_for(st, be, s);
   if (!a) {
     unlock(st);
     return NSC_STAGING_NOMEM;
-  }
-  if (a->need + want > limit) {
-    unlock(st);
-    return NSC_STAGING_LIMIT;
   }
   nsc_block *old = NULL;
   if (!a->blocks || a->used + want > a->blocks->cap) {

@@ -7,9 +7,11 @@
  * pieces; when the block is too small a further block is added and, once
  * nothing is live, the arena is rebuilt as one block grown geometrically.
  *
- * The size limit is checked against the logical need, which depends only on
- * the sequence of calls on this communicator, so every rank fails the same
- * call when the limit is exceeded.
+ * NCCLSHIM_MAX_STAGING_BYTES is not decided here: what a call may have
+ * depends on what every rank agrees on (the call, the settings, the user
+ * group it is in: nsc_get_staging in coll/allreduce.c), never on which
+ * streams the calls use or which regions are still live, both of which
+ * differ between ranks. Here it only caps how far an arena grows.
  *
  * Arenas are keyed by (backend, stream handle), and for CU_STREAM_PER_THREAD
  * (one handle, a different stream on every thread) by the calling thread too;
@@ -89,12 +91,15 @@ typedef struct {
   const nsc_fuse_agreement *gag;
 } nsc_staging;
 
-enum { NSC_STAGING_OK = 0, NSC_STAGING_LIMIT = -1, NSC_STAGING_NOMEM = -2 };
+enum { NSC_STAGING_OK = 0, NSC_STAGING_NOMEM = -2 };
 
-/* Reserve `bytes` on stream s. Returns NSC_STAGING_OK, NSC_STAGING_LIMIT (the
- * same on every rank) or NSC_STAGING_NOMEM (this rank only). */
+/* Bytes a request of `bytes` takes from an arena (alignment). */
+size_t nsc_staging_round(size_t bytes);
+/* Reserve `bytes` on stream s (an arena grows geometrically up to `cap`, or
+ * to what this request needs). Returns NSC_STAGING_OK or NSC_STAGING_NOMEM
+ * (this rank only). */
 int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes,
-                    size_t limit, void **p);
+                    size_t cap, void **p);
 /* One region on stream s is no longer needed by the host side (its cast-back
  * is enqueued); when none is live the arena is reset. */
 void nsc_staging_done(nsc_staging *st, nsc_stream s);

@@ -86,19 +86,43 @@ static ncclResult_t answer_locally(nsc_comm *c, const nsc_backend *be, const voi
   return rec.result;
 }
 
-/* Staging for count wire elements; on failure the message says why. A limit
- * failure is the same on every rank (it depends on the call sequence only). */
-ncclResult_t nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p) {
+/* Staging of `bytes` for one compressed call (`what` names it); on failure
+ * the message says why. NCCLSHIM_MAX_STAGING_BYTES is decided from what
+ * every rank agrees on: the call's own need (count, rank count, settings)
+ * plus, inside a user group, the needs of the group's compressed calls on
+ * this communicator before it (the same calls in the same order on every
+ * rank) — never from the streams the calls use or from regions still live
+ * on this rank (a parked cast-back, a poll not yet made), which differ
+ * between ranks (issue 26: a one-rank refusal paired nothing with its
+ * peers' exchange). A refusal is then the same on every rank: ncclInvalidUsage
+ * with nothing issued. */
+ncclResult_t nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what,
+                             void **p) {
+  size_t limit = (size_t)nsc_g.cfg.max_staging_bytes, need = nsc_staging_round(bytes);
+  uint64_t gid = nsc_group_id();
+  size_t before = gid && c->staging_gid == gid ? c->staging_gneed : 0;
+  if (need > limit || before > limit - need) {
+    if (before)
+      nsc_warn("%s needs %zu bytes of staging, %zu with its group's earlier compressed calls on communicator %p: "
+               "beyond NCCLSHIM_MAX_STAGING_BYTES=%lld; it is refused on every rank; raise the limit, split the "
+               "group or set NCCLSHIM_COMPRESS=off", what, need, before + need, (void *)c->comm,
+               nsc_g.cfg.max_staging_bytes);
+    else
+      nsc_warn("%s needs %zu bytes of staging beyond NCCLSHIM_MAX_STAGING_BYTES=%lld on communicator %p; it is "
+               "refused on every rank; raise the limit or set NCCLSHIM_COMPRESS=off", what, need,
+               nsc_g.cfg.max_staging_bytes, (void *)c->comm);
+    return ncclInvalidUsage;
+  }
+  if (gid) {
+    c->staging_gid = gid;
+    c->staging_gneed = before + need;
+  }
   /* Not under c->lock: staging allocates outside its own lock, and the
    * watchdog's paths need c->lock. */
-  int rc = nsc_staging_get(&c->staging, be, (nsc_stream)s, bytes, (size_t)nsc_g.cfg.max_staging_bytes, p);
-  if (rc == NSC_STAGING_LIMIT)
-    nsc_warn("an all-reduce needs %zu bytes of staging beyond NCCLSHIM_MAX_STAGING_BYTES=%lld on communicator %p; "
-             "raise it or set NCCLSHIM_COMPRESS=off",
-             bytes, nsc_g.cfg.max_staging_bytes, (void *)c->comm);
-  else if (rc == NSC_STAGING_NOMEM && __atomic_add_fetch(&c->log.staging_failed, 1, __ATOMIC_RELAXED))
+  int rc = nsc_staging_get(&c->staging, be, (nsc_stream)s, bytes, limit, p);
+  if (rc == NSC_STAGING_NOMEM && __atomic_add_fetch(&c->log.staging_failed, 1, __ATOMIC_RELAXED))
     nsc_warn("staging allocation of %zu bytes failed on rank %d: %s", bytes, c->rank, nsc_backend_error());
-  return rc == NSC_STAGING_OK ? ncclSuccess : rc == NSC_STAGING_LIMIT ? ncclInvalidUsage : ncclSystemError;
+  return rc == NSC_STAGING_OK ? ncclSuccess : ncclSystemError;
 }
 
 int nsc_cast_fault(void) {
@@ -264,7 +288,7 @@ static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *sen
                              ncclRedOp_t op, cudaStream_t s, int in_group) {
   nsc_wire_t wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
   void *stage = NULL;
-  ncclResult_t r = nsc_get_staging(c, be, s, count * 2, &stage);
+  ncclResult_t r = nsc_get_staging(c, be, s, count * 2, "an all-reduce", &stage);
   if (r == ncclSystemError) return poisoned(c, be, recv, count, op, s, in_group);
   if (r != ncclSuccess) return r;
   nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);

@@ -11,6 +11,8 @@
 #include "msg.h"
 
 static __thread int depth;
+static __thread uint64_t gid; /* the outermost group this thread is in */
+static uint64_t gid_last;
 static __thread nsc_work *q_head, *q_tail;
 
 static __thread ncclComm_t gcomms[NSC_GROUP_COMMS];
@@ -31,7 +33,10 @@ int nsc_group_comms(ncclComm_t *out) {
   ngcomms = 0;
   return n;
 }
-void nsc_group_enter(void) { depth++; }
+void nsc_group_enter(void) {
+  if (depth++ == 0) gid = __atomic_add_fetch(&gid_last, 1, __ATOMIC_RELAXED);
+}
+uint64_t nsc_group_id(void) { return depth > 0 ? gid : 0; }
 int nsc_group_leave(void) { return depth > 0 ? --depth : 0; }
 
 static void append(nsc_work **h, nsc_work **t, nsc_work *w) {

@@ -66,6 +66,9 @@ struct nsc_pending {
 /* The calling thread's group depth (hooks keep it). */
 int nsc_group_depth(void);
 void nsc_group_enter(void);
+/* A number of the outermost group this thread is in (0: none), the same
+ * for every call of one user group and new for the next. */
+uint64_t nsc_group_id(void);
 /* Returns the depth after leaving (0 = this was the outermost end). */
 int nsc_group_leave(void);
 /* Inside a group: note the communicator of a call made into it (hooks.c, for

@@ -12,6 +12,9 @@
  *                         "converge <fmt> <N> <max N*|err|> <B>" on rank 0.
  *   shim_ef fresh N [ef] [equal] [group]  fresh buffers, equal-size
  *                         buckets (cmd_fresh below).
+ *   shim_ef models N [ef] [twice]  two models on one communicator with
+ *                         buckets of equal sizes, each bucket a buffer of
+ *                         its own (cmd_models below).
  *   shim_ef reset         passes [A, B] x 3, [A, C], [A, B] x 2 (C another
  *                         count at B's position): B's third result differs
  *                         from its first (residuals exist from a bucket's
@@ -141,7 +144,8 @@ static int cmd_reset(void) {
  * layers) then one of M/2 (a unique one; with `equal` M too: a pass of only
  * equal calls), each call in a buffer of its own (allocated up front, none
  * ever passed twice), every bucket its own inputs
- * (xvalb). After W = 4 warm-up passes (learning, ef.h) the telescoping bound
+ * (xvalb). After W = 14 warm-up passes (learning, then the probation of
+ * buffers that change on every call, NSC_EF_PROBATION, ef.h) the telescoping bound
  * of the converge mode holds per bucket: (N - W) |mean - its fp32 sum| <= B.
  * A bucket fed another's residual for good does not converge to its own sum
  * (the `equal` pass shows it: its buckets share a slot, the documented
@@ -149,7 +153,7 @@ static int cmd_reset(void) {
  * (two-phase calls run after the group end in call order, README). */
 static int cmd_fresh(int N, int ef, int equal, int group) {
   const size_t M = 4096;
-  const int K = 4, W = 4;
+  const int K = 4, W = 14;
   size_t cnt[4] = {M, M, M, equal ? M : M / 2};
   float **pool = malloc((size_t)(K * N + 1) * sizeof *pool); /* every call its own, kept to the end */
   for (int q = 0; q < K * N + 1; q++) pool[q] = malloc(cnt[q % K] * 4 + 4);
@@ -193,6 +197,64 @@ static int cmd_fresh(int N, int ef, int equal, int group) {
   return fails != 0;
 }
 
+/* models: two models on one communicator, X (A 20000, B 30000) and Y (C
+ * 20000, D 30000, values 1024 times X's), each bucket a stable buffer of its
+ * own, passes interleaved (X Y, or with `twice` X X Y): the keys repeat
+ * every two calls, the buffers every pass of both. A bucket fed another's
+ * residual is off by the other's rounding steps: every call of every bucket
+ * must stay within its own per-call bound (B times its scale: the
+ * residuals in, at most B, minus those out), identical on every rank, and
+ * with error feedback, after W warm-up passes (learning), the telescoping
+ * bound of the converge mode holds per bucket: (calls - W) |mean - its
+ * fp32 sum| <= B times its scale. */
+static int cmd_models(int N, int ef, int twice) {
+  const int K = 4, W = 6;
+  const size_t cnt[4] = {20000, 30000, 20000, 30000};
+  const float scale[4] = {1, 1, 1024, 1024};
+  float *buf[4];
+  double *acc[4];
+  long calls[4] = {0};
+  for (int b = 0; b < K; b++) {
+    buf[b] = malloc(cnt[b] * 4);
+    acc[b] = calloc(cnt[b], sizeof *acc[b]);
+  }
+  double B = 2 * (nranks * hs(2 * 1.5) + hs(2 * 1.5 * nranks)), worst_call = 0, worst = 0;
+  NCCL_OK(ncclAllReduce(buf[0], buf[0], 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
+  const int order[3] = {0, twice ? 0 : 1, 1}, per = twice ? 3 : 2;
+  for (int t = 0; t < N; t++)
+    for (int q = 0; q < per; q++) {
+      int m = order[q];
+      for (int b = 2 * m; b < 2 * m + 2; b++) {
+        for (size_t i = 0; i < cnt[b]; i++) buf[b][i] = scale[b] * xvalb(b, rank, i);
+        NCCL_OK(ncclAllReduce(buf[b], buf[b], cnt[b], ncclFloat32, ncclSum, comm, NULL));
+        EXPECT(identical(buf[b], cnt[b]), "pass %d bucket %d: ranks hold different bits", t, b);
+        double wc = 0;
+        for (size_t i = 0; i < cnt[b]; i++) {
+          double e = fabs(buf[b][i] - scale[b] * sum_xb(b, i)) / scale[b];
+          if (e > wc) wc = e;
+          if (t >= W) acc[b][i] += buf[b][i];
+        }
+        EXPECT(wc <= B, "%s: pass %d bucket %d: |result - its sum| = %g > B = %g (in its own scale): another "
+               "bucket's residual", fmt, t, b, wc, B);
+        if (wc > worst_call) worst_call = wc;
+        calls[b] += t >= W;
+      }
+    }
+  for (int b = 0; b < K; b++)
+    for (size_t i = 0; i < cnt[b] && ef; i++) {
+      double e = fabs(acc[b][i] - (double)calls[b] * scale[b] * sum_xb(b, i)) / scale[b];
+      if (e > worst) worst = e;
+    }
+  if (ef) EXPECT(worst <= B, "%s: (calls - W) |mean - its sum| = %g > B = %g with error feedback", fmt, worst, B);
+  if (rank == 0) printf("models %s %d%s: worst call %g, worst mean %g, B %g\n", fmt, N, twice ? " twice" : "",
+                        worst_call, worst, B);
+  for (int b = 0; b < K; b++) {
+    free(buf[b]);
+    free(acc[b]);
+  }
+  return fails != 0;
+}
+
 static int has(int argc, char **argv, const char *w) {
   for (int i = 3; i < argc; i++)
     if (!strcmp(argv[i], w)) return 1;
@@ -202,6 +264,8 @@ static int has(int argc, char **argv, const char *w) {
 static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "converge")) return cmd_converge(argc > 2 ? atoi(argv[2]) : 64, argc > 3 && !strcmp(argv[3], "ef"));
   if (!strcmp(cmd, "reset")) return cmd_reset();
+  if (!strcmp(cmd, "models"))
+    return cmd_models(argc > 2 ? atoi(argv[2]) : 30, has(argc, argv, "ef"), has(argc, argv, "twice"));
   if (!strcmp(cmd, "fresh"))
     return cmd_fresh(argc > 2 ? atoi(argv[2]) : 64, has(argc, argv, "ef"), has(argc, argv, "equal"), has(argc, argv, "group"));
   fprintf(stderr, "unknown command %s\n", cmd);

@@ -17,6 +17,24 @@
  *                               shim's byte counters matching 64-bit sizes;
  *                               `limit`: refused with ncclInvalidUsage on every
  *                               rank (NCCLSHIM_MAX_STAGING_BYTES), buffer intact
+ *   shimfault_args staging group|poll
+ *                               under a small NCCLSHIM_MAX_STAGING_BYTES (64K,
+ *                               fp16, no fusion): two calls that each fit, a
+ *                               two-phase reduce-scatter (64000 bytes of
+ *                               staging at 2 ranks) and a ring all-reduce
+ *                               (40000), whose regions would not fit together;
+ *                               `group`: both in one group, on one stream on
+ *                               rank 0 and on two on rank 1; `poll`: on a
+ *                               nonblocking communicator, the all-reduce first,
+ *                               polled to completion on rank 0 only (its
+ *                               cast-back stays parked on rank 1). Either way
+ *                               every rank must decide the same: both calls
+ *                               succeed everywhere, results exact
+ *   shimfault_args staging sum  two such all-reduces in one group, on one
+ *                               stream on rank 0 and on two on rank 1: the
+ *                               group needs 80000 bytes, so the second is
+ *                               refused (ncclInvalidUsage, buffer intact) on
+ *                               every rank and the first is exact
  *   shimfault_args special sum|avg
  *                               Inf, NaN, -0, subnormals, fp16 overflow: the
  *                               same bits on every rank, equal to plain NCCL on
@@ -314,6 +332,93 @@ static int cmd_special(int avg) {
   return 0;
 }
 
+/* ---- staging ------------------------------------------------------------------ */
+
+enum { ST_AR = 20000, ST_RS = 8000 };
+
+static ncclResult_t st_wait(ncclComm_t c, ncclResult_t r) {
+  return r == ncclInProgress ? sf_poll(c) : r;
+}
+
+static int cmd_staging(int poll) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t c = poll ? tm_comm_over_cfg(MPI_COMM_WORLD, &cfg) : comm;
+  float *a = malloc(ST_AR * 4), *s = malloc((size_t)ST_RS * (size_t)nranks * 4), *r = malloc(ST_RS * 4);
+  for (size_t i = 0; i < ST_AR; i++) a[i] = (float)((i + (size_t)rank) % 16);
+  for (size_t i = 0; i < (size_t)ST_RS * (size_t)nranks; i++) s[i] = (float)((3 * i + (size_t)rank) % 32);
+  /* the configuration check first, alike everywhere */
+  NCCL_OK(st_wait(c, ncclAllReduce(r, r, 1, ncclFloat32, ncclSum, c, NULL)));
+  cudaStream_t sa = NULL, sr = NULL;
+  if (!poll && rank == 1) {
+    sa = (cudaStream_t)0x10;
+    sr = (cudaStream_t)0x20;
+  }
+  ncclResult_t ra, rr;
+  if (poll) {
+    ra = ncclAllReduce(a, a, ST_AR, ncclFloat32, ncclSum, c, sa);
+    if (rank == 0) ra = st_wait(c, ra); /* rank 1 leaves the cast-back parked */
+    rr = st_wait(c, ncclReduceScatter(s, r, ST_RS, ncclFloat32, ncclSum, c, sr));
+    ra = st_wait(c, ra);
+  } else {
+    NCCL_OK(ncclGroupStart());
+    rr = ncclReduceScatter(s, r, ST_RS, ncclFloat32, ncclSum, c, sr);
+    ra = ncclAllReduce(a, a, ST_AR, ncclFloat32, ncclSum, c, sa);
+    ncclResult_t g = ncclGroupEnd();
+    if (g != ncclSuccess) ra = rr = g;
+  }
+  EXPECT(ra == ncclSuccess && rr == ncclSuccess, "staging %s: all-reduce %d, reduce-scatter %d", poll ? "poll" : "group",
+         (int)ra, (int)rr);
+  size_t bad = 0;
+  for (size_t i = 0; i < ST_AR; i++) {
+    float want = 0;
+    for (int q = 0; q < nranks; q++) want += (float)((i + (size_t)q) % 16);
+    bad += a[i] != want;
+  }
+  for (size_t i = 0; i < ST_RS; i++) {
+    size_t k = (size_t)rank * ST_RS + i;
+    float want = 0;
+    for (int q = 0; q < nranks; q++) want += (float)((3 * k + (size_t)q) % 32);
+    bad += r[i] != want;
+  }
+  EXPECT(bad == 0, "staging %s: %zu wrong elements", poll ? "poll" : "group", bad);
+  if (rank == 0) printf("staging %s: all-reduce %d, reduce-scatter %d, %zu wrong\n", poll ? "poll" : "group", (int)ra,
+                        (int)rr, bad);
+  if (poll) NCCL_OK(ncclCommDestroy(c));
+  free(a);
+  free(s);
+  free(r);
+  return 0;
+}
+
+/* Two ring all-reduces in one group that need more than the limit together:
+ * the second is refused on every rank, whatever the streams. */
+static int cmd_staging_sum(void) {
+  float *a = malloc(ST_AR * 4), *b = malloc(ST_AR * 4);
+  for (size_t i = 0; i < ST_AR; i++) a[i] = b[i] = (float)((i + (size_t)rank) % 16);
+  NCCL_OK(ncclAllReduce(a, a, 1, ncclFloat32, ncclMax, comm, NULL)); /* the configuration check */
+  a[0] = (float)(rank % 16);
+  cudaStream_t sb = rank == 1 ? (cudaStream_t)0x30 : NULL;
+  NCCL_OK(ncclGroupStart());
+  ncclResult_t ra = ncclAllReduce(a, a, ST_AR, ncclFloat32, ncclSum, comm, NULL);
+  ncclResult_t rb = ncclAllReduce(b, b, ST_AR, ncclFloat32, ncclSum, comm, sb);
+  ncclResult_t g = ncclGroupEnd();
+  EXPECT(ra == ncclSuccess && rb == ncclInvalidUsage && g == ncclSuccess,
+         "staging sum: first %d, second %d (want %d), group end %d", (int)ra, (int)rb, (int)ncclInvalidUsage, (int)g);
+  size_t bad = 0;
+  for (size_t i = 0; i < ST_AR; i++) {
+    float want = 0;
+    for (int q = 0; q < nranks; q++) want += (float)((i + (size_t)q) % 16);
+    bad += a[i] != want;
+    bad += b[i] != (float)((i + (size_t)rank) % 16);
+  }
+  EXPECT(bad == 0, "staging sum: %zu wrong elements", bad);
+  if (rank == 0) printf("staging sum: %d %d %d, %zu wrong\n", (int)ra, (int)rb, (int)g, bad);
+  free(a);
+  free(b);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   sf_init(&argc, &argv, 0);
   const char *cmd = argc > 1 ? argv[1] : "";
@@ -322,8 +427,10 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "misaligned")) cmd_misaligned();
   else if (!strcmp(cmd, "big") && argc == 5) cmd_big(strtoull(argv[2], NULL, 0), !strcmp(argv[3], "f32"), argv[4]);
   else if (!strcmp(cmd, "special") && argc == 3) cmd_special(!strcmp(argv[2], "avg"));
+  else if (!strcmp(cmd, "staging") && argc == 3 && !strcmp(argv[2], "sum")) cmd_staging_sum();
+  else if (!strcmp(cmd, "staging") && argc == 3) cmd_staging(!strcmp(argv[2], "poll"));
   else EXPECT(0, "usage: shimfault_args codes | misaligned | big COUNT f32|i8 compressed|passthrough|limit | "
-                 "special sum|avg");
+                 "special sum|avg | staging group|poll|sum");
   NCCL_OK(ncclCommDestroy(comm));
   return sf_finish();
 }

@@ -47,6 +47,19 @@ check "int8, 2 ranks, device buffers on the CUDA driver double: error feedback c
 check "int8, 2 ranks: B's residual carried, dropped when C took its position, reduce-scatter carried" \
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" reset
 
+# 2b. Two models on one communicator with buckets of equal sizes, each in a
+# buffer of its own, passes interleaved: no bucket is ever fed another's
+# residual (every call within its own bound), and each converges to its own
+# sum (issue 26.1: the keys locked a period of 2 and mixed A with C).
+for w in fp16 int8 fp8; do
+  check "$w, 3 ranks, error feedback, two models of equal bucket sizes (passes X Y): every call within its bucket's bound, each converges" \
+    with NCCLSHIM_COMPRESS=$w NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 3 "$P" models 30 ef
+done
+check "int8, 2 ranks, error feedback, two models, passes X X Y: every call within its bucket's bound, each converges" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" models 30 ef twice
+check "bf16, 2 ranks, stochastic rounding and 4 KiB pieces, two models: every call within its bound, each converges" \
+  with NCCLSHIM_COMPRESS=bf16 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_ROUNDING=stochastic NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 mpirun_shim 2 "$P" models 30 ef
+
 # 3. FSDP2's pattern: a fresh buffer for every call, three buckets of one
 # count and a unique one; each bucket converges to its own sum (a bucket fed
 # another's residual does not: shown by a pass of only equal calls, the

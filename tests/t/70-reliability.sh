@@ -136,6 +136,14 @@ for w in fp16 bf16; do
 done
 check "call above NCCLSHIM_MAX_STAGING_BYTES: ncclInvalidUsage on every rank, buffer intact, no hang" \
   with NCCLSHIM_MAX_STAGING_BYTES=64K mpirun_shim 2 "$A" big 100000 f32 limit
+# The limit is decided from what every rank agrees on, never from streams or
+# live regions (issue 26.2: rank 0 refused, rank 1 sent).
+for m in group poll; do
+  check "MAX_STAGING_BYTES=64K, a two-phase reduce-scatter and a ring all-reduce that fit alone ($m: $( [ $m = group ] && echo 'one group, streams differing between ranks' || echo 'nonblocking, polled on one rank only')): both succeed on every rank, exact" \
+    with NCCLSHIM_MAX_STAGING_BYTES=64K NCCLSHIM_MIN_BYTES=0 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_FUSE_BYTES=0 mpirun_shim 2 "$A" staging $m
+done
+check "MAX_STAGING_BYTES=64K, a group of two ring all-reduces that need more together, streams differing between ranks: the second refused on every rank, the first exact" \
+  with NCCLSHIM_MAX_STAGING_BYTES=64K NCCLSHIM_MIN_BYTES=0 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_FUSE_BYTES=0 mpirun_shim 2 "$A" staging sum
 avail_gib=$(( $(awk '/MemAvailable/ {print $2}' /proc/meminfo) / 1048576 ))
 big() { # need_gib description args...
   local need=$1 desc=$2; shift 2

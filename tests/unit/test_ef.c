@@ -45,6 +45,25 @@ static long callb(nsc_ef *e, uintptr_t id, uint64_t count) {
 }
 static long call(nsc_ef *e, uint64_t count) { return callb(e, count, count); }
 
+/* A two-phase call as twophase.c makes it, with the test knowing which
+ * bucket each call is: the slot's residual is fed only where it holds one
+ * (have); every fed residual must have been written by the same bucket.
+ * Returns 1 when fed, 0 when not, and counts cross-feeds in *wrong. */
+#define MAXW 8192
+static int writer[MAXW]; /* bucket whose call wrote slot i's residual */
+static int feedb(nsc_ef *e, int bucket, uintptr_t id, uint64_t count, long *wrong) {
+  nsc_ef_sig s = sigb(id, count);
+  nsc_ef_slot *sl = nsc_ef_next(e, &s);
+  if (!sl || nsc_ef_buffers(e, sl, &fake, NULL, count, count / 4, (size_t)1 << 30)) return 0;
+  long i = sl - e->slot;
+  assert_true(i >= 0 && i < MAXW);
+  int fed = sl->have;
+  if (fed && writer[i] != bucket) ++*wrong;
+  writer[i] = bucket;
+  sl->have = 1;
+  return fed;
+}
+
 static int have(nsc_ef *e, size_t i) { return i < e->len && e->slot[i].have; }
 
 /* One pass of `n` buckets of counts cnt[] (buffers from *id on, fresh each
@@ -262,6 +281,70 @@ static void test_cap_and_failures(void **state) {
   assert_int_equal(live, 0);
 }
 
+/* Two models on one communicator, buckets of equal sizes in buffers of
+ * their own (X: A 20000, B 30000; Y: C 20000, D 30000), passes interleaved
+ * (and X twice per Y): keys repeat every 2 calls, buffers every 4 (6).
+ * No residual may ever reach another bucket's call; once learned, every
+ * bucket is fed its own (a slot each). Likewise up to 8 such models. */
+static void test_models(void **state) {
+  (void)state;
+  for (int m = 2; m <= 8; m++)
+    for (int twice = 0; twice < 2; twice++) {
+      if (twice && m > 2) continue;
+      nsc_ef e;
+      nsc_ef_init(&e);
+      long wrong = 0, fed = 0, calls = 0;
+      int order[3] = {0, twice ? 0 : 1, 1}, per = twice ? 3 : m;
+      for (int p = 0; p < 40; p++)
+        for (int q = 0; q < per; q++) {
+          int model = twice ? order[q] : q;
+          for (int b = 0; b < 2; b++) {
+            int f = feedb(&e, 2 * model + b, 1000 + 16 * (uintptr_t)model + (uintptr_t)b, b ? 30000 : 20000, &wrong);
+            if (p >= 30) {
+              calls++;
+              fed += f;
+            }
+          }
+        }
+      assert_int_equal(wrong, 0);
+      assert_int_equal(fed, calls); /* learned: every late call fed its own residual */
+      assert_int_equal(e.len, (size_t)2 * per);
+      nsc_ef_free(&e);
+      assert_int_equal(live, 0);
+    }
+}
+
+/* Buffers that change on every call (FSDP2), with a caching allocator's
+ * chance reuse (every 11th call in the buffers of the call two passes
+ * before): position is the evidence; each bucket is fed its own residual
+ * once its slot is proven fresh (NSC_EF_PROBATION buffers), never another
+ * bucket's, and a buffer coming back costs that call its feedback only. */
+static void test_fresh_fed(void **state) {
+  (void)state;
+  for (int reuse = 0; reuse < 2; reuse++) {
+    nsc_ef e;
+    nsc_ef_init(&e);
+    uint64_t cnt[7] = {1000, 1000, 1000, 1000, 1000, 1000, 500};
+    uintptr_t ids[7 * 40];
+    long wrong = 0, fed = 0, calls = 0;
+    int k = 0;
+    for (int p = 0; p < 40; p++)
+      for (int b = 0; b < 7; b++, k++) {
+        ids[k] = reuse && k % 11 == 10 && k >= 14 ? ids[k - 14] : 5000 + (uintptr_t)k;
+        int f = feedb(&e, b, ids[k], cnt[b], &wrong);
+        if (p >= NSC_EF_PROBATION + 4) {
+          calls++;
+          fed += f;
+        }
+      }
+    assert_int_equal(wrong, 0);
+    if (reuse) assert_true(fed >= calls - 2 * (calls / 11 + 1)); /* a reuse and the call after it in its slot */
+    else assert_int_equal(fed, calls);
+    nsc_ef_free(&e);
+    assert_int_equal(live, 0);
+  }
+}
+
 /* A sequence that never repeats: no slot, no memory, a bounded history. */
 static void test_no_period(void **state) {
   (void)state;
@@ -280,7 +363,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sequence),      cmocka_unit_test(test_fresh_equal),
       cmocka_unit_test(test_patience),       cmocka_unit_test(test_buffer_evidence),
-      cmocka_unit_test(test_chance_reuse),
+      cmocka_unit_test(test_chance_reuse),      cmocka_unit_test(test_models),
+      cmocka_unit_test(test_fresh_fed),
       cmocka_unit_test(test_cap_and_failures), cmocka_unit_test(test_no_period),
   };
   return cmocka_run_group_tests_name("ef", tests, NULL, NULL);
