@@ -353,9 +353,10 @@ TP_DEC(fp8, 3)
 
 // ---- error feedback and stochastic rounding (nsc_fmt_encode_opt_ref) ------
 
-__device__ __forceinline__ float encx_y(const float *src, const float *resid, u64 i, float scale, unsigned fl) {
+__device__ __forceinline__ float encx_y(int fmt, const float *src, const float *resid, u64 i, float scale,
+                                        unsigned fl) {
   float x = scale != 1.0f ? mul_x86(src[i], scale) : src[i];
-  return (fl & NSC_KENC_EF) && !(fl & NSC_KENC_ZERO) ? nsc_ef_in(x, resid[i]) : x;
+  return (fl & NSC_KENC_EF) && !(fl & NSC_KENC_ZERO) ? nsc_ef_in(fmt, x, resid[i]) : x;
 }
 
 template <int BF16>
@@ -363,7 +364,7 @@ __device__ void encx16(const float *__restrict__ src, float *__restrict__ resid,
                        float scale, nsc_kencopt o) {
   unsigned ov = 0, uf = 0, fl = o.flags;
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-    float y = encx_y(src, resid, i, scale, fl);
+    float y = encx_y(BF16, src, resid, i, scale, fl);
     uint32_t a = __float_as_uint(y) & 0x7fffffffu;
     ov += nsc_bits_is_overflow(a, BF16 ? NSC_BF16_OVF_LO : NSC_F16_OVF_LO);
     uf += nsc_bits_is_underflow(a, BF16 ? NSC_BF16_UNF_HI : NSC_F16_UNF_HI);
@@ -397,7 +398,7 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
     unsigned am = 0;
     int sp = 0;
     for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-      unsigned a = __float_as_uint(encx_y(src, resid, i, scale, fl)) & 0x7fffffffu;
+      unsigned a = __float_as_uint(encx_y(F, src, resid, i, scale, fl)) & 0x7fffffffu;
       if (a >= NSC_F32_INF) sp = 1;
       else am = a > am ? a : am;
     }
@@ -407,15 +408,16 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
     unsigned amax = s_amax;
     int special = s_spec;
     int k = F == 2 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    uint32_t lim = F == 2 ? (uint32_t)nsc_int8_lim(amax, k, special) : nsc_fp8_lim(amax, k);
     uint16_t h = (uint16_t)((unsigned)(k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0u));
     if (threadIdx.x == 0) {
       dst[2 * b] = (uint8_t)(h & 0xffu);
       dst[2 * b + 1] = (uint8_t)(h >> 8);
     }
     for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-      float y = encx_y(src, resid, i, scale, fl);
+      float y = encx_y(F, src, resid, i, scale, fl);
       uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
-      uint8_t c = F == 2 ? (uint8_t)nsc_int8_code_x(y, k, special, sr, u) : nsc_fp8_code_x(y, k, sr, u);
+      uint8_t c = F == 2 ? (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u) : nsc_fp8_code_x(y, k, lim, sr, u);
       codes[i] = c;
       if (fl & NSC_KENC_EF) resid[i] = nsc_ef_resid(y, F == 2 ? nsc_int8_value((int8_t)c, h) : nsc_fp8_value(c, h));
     }

@@ -55,13 +55,13 @@ CLONES static uint32_t finite_amax(const float *x, size_t n, int *special) {
   return (uint32_t)m;
 }
 
-/* Clamped before rounding (the same codes: +-127 are integers and rint is
+/* Clamped before rounding (the same codes: +-lim are integers and rint is
  * monotonic), so the clamp stays in float min/max instead of integer masks. */
-CLONES static void int8_codes(const float *x, int8_t *c, size_t n, float p1, float p2) {
+CLONES static void int8_codes(const float *x, int8_t *c, size_t n, float p1, float p2, float lim) {
   for (size_t i = 0; i < n; i++) {
     float v = x[i] * p1 * p2;
-    v = v > 127.0f ? 127.0f : v;
-    v = v < -127.0f ? -127.0f : v;
+    v = v > lim ? lim : v;
+    v = v < -lim ? -lim : v;
     c[i] = (int8_t)(int)rintf(v);
   }
 }
@@ -121,17 +121,18 @@ static void encode8(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, s
     int special;
     uint32_t amax = finite_amax(x, len, &special);
     int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    uint32_t lim = f == NSC_FMT_INT8 ? (uint32_t)nsc_int8_lim(amax, k, special) : nsc_fp8_lim(amax, k);
     uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
     memcpy(dst + 2 * b, &h, 2);
     float p1, p2;
     split(-k, &p1, &p2);
     if (special) {
       for (size_t i = 0; i < len; i++)
-        codes[lo + i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code(x[i], k, 1) : nsc_fp8_code(x[i], k);
+        codes[lo + i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code(x[i], k, (int)lim) : nsc_fp8_code(x[i], k, lim);
     } else if (f == NSC_FMT_INT8) {
-      int8_codes(x, (int8_t *)codes + lo, len, p1, p2);
+      int8_codes(x, (int8_t *)codes + lo, len, p1, p2, (float)lim);
     } else {
-      fp8_codes(x, codes + lo, len, p1, p2, nsc_fp8_lim(k));
+      fp8_codes(x, codes + lo, len, p1, p2, lim);
     }
   }
 }
@@ -197,10 +198,10 @@ void nsc_fmt_decode_sum(nsc_fmt_t f, size_t block, const void *base, size_t stri
 
 /* ---- error feedback and stochastic rounding ---- */
 
-CLONES static void ef_tile(const float *x, const float *r, float *y, size_t n, float scale) {
+CLONES static void ef_tile(nsc_fmt_t f, const float *x, const float *r, float *y, size_t n, float scale) {
   for (size_t i = 0; i < n; i++) {
     float v = scale != 1.0f ? x[i] * scale : x[i];
-    y[i] = r ? nsc_ef_in(v, r[i]) : v;
+    y[i] = r ? nsc_ef_in((int)f, v, r[i]) : v;
   }
 }
 
@@ -228,7 +229,7 @@ static void encode16_opt(nsc_fmt_t f, const float *src, uint16_t *dst, size_t n,
   const float *r0 = o->resid && !o->resid_zero ? o->resid : NULL;
   for (size_t i0 = 0; i0 < n; i0 += TILE) {
     size_t len = n - i0 < TILE ? n - i0 : TILE;
-    ef_tile(src + i0, r0 ? r0 + i0 : NULL, y, len, scale);
+    ef_tile(f, src + i0, r0 ? r0 + i0 : NULL, y, len, scale);
     if (o->stochastic) {
       for (size_t i = 0; i < len; i++) dst[i0 + i] = nsc_w16_code_x(bf, y[i], 1, nsc_sr_bits(o->key, i0 + i));
       if (counts) count_tile(f, y, len, counts);
@@ -251,23 +252,24 @@ static void encode8_opt(nsc_fmt_t f, size_t block, const float *src, uint8_t *ds
   if (f == NSC_FMT_FP8) pthread_once(&lut_once, lut_init);
   for (size_t b = 0; b < nb; b++) {
     size_t lo = b * block, len = lo + block < n ? block : n - lo;
-    ef_tile(src + lo, r0 ? r0 + lo : NULL, y, len, scale);
+    ef_tile(f, src + lo, r0 ? r0 + lo : NULL, y, len, scale);
     int special;
     uint32_t amax = finite_amax(y, len, &special);
     int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    uint32_t lim = f == NSC_FMT_INT8 ? (uint32_t)nsc_int8_lim(amax, k, special) : nsc_fp8_lim(amax, k);
     uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
     memcpy(dst + 2 * b, &h, 2);
     uint8_t *c = codes + lo;
     if (special || sr) {
       for (size_t i = 0; i < len; i++) {
         uint32_t u = sr ? nsc_sr_bits(o->key, lo + i) : 0;
-        c[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code_x(y[i], k, special, sr, u) : nsc_fp8_code_x(y[i], k, sr, u);
+        c[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code_x(y[i], k, (int)lim, sr, u) : nsc_fp8_code_x(y[i], k, lim, sr, u);
       }
     } else {
       float p1, p2;
       split(-k, &p1, &p2);
-      if (f == NSC_FMT_INT8) int8_codes(y, (int8_t *)c, len, p1, p2);
-      else fp8_codes(y, c, len, p1, p2, nsc_fp8_lim(k));
+      if (f == NSC_FMT_INT8) int8_codes(y, (int8_t *)c, len, p1, p2, (float)lim);
+      else fp8_codes(y, c, len, p1, p2, lim);
     }
     if (!o->resid) continue;
     decode_range(f, block, dst, n, lo, len, v);

@@ -7,16 +7,27 @@
  * plus 512 (scale 2^k), bit 15 "the block holds Inf or NaN", bits 10..14 zero
  * (any of them set: the whole block decodes as NaN, so a rank that fills its
  * wire buffer with 0xff contributes NaN, as it does in fp16/bf16). k comes from
- * the largest finite |x| of the block (amax, E = floor(log2 amax)):
- *   int8: k = E - 6 (amax * 2^-k in [64, 128)), codes rint(x * 2^-k) clamped
- *         to +-127 (+-126 in a block with Inf/NaN, where 127 = +Inf,
- *         -127 = -Inf, -128 = NaN): |error| <= amax/127.5 per element
+ * the largest finite |x| of the block (amax, E = floor(log2 amax)), and so
+ * does lim, the block's largest code magnitude.
+ *   int8: k = E - 6 (amax * 2^-k in [64, 128)), lim 127 (126 in a block with
+ *         Inf/NaN, where 127 = +Inf, -127 = -Inf, -128 = NaN); codes
+ *         rint(x * 2^-k) clamped to +-lim: |error| <= amax/127.5 per element
  *         (amax/63 in a block with Inf/NaN).
- *   fp8:  k = E - 7: amax * 2^-k in [128, 256), rounded to e4m3, never beyond
- *         256 (so 448 is free for Inf), nor beyond 240 when k = 120 (the top
- *         binade of fp32, where 256 * 2^k would overflow): relative error
- *         <= 2^-4 (2^-3.9 in that top binade) for |x| >= amax·2^-14, absolute
- *         <= amax·2^-17 below; 0x7e = +Inf, 0xfe = -Inf, 0x7f = NaN.
+ *   fp8:  k = E - 7: amax * 2^-k in [128, 256), rounded to e4m3 (steps of
+ *         16 there), lim 256 (so 448 is free for Inf): relative error
+ *         <= 2^-4 for |x| >= amax·2^-14, absolute <= amax·2^-17 below;
+ *         0x7e = +Inf, 0xfe = -Inf, 0x7f = NaN.
+ * Top blocks, amax >= 2^111 (k >= 105 int8, 104 fp8): lim is amax's own
+ * code rounded toward zero, so no value of the block decodes above amax
+ * (round to nearest could lift every rank's value by half a step and make
+ * Inf of a sum whose exact value is finite: issue 26). The elements above
+ * lim * 2^k (within one step below amax) round down there: |error| < 2^k <=
+ * amax/64 (int8), relative < 2^-3 (fp8). Below 2^111 nothing changes, and
+ * any n <= 2^16 such values sum below 2^127. So an element's sum over n
+ * ranks is finite wherever the ranks' largest |x| within block - 1 elements
+ * of it (the wire block holding it lies there) add up to at most
+ * FLT_MAX (1 - n 2^-24) when each is at least 2^111, and at most
+ * FLT_MAX (1 - n 2^-24) / (1 + e) otherwise, e = 2^-7 (int8), 2^-4 (fp8).
  * Power-of-two scales are exact: values that are small integers times a power
  * of two within the block's range come back exact (what the exactness tests
  * use), and -k, k never leave [-156, 156].
@@ -80,12 +91,22 @@ NSC_HD int nsc_ilog2_bits(uint32_t a) {
 
 /* ---- int8 ---- */
 NSC_HD int nsc_int8_k(uint32_t amax) { return amax ? nsc_ilog2_bits(amax) - 6 : 0; }
+#define NSC_W8_TOP_BITS 0x77000000u /* 2^111: a top block's amax (bits) */
+/* The block's largest code magnitude: 127 (126 with Inf/NaN), and in a top
+ * block floor(amax * 2^-k) (exact: a power of two times amax, in [64, 128)). */
+NSC_HD int nsc_int8_lim(uint32_t amax, int k, int special) {
+  int m = special ? 126 : 127;
+  if (amax < NSC_W8_TOP_BITS) return m;
+  int t = (int)nsc_ldexp2(NSC_U2F(amax), -k);
+  return t < m ? t : m;
+}
 NSC_HD float nsc_clampf(float v, float lim) { return v > lim ? lim : v < -lim ? -lim : v; }
-NSC_HD int8_t nsc_int8_code(float y, int k, int special) {
+/* Inf and NaN only occur in a block with Inf/NaN (lim <= 126 there). */
+NSC_HD int8_t nsc_int8_code(float y, int k, int lim) {
   uint32_t u = NSC_F2U(y), a = u & 0x7fffffffu;
   if (a > NSC_F32_INF) return (int8_t)-128;
   if (a == NSC_F32_INF) return (int8_t)((u >> 31) ? -127 : 127);
-  return (int8_t)(int)nsc_clampf(NSC_RINT(nsc_ldexp2(y, -k)), special ? 126.0f : 127.0f);
+  return (int8_t)(int)nsc_clampf(NSC_RINT(nsc_ldexp2(y, -k)), (float)lim);
 }
 NSC_HD float nsc_int8_value(int8_t c, uint16_t h) {
   if (h & NSC_W8_INVALID) return NSC_U2F(NSC_NAN_BITS);
@@ -99,8 +120,14 @@ NSC_HD float nsc_int8_value(int8_t c, uint16_t h) {
 
 /* ---- fp8 e4m3 ---- */
 NSC_HD int nsc_fp8_k(uint32_t amax) { return amax ? nsc_ilog2_bits(amax) - 7 : 0; }
-/* Largest code magnitude for scale 2^k. */
-NSC_HD uint32_t nsc_fp8_lim(int k) { return k >= 120 ? 0x77u : 0x78u; }
+/* The block's largest code magnitude: 256 (0x78), and in a top block
+ * amax * 2^-k (in [128, 256), exact) rounded down to an e4m3 code 0x70 + m
+ * (128 + 16 m, m <= 7). */
+NSC_HD uint32_t nsc_fp8_lim(uint32_t amax, int k) {
+  if (amax < NSC_W8_TOP_BITS) return 0x78u;
+  float t = nsc_ldexp2(NSC_U2F(amax), -k);
+  return 0x70u + (uint32_t)(int)NSC_FMUL(NSC_FSUB(t, 128.0f), 0.0625f);
+}
 /* |v| <= 256, finite: e4m3 round to nearest even (subnormals in units of 2^-9). */
 NSC_HD uint8_t nsc_e4m3_bits(float v) {
   uint32_t u = NSC_F2U(v), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu, r;
@@ -113,12 +140,11 @@ NSC_HD uint8_t nsc_e4m3_bits(float v) {
   }
   return (uint8_t)(sign | r);
 }
-NSC_HD uint8_t nsc_fp8_code(float y, int k) {
+NSC_HD uint8_t nsc_fp8_code(float y, int k, uint32_t lim) {
   uint32_t u = NSC_F2U(y), a = u & 0x7fffffffu;
   if (a > NSC_F32_INF) return 0x7f;
   if (a == NSC_F32_INF) return (uint8_t)((u >> 31) ? 0xfe : 0x7e);
   uint8_t c = nsc_e4m3_bits(nsc_ldexp2(y, -k));
-  uint32_t lim = nsc_fp8_lim(k);
   return (uint8_t)((c & 0x80u) | ((c & 0x7fu) > lim ? lim : (c & 0x7fu)));
 }
 /* The e4m3 code as fp32 before scaling (0x7e/0xfe: +-Inf, 0x7f/0xff: NaN). */
@@ -144,7 +170,11 @@ NSC_HD float nsc_canon_nan(float x) { return x != x ? NSC_U2F(NSC_NAN_BITS) : x;
  * Error feedback: the value encoded is y = x + r (x already multiplied by the
  * encode's scale; r the residual this element kept from its bucket's last
  * call; x itself when r is 0 or x is NaN, so -0 and NaN payloads are those of
- * the plain encode), and the new residual is y - v, v the value the chosen
+ * the plain encode), clamped to the format's largest finite value where x
+ * alone encodes finite but x + r would not (fp16 at 65520, bf16 at its
+ * rounding threshold 0x7f7f8000, the 8-bit formats at fp32's overflow: a
+ * residual never turns a finite input into Inf, issue 26; an input that
+ * overflows by itself still does), and the new residual is y - v, v the value the chosen
  * code decodes to (before any decode scale): exact in fp32 for round to
  * nearest (v lies within a factor 2 of y). Where y or v is not finite (Inf,
  * NaN, fp16 overflow) the residual is 0, so one overflowing step never
@@ -156,12 +186,21 @@ NSC_HD float nsc_canon_nan(float x) { return x != x ? NSC_U2F(NSC_NAN_BITS) : x;
  * step is a power of two), decided by 24 random bits u: w iff u < p * 2^24,
  * so P(w) = ceil(p * 2^24) / 2^24, at most 2^-24 above p (exactly p when p is
  * a multiple of 2^-24, e.g. 1/2 for a value halfway). A neighbour beyond the
- * format's range (int8 +-127, or +-126 in a block with Inf/NaN; fp8 beyond
- * the block's largest code; fp16/bf16 Inf) is never taken, nor is anything
+ * format's range (a code beyond the block's lim, int8 and fp8; fp16/bf16
+ * Inf) is never taken, nor is anything
  * done for Inf/NaN. The random bits of element i are a pure function of the
  * encode's key and i (SplitMix64): the same on host and GPU, on every run. */
 NSC_HD int nsc_finite_f(float x) { return (NSC_F2U(x) & 0x7fffffffu) < NSC_F32_INF; }
-NSC_HD float nsc_ef_in(float x, float r) { return r == 0.0f || x != x ? x : NSC_FADD(x, r); }
+/* fmt: 0 fp16, 1 bf16, 2 int8, 3 fp8 (nsc_fmt_t). */
+NSC_HD float nsc_ef_in(int fmt, float x, float r) {
+  if (r == 0.0f || x != x) return x;
+  float y = NSC_FADD(x, r);
+  uint32_t ovf = fmt == 0 ? 0x477ff000u : fmt == 1 ? 0x7f7f8000u : NSC_F32_INF;
+  uint32_t uy = NSC_F2U(y);
+  if ((uy & 0x7fffffffu) >= ovf && (NSC_F2U(x) & 0x7fffffffu) < ovf)
+    y = NSC_U2F((uy & 0x80000000u) | (fmt == 0 ? 0x477fe000u : fmt == 1 ? 0x7f7f0000u : 0x7f7fffffu));
+  return y;
+}
 NSC_HD float nsc_ef_resid(float y, float v) {
   return nsc_finite_f(y) && nsc_finite_f(v) ? NSC_FSUB(y, v) : 0.0f;
 }
@@ -183,12 +222,12 @@ NSC_HD int nsc_sr_take(float y, float v, float w, uint32_t u24) {
 }
 
 /* int8 code of y (scale 2^k): nearest, or stochastic with random bits u24. */
-NSC_HD int8_t nsc_int8_code_x(float y, int k, int special, int sr, uint32_t u24) {
-  int8_t c = nsc_int8_code(y, k, special);
+NSC_HD int8_t nsc_int8_code_x(float y, int k, int lim, int sr, uint32_t u24) {
+  int8_t c = nsc_int8_code(y, k, lim);
   if (!sr || !nsc_finite_f(y)) return c;
   float t = nsc_ldexp2(y, -k), v = (float)c;
   if (t == v) return c;
-  int o = t > v ? c + 1 : c - 1, lim = special ? 126 : 127;
+  int o = t > v ? c + 1 : c - 1;
   if (o > lim || o < -lim) return c;
   return nsc_sr_take(t, v, (float)o, u24) ? (int8_t)o : c;
 }
@@ -201,13 +240,13 @@ NSC_HD uint32_t nsc_sr_neighbour(uint32_t code, uint32_t sign, uint32_t mag, int
   return (code & sign) | (up ? mag + 1u : mag - 1u);
 }
 
-NSC_HD uint8_t nsc_fp8_code_x(float y, int k, int sr, uint32_t u24) {
-  uint8_t c = nsc_fp8_code(y, k);
+NSC_HD uint8_t nsc_fp8_code_x(float y, int k, uint32_t lim, int sr, uint32_t u24) {
+  uint8_t c = nsc_fp8_code(y, k, lim);
   if (!sr || (c & 0x7eu) == 0x7eu) return c;
   float t = nsc_ldexp2(y, -k), v = nsc_e4m3_value(c);
   if (t == v) return c;
   int up = (t < 0.0f ? -t : t) > (v < 0.0f ? -v : v);
-  if (up && (c & 0x7fu) >= nsc_fp8_lim(k)) return c;
+  if (up && (c & 0x7fu) >= lim) return c;
   uint8_t o = (uint8_t)nsc_sr_neighbour(c, 0x80u, c & 0x7fu, up, t < 0.0f);
   return nsc_sr_take(t, v, nsc_e4m3_value(o), u24) ? o : c;
 }

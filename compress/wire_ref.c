@@ -49,9 +49,9 @@ uint64_t nsc_sr_key(uint64_t seed, uint64_t call, uint32_t rank, uint32_t run) {
 }
 
 /* Element i's value to encode, y = x * scale + r (wire_bits.h). */
-static float ef_y(const float *src, const nsc_enc_opt *o, float scale, size_t i) {
+static float ef_y(nsc_fmt_t f, const float *src, const nsc_enc_opt *o, float scale, size_t i) {
   float x = scaled(src[i], scale);
-  return o->resid && !o->resid_zero ? nsc_ef_in(x, o->resid[i]) : x;
+  return o->resid && !o->resid_zero ? nsc_ef_in((int)f, x, o->resid[i]) : x;
 }
 
 void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
@@ -63,7 +63,7 @@ void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *d
     int bf = f == NSC_FMT_BF16;
     uint16_t *d = dst;
     for (size_t i = 0; i < n; i++) {
-      float y = ef_y(src, o, scale, i);
+      float y = ef_y(f, src, o, scale, i);
       d[i] = sr ? nsc_w16_code_x(bf, y, 1, nsc_sr_bits(o->key, i)) : bf ? nsc_f32_to_bf16_ref(y) : nsc_f32_to_f16_ref(y);
       if (o->resid) o->resid[i] = nsc_ef_resid(y, nsc_w16_value(bf, d[i]));
     }
@@ -76,17 +76,18 @@ void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *d
     uint32_t amax = 0;
     int special = 0;
     for (size_t i = lo; i < hi; i++) {
-      uint32_t a = NSC_F2U(ef_y(src, o, scale, i)) & 0x7fffffffu;
+      uint32_t a = NSC_F2U(ef_y(f, src, o, scale, i)) & 0x7fffffffu;
       if (a >= NSC_F32_INF) special = 1;
       else if (a > amax) amax = a;
     }
     int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
+    uint32_t lim = f == NSC_FMT_INT8 ? (uint32_t)nsc_int8_lim(amax, k, special) : nsc_fp8_lim(amax, k);
     uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
     memcpy((uint8_t *)dst + 2 * b, &h, 2);
     for (size_t i = lo; i < hi; i++) {
-      float y = ef_y(src, o, scale, i);
+      float y = ef_y(f, src, o, scale, i);
       uint32_t u = sr ? nsc_sr_bits(o->key, i) : 0;
-      codes[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code_x(y, k, special, sr, u) : nsc_fp8_code_x(y, k, sr, u);
+      codes[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u) : nsc_fp8_code_x(y, k, lim, sr, u);
       float v = f == NSC_FMT_INT8 ? nsc_int8_value((int8_t)codes[i], h) : nsc_fp8_value(codes[i], h);
       if (o->resid) o->resid[i] = nsc_ef_resid(y, v);
     }

@@ -99,9 +99,10 @@ ncclResult_t nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, cudaStre
 
 /* algo/twophase.c: a compressed all-reduce (rs = 0; count elements) or
  * reduce-scatter (rs = 1; count per rank) of fp32 Sum/Avg in two phases over
- * point-to-point (tp_plan.h); outside any group. */
+ * point-to-point (tp_plan.h); outside any group. seq: the call's number on
+ * the communicator (c->seq when it was made; its random streams and log). */
 ncclResult_t nsc_twophase(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
-                          ncclRedOp_t op, cudaStream_t s, int rs);
+                          ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq);
 
 /* Issue the real collective(s) on a wire buffer — one, or one per chunk of ce
  * elements — and queue (or run) its cast-back. A poisoned cast-back (a local

@@ -127,12 +127,15 @@ static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, co
   return sl;
 }
 
-static void enc_opt(nsc_enc_opt *o, const nsc_comm *c, const nsc_ef_slot *ef, float *resid, uint32_t run) {
+/* seq: the call's own number on its communicator (taken when it was made: a
+ * grouped call runs after the group end, when the counter has moved on). */
+static void enc_opt(nsc_enc_opt *o, const nsc_comm *c, uint64_t seq, const nsc_ef_slot *ef, float *resid,
+                    uint32_t run) {
   const nsc_config *cfg = &nsc_g.cfg;
   o->resid = ef ? resid : NULL;
   o->resid_zero = ef ? !ef->have : 0;
   o->stochastic = cfg->rounding == NSC_ROUND_STOCHASTIC;
-  o->key = o->stochastic ? nsc_sr_key((uint64_t)cfg->rounding_seed, c->seq, (uint32_t)c->rank, run) : 0;
+  o->key = o->stochastic ? nsc_sr_key((uint64_t)cfg->rounding_seed, seq, (uint32_t)c->rank, run) : 0;
 }
 
 /* Where the codec runs: on `side`, beside the caller's stream s, when the
@@ -177,7 +180,7 @@ static void point_drop(lanes *l, point *pt) {
 }
 
 ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
-                          ncclRedOp_t op, cudaStream_t s, int rs) {
+                          ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq) {
   const nsc_config *cfg = &nsc_g.cfg;
   nsc_tp_plan p;
   nsc_tp_plan_init(&p, cfg, c->nranks, c->rank, count, rs);
@@ -195,14 +198,19 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   nsc_rec rec;
   nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE | (rs ? NSC_KIND_REDUCESCATTER : 0), c, NSC_ACT_COMPRESS, p.count, ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, s);
   rec.wire_bytes = enc_bytes;
+  rec.seq = seq;
   nsc_count_call(NSC_ACT_COMPRESS, p.count * 4, enc_bytes, 0);
   NSC_COUNT(twophase, 1);
   uint8_t *enc = stage, *in = enc + nsc_tp_slot(&p, 0, np), *gat = in + nsc_tp_slot(&p, 0, np);
   size_t off, len, roff, rlen;
   nsc_tp_chunk(&p, r, &roff, &rlen);
+  /* Avg multiplies every input by 1/n before the sum, as NCCL's Avg does for
+   * floating types (fp32 x * (float)(1/n)): a sum of n values near FLT_MAX
+   * never overflows where NCCL's does not (issue 26). */
   float down = (float)(1.0 / cfg->prescale), up = (float)cfg->prescale;
+  if (op == ncclAvg) down = down == 1.0f ? (float)(1.0 / n) : down * (float)(1.0 / n);
   float *acc = rs ? recv : recv + roff; /* the owner's fp32 sum; a reduce-scatter's result */
-  double post = (op == ncclAvg ? 1.0 / n : 1.0) * (rs ? cfg->prescale : 1.0);
+  double post = rs ? cfg->prescale : 1.0;
   uint32_t runs = 2u * (uint32_t)n; /* stochastic streams per piece */
   nsc_enc_opt o;
   point em[NSC_TP_MAX_PIECES] = {{{0, 0}, 0, 0}}, dm[NSC_TP_MAX_PIECES] = {{{0, 0}, 0, 0}}, x;
@@ -215,7 +223,7 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
     int bad = 0;
     for (int j = 0; j < n; j++) {
       nsc_tp_piece(&p, j, k, &off, &len);
-      enc_opt(&o, c, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j + runs * (uint32_t)k);
+      enc_opt(&o, c, seq, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j + runs * (uint32_t)k);
       uint8_t *dst = (j == r ? in : enc) + nsc_tp_slot(&p, j, k);
       bad |= be->fmt_encode_opt(L.side, p.fmt, p.block, send + off, dst, len, down, &o) != 0;
     }
@@ -241,7 +249,7 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
     L.bad |= be->fmt_decode_sum(L.side, p.fmt, p.block, in + nsc_tp_slot(&p, 0, k), p.slot, n, a, len, (float)post) != 0;
     if (!rs) {
       uint8_t *g = gat + nsc_tp_slot(&p, r, k);
-      enc_opt(&o, c, ef, ef ? ef->out + (off - roff) : NULL, 2u * (uint32_t)r + 1u + runs * (uint32_t)k);
+      enc_opt(&o, c, seq, ef, ef ? ef->out + (off - roff) : NULL, 2u * (uint32_t)r + 1u + runs * (uint32_t)k);
       if (be->fmt_encode_opt(L.side, p.fmt, p.block, a, g, len, 1.0f, &o) || L.bad) {
         L.bad = 1; /* this rank's chunk goes out NaN: nobody keeps a wrong value */
         be->fill_ones(L.side, g, p.slot);

@@ -424,7 +424,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   if (call.capturing) tp = 0;
   if (!nsc_accum_feed(c, &call, send, recv, acc, &agree)) r = answer_locally(c, be, send, recv, count, dt, op, stream);
   else if (tp && call.in_group) r = nsc_twophase_defer(c, be, send, recv, count, op, (nsc_stream)stream, 0);
-  else if (tp) r = nsc_twophase(c, be, send, recv, count, op, stream, 0);
+  else if (tp) r = nsc_twophase(c, be, send, recv, count, op, stream, 0, c->seq);
   else switch (a) {
   case NSC_ACT_COMPRESS:
     if (nsc_policy_wire8(cfg)) /* too small for two-phase; NCCL cannot reduce 8-bit blocks */

@@ -150,6 +150,7 @@ ncclResult_t nsc_twophase_defer(struct nsc_comm *c, const nsc_backend *be, const
   w->trecv = recv;
   w->count = count;
   w->rs = rs;
+  w->seq = c->seq;
   nsc_group_defer(w);
   return ncclSuccess;
 }

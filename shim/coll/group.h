@@ -53,6 +53,7 @@ typedef struct nsc_work {
   struct nsc_work *bnext;   /* fuse_flush: next member of the same bucket */
   /* TWOPHASE (a two-phase member of a user group, run after its real end) */
   int rs;                   /* 1: a reduce-scatter (count per rank) */
+  uint64_t seq;             /* the call's number on its communicator, taken when it was made */
   const float *tsend;
   float *trecv;
   struct nsc_work *next;

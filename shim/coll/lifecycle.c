@@ -98,7 +98,8 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
         w->c->nonblocking = 1;
         wr = nsc_wait_nonblocking(w->c->comm);
       }
-      ncclResult_t rr = nsc_twophase(w->c, w->be, w->tsend, w->trecv, w->count, w->op, (cudaStream_t)w->stream, w->rs);
+      ncclResult_t rr =
+          nsc_twophase(w->c, w->be, w->tsend, w->trecv, w->count, w->op, (cudaStream_t)w->stream, w->rs, w->seq);
       if (r == ncclSuccess) r = wr != ncclSuccess ? wr : NSC_OK(rr) ? ncclSuccess : rr;
       nsc_work_drop(w);
     } else if (!ok) {

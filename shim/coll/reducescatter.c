@@ -95,7 +95,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
   int tp = !c->untouched && nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, rc, c->nranks, 1) == NSC_ALG_TWOPHASE;
   if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
   if (tp && !call.capturing) {
-    r = nsc_twophase(c, be, send, recv, rc, op, stream, 1);
+    r = nsc_twophase(c, be, send, recv, rc, op, stream, 1, c->seq);
     goto out;
   }
   r = forward(c, send, recv, rc, dt, op, stream);

@@ -38,6 +38,18 @@
  *                           with SHIMTEST_DEVICE=1 the all-reduces only, on
  *                           device buffers of the CUDA driver double (on host
  *                           memory likewise with TP_DIGEST_NO_RS set)
+ *   shim_twophase limits    values near the top of fp32's range (issue 26):
+ *                           Avg of 3e38 on every rank (all-reduce and
+ *                           reduce-scatter) finite, as NCCL's Avg (it scales
+ *                           before it sums); sums whose ranks' block maxima add
+ *                           up to at most FLT_MAX finite (8-bit formats); six
+ *                           calls with FLT_MAX (fp16: 65519, bf16: 3.38e38)
+ *                           on rank 0 finite, also with error feedback; every
+ *                           result within its relative bound, identical bits
+ *   shim_twophase srgroup   stochastic rounding: two two-phase all-reduces of
+ *                           one input in one group (and two outside) must
+ *                           round independently: at most 90 % of their
+ *                           elements agree (about 2/3 when independent)
  *   shim_twophase poison    with NCCLSHIM_FAULT_ALLOC on some ranks only: those
  *                           return ncclSystemError, every rank's result is NaN
  *                           in every element, the next call is exact
@@ -50,6 +62,7 @@
  * Must not: rely on timings or on the shim's internals beyond its documented
  * behaviour (README, shim/algo/tp_plan.h for the chunk layout). */
 #include <dlfcn.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -133,7 +146,7 @@ static const size_t rsizes[] = {1, 100, 4097, 70001};
 
 static int cmd_rs(void) {
   size_t maxrc = 70001;
-  float *s = malloc(maxrc * nranks * 4), *r = malloc(maxrc * 4);
+  float *s = calloc(maxrc * nranks, 4), *r = calloc(maxrc, 4);
   int pow2 = (nranks & (nranks - 1)) == 0;
   NCCL_OK(ncclAllReduce(s, r, 1, ncclFloat32, ncclSum, comm, NULL)); /* configuration check */
   for (int op = 0; op < (pow2 ? 2 : 1); op++)
@@ -460,11 +473,112 @@ static int cmd_group(int nbc) {
   return fails != 0;
 }
 
+/* Relative error of one rounding in the format (8-bit: of the block max). */
+static double rel_step(void) {
+  return !strcmp(fmt, "fp16") ? 0x1p-11 : !strcmp(fmt, "bf16") ? 0x1p-8 : !strcmp(fmt, "int8") ? 1.0 / 63 : 0x1p-3;
+}
+
+static int all_finite(const float *x, size_t n, size_t *first) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(x[i])) {
+      *first = i;
+      return 0;
+    }
+  return 1;
+}
+
+static int cmd_limits(void) {
+  enum { N = 8192, RC = 4096 };
+  int is8 = !strcmp(fmt, "int8") || !strcmp(fmt, "fp8"), f16 = !strcmp(fmt, "fp16");
+  size_t tot = (size_t)RC * nranks > N ? (size_t)RC * nranks : N, bad;
+  float *s = calloc(tot, 4), *r = calloc(tot, 4);
+  double rel = rel_step();
+  NCCL_OK(ncclAllReduce(s, r, 1, ncclFloat32, ncclMax, comm, NULL)); /* the configuration check */
+  /* 1. Avg of 3e38 everywhere (fp16 cannot hold it: Inf, its documented overflow) */
+  if (!f16) {
+    for (size_t i = 0; i < tot; i++) s[i] = 3e38f;
+    NCCL_OK(ncclAllReduce(s, r, N, ncclFloat32, ncclAvg, comm, NULL));
+    EXPECT(all_finite(r, N, &bad), "%s: Avg of 3e38 on every rank: element %zu = %g", fmt, bad, r[bad]);
+    EXPECT(fabs(r[0] - 3e38) <= 2 * rel * 3e38, "%s: Avg of 3e38: %g", fmt, r[0]);
+    EXPECT(identical(r, N), "%s: Avg: ranks hold different bits", fmt);
+    NCCL_OK(ncclReduceScatter(s, r, RC, ncclFloat32, ncclAvg, comm, NULL));
+    EXPECT(all_finite(r, RC, &bad), "%s: reduce-scatter Avg of 3e38 on every rank: element %zu = %g", fmt, bad, r[bad]);
+    EXPECT(fabs(r[0] - 3e38) <= 2 * rel * 3e38, "%s: reduce-scatter Avg of 3e38: %g", fmt, r[0]);
+  }
+  /* 2. 8-bit: regions of 1024 equal values whose ranks add up to at most
+   * FLT_MAX (1 - 2^-20): rank 0 holds a share t of it, the others the rest
+   * in equal parts; t over (0.05, 0.95) region by region. The guarantee
+   * (README) is about each rank's largest |x| within block - 1 = 255
+   * elements of an element (the wire block holding it, wherever the chunk
+   * layout puts it): checked 256 elements or more inside a region. */
+  if (is8) {
+    for (size_t i = 0; i < N; i++) {
+      size_t b = i / 1024;
+      double tot_v = (double)FLT_MAX * (1 - 0x1p-20), t = 0.05 + 0.9 * (double)((b * 37) % 64) / 63.0;
+      s[i] = rank == 0 ? (float)(tot_v * t) : (float)(tot_v * (1 - t) / (nranks - 1) * (1 - 0x1p-22));
+    }
+    NCCL_OK(ncclAllReduce(s, r, N, ncclFloat32, ncclSum, comm, NULL));
+    size_t nbad = 0;
+    for (size_t i = 0; i < N; i++) {
+      if (i % 1024 < 256 || i % 1024 >= 768) continue;
+      if (!isfinite(r[i]) || r[i] < (1 - 4 * rel) * FLT_MAX * (1 - 0x1p-20)) {
+        if (!nbad++) EXPECT(0, "%s: maxima summing to at most FLT_MAX: element %zu = %g (rank 0 %g)", fmt, i, r[i], (double)s[i]);
+      }
+    }
+    EXPECT(identical(r, N), "%s: top sums: ranks hold different bits", fmt);
+  }
+  /* 3. six calls with the format's largest input on rank 0 (fp16: 65519,
+   * below the overflow threshold; bf16: 3.38e38, likewise): finite each
+   * time, also with error feedback (the residual must not push x + r past
+   * the range) */
+  float big = f16 ? 65519.0f : !strcmp(fmt, "bf16") ? 3.38e38f : FLT_MAX;
+  for (int t = 0; t < 6; t++) {
+    for (size_t i = 0; i < N; i++) s[i] = rank == 0 ? (i % 2 ? big : -big) : 0.0f;
+    NCCL_OK(ncclAllReduce(s, s, N, ncclFloat32, ncclSum, comm, NULL));
+    EXPECT(all_finite(s, N, &bad), "%s: call %d with %g on rank 0: element %zu = %g", fmt, t + 1, (double)big, bad,
+           s[bad]);
+    EXPECT(fabs(fabs(s[1]) - big) <= 2 * rel * big, "%s: call %d: %g for %g", fmt, t + 1, s[1], (double)big);
+  }
+  if (rank == 0) printf("limits %s: done\n", fmt);
+  free(s);
+  free(r);
+  return fails != 0;
+}
+
+static int cmd_srgroup(void) {
+  enum { N = 65536 };
+  float *s = malloc(N * 4), *a = calloc(N, 4), *b = calloc(N, 4);
+  uint32_t x = 12345u + (uint32_t)rank;
+  for (size_t i = 0; i < N; i++) {
+    x = x * 1664525u + 1013904223u;
+    s[i] = 1.0f + (float)(x >> 8) * 0x1p-24f;
+  }
+  NCCL_OK(ncclAllReduce(a, a, 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
+  for (int grouped = 0; grouped < 2; grouped++) {
+    if (grouped) NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclAllReduce(s, a, N, ncclFloat32, ncclSum, comm, NULL));
+    NCCL_OK(ncclAllReduce(s, b, N, ncclFloat32, ncclSum, comm, NULL));
+    if (grouped) NCCL_OK(ncclGroupEnd());
+    size_t same = 0;
+    for (size_t i = 0; i < N; i++) same += f2u(a[i]) == f2u(b[i]);
+    EXPECT(same <= N * 9 / 10, "%s: %s: two stochastic roundings of one input agree in %zu of %d elements", fmt,
+           grouped ? "in one group" : "outside a group", same, N);
+    EXPECT(identical(a, N) && identical(b, N), "%s: ranks hold different bits", fmt);
+    if (rank == 0) printf("srgroup %s %s: %zu of %d agree\n", fmt, grouped ? "group" : "single", same, N);
+  }
+  free(s);
+  free(a);
+  free(b);
+  return fails != 0;
+}
+
 static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "exact")) return cmd_exact();
   if (!strcmp(cmd, "rs")) return cmd_rs();
   if (!strcmp(cmd, "bound")) return cmd_bound(argc > 2 ? (size_t)atol(argv[2]) * 4096 * (size_t)nranks : 16384 * (size_t)nranks);
   if (!strcmp(cmd, "special")) return cmd_special();
+  if (!strcmp(cmd, "limits")) return cmd_limits();
+  if (!strcmp(cmd, "srgroup")) return cmd_srgroup();
   if (!strcmp(cmd, "digest")) return cmd_digest();
   if (!strcmp(cmd, "fault")) return cmd_fault();
   if (!strcmp(cmd, "poison")) return cmd_poison();

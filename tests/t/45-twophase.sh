@@ -37,6 +37,22 @@ for w in fp16 bf16 int8 fp8; do
   check "special values, $w, 3 ranks" with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase mpirun_shim 3 "$P" special
 done
 
+# 3b. The top of fp32's range (issue 26): Avg of 3e38 finite (scaled before
+# the sum, as NCCL's Avg), 8-bit sums finite where the ranks' maxima add up
+# to at most FLT_MAX, error feedback never turning a finite input into Inf;
+# with 4 KiB pieces and a reduce-scatter inside. Stochastic rounding: two
+# calls of one group round independently.
+for w in fp16 bf16 int8 fp8; do
+  check "values near FLT_MAX (fp16: 65519), $w, 3 ranks, error feedback, 4 KiB pieces: Avg finite, sums finite, no Inf from residuals" \
+    with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 mpirun_shim 3 "$P" limits
+done
+check "values near FLT_MAX, int8, 2 ranks, no error feedback: Avg finite, sums finite" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 mpirun_shim 2 "$P" limits
+for w in bf16 fp8; do
+  check "stochastic rounding, $w, 2 ranks: two grouped two-phase all-reduces of one input round independently (<= 90 % agree)" \
+    with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 NCCLSHIM_ROUNDING=stochastic mpirun_shim 2 "$P" srgroup
+done
+
 # 4. Random inputs over 2^-30..2^30: within the documented bound at 2 and 4 ranks.
 : >"$TMPD/bounds"
 for w in fp16 bf16 int8 fp8; do

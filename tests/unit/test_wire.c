@@ -214,13 +214,92 @@ static void test_bounds(void **state) {
         switch (f) {
         case NSC_FMT_FP16: bound = ax < 6.1e-5 ? ldexp(1, -25) : ax >= 65520 ? INFINITY : ax * ldexp(1, -11); break;
         case NSC_FMT_BF16: bound = ax * ldexp(1, -8) + ldexp(1, -134); break;
-        case NSC_FMT_INT8: bound = amax / 127.5; break;
-        default: bound = fmax(ax / 16, amax * ldexp(1, -17)); break;
+        /* a top block (amax >= 2^111): above its top code (amax rounded down
+         * to a code) values round down, by less than one step (wire_bits.h) */
+        case NSC_FMT_INT8: {
+          int k = ilogb(amax) - 6;
+          double top = amax >= 0x1p111 ? floor(ldexp(amax, -k)) * ldexp(1, k) : INFINITY;
+          bound = ax <= top ? amax / 127.5 : ldexp(1, k);
+          break;
+        }
+        default: {
+          int k = ilogb(amax) - 7;
+          double t = ldexp(amax, -k), top = amax >= 0x1p111 ? (128 + 16 * floor((t - 128) / 16)) * ldexp(1, k) : INFINITY;
+          bound = ax <= top ? fmax(ax / 16, amax * ldexp(1, -17)) : ax / 8;
+          break;
+        }
         }
         if (err > bound) fail_msg("%s: x = %a, got %a, err %g > bound %g (amax %g)", nsc_fmt_name(f), x[i], y[i], err, bound, amax);
       }
     }
   }
+}
+
+/* The top of fp32's range (issue 26): no 8-bit code of a top block (amax >=
+ * 2^111) decodes above that block's largest |y| (nearest and stochastic,
+ * with and without error feedback), so sums over ranks stay finite wherever
+ * the ranks' block maxima add up to at most FLT_MAX; below 2^111 at most half
+ * a step above (the nearest code); the fed-back value x + r never becomes
+ * Inf in a format where x alone encodes finite. */
+static void test_top_range(void **state) {
+  (void)state;
+  enum { N = 256 * 32 };
+  static float x[N], y[N], r[N], yin[N];
+  static uint8_t e[3 * N];
+  for (int fi = 2; fi < 4; fi++)
+    for (int opt = 0; opt < 3; opt++) { /* 0 nearest, 1 stochastic, 2 error feedback */
+      nsc_fmt_t f = fmts[fi];
+      fill_random(x, N, 0);
+      for (int b = 0; b < N / 256; b++) /* blocks near FLT_MAX and just above 2^111 too */
+        for (int i = b * 256; i < (b + 1) * 256 && b % 4 >= 2; i++)
+          x[i] = copysignf((b % 4 == 3 ? FLT_MAX : 0x1.fffffep111f) * (0.3f + 0.7f * (float)(i % 256) / 255.0f), x[i]);
+      for (int i = 0; i < N; i++) r[i] = 0.0f;
+      nsc_enc_opt o = {opt == 2 ? r : NULL, 1, opt == 1, nsc_sr_key(3, 1, 0, 0)};
+      long tops = 0;
+      for (int call = 0; call < (opt == 2 ? 3 : 1); call++) {
+        o.resid_zero = call == 0;
+        for (int i = 0; i < N; i++) yin[i] = opt == 2 && call ? nsc_ef_in((int)f, x[i], r[i]) : x[i];
+        nsc_fmt_encode_opt(f, 256, x, e, N, 1.0f, &o, NULL);
+        nsc_fmt_decode(f, 256, e, y, N, 1.0f);
+        for (int b = 0; b < N / 256; b++) {
+          double amax = 0;
+          for (int i = b * 256; i < (b + 1) * 256; i++) amax = fmax(amax, fabs(yin[i]));
+          int k = ilogb(amax) - (f == NSC_FMT_INT8 ? 6 : 7);
+          /* below 2^111 up to the next code: half the top step (stochastic: all of it) */
+          double above = amax >= 0x1p111 ? 0 : ldexp((f == NSC_FMT_INT8 ? 1 : 16) * (opt == 1 ? 1.0 : 0.5), k);
+          tops += amax >= 0x1p111;
+          for (int i = b * 256; i < (b + 1) * 256; i++)
+            if (!(fabs((double)y[i]) <= amax + above))
+              fail_msg("%s opt %d call %d: %a decoded to %a above its block's max %a", nsc_fmt_name(f), opt, call,
+                       yin[i], y[i], amax);
+        }
+      }
+      assert_true(tops >= 16);
+    }
+  /* two ranks' values whose block maxima add up to FLT_MAX (1 - 2^-20):
+   * finite sums (with nearest rounding both would go up past FLT_MAX) */
+  for (int fi = 2; fi < 4; fi++) {
+    static float a[2][256], s[256];
+    static uint8_t ea[2][768];
+    float v0 = fi == 2 ? 0x1.5666p+127f : 0x1.ff8p+126f; /* int8: 85.6 * 2^121; fp8: 255.75 * 2^119 */
+    for (int q = 0; q < 2; q++) {
+      for (int i = 0; i < 256; i++) a[q][i] = q ? (float)((double)FLT_MAX * (1 - 0x1p-20) - v0) : v0;
+      nsc_fmt_encode(fmts[fi], 256, a[q], ea[q], 256, 1.0f, NULL);
+    }
+    nsc_fmt_decode_sum(fmts[fi], 256, ea[0], (size_t)(ea[1] - ea[0]), 2, s, 256, 1.0f);
+    for (int i = 0; i < 256; i++)
+      if (!isfinite(s[i])) fail_msg("%s: %a + %a summed to %a", nsc_fmt_name(fmts[fi]), a[0][i], a[1][i], s[i]);
+  }
+  /* the fed-back value: clamped to the largest finite code's value where x
+   * alone encodes finite, untouched where x itself overflows */
+  assert_true(nsc_ef_in(0, 65519.0f, 15.0f) == 65504.0f);
+  assert_true(nsc_ef_in(0, -65519.0f, -15.0f) == -65504.0f);
+  assert_true(nsc_ef_in(0, 65519.0f, 0.5f) == 65519.5f);
+  assert_true(nsc_ef_in(0, 70000.0f, 1.0f) == 70001.0f);
+  assert_true(nsc_ef_in(1, 3.39e38f, 1e36f) == u2f(0x7f7f0000u));
+  assert_true(nsc_ef_in(2, FLT_MAX, 2e36f) == FLT_MAX);
+  assert_true(nsc_ef_in(3, -FLT_MAX, -2e36f) == -FLT_MAX);
+  assert_true(isinf(nsc_ef_in(3, INFINITY, 1.0f)));
 }
 
 /* ---- error feedback and stochastic rounding ---- */
@@ -269,7 +348,7 @@ static void test_ef_residual_exact(void **state) {
     nsc_fmt_t f = fmts[fi];
     for (int call = 0; call < 4; call++) {
       fill_random(x, N, 1);
-      for (size_t i = 0; i < N; i++) y[i] = call == 0 ? x[i] : nsc_ef_in(x[i], r[i]);
+      for (size_t i = 0; i < N; i++) y[i] = call == 0 ? x[i] : nsc_ef_in((int)f, x[i], r[i]);
       nsc_enc_opt o = {r, call == 0, 0, 0};
       nsc_fmt_encode_opt(f, 256, x, e, N, 1.0f, &o, NULL);
       nsc_fmt_decode_ref(f, 256, e, v, N, 1.0f);
@@ -363,19 +442,23 @@ static void test_sr_streams_and_ranges(void **state) {
     /* bf16 beyond its largest finite value rounds to nearest, never Inf when nearest is finite */
     assert_true((nsc_w16_code_x(1, 3.389e38f, 1, u) & 0x7fff) <= 0x7f7f);
     /* int8: t = 126.5 in a block with Inf/NaN (limit 126), 127.4 in one without (limit 127) */
-    assert_int_equal(nsc_int8_code_x(126.5f, 0, 1, 1, u), 126);
-    assert_int_equal(nsc_int8_code_x(127.4f, 0, 0, 1, u), 127);
-    assert_int_equal(nsc_int8_code_x(-127.4f, 0, 0, 1, u), -127);
-    /* fp8: 250 * 2^k rounds to 256 or 240, never beyond the block's limit */
-    uint8_t c = nsc_fp8_code_x(250.0f, 0, 1, u);
+    assert_int_equal(nsc_int8_code_x(126.5f, 0, nsc_int8_lim(f2u(127.0f), 0, 1), 1, u), 126);
+    assert_int_equal(nsc_int8_code_x(127.4f, 0, nsc_int8_lim(f2u(127.4f), 0, 0), 1, u), 127);
+    assert_int_equal(nsc_int8_code_x(-127.4f, 0, nsc_int8_lim(f2u(127.4f), 0, 0), 1, u), -127);
+    /* a top block (amax >= 2^111): its amax 100.7 * 2^k never goes up to 101 */
+    assert_int_equal(nsc_int8_code_x(0x1.92cccap+118f, 112, nsc_int8_lim(f2u(0x1.92cccap+118f), 112, 0), 1, u), 100);
+    /* fp8: 250 * 2^k rounds to 256 or 240, never beyond the block's limit;
+     * as a top block's amax, always down to 240 */
+    uint8_t c = nsc_fp8_code_x(250.0f, 0, nsc_fp8_lim(f2u(250.0f), 0), 1, u);
     assert_true(c == 0x78 || c == 0x77);
+    assert_int_equal(nsc_fp8_code_x(0x1.f4p+127f, 120, nsc_fp8_lim(f2u(0x1.f4p+127f), 120), 1, u), 0x77);
     /* Inf and NaN untouched */
     assert_int_equal(nsc_w16_code_x(0, INFINITY, 1, u), 0x7c00);
-    assert_int_equal(nsc_int8_code_x(NAN, 0, 1, 1, u), -128);
-    assert_int_equal(nsc_fp8_code_x(-INFINITY, 0, 1, u), 0xfe);
+    assert_int_equal(nsc_int8_code_x(NAN, 0, 126, 1, u), -128);
+    assert_int_equal(nsc_fp8_code_x(-INFINITY, 0, 0x78, 1, u), 0xfe);
     /* exact values stay */
     assert_int_equal(nsc_w16_code_x(0, 1.5f, 1, u), 0x3e00);
-    assert_int_equal(nsc_int8_code_x(-3.0f, 0, 0, 1, u), -3);
+    assert_int_equal(nsc_int8_code_x(-3.0f, 0, 127, 1, u), -3);
   }
   /* a tiny value near 0 goes to the smallest code with its sign, or to 0 */
   int pos = 0, neg = 0;
@@ -412,6 +495,7 @@ int main(void) {
       cmocka_unit_test(test_sr_halfway_binomial),
       cmocka_unit_test(test_sr_mean_unbiased),
       cmocka_unit_test(test_sr_streams_and_ranges),
+      cmocka_unit_test(test_top_range),
   };
   return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }
