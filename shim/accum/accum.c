@@ -28,8 +28,9 @@
  *    first of them is DDP's: either k >= 1 passes of one whole-model bucket
  *    not in the pass, at least as large as the pass and at most the pass plus
  *    one pass of small floating calls (default, static_graph: k = 2), or
- *    nothing, with an integer Sum (the used-map) after each pass
- *    (find_unused_parameters); when the passes have used-maps, so must the
+ *    nothing, with an integer Sum (the used-map) after each pass, right after
+ *    its last bucket (find_unused_parameters; a candidate the used-map does
+ *    not end is a rotation of the pass: fuzzer seed 13114); when the passes have used-maps, so must the
  *    whole-model passes (a call of the pass's size before the first pass
  *    without one is foreign: counting it as micro-step 0 would shift the
  *    phase, so no lock). A call of no bucket's signature, at least as large
@@ -290,6 +291,14 @@ static int seg_has_int(const nsc_accum *a, size_t s, size_t t) {
   return 0;
 }
 
+/* In hist[s..t-1], the last call of the pass's last bucket has a used-map
+ * (an integer Sum) right after it. */
+static int ends_with_map(const nsc_accum *a, size_t s, size_t t) {
+  for (size_t i = t; i-- > s;)
+    if (el_eq(&a->hist[i].el, &a->L[a->nl - 1])) return a->hist[i].int_after;
+  return 0;
+}
+
 /* seen[0..pos-1]: the current pass so far came in order, none left out. */
 static int prefix_seen(const nsc_accum *a) {
   for (size_t k = 0; k < a->pos && k < a->nl; k++)
@@ -365,6 +374,11 @@ static proposal propose_ddp(const nsc_accum *a, size_t ahead) {
     for (size_t i = a->prev_anchor_at; i-- > 0;)
       if (el_eq(&a->hist[i].el, &a->L[0])) { pp = i; found = 1; break; }
     if (!found || !seg_has_int(a, pp, a->prev_anchor_at) || !seg_has_int(a, a->prev_anchor_at, a->anchor_at)) return p;
+    /* ... right after the pass's last bucket: the used-map ends a pass, so a
+     * candidate it does not end is a rotation of the pass (fuzzer seed 13114:
+     * a first pass without its first bucket made [b1 b2 b3 b0] look first,
+     * and the sync pass's first bucket was answered locally) */
+    if (!ends_with_map(a, pp, a->prev_anchor_at) || !ends_with_map(a, a->prev_anchor_at, a->anchor_at)) return p;
     p.verdict = V_LOCK;
     p.kind = "with a used-map after every pass (find_unused_parameters)";
   }

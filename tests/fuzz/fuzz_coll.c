@@ -41,11 +41,14 @@
 
 #define MAXR 4  /* ranks per half */
 #define MAXC 6  /* communicators */
-#define MAXS 96 /* steps */
+#define MAXS 128 /* steps */
 #define MAXG 7  /* calls per group */
 #define MAXB 5  /* buckets per model (with the optional extra one) */
 #define MAXF 2  /* foreign calls per pass */
 #define NEW_SEEDS 1000 /* the first seed that draws the classes of samecoll (two-phase, host-alloc, oob-end) */
+#define EF_SEEDS 13000 /* the first seed that draws issue 26's classes (error feedback, stochastic rounding, staging limit,
+                        * extreme values, per-rank polls) */
+#define MAXM 3  /* error-feedback models */
 
 /* ---- the program ---------------------------------------------------------- */
 enum { F_NONE, F_FAIL_CALL, F_FAIL_GROUP_END, F_ALLOC_ONE, F_CHECK0_ONE, F_BAD_ONE, F_DIFF_ONE, F_PRESCALE_BAD,
@@ -55,7 +58,7 @@ static const char *fault_name[F_N] = {"none",      "fail-call", "fail-group-end"
 /* Faults where only the failing rank may fail a call (its peers get NaN). */
 static int local_fault(int f) { return f == F_ALLOC_ONE || f == F_HOST_ALLOC_ONE; }
 enum { K_AR, K_RS };
-enum { ST_CALL, ST_GROUP, ST_NEWCOMM, ST_PASS, ST_NOP };
+enum { ST_CALL, ST_GROUP, ST_NEWCOMM, ST_PASS, ST_NOP, ST_EF };
 enum { OP_PREMUL = 5 };
 
 typedef struct {
@@ -63,6 +66,10 @@ typedef struct {
   size_t count; /* all-reduce: count; reduce-scatter: recvcount */
   int stream[MAXR];
   uint32_t uid;
+  uint32_t vuid;  /* its inputs are those of call vuid (a stochastic-rounding twin), 0: its own */
+  double mag;     /* > 0: extreme inputs, |x| in [mag/2, mag] (README's finite range) */
+  double scale;   /* > 0: an error-feedback model's bucket, random inputs times scale */
+  int persist;    /* > 0: in place in the persistent buffer of that index (a stable bucket) */
 } call_t;
 
 typedef struct {
@@ -87,8 +94,10 @@ typedef struct {
 typedef struct {
   int kind, poll, n;
   call_t c[MAXG];
-  int comm; /* ST_NEWCOMM */
+  int comm; /* ST_NEWCOMM; ST_EF: the model */
   pass_t p; /* ST_PASS */
+  unsigned rpoll; /* bit r: rank r polls its queued work right after the step (the others do not) */
+  int grouped;    /* ST_EF: the model's buckets in one group */
 } step_t;
 
 typedef struct {
@@ -106,6 +115,10 @@ typedef struct {
   model_t model[2];
   int nstep;
   step_t st[MAXS];
+  /* seeds >= EF_SEEDS */
+  int ef, sr, noprepoll;
+  long long staging;        /* NCCLSHIM_MAX_STAGING_BYTES, 0: default */
+  int nef, efcomm, effresh; /* error-feedback models on communicator efcomm (fresh buffers: one model only) */
   char feat[512];
 } prog_t;
 
@@ -321,6 +334,126 @@ static int ddp_comm(const prog_t *p, int comm) {
   return 0;
 }
 
+/* The largest per-rank magnitude of an extreme input of call c that
+ * README's finite range covers with a margin: sums of n ranks (Avg: scaled
+ * by 1/n first) of the wire format's largest values, fp16 65504, bf16 its
+ * largest finite value, fp32 for the 8-bit formats, over 1 + 2^-4 and
+ * 1 + 2^-9 besides; or values around 2^111, where 8-bit blocks start to
+ * round their top step down. */
+static double extreme_mag(const prog_t *p, const call_t *c, int n) {
+  double top = p->compress == 1 ? 65504.0 : p->compress == 2 ? 0x1.fep127 : 0x1.fffffep127;
+  if (p->compress >= 3 && chance(0.3)) return 0x1p112;
+  double m = top * (1 - 0x1p-9) / 1.07;
+  return c->op == ncclAvg ? m : m / n;
+}
+
+/* An error-feedback model's pass: its buckets, in place, inputs times scale. */
+static void ef_pass(prog_t *p, int m, const size_t *cnt, int nb, double scale, int op, int mixed) {
+  step_t *s = add_step(p, ST_EF);
+  s->poll = 1;
+  s->n = nb;
+  s->grouped = chance(0.3);
+  s->comm = m;
+  for (int b = 0; b < nb; b++) {
+    call_t *c = &s->c[b];
+    memset(c, 0, sizeof *c);
+    c->uid = ++next_uid;
+    c->comm = p->efcomm;
+    c->kind = K_AR;
+    c->count = cnt[b];
+    c->dt = ncclFloat32;
+    c->op = op;
+    c->inplace = 1;
+    c->scale = scale;
+    c->persist = p->effresh ? 0 : 1 + m * MAXB + b;
+    draw_streams(p, c, mixed, 1);
+  }
+}
+
+/* Issue 26's classes, for seeds >= EF_SEEDS, from a generator of their own
+ * (the rest of the program is what it was). Error feedback with several
+ * models whose buckets have equal sizes on a communicator of their own (each
+ * bucket a stable buffer, passes interleaved: a residual given to another
+ * model's bucket shows as an error far beyond the bound), stochastic
+ * rounding (two-phase, with twins in groups: two calls of one input must
+ * round independently), a small staging limit beside per-rank streams (a
+ * refusal must be the same on every rank), extreme inputs with Sum and Avg
+ * (finite where README says so), polls some ranks make and others do not,
+ * and no polls before steps (the host NCCL progresses queued work itself). */
+static void draw_ef_classes(prog_t *p, uint64_t seed, int ddp) {
+  uint64_t saved = rng;
+  rng = mix64(seed ^ 0xef26ef26ull);
+  p->noprepoll = chance(0.5);
+  int compressed = p->compress && !p->disable;
+  p->ef = compressed && !ddp && chance(0.4);
+  p->sr = compressed && !ddp && chance(0.25);
+  if (p->sr) p->algo = 2; /* stochastic rounding exists in two phases only */
+  if (!ddp && chance(0.2)) {
+    static const long long lims[] = {65536, 131072, 262144};
+    p->staging = PICK(lims);
+  }
+  /* per-rank polls after steps, extreme inputs, twins */
+  for (int s = 0; s < p->nstep; s++) {
+    step_t *st = &p->st[s];
+    if ((st->kind == ST_CALL || st->kind == ST_GROUP) && chance(0.3)) st->rpoll = (unsigned)rint_(1 << p->W);
+    for (int i = 0; i < st->n && (st->kind == ST_CALL || st->kind == ST_GROUP); i++) {
+      call_t *c = &st->c[i];
+      if (compressed && !p->ef && !strcmp(p->prescale, "1") && (c->dt == ncclFloat32 || c->dt == ncclFloat64) && !c->exact &&
+          (c->op == ncclSum || c->op == ncclAvg) && chance(0.3))
+        c->mag = extreme_mag(p, c, p->W);
+    }
+    if (p->sr && st->kind == ST_GROUP && st->n >= 2 && chance(0.5)) {
+      call_t *a = &st->c[0], *b = &st->c[1 + rint_(st->n - 1)];
+      a->dt = b->dt = ncclFloat32;
+      a->op = b->op = ncclSum;
+      a->kind = b->kind = K_AR;
+      a->exact = b->exact = 0;
+      a->mag = b->mag = 0;
+      a->count = b->count = 65536;
+      a->inplace = b->inplace = 0;
+      b->comm = a->comm;
+      b->vuid = a->uid;
+    }
+  }
+  if (p->ef && p->ncomm < MAXC && chance(0.7)) { /* the models */
+    int ns = p->nstep;
+    step_t *nsx = add_step(p, ST_NEWCOMM);
+    nsx->comm = p->efcomm = add_comm(p);
+    p->comm[p->efcomm].colors = 1;
+    p->nef = chance(0.25) ? 1 : 2 + rint_(2);
+    p->effresh = p->nef == 1 && chance(0.5);
+    static const size_t sizes[] = {4096, 20000, 30000, 65536};
+    size_t cnt[3];
+    int nb = 1 + rint_(3);
+    for (int b = 0; b < nb; b++) cnt[b] = PICK(sizes);
+    static const double scales[] = {1, 1024, 0x1p-10};
+    double sc[MAXM];
+    int op[MAXM];
+    for (int m = 0; m < p->nef; m++) {
+      sc[m] = m == 0 ? 1 : PICK(scales);
+      op[m] = chance(0.2) ? ncclAvg : ncclSum;
+    }
+    int twice = p->nef == 2 && chance(0.3), T = 12 + rint_(10), mixed = chance(0.4);
+    for (int t = 0; t < T && p->nstep < MAXS - 4; t++) {
+      int order[4] = {0, 1, 2, 3}, k = p->nef;
+      if (twice) order[0] = 0, order[1] = 0, order[2] = 1, k = 3;
+      for (int q = 0; q < k && p->nstep < MAXS - 4; q++) ef_pass(p, order[q], cnt, nb, sc[order[q]], op[order[q]], mixed);
+    }
+    /* spread the models' passes among the program's steps (after their communicator) */
+    int ne = p->nstep - ns;
+    static step_t tmp[MAXS], out[MAXS];
+    memcpy(tmp, p->st + ns, (size_t)ne * sizeof *tmp);
+    int at = rint_(ns + 1), o = 0, e = 0;
+    for (int s = 0; s < ns || e < ne; s++) {
+      while (e < ne && (s >= ns || (s >= at && chance(0.6)))) out[o++] = tmp[e++];
+      if (s < ns) out[o++] = p->st[s];
+    }
+    memcpy(p->st, out, (size_t)o * sizeof *out);
+    p->nstep = o;
+  }
+  rng = saved;
+}
+
 static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   memset(p, 0, sizeof *p);
   p->seed = seed;
@@ -466,6 +599,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
     p->npass = T;
   }
   if (want8 && p->compress && !ddp) p->compress = want8;
+  if (seed >= EF_SEEDS) draw_ef_classes(p, seed, ddp);
   /* An accumulation agreement's read-back failing on one rank is a known
    * limit (README: that rank syncs while its peers may skip): not drawn. */
   if (p->fault == F_OOB_END_ONE && p->K > 1) p->fault = F_NONE;
@@ -504,6 +638,18 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (p->K > 1) feat(p, "accum");
   if (p->compress >= 3) feat(p, p->compress == 3 ? "int8" : "fp8");
   if (p->algo) feat(p, p->algo == 2 ? "algo-twophase" : "algo-ring");
+  if (p->ef) feat(p, "ef");
+  if (p->nef) feat(p, p->nef > 1 ? "ef-models" : p->effresh ? "ef-fresh" : "ef-model");
+  if (p->sr) feat(p, "sr");
+  if (p->staging) feat(p, "staging-limit");
+  if (p->noprepoll) feat(p, "no-prepoll");
+  for (int s = 0; s < p->nstep; s++) {
+    if (p->st[s].rpoll) feat(p, "poll-per-rank");
+    for (int i = 0; i < p->st[s].n; i++) {
+      if (p->st[s].c[i].mag > 0) feat(p, "extreme");
+      if (p->st[s].c[i].vuid) feat(p, "sr-twins");
+    }
+  }
 }
 
 static void filter(prog_t *p, const char *o) {
@@ -519,6 +665,11 @@ static void filter(prog_t *p, const char *o) {
     }
   if (p->fault == F_ALLOC_ONE && off(o, "alloc-one+chunk")) p->chunk_bytes = 32 << 20;
   if (off(o, "accum")) p->K = 1;
+  if (off(o, "ef")) p->ef = 0;
+  if (off(o, "sr")) p->sr = 0;
+  if (off(o, "staging-limit")) p->staging = 0;
+  if (off(o, "no-prepoll")) p->noprepoll = 0;
+  if (off(o, "ef") || off(o, "ef-models") || off(o, "ef-model") || off(o, "ef-fresh")) p->nef = 0;
   if (off(o, "ddp-two-models")) p->nmodel = p->nmodel > 1 ? 1 : p->nmodel;
   unsigned all = (1u << p->W) - 1;
   for (int c = 0; c < p->ncomm; c++)
@@ -545,7 +696,11 @@ static void filter(prog_t *p, const char *o) {
       if (off(o, "ddp-foreign")) st->p.nf = 0;
       if (off(o, "ddp-short-pass") || off(o, "ddp-long-pass")) st->p.present = p->model[st->p.model].normal;
     }
+    if (st->kind == ST_EF && !p->nef) st->kind = ST_NOP;
+    if (off(o, "poll-per-rank")) st->rpoll = 0;
     for (int i = 0; i < st->n; i++) {
+      if (off(o, "extreme")) st->c[i].mag = 0;
+      if (off(o, "sr-twins") || off(o, "sr")) st->c[i].vuid = 0;
       for (int q = 1; q < MAXR && off(o, "streams-mixed"); q++) st->c[i].stream[q] = st->c[i].stream[0];
       call_t *c = &st->c[i];
       if (accumulable(p, c) && ((off(o, "ddp-foreign") && ddp_comm(p, c->comm)) || (off(o, "accum-other-comm") && !ddp_comm(p, c->comm))))
@@ -557,12 +712,14 @@ static void filter(prog_t *p, const char *o) {
 /* ---- launching and describing ----------------------------------------------- */
 static void print_plan(const prog_t *p) {
   static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8"}, *al[] = {"auto", "ring", "twophase"};
+  char stg[64] = "";
+  if (p->staging) snprintf(stg, sizeof stg, " NCCLSHIM_MAX_STAGING_BYTES=%lld", p->staging);
   printf("FZ_NP=%d\n", p->W);
   printf("FZ_SHIM_ENV='NCCLSHIM_COMPRESS=%s NCCLSHIM_MIN_BYTES=%lld NCCLSHIM_FUSE_BYTES=%lld NCCLSHIM_CHUNK_BYTES=%lld "
          "NCCLSHIM_ACCUM_STEPS=%d NCCLSHIM_PRESCALE=%s NCCLSHIM_DISABLE=%d NCCLSHIM_ALGO=%s "
-         "NCCLSHIM_TWOPHASE_PIECE_BYTES=%lld'\n",
+         "NCCLSHIM_TWOPHASE_PIECE_BYTES=%lld NCCLSHIM_ERROR_FEEDBACK=%d NCCLSHIM_ROUNDING=%s%s'\n",
          cz[p->compress], p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->K, p->prescale, p->disable, al[p->algo],
-         p->piece_bytes);
+         p->piece_bytes, p->ef, p->sr ? "stochastic" : "nearest", stg);
   printf("FZ_HOST_ENV='%s'\n", p->fault == F_FAIL_CALL ? "HOSTNCCL_FAIL_CALL=" : p->fault == F_FAIL_GROUP_END ? "HOSTNCCL_FAIL_GROUP_END=" : "");
   if (p->fault == F_FAIL_CALL || p->fault == F_FAIL_GROUP_END) printf("FZ_HOST_ENV=\"${FZ_HOST_ENV}%ld\"\n", p->fn);
   for (int r = 0; r < p->W; r++) {
@@ -583,9 +740,12 @@ static void print_plan(const prog_t *p) {
 }
 
 static void describe_call(const prog_t *p, const call_t *c, char *o, size_t n) {
+  char cls[48];
+  if (c->mag > 0) snprintf(cls, sizeof cls, "extreme(%.3g)", c->mag);
+  else if (c->vuid) snprintf(cls, sizeof cls, "random(twin of %u)", c->vuid);
+  else snprintf(cls, sizeof cls, "%s", c->exact ? "exact" : "random");
   int k = snprintf(o, n, "%s c%d %s %s n=%zu %s %s streams[", c->kind == K_AR ? "allreduce" : "reducescatter", c->comm,
-                   dt_name(c->dt), op_name(c->op), c->count, c->inplace ? "inplace" : "outofplace",
-                   c->exact ? "exact" : "random");
+                   dt_name(c->dt), op_name(c->op), c->count, c->inplace ? "inplace" : "outofplace", cls);
   for (int r = 0; r < p->W && k > 0 && (size_t)k < n; r++) k += snprintf(o + k, n - (size_t)k, r ? ",%d" : "%d", c->stream[r]);
   if (k > 0 && (size_t)k < n) k += snprintf(o + k, n - (size_t)k, "]");
   if (c->open && k > 0 && (size_t)k < n) k += snprintf(o + k, n - (size_t)k, " (opens %d nested)", c->open);
@@ -600,6 +760,9 @@ static void describe(const prog_t *p) {
          p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->piece_bytes, p->K, p->prescale, p->disable,
          fault_name[p->fault]);
   if (p->fault != F_NONE) printf(" (rank %d, N=%ld)", p->frank, p->fn);
+  if (p->seed >= EF_SEEDS)
+    printf("; error_feedback=%d rounding=%s max_staging_bytes=%lld%s", p->ef, p->sr ? "stochastic" : "nearest",
+           p->staging, p->noprepoll ? " no-prepoll" : "");
   printf("\nfeatures: %s\nc0: init over all, nonblocking on ranks mask 0x%x\n", p->feat, p->comm[0].nb);
   for (int m = 0; m < p->nmodel; m++) {
     const model_t *md = &p->model[m];
@@ -613,6 +776,14 @@ static void describe(const prog_t *p) {
     const step_t *st = &p->st[s];
     if (st->kind == ST_NOP) continue;
     printf("step %d%s: ", s, st->poll ? "" : " (no poll after)");
+    if (st->rpoll) printf("[ranks mask 0x%x poll after] ", st->rpoll);
+    if (st->kind == ST_EF) {
+      printf("error-feedback model %d on c%d%s, scale %g, %s, buckets", st->comm, st->c[0].comm,
+             st->grouped ? " (one group)" : "", st->c[0].scale, op_name(st->c[0].op));
+      for (int i = 0; i < st->n; i++) printf(" %zu%s", st->c[i].count, st->c[i].persist ? "" : " (fresh)");
+      printf("\n");
+      continue;
+    }
     if (st->kind == ST_NEWCOMM) {
       const comm_t *c = &p->comm[st->comm];
       printf("new communicator c%d: %s, %s, nonblocking on ranks mask 0x%x\n", st->comm,
@@ -646,7 +817,11 @@ static uint64_t hv(uint64_t seed, uint32_t uid, int r, size_t i) {
 
 /* Element i of rank r's input of call c, as a double (exact in every type). */
 static double in_val(uint64_t seed, const call_t *c, int r, size_t i) {
-  uint64_t h = hv(seed, c->uid, r, i);
+  uint64_t h = hv(seed, c->vuid ? c->vuid : c->uid, r, i);
+  if (c->mag > 0) { /* extreme: |x| in [mag/2, mag], as stored in fp32 */
+    double f = 0.5 + 0.5 * (double)((h >> 11) & 0x7fffff) * 0x1.0p-23;
+    return (double)(float)((h & 1 ? -f : f) * c->mag);
+  }
   if (c->op == ncclProd) {
     static const double pv[] = {1, -1, 2, 0.5};
     double v = pv[h % 4];
@@ -658,7 +833,7 @@ static double in_val(uint64_t seed, const call_t *c, int r, size_t i) {
   }
   if (c->exact) return (double)((int)(h % 17) - 8) * 0.25;
   double m = 1.0 + (double)((h >> 11) & 0x7fffff) * 0x1.0p-23;
-  return (h & 1 ? -m : m) * ldexp(1, -(int)((h >> 40) % 4));
+  return (h & 1 ? -m : m) * ldexp(1, -(int)((h >> 40) % 4)) * (c->scale > 0 ? c->scale : 1);
 }
 
 static uint16_t f2h(float f) {
@@ -803,6 +978,8 @@ typedef struct {
   void *send, *recv;
   size_t rbytes;
   ncclResult_t code;
+  ncclResult_t own;  /* what the call itself returned (code also holds its group end's answer) */
+  int plain_bits;    /* its result equals plain NCCL's bit for bit (checked) */
   ncclRedOp_t op;
   int created;
   char what[80];
@@ -812,6 +989,9 @@ static pend_t pend[MAXPEND];
 static int npend;
 static void **keep; /* buffers are never freed before the end: no address is reused */
 static size_t nkeep, capkeep;
+
+static void *persist_buf[1 + MAXM * MAXB];
+static size_t persist_bytes[1 + MAXM * MAXB];
 
 static void *xalloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 64);
@@ -842,7 +1022,14 @@ static ncclResult_t issue_call(const call_t *c) {
   members(&P, c->comm, me, &rin);
   size_t es = dt_size(c->dt), sc = send_count(c);
   e->rbytes = c->count * es;
-  e->send = xalloc(sc * es);
+  if (c->persist) { /* a stable bucket: the same buffer every pass (error feedback keys on it) */
+    if (!persist_buf[c->persist] || persist_bytes[c->persist] < sc * es) {
+      persist_buf[c->persist] = xalloc(sc * es);
+      persist_bytes[c->persist] = sc * es;
+    }
+    e->send = persist_buf[c->persist];
+  } else
+    e->send = xalloc(sc * es);
   for (size_t i = 0; i < sc; i++) store(c->dt, e->send, i, in_val(P.seed, c, me, i));
   if (c->inplace) e->recv = (char *)e->send + (c->kind == K_RS ? (size_t)rin * e->rbytes : 0);
   else {
@@ -865,7 +1052,7 @@ static ncclResult_t issue_call(const call_t *c) {
   ncclResult_t r = c->kind == K_AR
                        ? ncclAllReduce(e->send, e->recv, c->count, (ncclDataType_t)c->dt, e->op, nc[c->comm], s)
                        : ncclReduceScatter(e->send, e->recv, c->count, (ncclDataType_t)c->dt, e->op, nc[c->comm], s);
-  e->code = r;
+  e->code = e->own = r;
   return r;
 }
 
@@ -940,6 +1127,13 @@ static size_t out_of_bound(const call_t *c, const float *got, size_t *first, dou
     double pf = atof(P.prescale);
     if (pf > 0 && pf != 1) a += 0x1p-24 * pf; /* subnormals of the scaled values */
     double lim = w8 ? q * (Msum + Ms) + 0x1p-20 * (a + Ms) : coef * u * a;
+    /* error feedback: every rounding also carries the last residual of its
+     * bucket (what that call's rounding lost: at most one rounding of a
+     * value of the same model, |x| < 2 scale); stochastic rounding: errors up
+     * to a whole step. A residual of another model's bucket (1024 times
+     * larger, or smaller) is far beyond this. */
+    if (P.ef) lim += 2 * (n + 1) * (w8 ? q : u) * 2 * (c->scale > 0 ? c->scale : 1);
+    if (P.sr) lim *= 2;
     if (!(fabs((double)got[i] - s) <= lim)) {
       if (!bad) {
         *first = i;
@@ -999,10 +1193,26 @@ static int check_call(pend_t *e, int tag) {
   }
   unsigned char *ref = malloc(e->rbytes + 1);
   MPI_Recv(ref, (int)e->rbytes, MPI_BYTE, twin, tag, tw, MPI_STATUS_IGNORE);
+  /* NCCLSHIM_MAX_STAGING_BYTES: a call beyond it is refused with
+   * ncclInvalidUsage on every rank of its communicator, nothing changed */
+  if (P.staging && P.fault == F_NONE && e->own == ncclInvalidUsage && c->dt == ncclFloat32) {
+    if (!agree) FAIL("%s: refused on some ranks only (staging limit): codes [%s]", e->what, list);
+    size_t bad = 0;
+    for (size_t i = 0; i < c->count; i++) {
+      float w;
+      if (c->inplace) store(ncclFloat32, &w, 0, in_val(P.seed, c, me, (c->kind == K_RS ? (size_t)(((char *)e->recv - (char *)e->send) / 4) : 0) + i));
+      else memset(&w, 0xa5, 4);
+      bad += memcmp(&w, (char *)e->recv + 4 * i, 4) != 0;
+    }
+    if (bad) FAIL("%s: refused (staging limit) but %zu of %zu elements of recvbuff changed", e->what, bad, c->count);
+    free(ref);
+    return anyfail;
+  }
   if (!local_fault(P.fault) && !split_group(c) && !agree)
     FAIL("%s: result codes differ between the ranks of c%d: [%s]", e->what, e->comm, list);
   if (e->code != ncclSuccess) {
-    if (P.fault == F_NONE) FAIL("%s: failed with %d (%s) although no fault was injected", e->what, (int)e->code, ncclGetErrorString(e->code));
+    if (P.fault == F_NONE && !(P.staging && e->code == ncclInvalidUsage))
+      FAIL("%s: failed with %d (%s) although no fault was injected", e->what, (int)e->code, ncclGetErrorString(e->code));
     free(ref);
     return anyfail;
   }
@@ -1013,13 +1223,15 @@ static int check_call(pend_t *e, int tag) {
   /* Reduce-scatters are compressed too (two-phase: one rounding of each
    * input and of the shard, within the ring's bound below). */
   int bitwise = c->dt != ncclFloat32 || (c->op != ncclSum && c->op != ncclAvg) || P.disable ||
-                P.compress == 0 || (P.compress < 3 && c->exact && (c->op == ncclSum || (n & (n - 1)) == 0));
+                P.compress == 0 ||
+                (P.compress < 3 && !P.ef && c->exact && (c->op == ncclSum || (n & (n - 1)) == 0));
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < c->count; i++)
     if (memcmp(ref + i * es, (char *)e->recv + i * es, es)) {
       if (!bad) first = i;
       bad++;
     }
+  e->plain_bits = bad == 0;
   if (bad && local_fault(P.fault) && c->dt == ncclFloat32 && anyfail && all_nan(e->recv, c->count)) bad = 0; /* poisoned */
   if (bad && !bitwise) {
     double want = 0;
@@ -1104,8 +1316,31 @@ static void check_point(int *tainted) {
       snprintf(e->what, sizeof e->what, "call %u (%.60s)", e->c->uid, d);
     }
     if (check_call(e, ++check_tag) && !e->c) tainted[e->model] = 1;
-    if (e->created) ncclRedOpDestroy(e->op, nc[e->comm]);
   }
+  /* Stochastic rounding: two calls of one input (twins in one group) round
+   * independently; their results agree in about 2/3 of the elements (issue
+   * 26: grouped calls all took the group's last call number, 100 %). */
+  for (int j = 0; half == 1 && P.sr && !P.disable && j < npend; j++) {
+    const call_t *b = pend[j].c;
+    /* only where both were transformed (a communicator whose check or an
+     * exchange failed forwards everything: plain NCCL's bits) */
+    if (!b || !b->vuid || pend[j].code != ncclSuccess || pend[j].plain_bits || members(&P, b->comm, me, NULL) < 2)
+      continue; /* one rank: a cast, no two-phase encode to round stochastically */
+    for (int i = 0; i < j; i++) {
+      if (!pend[i].c || pend[i].c->uid != b->vuid || pend[i].code != ncclSuccess || pend[i].plain_bits) continue;
+      const float *x = pend[i].recv, *y = pend[j].recv;
+      size_t same = 0, fin = 1;
+      for (size_t k = 0; k < b->count; k++) {
+        same += memcmp(&x[k], &y[k], 4) == 0;
+        fin &= isfinite(x[k]) && isfinite(y[k]);
+      }
+      if (fin && same > b->count * 9 / 10)
+        FAIL("%s and its twin: two stochastic roundings of one input agree in %zu of %zu elements", pend[j].what, same,
+             b->count);
+    }
+  }
+  for (int i = 0; i < npend; i++)
+    if (pend[i].created) ncclRedOpDestroy(pend[i].op, nc[pend[i].comm]);
   npend = 0;
 }
 
@@ -1124,6 +1359,17 @@ static void run_calls(const step_t *s) {
     for (int o = 0; o < c->close; o++) g = combine(g, ncclGroupEnd());
   }
   snprintf(doing, sizeof doing, "in the outermost ncclGroupEnd");
+  g = combine(g, ncclGroupEnd());
+  for (int i = first; i < npend; i++) pend[i].code = combine(pend[i].code, g);
+}
+
+/* An error-feedback model's pass: its buckets, in one group at times. */
+static void run_ef(const step_t *s) {
+  int first = npend;
+  ncclResult_t g = s->grouped ? ncclGroupStart() : ncclSuccess;
+  for (int i = 0; i < s->n; i++) issue_call(&s->c[i]);
+  if (!s->grouped) return;
+  snprintf(doing, sizeof doing, "in the outermost ncclGroupEnd (error-feedback model %d)", s->comm);
   g = combine(g, ncclGroupEnd());
   for (int i = first; i < npend; i++) pend[i].code = combine(pend[i].code, g);
 }
@@ -1293,9 +1539,20 @@ static int run(double timeout) {
       snprintf(where, sizeof where, "step %d (ddp pass %d model %d)", s, st->p.pass, st->p.model);
       run_pass(&st->p);
       if (st->p.step_after) optimizer_step(st->p.pass);
+    } else if (st->kind == ST_EF) {
+      snprintf(where, sizeof where, "step %d (error-feedback model %d)", s, st->comm);
+      run_ef(st);
+      check_point(tainted);
     } else if (st->kind != ST_NOP) {
-      poll_pending_but(st);
+      /* Before seed EF_SEEDS the host NCCL ran queued work only when polled;
+       * it progresses by itself now (seed 12001), and programs drawn from
+       * then on poll before a step only when it says so. */
+      if (!P.noprepoll) poll_pending_but(st);
       run_calls(st);
+      if (st->rpoll >> me & 1) { /* this rank polls now, its peers need not */
+        snprintf(doing, sizeof doing, "a poll of this rank's own after step %d", s);
+        poll_pending_but(NULL);
+      }
       if (st->poll) check_point(tainted);
     }
   }

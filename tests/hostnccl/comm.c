@@ -24,6 +24,7 @@
 #include "hostnccl.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,11 +144,15 @@ static ncclResult_t comm_alloc(int blocking, ncclComm_t *out) {
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->idle, NULL);
   pthread_cond_init(&c->turn, NULL);
+  pthread_cond_init(&c->progress_wake, NULL);
   *out = c;
   return ncclSuccess;
 }
 
+static void progress_end(ncclComm_t c);
+
 static void comm_free(ncclComm_t c) {
+  progress_end(c);
   if (c->sock) {
     hn_sock_close(c);
   } else if (c->mpi != MPI_COMM_NULL) {
@@ -164,6 +169,7 @@ static void comm_free(ncclComm_t c) {
   free(c->ops);
   pthread_cond_destroy(&c->idle);
   pthread_cond_destroy(&c->turn);
+  pthread_cond_destroy(&c->progress_wake);
   pthread_mutex_destroy(&c->lock);
   free(c);
 }
@@ -224,8 +230,22 @@ void hn_comm_fail(ncclComm_t comm, ncclResult_t res) {
   pthread_mutex_unlock(&comm->lock);
 }
 
+static void *progress_main(void *arg);
+
+/* Under comm->lock: the communicator's progress thread, started at its first
+ * queued work. Without one (it could not be created) the polls run the work. */
+static void progress_start(ncclComm_t comm) {
+  if (comm->progress_up || comm->progress_stop) return;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals stay with its own threads */
+  comm->progress_up = pthread_create(&comm->progress, NULL, progress_main, comm) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 ncclResult_t hn_comm_queue(ncclComm_t comm, hn_batch *b) {
   pthread_mutex_lock(&comm->lock);
+  progress_start(comm);
   if (comm->npending == comm->cappending) {
     size_t cap = comm->cappending ? 2 * comm->cappending : 8;
     hn_batch **p = realloc(comm->pending, cap * sizeof *p);
@@ -239,6 +259,7 @@ ncclResult_t hn_comm_queue(ncclComm_t comm, hn_batch *b) {
   hn_batch_ref(b);
   comm->pending[comm->npending++] = b;
   comm->report_inprogress = 1;
+  pthread_cond_signal(&comm->progress_wake);
   pthread_mutex_unlock(&comm->lock);
   return ncclSuccess;
 }
@@ -292,6 +313,7 @@ static ncclResult_t drain_until(ncclComm_t comm, hn_batch *stop, int wait) {
     if (res == ncclInProgress) {
       hn_batch_unref(b);
       if (!wait) return ncclInProgress;
+      if (__atomic_load_n(&comm->aborting, __ATOMIC_ACQUIRE)) return ncclSystemError;
       sched_yield();
       continue;
     }
@@ -306,6 +328,41 @@ static ncclResult_t drain_until(ncclComm_t comm, hn_batch *stop, int wait) {
 }
 
 static ncclResult_t drain_run(ncclComm_t comm, int wait) { return drain_until(comm, NULL, wait); }
+
+/* The progress thread of a nonblocking communicator: what NCCL's own
+ * progress does for queued work — it runs in the order it was issued
+ * (a group spanning communicators after their earlier work), whether or not
+ * anybody polls (fuzzer seed 12001: a rank that never polled a queued group
+ * kept its blocking peer waiting, which real NCCL would not). Polls only
+ * read the state. Stops at destroy (after running what is queued) and at
+ * abort (at once: its waits give up). */
+static void *progress_main(void *arg) {
+  ncclComm_t comm = arg;
+  pthread_mutex_lock(&comm->lock);
+  for (;;) {
+    while (comm->npending == 0 && !comm->progress_stop) pthread_cond_wait(&comm->progress_wake, &comm->lock);
+    if (comm->npending == 0 || __atomic_load_n(&comm->aborting, __ATOMIC_ACQUIRE)) break;
+    comm->busy++;
+    pthread_mutex_unlock(&comm->lock);
+    (void)drain_until(comm, NULL, 1); /* a failure is recorded as the communicator's async error */
+    pthread_mutex_lock(&comm->lock);
+    if (--comm->busy == 0) pthread_cond_broadcast(&comm->idle);
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return NULL;
+}
+
+/* Stop and join the progress thread (destroy: it runs what is queued first;
+ * abort: it gives up). */
+static void progress_end(ncclComm_t c) {
+  pthread_mutex_lock(&c->lock);
+  int up = c->progress_up;
+  c->progress_stop = 1;
+  c->progress_up = 0;
+  pthread_cond_broadcast(&c->progress_wake);
+  pthread_mutex_unlock(&c->lock);
+  if (up && !pthread_equal(c->progress, pthread_self())) pthread_join(c->progress, NULL);
+}
 
 static ncclResult_t drain(ncclComm_t comm, int wait) {
   hn_comm_enter(comm); /* an abort from another thread waits for us */
@@ -505,10 +562,13 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   HN_CHECK(hn_check_comm(comm, "ncclCommGetAsyncError"));
   if (!asyncError) return hn_err(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   pthread_mutex_lock(&comm->lock);
-  int report = comm->report_inprogress;
+  int report = comm->report_inprogress, threaded = comm->progress_up;
+  ncclResult_t state = comm->npending ? ncclInProgress : comm->async_error;
   comm->report_inprogress = 0;
   pthread_mutex_unlock(&comm->lock);
-  *asyncError = report ? ncclInProgress : drain(comm, 0);
+  /* with a progress thread a poll only reads the state; without one (it could
+   * not be created) the poll runs the queued work itself */
+  *asyncError = report ? ncclInProgress : threaded ? state : drain(comm, 0);
   return ncclSuccess;
 }
 HN_ALIAS(ncclCommGetAsyncError);

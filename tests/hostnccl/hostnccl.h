@@ -133,8 +133,11 @@ struct ncclComm {
   pthread_cond_t idle;       /* signalled when busy drops to 0 */
   int busy;                  /* threads running operations on this comm */
   int report_inprogress;     /* the next async-error poll says ncclInProgress */
-  struct hn_batch **pending; /* nonblocking work, run by the polls */
+  struct hn_batch **pending; /* nonblocking work, run by the progress thread (in order) */
   size_t npending, cappending;
+  pthread_t progress;        /* nonblocking: runs queued work without polls, as NCCL does */
+  int progress_up, progress_stop;
+  pthread_cond_t progress_wake;
   ncclResult_t async_error;  /* sticky: a failed operation (MPI error) */
   uint64_t coll_seq;         /* collectives checked so far (HOSTNCCL_CHECK; atomic) */
   hn_premul_op *ops;         /* ncclRedOpCreatePreMulSum; op id = ncclNumOps + index */

@@ -278,6 +278,30 @@ static void rotated_after_short_first_pass(void **state) {
   sim_free(&s);
 }
 
+/* find_unused_parameters whose first pass lacks its first bucket (fuzzer
+ * seed 13114): the used-map ends each pass, so the rotation [b1 b2 b3 b0]
+ * is never a candidate; every pass m with m mod K = K-1 (the optimizer's)
+ * syncs in full, on every rank. */
+static void find_unused_short_first(void **state) {
+  (void)state;
+  model m = mk(300, 100, 300, 300);
+  m.used_map = 1;
+  for (int lag = 0; lag < 2; lag++) {
+    sim s;
+    sim_init(&s, 2, 4);
+    s.lag = lag;
+    pass(&s, &m, 1, 0);
+    for (long long i = 1; i < 40; i++)
+      if (i % 4 == 3) {
+        for (int b = 0; b < m.nb; b++) assert_int_equal(sim_call(&s, m.b[b], m.n[b]), 1);
+        sim_other(&s, 1, 0);
+        sim_other(&s, 0, 4);
+      } else
+        pass(&s, &m, -1, -1);
+    sim_free(&s);
+  }
+}
+
 static void ddp_default(void **state) {
   (void)state;
   model m = mk(100, 300, 300, 300);
@@ -701,6 +725,7 @@ int main(void) {
       cmocka_unit_test(rotated_after_short_first_pass),
       cmocka_unit_test(static_graph),
       cmocka_unit_test(find_unused),
+      cmocka_unit_test(find_unused_short_first),
       cmocka_unit_test(small_rebuilt_buckets),
       cmocka_unit_test(foreign_equal_size),
       cmocka_unit_test(foreign_other_sizes),
