@@ -343,7 +343,10 @@ static int ddp_comm(const prog_t *p, int comm) {
 static double extreme_mag(const prog_t *p, const call_t *c, int n) {
   double top = p->compress == 1 ? 65504.0 : p->compress == 2 ? 0x1.fep127 : 0x1.fffffep127;
   if (p->compress >= 3 && chance(0.3)) return 0x1p112;
-  double m = top * (1 - 0x1p-9) / 1.07;
+  /* 8-bit (two phases, blocks of values >= 2^111): up to FLT_MAX (1 - 2^-12)
+   * in all; fp16/bf16 (the ring may carry them too, rounding at each hop):
+   * less by 7 % */
+  double m = p->compress >= 3 ? top * (1 - 0x1p-12) : top * (1 - 0x1p-9) / 1.07;
   return c->op == ncclAvg ? m : m / n;
 }
 
@@ -391,6 +394,26 @@ static void draw_ef_classes(prog_t *p, uint64_t seed, int ddp) {
   if (!ddp && chance(0.2)) {
     static const long long lims[] = {65536, 131072, 262144};
     p->staging = PICK(lims);
+    if (p->min_bytes > 4096) p->min_bytes = 4096;
+    /* ring members take staging only unfused, and only in fp16/bf16 */
+    if (chance(0.6)) p->fuse_bytes = 0;
+    if (p->algo == 2 && !p->sr && chance(0.6)) p->algo = 0;
+    if (p->compress >= 3 && chance(0.6)) p->compress = 1 + rint_(2);
+    /* groups holding a two-phase reduce-scatter and a ring all-reduce that
+     * fit the limit alone, on streams that differ between ranks (issue 26) */
+    static const size_t rcs[] = {4096, 8192}, ars[] = {16384, 32768};
+    for (int s = 0; s < p->nstep; s++) {
+      step_t *st = &p->st[s];
+      if (st->kind != ST_GROUP || st->n < 2 || !chance(0.5)) continue;
+      call_t *x = &st->c[0], *y = &st->c[1];
+      x->kind = K_RS, y->kind = K_AR;
+      x->dt = y->dt = ncclFloat32;
+      x->op = y->op = ncclSum;
+      x->count = PICK(rcs), y->count = PICK(ars);
+      y->comm = x->comm;
+      draw_streams(p, x, 1, 1);
+      draw_streams(p, y, 1, 1);
+    }
   }
   /* per-rank polls after steps, extreme inputs, twins */
   for (int s = 0; s < p->nstep; s++) {
@@ -398,9 +421,12 @@ static void draw_ef_classes(prog_t *p, uint64_t seed, int ddp) {
     if ((st->kind == ST_CALL || st->kind == ST_GROUP) && chance(0.3)) st->rpoll = (unsigned)rint_(1 << p->W);
     for (int i = 0; i < st->n && (st->kind == ST_CALL || st->kind == ST_GROUP); i++) {
       call_t *c = &st->c[i];
-      if (compressed && !p->ef && !strcmp(p->prescale, "1") && (c->dt == ncclFloat32 || c->dt == ncclFloat64) && !c->exact &&
-          (c->op == ncclSum || c->op == ncclAvg) && chance(0.3))
+      if (compressed && !p->ef && !strcmp(p->prescale, "1") && (c->dt == ncclFloat32 || c->dt == ncclFloat64) &&
+          (c->op == ncclSum || c->op == ncclAvg) && chance(0.3)) {
+        c->exact = 0;
+        if (chance(0.4)) c->op = ncclAvg;
         c->mag = extreme_mag(p, c, p->W);
+      }
     }
     if (p->sr && st->kind == ST_GROUP && st->n >= 2 && chance(0.5)) {
       call_t *a = &st->c[0], *b = &st->c[1 + rint_(st->n - 1)];
