@@ -240,7 +240,11 @@ static int cmd_inprogress(void) {
   for (int q = 0; q < Q; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
   int32_t is[NINT], ir[NINT];
 
-  /* a) one call out of place, b) one in place: untouched until the poll says done. */
+  /* a) one call out of place, b) one in place: with the shim untouched until
+   * the poll says done (its cast-back is parked until then); plain NCCL may
+   * complete queued work before any poll (the host NCCL does too, on its
+   * progress thread), so the control checks the results after the poll only. */
+  int shim = sf_shim_loaded();
   for (int inplace = 0; inplace < 2; inplace++) {
     int salt = 30 + inplace;
     sf_fill(s[0], N, rank, salt);
@@ -248,9 +252,9 @@ static int cmd_inprogress(void) {
     float *out = inplace ? s[0] : r[0];
     ncclResult_t res = ncclAllReduce(s[0], out, N, ncclFloat32, ncclSum, nb, NULL);
     EXPECT(res == ncclInProgress, "nonblocking call did not answer ncclInProgress (%d)", (int)res);
-    if (inplace) sf_check_input(s[0], N, salt, "in-place buffer right after ncclInProgress (cast-back ran early?)");
-    else EXPECT(sf_count_not(r[0], N, SF_SENTINEL) == 0,
-                "recvbuff written before completion was reported (cast-back ran early)");
+    if (shim && inplace) sf_check_input(s[0], N, salt, "in-place buffer right after ncclInProgress (cast-back ran early?)");
+    else if (shim) EXPECT(sf_count_not(r[0], N, SF_SENTINEL) == 0,
+                          "recvbuff written before completion was reported (cast-back ran early)");
     EXPECT(sf_poll(nb) == ncclSuccess, "poll did not report success");
     sf_check(out, N, salt, nranks, 0, inplace ? "in-place after completion" : "out-of-place after completion");
   }
@@ -262,7 +266,7 @@ static int cmd_inprogress(void) {
     ncclResult_t res = ncclAllReduce(s[q], r[q], N, ncclFloat32, ncclSum, nb, NULL);
     EXPECT(res == ncclInProgress, "queued call %d returned %d", q, (int)res);
   }
-  for (int q = 0; q < Q; q++) EXPECT(sf_count_not(r[q], N, SF_SENTINEL) == 0, "queued call %d wrote early", q);
+  for (int q = 0; q < Q && shim; q++) EXPECT(sf_count_not(r[q], N, SF_SENTINEL) == 0, "queued call %d wrote early", q);
   EXPECT(sf_poll(nb) == ncclSuccess, "poll after queued calls");
   for (int q = 0; q < Q; q++) sf_check(r[q], N, 40 + q, nranks, 0, "queued call after completion");
 
@@ -278,7 +282,7 @@ static int cmd_inprogress(void) {
   EXPECT(m == ncclSuccess || m == ncclInProgress, "int32 group member returned %d", (int)m);
   ncclResult_t ge = ncclGroupEnd();
   EXPECT(ge == ncclInProgress, "nonblocking group end returned %d", (int)ge);
-  for (int q = 0; q < 2; q++) EXPECT(sf_count_not(r[q], N, SF_SENTINEL) == 0, "group member %d written early", q);
+  for (int q = 0; q < 2 && shim; q++) EXPECT(sf_count_not(r[q], N, SF_SENTINEL) == 0, "group member %d written early", q);
   EXPECT(sf_poll(nb) == ncclSuccess, "poll after the group");
   for (int q = 0; q < 2; q++) sf_check(r[q], N, 50 + q, nranks, 0, "group member after completion");
   EXPECT(ir[1] == nranks * (nranks - 1) / 2 + nranks, "int32 group member %d", ir[1]);
