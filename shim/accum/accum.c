@@ -77,7 +77,11 @@
  *    in each of the last two learned passes (buckets below MIN_BYTES, on
  *    buffers of their own under B; their signatures are in the lock's hash)
  *    are the pass's companions: one that comes twice before the next first
- *    bucket, or a pass that lacks one, stops skipping the same way. A call of a signature not in the pass and at least as large
+ *    bucket, or a pass that lacks one, stops skipping the same way. While
+ *    learning, a small call that came once in the last complete pass but
+ *    twice between two first buckets since the first pass rejects the lock
+ *    (a pass without accumulable buckets came while learning: fuzzer seed
+ *    15160). A call of a signature not in the pass and at least as large
  *    as the pass (a re-created model's whole-model bucket, or a parameter
  *    average: they cannot be told apart, and the first would shift the phase)
  *    ends accumulation at once: a signature-only rule, the same everywhere.
@@ -307,6 +311,7 @@ static int prefix_seen(const nsc_accum *a) {
 }
 
 static proposal propose_ddp(const nsc_accum *a, size_t ahead);
+static int invisible_pass(const nsc_accum *a, size_t f);
 
 /* R1's verdict on the current candidate (only when stable). Observe-only:
  * any stable pass locks (not DDP's: micro-steps from its first bucket). */
@@ -350,6 +355,15 @@ static proposal propose_ddp(const nsc_accum *a, size_t ahead) {
       p.kind = "large";
       return p;
     }
+  /* R4's companions while learning: a pass that lacked every accumulable
+   * bucket is invisible in hist and would shift the phase; a small floating
+   * call that came once in the last complete pass but twice between two
+   * first buckets since the first pass shows one (fuzzer seed 15160: the
+   * only accumulable bucket missing from pass 2, pass 3 counted as 2). */
+  if (invisible_pass(a, f)) {
+    p.kind = "invisible";
+    return p;
+  }
   if (f > 0) {
     const nsc_accum_el *w = &a->hist[0].el;
     for (size_t i = 1; i < f; i++)
@@ -390,6 +404,26 @@ static size_t sm_count(const nsc_accum *a, const nsc_accum_el *e, size_t s, size
   size_t c = 0;
   for (size_t i = 0; i < a->nsm; i++) c += a->sm[i].after >= s && a->sm[i].after < t && el_eq(&a->sm[i].el, e);
   return c;
+}
+
+/* Since hist[f] (the first pass), some stretch between two occurrences of
+ * the candidate's first bucket (or after the last) holds twice a small call
+ * that the last complete pass held once: a pass without any accumulable
+ * bucket came there. */
+static int invisible_pass(const nsc_accum *a, size_t f) {
+  if (a->prev_anchor_at >= a->anchor_at) return 0;
+  for (size_t k = 0; k < a->nsm; k++) {
+    const nsc_accum_el *e = &a->sm[k].el;
+    if (a->sm[k].after < a->prev_anchor_at || a->sm[k].after >= a->anchor_at) continue;
+    if (sm_count(a, e, a->prev_anchor_at, a->anchor_at) != 1) continue;
+    size_t from = f;
+    for (size_t i = f + 1; i <= a->n; i++) {
+      if (i < a->n && !el_eq(&a->hist[i].el, &a->L[0])) continue;
+      if (sm_count(a, e, from, i) >= 2) return 1;
+      from = i;
+    }
+  }
+  return 0;
 }
 
 /* R4's companions of a stable candidate: the small floating calls that came
@@ -615,6 +649,13 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
                  "this communicator's first accumulable all-reduce came after another communicator's second backward "
                  "pass (created mid-training): the phase of its micro-steps is unknown, every call syncs");
       } else lock_late(a, &r, K, why, whylen);
+    } else if (same && v[5] == -1 && !strcmp(p.kind, "invisible")) {
+      snprintf(why, whylen,
+               "while a backward pass of %zu bucket(s) was learned, a pass came without any of its accumulable "
+               "buckets (its small all-reduces came twice between two first buckets): the phase of the micro-steps is "
+               "unknown, every call syncs",
+               a->nl);
+      off(a);
     } else if (same && v[5] == -1 && !strcmp(p.kind, "large")) {
       snprintf(why, whylen,
                "an all-reduce as large as the backward pass being learned (%zu buffer(s)) but not one of its buckets "

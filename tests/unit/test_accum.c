@@ -302,6 +302,30 @@ static void find_unused_short_first(void **state) {
   }
 }
 
+/* One accumulable bucket and three small ones on fixed buffers (below
+ * MIN_BYTES); pass 2 lacks the accumulable bucket (invisible to the pass
+ * count), pass 3 a small one (fuzzer seed 15160): not learned, every pass
+ * the optimizer steps after (m mod K = K-1, counted over every pass) syncs. */
+static void invisible_pass_while_learning(void **state) {
+  (void)state;
+  sim s;
+  sim_init(&s, 2, 4);
+  assert_int_equal(sim_call(&s, 0x90000, 1000 + 3 * 50), 1); /* the whole-model pass */
+  sim_other(&s, 0, 4);
+  for (long long t = 1; t < 30; t++) {
+    for (int b = 0; b < 3; b++)
+      if (!(t == 3 && b == 0)) sim_small(&s, 0x5000 + (uintptr_t)b * 64, 200);
+    if (t != 2) {
+      int d = sim_call(&s, 0x6000, 1000);
+      if (t % 4 == 3) assert_int_equal(d, 1);
+    }
+    sim_other(&s, 0, 4);
+  }
+  assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+  assert_non_null(strstr(s.why, "without any of its accumulable buckets"));
+  sim_free(&s);
+}
+
 static void ddp_default(void **state) {
   (void)state;
   model m = mk(100, 300, 300, 300);
@@ -726,6 +750,7 @@ int main(void) {
       cmocka_unit_test(static_graph),
       cmocka_unit_test(find_unused),
       cmocka_unit_test(find_unused_short_first),
+      cmocka_unit_test(invisible_pass_while_learning),
       cmocka_unit_test(small_rebuilt_buckets),
       cmocka_unit_test(foreign_equal_size),
       cmocka_unit_test(foreign_other_sizes),
