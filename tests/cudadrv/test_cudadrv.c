@@ -371,7 +371,9 @@ static void test_memory(void) {
   CK(cuMemMap(vmm, gran, 0, hnd, 0));
   void *view = NULL;
   int before_access = cudadrv_host_view((void *)(uintptr_t)vmm, 16, &view);
-  CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 1}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  CUmemAccessDesc acc = {.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE; /* its id is in an anonymous union from CUDA 13.2 on */
+  acc.location.id = 1;
   CK(cuMemSetAccess(vmm, gran, &acc, 1));
   cudadrv_reset_stats(); /* the refused view above counted */
   check(before_access == -1, "a VMM mapping is not accessible before cuMemSetAccess");

@@ -42,7 +42,15 @@ UNSUPPORTED(ncclScatter, (const void *sendbuff, void *recvbuff, size_t count, nc
 UNSUPPORTED(ncclGroupSimulateEnd, (ncclSimInfo_t *simInfo));
 
 /* Returns nothing in NCCL (deprecated there): it re-reads NCCL_DEBUG*, which
- * we do not have. */
+ * we do not have. NCCL 2.30's nccl.h declares it only where NCCL_OS_LINUX is
+ * defined and makes it an empty macro elsewhere (PyTorch 2.15's wheel): the
+ * symbol is exported all the same, as libnccl exports it. */
+#ifdef pncclResetDebugInit
+#undef ncclResetDebugInit
+#undef pncclResetDebugInit
+void ncclResetDebugInit(void);
+void pncclResetDebugInit(void);
+#endif
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 void pncclResetDebugInit(void) {}
 HN_ALIAS(ncclResetDebugInit);

@@ -1,0 +1,4 @@
+build-pip/obj/compress/cast.o: compress/cast.c compress/cast_impl.h \
+ compress/cast.h
+compress/cast_impl.h:
+compress/cast.h:

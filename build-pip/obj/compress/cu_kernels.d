@@ -1,0 +1,11 @@
+build-pip/obj/compress/cu_kernels.o: compress/cu_kernels.c \
+ compress/cu_kernels.h compress/cast.h compress/wire.h compress/cu_ctx.h \
+ compress/cu_abi.h compress/cu_driver.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda.h
+compress/cu_kernels.h:
+compress/cast.h:
+compress/wire.h:
+compress/cu_ctx.h:
+compress/cu_abi.h:
+compress/cu_driver.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda.h:

@@ -1,0 +1,61 @@
+build-pip/obj/shim/diag/diag.o: shim/diag/diag.c shim/diag/diag.h \
+ shim/accum/accum.h shim/diag/diag_nvml.h shim/log/log.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/nccl/include/nccl.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_runtime.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/builtin_types.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/device_types.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/driver_types.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/vector_types.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/surface_types.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/texture_types.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/library_types.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/channel_descriptor.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_runtime_api.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_device_runtime_api.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/driver_functions.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/vector_functions.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/vector_functions.hpp \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_fp16.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/nv/target \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/nv/detail/__target_macros \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/nv/detail/__preprocessor \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_fp16.hpp \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_bf16.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_fp16.h \
+ /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_bf16.hpp \
+ shim/backend/backend.h compress/cast.h compress/wire.h compress/cast.h \
+ shim/misc/config.h shim/misc/config.def shim/policy.h
+shim/diag/diag.h:
+shim/accum/accum.h:
+shim/diag/diag_nvml.h:
+shim/log/log.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/nccl/include/nccl.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_runtime.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/builtin_types.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/device_types.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/driver_types.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/vector_types.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/surface_types.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/texture_types.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/library_types.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/channel_descriptor.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_runtime_api.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_device_runtime_api.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/driver_functions.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/vector_functions.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/vector_functions.hpp:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_fp16.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/nv/target:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/nv/detail/__target_macros:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/nv/detail/__preprocessor:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_fp16.hpp:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_bf16.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_fp16.h:
+/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda_bf16.hpp:
+shim/backend/backend.h:
+compress/cast.h:
+compress/wire.h:
+compress/cast.h:
+shim/misc/config.h:
+shim/misc/config.def:
+shim/policy.h:

@@ -1,0 +1,2 @@
+build-pip/obj/tests/hostnccl/unsupported_newer.o: \
+ tests/hostnccl/unsupported_newer.c

@@ -1,0 +1,1 @@
+build-pip/obj/tests/log/fake_nvtx.o: tests/log/fake_nvtx.c
