@@ -24,13 +24,24 @@
 #include "log_int.h"
 #include "policy.h"
 
-static int trace_pid;
+/* The process's pid in the trace: its rank (known since the first
+ * communicator opened, before any record), fixed at the first use, which
+ * may be a record rendered before the file's header is (issue 24: the first
+ * round's events carried pid 0). Writer thread only. */
+static int trace_pid, trace_pid_set;
+static int pid_now(void) {
+  if (!trace_pid_set) {
+    int rank = nsc_log_proc_rank();
+    trace_pid = rank >= 0 ? rank : (int)getpid();
+    trace_pid_set = 1;
+  }
+  return trace_pid;
+}
 
 void nsc_log_trace_begin(FILE *f) {
   int rank = nsc_log_proc_rank();
-  trace_pid = rank >= 0 ? rank : (int)getpid();
   fprintf(f, "[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"ncclshim rank %d (",
-          trace_pid, rank);
+          pid_now(), rank);
   nsc_log_json_str(f, nsc_log_host());
   fprintf(f, ":%d)\"}}", (int)getpid());
 }
@@ -38,7 +49,7 @@ void nsc_log_trace_begin(FILE *f) {
 void nsc_log_trace_end(FILE *f) { fputs("\n]\n", f); }
 
 static void event(FILE *f, const char *name, const char *ph, int tid, uint64_t ts_ns) {
-  fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"ncclshim\",\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", name, ph, trace_pid,
+  fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"ncclshim\",\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", name, ph, pid_now(),
           tid);
   nsc_log_put_us(f, ts_ns);
 }
@@ -86,9 +97,9 @@ static nsc_log_track *track_of(FILE *f, FILE *meta, const nsc_log_who *l, nsc_lo
     if (!to[i]) continue;
     fprintf(to[i], ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"comm %d (%#" PRIx64
             ", %d ranks) stream %#" PRIxPTR "\"}}",
-            trace_pid, t->tid, l->comm_seq, l->id, l->nranks, (uintptr_t)s);
+            pid_now(), t->tid, l->comm_seq, l->id, l->nranks, (uintptr_t)s);
     fprintf(to[i], ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-            trace_pid, t->tid, t->tid);
+            pid_now(), t->tid, t->tid);
   }
   return t;
 }
@@ -141,9 +152,9 @@ void nsc_log_trace_steps(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wsta
       if (!to[i]) continue;
       fprintf(to[i], ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"comm %d (%#" PRIx64
               ", %d ranks) steps\"}}",
-              trace_pid, tid, l->comm_seq, l->id, l->nranks);
+              pid_now(), tid, l->comm_seq, l->id, l->nranks);
       fprintf(to[i], ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-              trace_pid, tid, tid);
+              pid_now(), tid, tid);
     }
     if (w) w->step_track = 1;
   }

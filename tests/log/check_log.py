@@ -280,6 +280,14 @@ def check_trace(a, tap):
             tap.check(False, "%s: parses as JSON%s" % (name, " once ']' is appended" if a.open else ""), str(e))
             continue
         tap.check(isinstance(ev, list), "%s: parses as a JSON array of trace events" % name)
+        # every event of a rank's file on that rank's pid (the process name
+        # says which), also in the first writer round (issue 24: pid 0)
+        pname = [e for e in ev if e.get("name") == "process_name"]
+        pid = pname[0]["pid"] if pname else None
+        wrong = [e for e in ev if e.get("pid") != pid]
+        tap.check(pname and all(("rank %d " % pid) in e["args"]["name"] for e in pname) and not wrong,
+                  "%s: every event on the process's pid, its rank (%s)" % (name, pid),
+                  "%d of %d events on other pids, first %r" % (len(wrong), len(ev), wrong[:1]))
         meta = [e for e in ev if e.get("ph") == "M"]
         x = [e for e in ev if e.get("ph") == "X"]
         inst = [e for e in ev if e.get("ph") == "i"]
