@@ -113,6 +113,30 @@ check "logtest passes with a delayed rank" test $? -eq 0
 "$REPORT" -o "$TMPD/report" --json "$TMPD/report.json" "$TMPD/slow.*.jsonl" >"$TMPD/report.txt" 2>"$TMPD/report.err"
 check "ncclshim-report runs" test $? -eq 0
 check_grep "the report names rank 2 as the straggler" "straggler: rank 2 \(" "$TMPD/report.txt"
+# ... and writes one merged timeline of all ranks (issue 24.4): a process per
+# rank, every call record of every rank on it, the slices of one collective
+# overlapping across ranks (one clock: the ranks wait for each other there).
+"$REPORT" --trace "$TMPD/merged.json" "$TMPD/slow.*.jsonl" >/dev/null 2>&1
+python3 - "$TMPD/merged.json" "$TMPD"/slow.*.jsonl <<'EOF2' && ok "report --trace: one timeline, a process per rank, every record, each collective's slices overlapping across ranks" || not_ok "report --trace: see above"
+import json, sys
+ev = json.load(open(sys.argv[1]))
+recs = [json.loads(l) for p in sys.argv[2:] for l in open(p) if '"kind":"call"' in l]
+pids = {e["pid"] for e in ev if e.get("name") == "process_name"}
+assert pids == {0, 1, 2, 3}, pids
+per = {}
+for e in ev:
+    if e.get("cat") == "ncclshim" and not e["name"].startswith(("cast", "step")):
+        per.setdefault(e["pid"], []).append(e)
+for r in range(4):
+    want = sum(1 for x in recs if x["rank"] == r)
+    assert len(per.get(r, [])) == want, (r, len(per.get(r, [])), want)
+by = {}
+for e in ev:
+    if e.get("ph") == "X" and not e["name"].startswith(("cast", "step")):
+        by.setdefault((e["tid"], e["args"]["seq"]), []).append(e)
+bad = [k for k, v in by.items() if len(v) == 4 and max(x["ts"] for x in v) > min(x["ts"] + x["dur"] for x in v) + 2000]
+assert len(by) >= 10 and not bad, (len(by), bad[:3])
+EOF2
 python3 - "$TMPD/report.json" <<'EOF' && ok "report JSON: straggler 2, last at >= 90% of 60 collectives, exact totals and bytes saved" || not_ok "report JSON: $(head -c 300 "$TMPD/report.json")"
 import json, sys
 c = json.load(open(sys.argv[1]))["communicators"][0]
