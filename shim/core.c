@@ -25,6 +25,11 @@ nsc_global_t nsc_g;
 ncclshim_stats_t nsc_totals;
 __thread int nsc_in_shim;
 
+static __thread char noted[512];
+void nsc_note_error(const char *msg) { snprintf(noted, sizeof noted, "ncclshim: %s", msg); }
+void nsc_forget_error(void) { noted[0] = 0; }
+const char *nsc_noted_error(void) { return noted; }
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* A child forked after activation is inert: it forwards every call and never

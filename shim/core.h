@@ -69,6 +69,14 @@ extern ncclshim_stats_t nsc_totals;
  * (real NCCL calling a hooked API, or a callback) forwards untouched. */
 extern __thread int nsc_in_shim;
 
+/* ncclGetLastError for the shim's own errors (a refused call, an invalid or
+ * differing setting): the message of the calling thread's last one, noted
+ * where the error is returned and forgotten when the thread enters its next
+ * collective; "" when none (then NCCL's own string is the answer). */
+void nsc_note_error(const char *msg);
+void nsc_forget_error(void);
+const char *nsc_noted_error(void);
+
 /* Bytes per element of an NCCL datatype, 0 if unknown. */
 size_t nsc_dtype_size(ncclDataType_t dt);
 const char *nsc_dtype_name(ncclDataType_t dt);

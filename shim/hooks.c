@@ -116,6 +116,16 @@ NSC_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   GUARDED(nsc_real.CommFinalize(comm), nsc_real.CommFinalize ? nsc_real.CommFinalize(comm) : ncclInvalidUsage);
 }
 
+/* The shim's own error of this thread's last collective, if it answered it
+ * with one (a refused call, a bad or differing setting: PyTorch appends this
+ * string to its exception), else NCCL's. Never activates the shim. */
+NSC_API const char *ncclGetLastError(ncclComm_t comm) {
+  const char *m = nsc_in_shim ? "" : nsc_noted_error();
+  if (m[0]) return m;
+  if (!nsc_real.GetLastError) nsc_real_resolve_last_error();
+  return nsc_real.GetLastError ? nsc_real.GetLastError(comm) : "";
+}
+
 NSC_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   GUARDED(nsc_real.CommGetAsyncError(comm, asyncError), nsc_async_error(comm, asyncError));
 }

@@ -38,6 +38,10 @@ int nsc_real_resolve_with(const nsc_dl_ops *ops, nsc_real_t *out, char *err, siz
   }
   NSC_REAL_LIST(X)
 #undef X
+  {
+    const char *h_ = NULL;
+    *(void **)&out->GetLastError = find(ops, "GetLastError", &h_);
+  }
   if (!out->AllReduce) {
     snprintf(err, errlen,
              "no NCCL library found in this process (neither libnccl.so.2 nor pncclAllReduce/ncclAllReduce "
@@ -49,6 +53,13 @@ int nsc_real_resolve_with(const nsc_dl_ops *ops, nsc_real_t *out, char *err, siz
 }
 
 static void *next_sym(void *h, const char *name) { return dlsym(h, name); }
+
+void nsc_real_resolve_last_error(void) {
+  nsc_dl_ops ops = {open_loaded, next_sym, RTLD_NEXT};
+  const char *h = NULL;
+  void *f = find(&ops, "GetLastError", &h);
+  __atomic_store_n((void **)&nsc_real.GetLastError, f, __ATOMIC_RELEASE);
+}
 
 int nsc_real_resolve(char *err, size_t errlen) {
   nsc_dl_ops ops = {open_loaded, next_sym, RTLD_NEXT};

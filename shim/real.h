@@ -38,6 +38,7 @@ typedef struct {
 #define X(name, args) ncclResult_t(*name) args;
   NSC_REAL_LIST(X)
 #undef X
+  const char *(*GetLastError)(ncclComm_t); /* (not an ncclResult_t: outside the list) */
   const char *how; /* how AllReduce was found, for the banner */
 } nsc_real_t;
 
@@ -57,5 +58,8 @@ int nsc_real_resolve_with(const nsc_dl_ops *ops, nsc_real_t *out, char *err, siz
 
 /* Resolve into nsc_real with the process's loader; once. */
 int nsc_real_resolve(char *err, size_t errlen);
+/* Resolve nsc_real.GetLastError alone (ncclGetLastError before any other
+ * intercepted call: nothing else is set up). */
+void nsc_real_resolve_last_error(void);
 
 #endif

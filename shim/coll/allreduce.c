@@ -102,15 +102,18 @@ ncclResult_t nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s,
   uint64_t gid = nsc_group_id();
   size_t before = gid && c->staging_gid == gid ? c->staging_gneed : 0;
   if (need > limit || before > limit - need) {
+    char m[400];
     if (before)
-      nsc_warn("%s needs %zu bytes of staging, %zu with its group's earlier compressed calls on communicator %p: "
-               "beyond NCCLSHIM_MAX_STAGING_BYTES=%lld; it is refused on every rank; raise the limit, split the "
-               "group or set NCCLSHIM_COMPRESS=off", what, need, before + need, (void *)c->comm,
+      snprintf(m, sizeof m, "%s needs %zu bytes of staging, %zu with its group's earlier compressed calls on "
+               "communicator %p: beyond NCCLSHIM_MAX_STAGING_BYTES=%lld; it is refused on every rank; raise the limit, "
+               "split the group or set NCCLSHIM_COMPRESS=off", what, need, before + need, (void *)c->comm,
                nsc_g.cfg.max_staging_bytes);
     else
-      nsc_warn("%s needs %zu bytes of staging beyond NCCLSHIM_MAX_STAGING_BYTES=%lld on communicator %p; it is "
-               "refused on every rank; raise the limit or set NCCLSHIM_COMPRESS=off", what, need,
+      snprintf(m, sizeof m, "%s needs %zu bytes of staging beyond NCCLSHIM_MAX_STAGING_BYTES=%lld on communicator "
+               "%p; it is refused on every rank; raise the limit or set NCCLSHIM_COMPRESS=off", what, need,
                nsc_g.cfg.max_staging_bytes, (void *)c->comm);
+    nsc_warn("%s", m);
+    nsc_note_error(m);
     return ncclInvalidUsage;
   }
   if (gid) {
@@ -347,7 +350,9 @@ static void defer_check(nsc_comm *c, const nsc_backend *be, cudaStream_t s) {
 
 int nsc_coll_enter(ncclComm_t comm, nsc_comm **c, ncclResult_t *r) {
   int st = nsc_activate();
+  nsc_forget_error();
   if (st == NSC_FAILED) {
+    nsc_note_error(nsc_g.fail_msg);
     *r = nsc_g.fail_code;
     return NSC_ENTER_RETURN;
   }

@@ -244,6 +244,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
                "fix it there", (void *)c->comm);
     c->checked = -1;
     nsc_warn("%s", c->mismatch_msg);
+    nsc_note_error(c->mismatch_msg);
     return ncclInvalidUsage;
   }
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
@@ -256,6 +257,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
              row->env, (void *)c->comm, c->rank, v);
     c->checked = -1;
     nsc_warn("%s", c->mismatch_msg);
+    nsc_note_error(c->mismatch_msg);
     return ncclInvalidUsage;
   }
   banner(c, be);
@@ -265,6 +267,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
 ncclResult_t nsc_mismatch(nsc_comm *c) {
   static int once;
   nsc_warn_once(&once, "%s (every call on it fails with ncclInvalidUsage)", c->mismatch_msg);
+  nsc_note_error(c->mismatch_msg);
   return ncclInvalidUsage;
 }
 

@@ -14,7 +14,10 @@
 
 ncclResult_t nsc_group_start(void) {
   int st = nsc_activate();
-  if (st == NSC_FAILED) return nsc_g.fail_code;
+  if (st == NSC_FAILED) {
+    nsc_note_error(nsc_g.fail_msg);
+    return nsc_g.fail_code;
+  }
   if (st != NSC_ACTIVE) return nsc_real.GroupStart();
   nsc_group_enter();
   ncclResult_t r = nsc_real.GroupStart();
@@ -117,7 +120,10 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
 
 ncclResult_t nsc_group_end(void) {
   int st = nsc_activate();
-  if (st == NSC_FAILED) return nsc_g.fail_code;
+  if (st == NSC_FAILED) {
+    nsc_note_error(nsc_g.fail_msg);
+    return nsc_g.fail_code;
+  }
   if (st != NSC_ACTIVE) return nsc_real.GroupEnd();
   if (nsc_group_depth() == 0) return nsc_real.GroupEnd(); /* unbalanced: NCCL's answer */
   if (nsc_group_leave() > 0) return nsc_real.GroupEnd();

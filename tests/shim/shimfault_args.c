@@ -225,6 +225,10 @@ static int cmd_big(size_t count, int f32, const char *expect) {
   ncclshim_stats_t s1 = sf_stats();
   int limit = !strcmp(expect, "limit");
   EXPECT(r == (limit ? ncclInvalidUsage : ncclSuccess), "count %zu: returned %d", count, (int)r);
+  if (limit && sf_shim_loaded()) {
+    const char *le = ncclGetLastError(comm);
+    EXPECT(le && strstr(le, "NCCLSHIM_MAX_STAGING_BYTES"), "ncclGetLastError after the refusal: '%s'", le ? le : "(null)");
+  }
   size_t bad = blocks_differ(buf, bytes, limit ? in : want, bbytes);
   EXPECT(bad == 0, "count %zu: %zu blocks of %d elements %s", count, bad, (int)PERIOD,
          limit ? "changed by a refused call" : "wrong");

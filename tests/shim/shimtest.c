@@ -350,6 +350,7 @@ static int cmd_once(int expect) {
   float *x = calloc(n, 4);
   ncclResult_t r = ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, NULL);
   if (rank == 0) printf("result %d (%s)\n", (int)r, ncclGetErrorString(r));
+  if (r != ncclSuccess) fprintf(stderr, "rank %d ncclGetLastError: %s\n", rank, ncclGetLastError(comm));
   free(x);
   return (int)r != expect;
 }

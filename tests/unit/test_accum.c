@@ -326,6 +326,25 @@ static void invisible_pass_while_learning(void **state) {
   sim_free(&s);
 }
 
+/* "Past its first pass" with a foreign metric after the whole-model bucket
+ * and a foreign call of a bucket's size in the rebuilt pass (fuzzer seed
+ * 16942): the rebuilt pass's large calls add up to the whole-model bucket
+ * without the metric, so a model re-wrapped on a new communicator after it
+ * is late (never skips) instead of counting its phase from its own pass. */
+static void recurred_with_foreign_metric(void **state) {
+  (void)state;
+  sim s;
+  sim_init(&s, 2, 4);
+  assert_int_equal(sim_call(&s, 0x90000, 900), 1); /* the whole-model bucket */
+  sim_other(&s, 0, 400);                           /* a metric */
+  assert_int_equal(sim_call(&s, 0x91000, 300), 1); /* a foreign call of a bucket's size */
+  assert_int_equal(sim_call(&s, 0xa0000, 300), 1);
+  assert_false(nsc_accum_recurred(&s.a[0]));
+  assert_int_equal(sim_call(&s, 0xa1000, 300), 1);
+  assert_true(nsc_accum_recurred(&s.a[0]));
+  sim_free(&s);
+}
+
 static void ddp_default(void **state) {
   (void)state;
   model m = mk(100, 300, 300, 300);
@@ -751,6 +770,7 @@ int main(void) {
       cmocka_unit_test(find_unused),
       cmocka_unit_test(find_unused_short_first),
       cmocka_unit_test(invisible_pass_while_learning),
+      cmocka_unit_test(recurred_with_foreign_metric),
       cmocka_unit_test(small_rebuilt_buckets),
       cmocka_unit_test(foreign_equal_size),
       cmocka_unit_test(foreign_other_sizes),

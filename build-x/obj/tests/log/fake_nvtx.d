@@ -1,0 +1,1 @@
+build-w/obj/tests/log/fake_nvtx.o: tests/log/fake_nvtx.c
