@@ -245,6 +245,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
     c->checked = -1;
     nsc_warn("%s", c->mismatch_msg);
     nsc_note_error(c->mismatch_msg);
+    nsc_log_comm_failed(&c->log, c->mismatch_msg);
     return ncclInvalidUsage;
   }
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
@@ -258,6 +259,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
     c->checked = -1;
     nsc_warn("%s", c->mismatch_msg);
     nsc_note_error(c->mismatch_msg);
+    nsc_log_comm_failed(&c->log, c->mismatch_msg);
     return ncclInvalidUsage;
   }
   banner(c, be);

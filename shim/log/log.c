@@ -167,6 +167,12 @@ void nsc_log_comm_open(nsc_comm_log *l, uint64_t id, int rank, int nranks) {
   pthread_mutex_unlock(&open_lock);
 }
 
+void nsc_log_comm_failed(nsc_comm_log *l, const char *why) {
+  pthread_mutex_lock(&l->lock);
+  snprintf(l->failed, sizeof l->failed, "%s", why);
+  pthread_mutex_unlock(&l->lock);
+}
+
 /* A record committed before the communicator's check (a call first seen in
  * a group) opens its log; every nsc_comm_log is the `log` member of an
  * nsc_comm (comm.h), which names the communicator. */
@@ -590,7 +596,7 @@ static nsc_log_final *close_locked(nsc_comm_log *l, int may_query) {
     }
   }
   if (!detail) l->ring_len = l->ring_done = 0;
-  nsc_log_final *f = keep && l->nrec ? malloc(sizeof *f) : NULL;
+  nsc_log_final *f = keep && (l->nrec || l->failed[0]) ? malloc(sizeof *f) : NULL;
   if (f) {
     f->l = *l; /* the copy owns the ring, the histograms and the writer state */
     f->next = NULL;

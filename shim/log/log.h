@@ -95,6 +95,7 @@ typedef struct nsc_comm_log {
   struct nsc_log_wstate *w;       /* the writer's own state (trace tracks); only it reads it */
   struct nsc_diag *diag;          /* the diagnosis (shim/diag/), NULL until an accumulable all-reduce was seen */
   int diag_acc;                   /* ... one was seen: later calls are fed too (atomic) */
+  char failed[256];               /* why the communicator failed its settings check ("" if it did not) */
   pthread_mutex_t lock;
 } nsc_comm_log;
 
@@ -113,6 +114,10 @@ int nsc_log_on(void);
 /* Name the communicator (rank and size known); a log first opened by a record
  * committed before the check gets its rank here. */
 void nsc_log_comm_open(nsc_comm_log *l, uint64_t id, int rank, int nranks);
+/* The communicator failed its settings check (why: the message its calls
+ * answer with): its summary says so, and is written even with no record
+ * (issue 24: with a setting differing between ranks nothing was written). */
+void nsc_log_comm_failed(nsc_comm_log *l, const char *why);
 /* Start a record: clocks, first mark (none while the stream is captured). */
 void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s);
 void nsc_log_mark(nsc_rec *r, int which);

@@ -77,6 +77,17 @@ m=$(grep -v ncclGetLastError "$TMPD/mm.err" | grep -c "NCCLSHIM_MIN_BYTES differ
 [ $rc -eq 0 ] && [ "$m" -eq 2 ] && [ "$(grep -c 'ncclGetLastError: ncclshim: NCCLSHIM_MIN_BYTES differs' "$TMPD/mm.err")" -eq 2 ] \
   && ok "MIN_BYTES differing between ranks: both ranks fail with ncclInvalidUsage naming it (and ncclGetLastError says so)" \
   || { not_ok "mismatch: rc=$rc, $m messages"; sed 's/^/#   /' "$TMPD/mm.err" | head; }
+# ... and with NCCLSHIM_LOG=calls to a directory, every rank's log says so
+# (issue 24: no file at all was written), and so does the report.
+mkdir -p "$TMPD/mmlog"
+LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" TEST_TIMEOUT=120 mpirun_checked \
+  -np 1 -x NCCLSHIM_MIN_BYTES=1024 -x NCCLSHIM_LOG=calls -x NCCLSHIM_LOG_FILE="$TMPD/mmlog/" "$P" once 5 : \
+  -np 1 -x NCCLSHIM_LOG=calls -x NCCLSHIM_LOG_FILE="$TMPD/mmlog/" "$P" once 5 >/dev/null 2>&1
+n=$(cat "$TMPD"/mmlog/*.jsonl 2>/dev/null | grep -c '"kind":"summary".*"failed":"NCCLSHIM_MIN_BYTES differs')
+python3 "$ROOT/bench/ncclshim-report" "$TMPD/mmlog" >"$TMPD/mmlog.txt" 2>&1
+[ "$n" -eq 2 ] && [ "$(grep -c 'FAILED its settings check on rank [01]: NCCLSHIM_MIN_BYTES differs' "$TMPD/mmlog.txt")" -eq 2 ] \
+  && ok "the same with NCCLSHIM_LOG=calls to a directory: each rank's log has its summary saying why, the report too" \
+  || { not_ok "mismatch with LOG=calls to a directory: $n summaries"; ls "$TMPD/mmlog" | sed 's/^/#   /'; head -5 "$TMPD/mmlog.txt" | sed 's/^/#   /'; }
 LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" TEST_TIMEOUT=120 mpirun_checked -np 1 -x NCCLSHIM_COMPRESS=bf16 "$P" once 5 : \
   -np 2 "$P" once 5 >/dev/null 2>"$TMPD/mm2.err" && [ "$(grep -v ncclGetLastError "$TMPD/mm2.err" | grep -c 'NCCLSHIM_COMPRESS differs')" -eq 3 ] \
   && ok "COMPRESS differing on 1 of 3 ranks: all 3 fail naming it" || not_ok "COMPRESS mismatch not detected on every rank"
