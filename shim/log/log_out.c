@@ -440,9 +440,21 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
   /* What the casts lost, counted on the device without synchronising (GPU)
    * or in the host casts; process totals, all communicators together. */
   ncclshim_stats_t st;
-  if (ncclshim_get_stats(&st) == 0 && st.compressed + st.fused > 0)
+  if (ncclshim_get_stats(&st) == 0 && st.compressed + st.fused > 0) {
     fprintf(f, "%s# casts to %s in this process: %" PRIu64 " values overflowed to +-Inf, %" PRIu64
             " non-zero values flushed to zero\n", pre, st.wire, st.overflow, st.underflow);
+    /* what to do about it (issue 24: the counts came without advice) */
+    int f16 = !strcmp(st.wire, "fp16");
+    if (st.underflow && f16)
+      fprintf(f, "%s# advice: fp16 flushes |x| < 2^-24 to zero and keeps fewer bits below 6.1e-5 (DDP divides "
+              "gradients by the world size first, so larger jobs see more of it): NCCLSHIM_COMPRESS=bf16 keeps fp32's "
+              "range, or NCCLSHIM_PRESCALE=F with F a power of two below 1 (the cast multiplies by 1/F, the result "
+              "by F) lifts small values into fp16's range\n", pre);
+    if (st.overflow && f16)
+      fprintf(f, "%s# advice: fp16 overflows beyond 65504 (an Inf: AMP's GradScaler skips that step on every rank, "
+              "without it the weights get Inf): NCCLSHIM_COMPRESS=bf16 keeps fp32's range, or NCCLSHIM_PRESCALE=F "
+              "with F a power of two above 1 scales values down before the cast\n", pre);
+  }
 }
 
 /* The table into one buffer, then one write: lines of several ranks sharing

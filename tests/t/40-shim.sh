@@ -107,6 +107,10 @@ inert" ] && ok "inert in programs that never call NCCL (echo, python3)" || not_o
 with NCCLSHIM_LOG=summary mpirun_shim 2 "$P" special >/dev/null 2>"$TMPD/counts.err"
 check_grep "summary counts 2500 values overflowed to Inf and 2500 flushed to zero (rank 0)" \
   "casts to fp16 in this process: 2500 values overflowed to \+-Inf, 2500 non-zero values flushed to zero" "$TMPD/counts.err"
+check_grep "... with advice for the flushed values (bf16, or a prescale below 1)" \
+  "advice: fp16 flushes .*NCCLSHIM_COMPRESS=bf16.*NCCLSHIM_PRESCALE=F with F a power of two below 1" "$TMPD/counts.err"
+check_grep "... and for the overflowed ones (GradScaler, bf16, a prescale above 1)" \
+  "advice: fp16 overflows beyond 65504.*GradScaler.*above 1" "$TMPD/counts.err"
 
 # 10. Fusion together with accumulation: fused groups as backward passes.
 # The first group (communicator not yet checked) counts as pass 0 too.
