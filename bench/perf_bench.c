@@ -60,6 +60,7 @@ typedef struct {
   int graphs;             /* -G given and the buffers support graphs */
   int corrupt;            /* ALLREDUCE_PERF_CORRUPT=1 */
   uint64_t checks;        /* seeds: one per checked launch */
+  uint64_t chk_overflow, chk_underflow; /* the shim's cast counts of the checked launches only */
   shim_stats_fn shim_stats;
   perf_out_t out;
   int errors;             /* results with wrong elements on this rank (summed over ranks at the end, as nccl-tests) */
@@ -171,6 +172,11 @@ static int check_once(bench_t *b, const perf_type_t *t, const perf_op_t *op, siz
   CHECK(b->mem.sync());
   if (b->graphs) b->mem.graph_release();
   shim_snap(b, &s1);
+  /* What the casts lost on freshly filled inputs (the timed launches re-reduce
+   * their own in-place results, whose growing sums overflow by construction:
+   * issue 24, 227005 "overflowed" next to #wrong 0). */
+  b->chk_overflow += s1.overflow - s0.overflow;
+  b->chk_underflow += s1.underflow - s0.underflow;
 
   /* Compressed calls are held to the wire type's rounding (bounded checks only). */
   double unit = t->unit;
@@ -396,7 +402,7 @@ static int run(bench_t *b, int argc, char **argv) {
     ncclshim_stats_t s;
     shim_snap(b, &s);
     differ = shim_ranks_differ(&s);
-    perf_out_shim(&b->out, &s, differ);
+    perf_out_shim(&b->out, &s, differ, b->chk_overflow, b->chk_underflow);
   }
   const char *min_env = getenv("NCCL_TESTS_MIN_BW");
   double min_bw = min_env ? atof(min_env) : -1;

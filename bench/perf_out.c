@@ -196,15 +196,18 @@ void perf_out_table_end(perf_out_t *o) {
 #define SHIM_COUNTERS(X) X(calls) X(passthrough) X(compressed) X(skipped) X(fused) X(real_calls) \
   X(logical_bytes) X(wire_bytes) X(overflow) X(underflow)
 
-void perf_out_shim(perf_out_t *o, const ncclshim_stats_t *s, int differ) {
+void perf_out_shim(perf_out_t *o, const ncclshim_stats_t *s, int differ, uint64_t chk_over, uint64_t chk_under) {
   PRINT(o, "# ncclshim counters (rank 0, wire %s, enabled %d)%s:\n", s->wire, s->enabled,
         differ ? "; counts DIFFER across ranks: FAILED" : "; same on every rank");
   PRINT(o, "#   calls %llu  passthrough %llu  compressed %llu  skipped %llu  fused %llu  real_calls %llu\n",
         (unsigned long long)s->calls, (unsigned long long)s->passthrough, (unsigned long long)s->compressed,
         (unsigned long long)s->skipped, (unsigned long long)s->fused, (unsigned long long)s->real_calls);
-  PRINT(o, "#   logical_bytes %llu  wire_bytes %llu  overflow %llu  underflow %llu\n",
-        (unsigned long long)s->logical_bytes, (unsigned long long)s->wire_bytes,
-        (unsigned long long)s->overflow, (unsigned long long)s->underflow);
+  PRINT(o, "#   logical_bytes %llu  wire_bytes %llu\n", (unsigned long long)s->logical_bytes,
+        (unsigned long long)s->wire_bytes);
+  PRINT(o, "#   in the checked launches (inputs as generated): overflow %llu  underflow %llu; in all launches: "
+        "overflow %llu  underflow %llu (the timed ones reduce their own results again)\n",
+        (unsigned long long)chk_over, (unsigned long long)chk_under, (unsigned long long)s->overflow,
+        (unsigned long long)s->underflow);
   if (!o->json) return;
   fputs(",\"shim_stats\":{", o->json);
 #define X(name) fprintf(o->json, "\"" #name "\":%llu,", (unsigned long long)s->name);
@@ -212,7 +215,8 @@ void perf_out_shim(perf_out_t *o, const ncclshim_stats_t *s, int differ) {
 #undef X
   fputs("\"wire\":", o->json);
   json_str(o->json, s->wire);
-  fprintf(o->json, ",\"enabled\":%d,\"ranks_agree\":%s}", s->enabled, differ ? "false" : "true");
+  fprintf(o->json, ",\"enabled\":%d,\"ranks_agree\":%s,\"checked_overflow\":%llu,\"checked_underflow\":%llu}",
+          s->enabled, differ ? "false" : "true", (unsigned long long)chk_over, (unsigned long long)chk_under);
 }
 
 void perf_out_footer(perf_out_t *o, int errors, double avg_bw, double min_bw) {

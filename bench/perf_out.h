@@ -56,7 +56,8 @@ void perf_out_row(perf_out_t *o, size_t bytes, size_t count, const char *type,
 void perf_out_table_end(perf_out_t *o);
 
 /* The shim's counters after the table; differ: the ranks' counts disagree. */
-void perf_out_shim(perf_out_t *o, const ncclshim_stats_t *s, int differ);
+/* chk_over, chk_under: the casts' counts of the checked launches only. */
+void perf_out_shim(perf_out_t *o, const ncclshim_stats_t *s, int differ, uint64_t chk_over, uint64_t chk_under);
 
 /* "# Out of bounds values : N OK|FAILED", "# Avg bus bandwidth : X"; min_bw
  * < 0 when NCCL_TESTS_MIN_BW is unset. Closes the JSON document. */

@@ -171,3 +171,10 @@ result "-b 256G -e 256G: refused on every rank before allocating (one message fr
 ALLREDUCE_PERF_MEM=gpu ap badenv mpirun_host 2 -b 64 -e 64
 [ "$(rc badenv)" != 0 ] && grep -q 'ALLREDUCE_PERF_MEM=gpu' "$TMPD/badenv.err"
 result "ALLREDUCE_PERF_MEM=gpu refused with its name" $? badenv
+# The shim's cast counters of the checked launches apart from all launches:
+# the timed in-place launches re-reduce their own results, whose sums grow
+# until fp16 overflows (issue 24: thousands "overflowed" next to #wrong 0).
+NCCLSHIM_LOG=off NCCLSHIM_BANNER=0 ap counters mpirun_shim 4 -b 256K -e 256K -n 20 -w 2
+line=$(grep '^#   in the checked launches' "$(out counters)")
+[ "$(rc counters)" = 0 ] && [[ "$line" =~ checked\ launches.*overflow\ 0\ \ underflow\ 0\;\ in\ all\ launches:\ overflow\ [1-9] ]]
+result "with the shim: overflow 0 in the checked launches (inputs as generated), the timed in-place re-reductions counted apart" $? counters
