@@ -165,7 +165,13 @@ static int sig_in_pass(const nsc_accum *a, const nsc_accum_el *e) {
   return 0;
 }
 
+/* Off for good: whether the communicator was past its first pass is latched
+ * (nsc_accum_recurred), and where that can no longer be told (it had begun:
+ * an accumulable call came), it counts as past it — a model re-wrapped on a
+ * new communicator after a failed agreement here must not count its phase
+ * from its own first pass (fuzzer seeds 17411, 17416). */
 static void off(nsc_accum *a) {
+  if (a->mode != NSC_ACC_OFF) a->off_recurred = a->n > 0 || nsc_accum_recurred(a);
   a->mode = NSC_ACC_OFF;
   a->due = 0;
   nsc_accum_free(a);
@@ -692,12 +698,14 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
  * map; without one, calls after a whole-model candidate (small floating
  * ones included) adding up to exactly its size: DDP's rebuilt pass after its
  * whole-model bucket (or static_graph's second whole-model pass) is over.
- * The candidates are the calls larger than every one before them (the first
- * NSC_ACC_WHOLE_TRIES of them): the whole-model bucket is the model's
- * largest call, but an earlier, smaller all-reduce of the script (a metric,
- * a parameter average) may come first (fuzzer seed 6127: taking only the
- * first call missed the rebuilt pass, and a model re-wrapped two passes
- * later was skipped out of phase).
+ * The candidates are the first NSC_ACC_WHOLE_TRIES calls: the whole-model
+ * bucket is the model's largest call, but an earlier all-reduce of the
+ * script (a metric, a parameter average) may come first, smaller (fuzzer
+ * seed 6127: taking only the first call missed the rebuilt pass, and a model
+ * re-wrapped two passes later was skipped out of phase) or larger (seeds
+ * 17411, 17416: only calls larger than all before them were tried). A
+ * candidate that is no whole-model bucket and matches by chance makes later
+ * communicators "late" (they sync: safe).
  * Not seen: a model re-wrapped during the rebuilt pass that follows its
  * whole-model one (README, Accumulation, limits).
  * Exact, so that a find_unused pass before its first map rarely matches
@@ -707,17 +715,13 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
  * communicator of the process answered yes. */
 #define NSC_ACC_WHOLE_TRIES 16
 int nsc_accum_recurred(const nsc_accum *a) {
+  if (a->mode == NSC_ACC_OFF) return a->off_recurred;
   if (a->mode == NSC_ACC_LOCKED || a->passes_local > 0) return 1;
   if (a->mode != NSC_ACC_LEARNING || a->n < 2) return 0;
   for (size_t i = 0; i < a->n; i++)
     if (a->hist[i].int_after) return i + 1 < a->n;
-  uint64_t top = 0;
-  int tries = 0;
-  for (size_t c = 0; c + 1 < a->n && tries < NSC_ACC_WHOLE_TRIES; c++) {
+  for (size_t c = 0; c + 1 < a->n && c < NSC_ACC_WHOLE_TRIES; c++) {
     uint64_t size = a->hist[c].el.bytes, after = a->hist[c].fb_after, acc = 0;
-    if (size <= top) continue;
-    top = size;
-    tries++;
     /* the rebuilt pass adds up to the whole-model bucket with its small
      * buckets, or without small calls at all (one of them may be foreign, a
      * metric: fuzzer seed 16942, where a re-wrapped model counted its phase

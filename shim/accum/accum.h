@@ -75,6 +75,7 @@ typedef struct {
   int mode;
   int observe;              /* observe-only (nsc_accum_init_observe): see below */
   int late;                 /* first accumulable call came after another communicator's second pass */
+  int off_recurred;         /* off: nsc_accum_recurred() when it went off (or it had begun) */
   /* learning */
   nsc_accum_ent *hist;
   size_t n, cap;

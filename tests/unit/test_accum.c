@@ -338,9 +338,48 @@ static void recurred_with_foreign_metric(void **state) {
   assert_int_equal(sim_call(&s, 0x90000, 900), 1); /* the whole-model bucket */
   sim_other(&s, 0, 400);                           /* a metric */
   assert_int_equal(sim_call(&s, 0x91000, 300), 1); /* a foreign call of a bucket's size */
-  assert_int_equal(sim_call(&s, 0xa0000, 300), 1);
   assert_false(nsc_accum_recurred(&s.a[0]));
+  assert_int_equal(sim_call(&s, 0xa0000, 300), 1);
   assert_int_equal(sim_call(&s, 0xa1000, 300), 1);
+  assert_true(nsc_accum_recurred(&s.a[0]));
+  sim_free(&s);
+}
+
+/* A communicator whose accumulation went off (a failed agreement) before its
+ * first pass was known to be over counts as past it (fuzzer seeds 17411,
+ * 17416): a model re-wrapped on a new communicator later is late. One that
+ * went off before any accumulable call does not. */
+static void off_counts_as_past_first_pass(void **state) {
+  (void)state;
+  nsc_accum a, b;
+  nsc_accum_init(&a);
+  nsc_accum_init(&b);
+  nsc_accum_el w = {0x90000, 0x90000, 900, 7, 0, 3600};
+  char why[256];
+  (void)nsc_accum_next(&a, &w, 4, why, sizeof why);
+  assert_false(nsc_accum_recurred(&a));
+  int64_t v[NSC_ACC_AGREE_N] = {0};
+  nsc_accum_agreed(&a, v, 0, 4, why, sizeof why); /* the agreement failed on this rank */
+  assert_int_equal(a.mode, NSC_ACC_OFF);
+  assert_true(nsc_accum_recurred(&a));
+  nsc_accum_agreed(&b, v, 0, 4, why, sizeof why);
+  assert_int_equal(b.mode, NSC_ACC_OFF);
+  assert_false(nsc_accum_recurred(&b));
+  nsc_accum_free(&a);
+  nsc_accum_free(&b);
+}
+
+/* A larger call before the whole-model bucket (fuzzer seed 17416: a one-bucket
+ * model, W then its rebuilt bucket of W's size, after a larger metric): the
+ * first pass is over at the rebuilt bucket. */
+static void recurred_after_larger_metric(void **state) {
+  (void)state;
+  sim s;
+  sim_init(&s, 2, 4);
+  assert_int_equal(sim_call(&s, 0x80000, 2000), 1); /* a larger metric */
+  assert_int_equal(sim_call(&s, 0x90000, 900), 1);  /* the whole-model bucket */
+  assert_false(nsc_accum_recurred(&s.a[0]));
+  assert_int_equal(sim_call(&s, 0xa0000, 900), 1);  /* its one rebuilt bucket */
   assert_true(nsc_accum_recurred(&s.a[0]));
   sim_free(&s);
 }
@@ -771,6 +810,8 @@ int main(void) {
       cmocka_unit_test(find_unused_short_first),
       cmocka_unit_test(invisible_pass_while_learning),
       cmocka_unit_test(recurred_with_foreign_metric),
+      cmocka_unit_test(off_counts_as_past_first_pass),
+      cmocka_unit_test(recurred_after_larger_metric),
       cmocka_unit_test(small_rebuilt_buckets),
       cmocka_unit_test(foreign_equal_size),
       cmocka_unit_test(foreign_other_sizes),
