@@ -192,6 +192,17 @@ check_grep "log histogram: weights 128K x6, 1M x1" '^#   calls per size: 128K x6
 check_grep "a bound no compressed result meets (1e-6) yields compression off" \
   '^: "\$\{NCCLSHIM_COMPRESS:=off\}"' "$TMPD/strict.env"
 check_grep "rows beyond the bound are marked so" 'compress=fp16 .*over the bound' "$TMPD/strict.env"
+# A job's tiny calls (a loss scalar, a 2-element metric) are too small for two
+# phases: forwarded (int8, fp8) or by the ring (fp16, bf16) as documented,
+# never "FAILED: the shim did not compress as asked" (issue 24).
+printf '%s\n' '{"kind":"call","rank":0,"op":"sum","dtype":"float","count":1,"logical_bytes":4,"action":"passthrough","members":1}' \
+  '{"kind":"call","rank":0,"op":"sum","dtype":"float","count":2,"logical_bytes":8,"action":"passthrough","members":1}' \
+  '{"kind":"call","rank":0,"op":"sum","dtype":"float","count":32768,"logical_bytes":131072,"action":"compressed","members":1}' \
+  >"$TMPD/tiny.jsonl"
+timeout 180 "$TUNE" --quick --from-log "$TMPD/tiny.jsonl" -o "$TMPD/tiny.env" >"$TMPD/tiny.out" 2>&1
+rc=$?
+check "ncclshim-tune --from-log with 4- and 8-byte calls: exit 0, no FAILED row (the 8-bit formats measured)" \
+  test $rc -eq 0 -a "$(grep -c 'FAILED' "$TMPD/tiny.env")" -eq 0 -a "$(grep -cE '^# compress +compress=(int8|fp8) ' "$TMPD/tiny.env")" -eq 2
 printf '{"kind":"summary"}\nplain text\n' >"$TMPD/empty.jsonl"
 check_fails "a log without usable records is an error" "$TUNE" --quick --from-log "$TMPD/empty.jsonl" -o "$TMPD/x.env"
 check "... and writes no file" test ! -e "$TMPD/x.env"
