@@ -123,6 +123,7 @@ static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, co
   pthread_mutex_lock(&c->lock);
   nsc_ef_slot *sl = nsc_ef_next(&c->ef, &sig);
   if (sl && nsc_ef_buffers(&c->ef, sl, be, s, p->count, rs ? 0 : len, (size_t)cfg->ef_max_bytes)) sl = NULL;
+  nsc_log_ef_state(&c->log, c->ef.len, c->ef.bytes, c->ef.breaks);
   pthread_mutex_unlock(&c->lock);
   return sl;
 }

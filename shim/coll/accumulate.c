@@ -36,8 +36,10 @@
  * accum.c); the flag is agreed across ranks before it is used. */
 static int recurred;
 
-static void say(const nsc_comm *c, const char *why) {
-  if (why[0] && c->rank == 0) nsc_info("accumulation on communicator %p: %s", (void *)c->comm, why);
+static void say(nsc_comm *c, const char *why) {
+  if (!why[0]) return;
+  nsc_log_accum_state(&c->log, why); /* the summary's confirmation, on every rank */
+  if (c->rank == 0) nsc_info("accumulation on communicator %p: %s", (void *)c->comm, why);
 }
 
 /* Reads an agreement's result into g->v once it is there (its buffer then
@@ -76,9 +78,13 @@ static void collect(nsc_comm *c) {
     pthread_mutex_lock(&c->lock);
     nsc_accum_agreed(&c->accum, g.v, r == ncclSuccess, nsc_g.cfg.accum_steps, why, sizeof why);
     pthread_mutex_unlock(&c->lock);
-    if (r != ncclSuccess) nsc_warn("accumulation agreement on communicator %p failed on rank %d (%d): %s",
-                                   (void *)c->comm, c->rank, (int)r, why);
-    else say(c, why);
+    if (r != ncclSuccess) {
+      nsc_log_accum_state(&c->log, why);
+      nsc_warn("accumulation agreement on communicator %p failed on rank %d (%d): %s", (void *)c->comm, c->rank,
+               (int)r, why);
+    } else {
+      say(c, why);
+    }
   }
 }
 

@@ -173,6 +173,19 @@ void nsc_log_comm_failed(nsc_comm_log *l, const char *why) {
   pthread_mutex_unlock(&l->lock);
 }
 
+void nsc_log_accum_state(nsc_comm_log *l, const char *text) {
+  pthread_mutex_lock(&l->lock);
+  snprintf(l->accum_state, sizeof l->accum_state, "%s", text);
+  pthread_mutex_unlock(&l->lock);
+}
+
+void nsc_log_ef_state(nsc_comm_log *l, uint64_t slots, uint64_t bytes, uint64_t breaks) {
+  __atomic_store_n(&l->ef_slots, slots, __ATOMIC_RELAXED);
+  __atomic_store_n(&l->ef_bytes, bytes, __ATOMIC_RELAXED);
+  __atomic_store_n(&l->ef_breaks, breaks, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&l->ef_calls, 1, __ATOMIC_RELAXED);
+}
+
 /* A record committed before the communicator's check (a call first seen in
  * a group) opens its log; every nsc_comm_log is the `log` member of an
  * nsc_comm (comm.h), which names the communicator. */

@@ -96,6 +96,8 @@ typedef struct nsc_comm_log {
   struct nsc_diag *diag;          /* the diagnosis (shim/diag/), NULL until an accumulable all-reduce was seen */
   int diag_acc;                   /* ... one was seen: later calls are fed too (atomic) */
   char failed[256];               /* why the communicator failed its settings check ("" if it did not) */
+  char accum_state[320];          /* accumulation: the learner's last word (learned, off and why) */
+  uint64_t ef_slots, ef_bytes, ef_breaks, ef_calls; /* error feedback: locked slots, residual bytes, breaks, calls */
   pthread_mutex_t lock;
 } nsc_comm_log;
 
@@ -118,6 +120,12 @@ void nsc_log_comm_open(nsc_comm_log *l, uint64_t id, int rank, int nranks);
  * answer with): its summary says so, and is written even with no record
  * (issue 24: with a setting differing between ranks nothing was written). */
 void nsc_log_comm_failed(nsc_comm_log *l, const char *why);
+/* Told for the summary (issue 24: rank 0 confirms what accumulation and
+ * error feedback did): the accumulation learner's last state message, and
+ * error feedback's locked slots, residual bytes and breaks after each of
+ * its calls (plain stores: no formatting on the call path). */
+void nsc_log_accum_state(nsc_comm_log *l, const char *text);
+void nsc_log_ef_state(nsc_comm_log *l, uint64_t slots, uint64_t bytes, uint64_t breaks);
 /* Start a record: clocks, first mark (none while the stream is captured). */
 void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s);
 void nsc_log_mark(nsc_rec *r, int which);

@@ -432,6 +432,14 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
           pre, span > 0 ? 100.0 * (double)all.time_ns / span : 0.0, span / 1e9, l->nrec,
           nsc_log_detail() ? (size_t)(l->nrec - l->dropped) : (size_t)0, l->dropped, l->untimed, l->unknown,
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
+  if (l->accum_state[0]) fprintf(f, "%s# accumulation: %s\n", pre, l->accum_state);
+  uint64_t efc = __atomic_load_n(&l->ef_calls, __ATOMIC_RELAXED);
+  if (efc)
+    fprintf(f, "%s# error feedback: %" PRIu64 " two-phase call(s); %s%" PRIu64 " slot(s) locked onto the buckets, %" PRIu64
+            " bytes of residuals; the learned sequence broke %" PRIu64 " time(s)\n", pre, efc,
+            __atomic_load_n(&l->ef_slots, __ATOMIC_RELAXED) ? "" : "still learning: ",
+            __atomic_load_n(&l->ef_slots, __ATOMIC_RELAXED), __atomic_load_n(&l->ef_bytes, __ATOMIC_RELAXED),
+            __atomic_load_n(&l->ef_breaks, __ATOMIC_RELAXED));
   diag_lines(f, l, pre);
   uint64_t sf = __atomic_load_n(&l->staging_failed, __ATOMIC_RELAXED);
   if (l->marks_dropped || sf)
@@ -527,6 +535,17 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
           __atomic_load_n(&l->staging_failed, __ATOMIC_RELAXED),
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
   nsc_log_put_us(f, l->first_wall_ns);
+  fputs(",\"accum_state\":", f);
+  if (l->accum_state[0]) {
+    fputc('"', f);
+    nsc_log_json_str(f, l->accum_state);
+    fputc('"', f);
+  } else {
+    fputs("null", f);
+  }
+  fprintf(f, ",\"ef\":{\"calls\":%" PRIu64 ",\"slots\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"breaks\":%" PRIu64 "}",
+          __atomic_load_n(&l->ef_calls, __ATOMIC_RELAXED), __atomic_load_n(&l->ef_slots, __ATOMIC_RELAXED),
+          __atomic_load_n(&l->ef_bytes, __ATOMIC_RELAXED), __atomic_load_n(&l->ef_breaks, __ATOMIC_RELAXED));
   if (l->failed[0]) {
     fputs(",\"failed\":\"", f);
     nsc_log_json_str(f, l->failed);

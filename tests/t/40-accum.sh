@@ -73,6 +73,9 @@ nb=$(sed -n 's/^# layout at micro-step [1-9][0-9]*: \([0-9]*\) bucket.*/\1/p' "$
 check "W=4 K=4: 4 rebuilt buckets after the whole-model first pass" [ "$nb" -eq 4 ]
 check_grep "W=4 K=4: the pass learned after the whole-model bucket and 3 passes of $nb rebuilt buckets" \
   "learned a backward pass of $nb bucket\\(s\\), $((P * 4)) bytes, .* after DDP's whole-model pass; .*pass 4 is next" "$TMPD/shim4.4.log"
+ddp shim4sum shim 4 NCCLSHIM_ACCUM_STEPS=4 NCCLSHIM_LOG=summary -- --accum 4
+check_grep "W=4 K=4: rank 0's summary confirms it: accumulation active, from which pass" \
+  "# accumulation: learned a backward pass of $nb bucket\\(s\\).*pass 4 is next" "$TMPD/shim4sum.log"
 # Reaching NCCL per step: one pass of buckets, 4 x (used-map + metric), and the
 # shim's own agreement after the synced pass (one tiny int64 all-reduce).
 check "W=4 K=4: per optimizer step $((4 * (nb + 2))) calls, $((3 * nb)) skipped, $((nb + 9)) reach NCCL" \

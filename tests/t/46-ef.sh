@@ -57,6 +57,9 @@ for w in fp16 int8 fp8; do
 done
 check "int8, 2 ranks, error feedback, two models, passes X X Y: every call within its bucket's bound, each converges" \
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" models 30 ef twice
+with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_LOG=summary mpirun_shim 2 "$P" models 30 ef >/dev/null 2>"$TMPD/efsum.err"
+check_grep "rank 0's summary confirms error feedback locked onto the 4 buckets (120 calls, 600000 bytes of residuals)" \
+  "# error feedback: 120 two-phase call\\(s\\); 4 slot\\(s\\) locked onto the buckets, 600000 bytes of residuals" "$TMPD/efsum.err"
 check "bf16, 2 ranks, stochastic rounding and 4 KiB pieces, two models: every call within its bound, each converges" \
   with NCCLSHIM_COMPRESS=bf16 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_ROUNDING=stochastic NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 mpirun_shim 2 "$P" models 30 ef
 
