@@ -77,7 +77,10 @@
  *    in each of the last two learned passes (buckets below MIN_BYTES, on
  *    buffers of their own under B; their signatures are in the lock's hash)
  *    are the pass's companions: one that comes twice before the next first
- *    bucket, or a pass that lacks one, stops skipping the same way. While
+ *    bucket, or a pass that lacks one, stops skipping the same way; so does
+ *    an accumulable call outside the pass on a fixed buffer (a bucket never
+ *    learned, the first 8 such buffers) that comes twice before the next
+ *    first bucket. While
  *    learning, a small call that came once in the last complete pass but
  *    twice between two first buckets since the first pass rejects the lock
  *    (a pass without accumulable buckets came while learning: fuzzer seed
@@ -809,10 +812,24 @@ static int locked_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *w
                (unsigned long long)e->count, (unsigned long long)a->pass_bytes);
       off(a);
     }
+    /* R4 for accumulable calls outside the pass on fixed buffers: one that
+     * comes twice before the next first bucket means a pass went by without
+     * any learned bucket, invisible to the count (fuzzer seed 21621: a sync
+     * pass with only a bucket that was never learned shifted the phase) */
+    int x = 0;
+    while (x < a->nx && !el_eq(&a->X[x], e)) x++;
+    if (x < a->nx) {
+      if (a->xseen[x]) a->stop = 1;
+      a->xseen[x] = 1;
+    } else if (a->nx < (int)(sizeof a->X / sizeof a->X[0])) {
+      a->X[a->nx] = *e;
+      a->xseen[a->nx++] = 1;
+    }
     return 1; /* foreign: synced, the counter does not move */
   }
   if (k == 0) {
     if (a->pos < a->nl) a->stop = 1; /* the last pass lacked a bucket */
+    memset(a->xseen, 0, sizeof a->xseen);
     for (size_t c = 0; c < a->nc; c++) {
       if (!a->cseen[c]) a->stop = 1; /* ... or one of its small calls */
       a->cseen[c] = 0;

@@ -94,6 +94,12 @@ typedef struct {
   nsc_accum_el *C;
   unsigned char *cseen;     /* per companion: arrived since the last L[0] */
   size_t nc, capc;          /* capc: room in C and cseen */
+  /* locked: accumulable calls outside the pass on fixed buffers (a bucket not
+   * learned, a metric), the first NSC_ACC_EXTRAS seen: one that comes twice
+   * before the next first bucket shows a pass that lacked every bucket */
+  nsc_accum_el X[8];
+  unsigned char xseen[8];
+  int nx;
   /* locked */
   long long m;              /* micro-step of the current pass */
   int stop;                 /* a learned bucket came out of order or went missing: no more skips */

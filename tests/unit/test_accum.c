@@ -384,6 +384,29 @@ static void recurred_after_larger_metric(void **state) {
   sim_free(&s);
 }
 
+/* Locked on a one-bucket pass; a bucket that was never learned (its own
+ * buffer, accumulable) joins the passes, then a pass holds only it (fuzzer
+ * seed 21621): that pass is invisible to the count, but the unlearned
+ * bucket twice before the next first bucket shows it: no skip after. */
+static void extra_bucket_shows_invisible_pass(void **state) {
+  (void)state;
+  model m = mk(1000, 0, 0, 0);
+  sim s;
+  sim_init(&s, 2, 4);
+  whole(&s, &m);
+  for (long long i = 1; i < 8; i++) pass(&s, &m, -1, -1); /* learned, then locked */
+  assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+  for (long long i = 8; i < 11; i++) { /* b0 then the extra bucket */
+    sim_call(&s, m.b[0], 1000);
+    assert_int_equal(sim_call(&s, 0xe0000, 1000), 1);
+    sim_other(&s, 0, 4);
+  }
+  assert_int_equal(sim_call(&s, 0xe0000, 1000), 1); /* pass 11: the extra bucket alone */
+  sim_other(&s, 0, 4);
+  for (long long i = 12; i < 24; i++) assert_int_equal(sim_call(&s, m.b[0], 1000), 1);
+  sim_free(&s);
+}
+
 static void ddp_default(void **state) {
   (void)state;
   model m = mk(100, 300, 300, 300);
@@ -812,6 +835,7 @@ int main(void) {
       cmocka_unit_test(recurred_with_foreign_metric),
       cmocka_unit_test(off_counts_as_past_first_pass),
       cmocka_unit_test(recurred_after_larger_metric),
+      cmocka_unit_test(extra_bucket_shows_invisible_pass),
       cmocka_unit_test(small_rebuilt_buckets),
       cmocka_unit_test(foreign_equal_size),
       cmocka_unit_test(foreign_other_sizes),
