@@ -38,7 +38,7 @@ static void op(nsc_fmt_t f, int which, int ref) {
   size_t stride = nsc_fmt_bytes(f, n, blk);
   switch (which) {
   case ENC:
-    if (ref) nsc_fmt_encode_ref(f, blk, src, enc, n, 1.0f);
+    if (ref) nsc_fmt_encode_ref(f, blk, src, enc, n, 1.0f, NULL);
     else nsc_fmt_encode(f, blk, src, enc, n, 1.0f, NULL);
     break;
   case DEC:

@@ -119,7 +119,8 @@ CUresult nsc_cuk_fmt_encode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block,
   if (!n) return CUDA_SUCCESS;
   CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
   uint64_t n64 = n, b64 = block;
-  void *params[] = {&ps, &pd, &n64, &b64, &scale};
+  CUdeviceptr cnt = c->counters_dev; /* values flushed to zero: underflows */
+  void *params[] = {&ps, &pd, &n64, &b64, &scale, &cnt};
   /* one CTA per block of elements */
   return launch(c, s, f == NSC_FMT_INT8 ? NSC_K_tp_enc_int8 : NSC_K_tp_enc_fp8, (n + block - 1) / block,
                 params, what);
@@ -155,7 +156,7 @@ CUresult nsc_cuk_fmt_encode_opt(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t bl
   CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pr = (CUdeviceptr)(uintptr_t)o->resid,
               pd = (CUdeviceptr)(uintptr_t)dst;
   uint64_t n64 = n, b64 = block;
-  nsc_kencopt k = {o->key, nsc_fmt_is8(f) ? 0 : (uint64_t)c->counters_dev, 0, 0};
+  nsc_kencopt k = {o->key, (uint64_t)c->counters_dev, 0, 0};
   k.flags = (o->resid ? NSC_KENC_EF : 0u) | (o->resid && o->resid_zero ? NSC_KENC_ZERO : 0u) |
             (o->stochastic ? NSC_KENC_SR : 0u);
   void *params[] = {&ps, &pr, &pd, &n64, &b64, &scale, &k};

@@ -384,7 +384,7 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
                       u64 block, float scale, nsc_kencopt o) {
   __shared__ unsigned s_amax;
   __shared__ int s_spec;
-  unsigned fl = o.flags;
+  unsigned fl = o.flags, uf = 0;
   int sr = (fl & NSC_KENC_SR) != 0;
   u64 nb = (n + block - 1) / block;
   uint8_t *codes = dst + 2 * nb;
@@ -419,10 +419,12 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
       uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
       uint8_t c = F == 2 ? (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u) : nsc_fp8_code_x(y, k, lim, sr, u);
       codes[i] = c;
+      uf += nsc_w8_flushed(F == 2, __float_as_uint(y) & 0x7fffffffu, c);
       if (fl & NSC_KENC_EF) resid[i] = nsc_ef_resid(y, F == 2 ? nsc_int8_value((int8_t)c, h) : nsc_fp8_value(c, h));
     }
     __syncthreads();
   }
+  if (o.counters) block_count(0, uf, (u64 *)o.counters); /* every thread of the CTA reaches it */
 }
 
 K nsc_k_tp_encx_f16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
@@ -433,11 +435,11 @@ K nsc_k_tp_encx_bf16(const float *src, float *resid, uint8_t *dst, u64 n, u64 bl
   (void)block;
   encx16<1>(src, resid, (uint16_t *)dst, n, scale, o);
 }
-K nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scale) {
-  encx8<2>(src, NULL, dst, n, block, scale, nsc_kencopt{0, 0, 0, 0});
+K nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
+  encx8<2>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
-K nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale) {
-  encx8<3>(src, NULL, dst, n, block, scale, nsc_kencopt{0, 0, 0, 0});
+K nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
+  encx8<3>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
 K nsc_k_tp_encx_int8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   encx8<2>(src, resid, dst, n, block, scale, o);

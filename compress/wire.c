@@ -107,8 +107,17 @@ static void split(int e, float *p1, float *p2) {
   *p2 = nsc_pow2(e - e1);
 }
 
-static void encode8(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale) {
+/* Values of a block flushed to zero by its codes (an underflow each). */
+static uint64_t flushed(nsc_fmt_t f, const float *y, const uint8_t *c, size_t len) {
+  uint64_t k = 0;
+  for (size_t i = 0; i < len; i++) k += nsc_w8_flushed(f == NSC_FMT_INT8, NSC_F2U(y[i]) & 0x7fffffffu, c[i]);
+  return k;
+}
+
+static void encode8(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
+                    nsc_cast_counts *counts) {
   float tile[NSC_FMT_MAX_BLOCK];
+  uint64_t uf = 0;
   size_t nb = (n + block - 1) / block;
   uint8_t *codes = dst + 2 * nb;
   for (size_t b = 0; b < nb; b++) {
@@ -134,7 +143,9 @@ static void encode8(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, s
     } else {
       fp8_codes(x, codes + lo, len, p1, p2, lim);
     }
+    if (counts) uf += flushed(f, x, codes + lo, len);
   }
+  if (counts) counts->underflow += uf;
 }
 
 void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
@@ -143,7 +154,7 @@ void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size
     nsc_cast_to_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale, counts);
     return;
   }
-  encode8(f, block, src, dst, n, scale);
+  encode8(f, block, src, dst, n, scale, counts);
 }
 
 /* Elements [i0, i0 + len) of an encoded run of n, unscaled. */
@@ -243,8 +254,9 @@ static void encode16_opt(nsc_fmt_t f, const float *src, uint16_t *dst, size_t n,
 }
 
 static void encode8_opt(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
-                        const nsc_enc_opt *o) {
+                        const nsc_enc_opt *o, nsc_cast_counts *counts) {
   float y[NSC_FMT_MAX_BLOCK], v[NSC_FMT_MAX_BLOCK];
+  uint64_t uf = 0;
   size_t nb = (n + block - 1) / block;
   uint8_t *codes = dst + 2 * nb;
   const float *r0 = o->resid && !o->resid_zero ? o->resid : NULL;
@@ -271,15 +283,17 @@ static void encode8_opt(nsc_fmt_t f, size_t block, const float *src, uint8_t *ds
       if (f == NSC_FMT_INT8) int8_codes(y, (int8_t *)c, len, p1, p2, (float)lim);
       else fp8_codes(y, c, len, p1, p2, lim);
     }
+    if (counts) uf += flushed(f, y, c, len);
     if (!o->resid) continue;
     decode_range(f, block, dst, n, lo, len, v);
     resid_tile(y, v, o->resid + lo, len);
   }
+  if (counts) counts->underflow += uf;
 }
 
 void nsc_fmt_encode_opt(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                         const nsc_enc_opt *o, nsc_cast_counts *counts) {
   if (!o || (!o->resid && !o->stochastic)) nsc_fmt_encode(f, block, src, dst, n, scale, counts);
-  else if (nsc_fmt_is8(f)) encode8_opt(f, block, src, dst, n, scale, o);
+  else if (nsc_fmt_is8(f)) encode8_opt(f, block, src, dst, n, scale, o, counts);
   else encode16_opt(f, src, dst, n, scale, o, counts);
 }

@@ -61,10 +61,11 @@ uint64_t nsc_sr_key(uint64_t seed, uint64_t call, uint32_t rank, uint32_t run);
 void nsc_fmt_encode_opt(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                         const nsc_enc_opt *o, nsc_cast_counts *counts);
 void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
-                            const nsc_enc_opt *o);
+                            const nsc_enc_opt *o, nsc_cast_counts *counts);
 
 /* The scalar references (element by element through wire_bits.h / cast.h). */
-void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale);
+void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
+                        nsc_cast_counts *counts);
 void nsc_fmt_decode_ref(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale);
 void nsc_fmt_decode_sum_ref(nsc_fmt_t f, size_t block, const void *base, size_t stride, int m, float *dst,
                             size_t n, float post);

@@ -68,6 +68,12 @@ NSC_HD uint32_t nsc_f2u_(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); ret
 #define NSC_RINT(x) rintf(x)
 #endif
 
+/* An 8-bit code c of |y| (bits a) flushed a finite non-zero value to zero:
+ * counted as an underflow (the 16-bit formats' "non-zero, becomes +-0"). */
+NSC_HD uint32_t nsc_w8_flushed(int int8, uint32_t a, uint8_t c) {
+  return (a - 1u) < (NSC_F32_INF - 1u) && (int8 ? c == 0u : (c & 0x7fu) == 0u);
+}
+
 #define NSC_W8_BIAS 512
 #define NSC_W8_SPECIAL 0x8000u
 #define NSC_W8_INVALID 0x7c00u

@@ -16,9 +16,10 @@ const char *nsc_fmt_name(nsc_fmt_t f) {
 
 static float scaled(float x, float scale) { return scale != 1.0f ? x * scale : x; }
 
-void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale) {
+void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
+                        nsc_cast_counts *counts) {
   nsc_enc_opt none = {NULL, 0, 0, 0};
-  nsc_fmt_encode_opt_ref(f, block, src, dst, n, scale, &none);
+  nsc_fmt_encode_opt_ref(f, block, src, dst, n, scale, &none, counts);
 }
 
 static float value_ref(nsc_fmt_t f, size_t block, const void *src, size_t n, size_t i) {
@@ -54,9 +55,12 @@ static float ef_y(nsc_fmt_t f, const float *src, const nsc_enc_opt *o, float sca
   return o->resid && !o->resid_zero ? nsc_ef_in((int)f, x, o->resid[i]) : x;
 }
 
+/* Counts: the 16-bit formats' overflow and underflow of the value encoded
+ * (cast_bits.h), the 8-bit formats' values flushed to zero (wire_bits.h). */
 void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
-                            const nsc_enc_opt *o) {
+                            const nsc_enc_opt *o, nsc_cast_counts *counts) {
   nsc_enc_opt none = {NULL, 0, 0, 0};
+  nsc_cast_counts c = {0, 0};
   if (!o) o = &none;
   int sr = o->stochastic;
   if (!nsc_fmt_is8(f)) {
@@ -64,8 +68,15 @@ void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *d
     uint16_t *d = dst;
     for (size_t i = 0; i < n; i++) {
       float y = ef_y(f, src, o, scale, i);
+      uint32_t a = NSC_F2U(y) & 0x7fffffffu;
+      c.overflow += nsc_bits_is_overflow(a, bf ? NSC_BF16_OVF_LO : NSC_F16_OVF_LO);
+      c.underflow += nsc_bits_is_underflow(a, bf ? NSC_BF16_UNF_HI : NSC_F16_UNF_HI);
       d[i] = sr ? nsc_w16_code_x(bf, y, 1, nsc_sr_bits(o->key, i)) : bf ? nsc_f32_to_bf16_ref(y) : nsc_f32_to_f16_ref(y);
       if (o->resid) o->resid[i] = nsc_ef_resid(y, nsc_w16_value(bf, d[i]));
+    }
+    if (counts) {
+      counts->overflow += c.overflow;
+      counts->underflow += c.underflow;
     }
     return;
   }
@@ -90,6 +101,8 @@ void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *d
       codes[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u) : nsc_fp8_code_x(y, k, lim, sr, u);
       float v = f == NSC_FMT_INT8 ? nsc_int8_value((int8_t)codes[i], h) : nsc_fp8_value(codes[i], h);
       if (o->resid) o->resid[i] = nsc_ef_resid(y, v);
+      c.underflow += nsc_w8_flushed(f == NSC_FMT_INT8, NSC_F2U(y) & 0x7fffffffu, codes[i]);
     }
   }
+  if (counts) counts->underflow += c.underflow;
 }

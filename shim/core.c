@@ -133,6 +133,7 @@ const char *nsc_dtype_name(ncclDataType_t dt) {
 
 const char *nsc_op_name(ncclRedOp_t op) {
   static const char *n[] = {"sum", "prod", "max", "min", "avg"};
+  if ((int)op < 0) return "none"; /* a call that does not reduce (observed records) */
   return (unsigned)op < sizeof n / sizeof n[0] ? n[op] : "premulsum";
 }
 

@@ -49,23 +49,76 @@ NSC_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, siz
           nsc_reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
 }
 
-/* Forwarded untouched (the two-phase algorithms call the real ones directly). */
+/* Observed: forwarded untouched, timed with logging on (coll/observe.c).
+ * The two-phase algorithms call the real send/recv directly. A function the
+ * real NCCL lacks answers ncclInvalidUsage. */
+#define OBSERVED(comm, stream, coll, count, dt, op, root, buf, fn, args)                    \
+  do {                                                                                      \
+    if (nsc_in_shim) return nsc_real.fn ? nsc_real.fn args : ncclInvalidUsage;              \
+    nsc_group_note(comm);                                                                   \
+    if (ready() != ncclSuccess) return nsc_g.fail_code;                                     \
+    if (!nsc_real.fn) return ncclInvalidUsage;                                              \
+    nsc_in_shim = 1;                                                                        \
+    nsc_observed o_;                                                                        \
+    int on_ = nsc_observe_begin(comm, coll, count, dt, op, root, buf, stream, &o_);         \
+    ncclResult_t r_ = nsc_real.fn args;                                                     \
+    if (on_) nsc_observe_end(&o_, r_);                                                      \
+    nsc_in_shim = 0;                                                                        \
+    return r_;                                                                              \
+  } while (0)
+
 NSC_API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
                                    ncclComm_t comm, cudaStream_t stream) {
-  GUARDED_ON(comm, nsc_real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream),
-          nsc_real.AllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream));
+  OBSERVED(comm, stream, NSC_COLL_ALLGATHER, sendcount, datatype, -1, -1, recvbuff, AllGather,
+           (sendbuff, recvbuff, sendcount, datatype, comm, stream));
+}
+
+NSC_API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  OBSERVED(comm, stream, NSC_COLL_BROADCAST, count, datatype, -1, root, recvbuff, Broadcast,
+           (sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+NSC_API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                               cudaStream_t stream) {
+  OBSERVED(comm, stream, NSC_COLL_BROADCAST, count, datatype, -1, root, buff, Bcast,
+           (buff, count, datatype, root, comm, stream));
+}
+
+NSC_API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  OBSERVED(comm, stream, NSC_COLL_REDUCE, count, datatype, (int)op, root, sendbuff, Reduce,
+           (sendbuff, recvbuff, count, datatype, op, root, comm, stream));
+}
+
+NSC_API ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  OBSERVED(comm, stream, NSC_COLL_ALLTOALL, count, datatype, -1, -1, recvbuff, AlltoAll,
+           (sendbuff, recvbuff, count, datatype, comm, stream));
+}
+
+NSC_API ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                ncclComm_t comm, cudaStream_t stream) {
+  OBSERVED(comm, stream, NSC_COLL_GATHER, count, datatype, -1, root, sendbuff, Gather,
+           (sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+NSC_API ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                 ncclComm_t comm, cudaStream_t stream) {
+  OBSERVED(comm, stream, NSC_COLL_SCATTER, count, datatype, -1, root, recvbuff, Scatter,
+           (sendbuff, recvbuff, count, datatype, root, comm, stream));
 }
 
 NSC_API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                               cudaStream_t stream) {
-  GUARDED_ON(comm, nsc_real.Send(sendbuff, count, datatype, peer, comm, stream),
-          nsc_real.Send(sendbuff, count, datatype, peer, comm, stream));
+  OBSERVED(comm, stream, NSC_COLL_SEND, count, datatype, -1, peer, sendbuff, Send,
+           (sendbuff, count, datatype, peer, comm, stream));
 }
 
 NSC_API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                               cudaStream_t stream) {
-  GUARDED_ON(comm, nsc_real.Recv(recvbuff, count, datatype, peer, comm, stream),
-          nsc_real.Recv(recvbuff, count, datatype, peer, comm, stream));
+  OBSERVED(comm, stream, NSC_COLL_RECV, count, datatype, -1, peer, recvbuff, Recv,
+           (recvbuff, count, datatype, peer, comm, stream));
 }
 
 NSC_API ncclResult_t ncclGroupStart(void) { GUARDED(nsc_real.GroupStart(), nsc_group_start()); }

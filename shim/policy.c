@@ -3,7 +3,7 @@
  * result code plain NCCL would give. */
 #include "policy.h"
 
-static const char *names[NSC_ACT_COUNT] = {"passthrough", "compressed", "skipped", "fused"};
+static const char *names[NSC_ACT_COUNT] = {"passthrough", "compressed", "skipped", "fused", "observed"};
 
 const char *nsc_action_name(nsc_action a) { return (unsigned)a < NSC_ACT_COUNT ? names[a] : "?"; }
 

@@ -16,6 +16,7 @@ typedef enum {
   NSC_ACT_COMPRESS = 1, /* cast to the wire type, reduce, cast back */
   NSC_ACT_SKIP = 2,     /* accumulation: answer locally, no collective */
   NSC_ACT_FUSE = 3,     /* in a group: pack with its neighbours at group end */
+  NSC_ACT_OBSERVE = 4,  /* not a reduction we transform (broadcast, all-gather, send, ...): forwarded, timed */
   NSC_ACT_COUNT
 } nsc_action;
 

@@ -17,6 +17,13 @@
   X(ReduceScatter, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, \
                     cudaStream_t))                                                         \
   X(AllGather, (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))   \
+  X(Broadcast, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
+  X(Bcast, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                \
+  X(Reduce, (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,   \
+             cudaStream_t))                                                                \
+  X(AlltoAll, (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))    \
+  X(Gather, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
+  X(Scatter, (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
   X(Send, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))           \
   X(Recv, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                 \
   X(GroupStart, (void))                                                                    \

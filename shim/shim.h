@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "group.h"
+#include "log.h"
 #include "policy.h"
 
 struct nsc_comm;
@@ -15,6 +16,17 @@ ncclResult_t nsc_allreduce(const void *sendbuff, void *recvbuff, size_t count, n
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t nsc_reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t dt,
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+/* observe.c: a call forwarded untouched and, with logging on, timed
+ * (coll: NSC_COLL_*; op -1 when it does not reduce; root: its root or peer,
+ * -1 none; buf: the buffer whose memory says how to time it). begin returns
+ * 1 when end must follow the real call. */
+typedef struct {
+  struct nsc_comm *c;
+  nsc_rec rec;
+} nsc_observed;
+int nsc_observe_begin(ncclComm_t comm, int coll, size_t count, ncclDataType_t dt, int op, int root,
+                      const void *buf, cudaStream_t s, nsc_observed *o);
+void nsc_observe_end(nsc_observed *o, ncclResult_t r);
 ncclResult_t nsc_group_start(void);
 ncclResult_t nsc_group_end(void);
 ncclResult_t nsc_comm_end(ncclComm_t comm, ncclResult_t (*real_fn)(ncclComm_t));

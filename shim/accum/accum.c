@@ -717,6 +717,36 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
  * candidate only until its sum is reached): the caller asks only until some
  * communicator of the process answered yes. */
 #define NSC_ACC_WHOLE_TRIES 16
+/* Fuzzer seed 26039: foreign floating calls between a whole-model bucket
+ * and the end of its rebuilt pass (an all-reduce of a bucket's size, below
+ * MIN_BYTES, at a buffer of its own) break the running sums: the rebuilt
+ * pass is then a subset of the calls after the candidate. Every subset of
+ * the first NSC_ACC_SUBSET calls after it (small and accumulable, in call
+ * order) is tried: at most 2^10 sums per candidate and call, while learning
+ * and only until some communicator answered yes. A chance match makes later
+ * communicators "late" (they sync: safe). */
+#define NSC_ACC_SUBSET 10
+static int subset_is_whole(const nsc_accum *a, size_t c) {
+  uint64_t v[NSC_ACC_SUBSET], size = a->hist[c].el.bytes;
+  unsigned nv = 0;
+  size_t k = 0;
+  while (k < a->nsm && a->sm[k].after < c) k++; /* sm is in call order */
+  for (size_t i = c; i < a->n && nv < NSC_ACC_SUBSET; i++) {
+    for (; k < a->nsm && a->sm[k].after == i && nv < NSC_ACC_SUBSET; k++) v[nv++] = a->sm[k].el.bytes;
+    if (i + 1 < a->n && nv < NSC_ACC_SUBSET) v[nv++] = a->hist[i + 1].el.bytes;
+  }
+  uint64_t total = 0;
+  for (unsigned j = 0; j < nv; j++) total += v[j];
+  if (total < size) return 0; /* no subset reaches it (the common case while the pass is still coming) */
+  for (unsigned m = 1; m < (1u << nv); m++) {
+    uint64_t sum = 0;
+    for (unsigned j = 0; j < nv; j++)
+      if (m >> j & 1u) sum += v[j];
+    if (sum == size) return 1;
+  }
+  return 0;
+}
+
 int nsc_accum_recurred(const nsc_accum *a) {
   if (a->mode == NSC_ACC_OFF) return a->off_recurred;
   if (a->mode == NSC_ACC_LOCKED || a->passes_local > 0) return 1;
@@ -734,6 +764,7 @@ int nsc_accum_recurred(const nsc_accum *a) {
       acc += a->hist[i].el.bytes;
       if (after == size || acc == size) return 1;
     }
+    if (subset_is_whole(a, c)) return 1;
   }
   return 0;
 }

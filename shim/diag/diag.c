@@ -164,6 +164,11 @@ void nsc_diag_tot_add(nsc_diag_tot *t, const nsc_diag_step *s) {
     t->busy_exposed_ns += s->exposed_ns;
     t->src = s->src;
   }
+  if (s->cpu_ns >= 0 && s->runq_ns >= 0) {
+    t->runq_steps++;
+    t->runq_wall_ns += s->wall_ns;
+    t->runq_ns += (uint64_t)s->runq_ns;
+  }
 }
 
 /* A step is complete: into the totals, and to the writer (detail). */

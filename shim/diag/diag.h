@@ -67,6 +67,7 @@ typedef struct {
   uint64_t steps_broken;    /* steps cut short by the learner starting again */
   uint64_t wall_ns, inflight_ns, exposed_ns, max_gap_ns;
   uint64_t busy_steps, busy_wall_ns, busy_ns, busy_exposed_ns; /* steps with a known busy time, and their sums */
+  uint64_t runq_steps, runq_wall_ns, runq_ns; /* steps with a known run-queue time (host: schedstat), their sums */
   int src;                  /* NSC_DIAG_SRC_* of the busy times */
   int gpu;
 } nsc_diag_tot;

@@ -5,14 +5,22 @@
  *   1 fewer than NSC_DIAG_MIN_STEPS steps        unknown (and why)
  *   2 busy time unknown (no source)              communication-bound if
  *                                                exposed >= COMM, else unknown
- *   3 exposed >= COMM and exposed >= input       communication-bound
- *   4 input >= INPUT                             input-bound
- *   5 compute >= COMPUTE                         compute-bound
- *   6 otherwise                                  mixed
+ *   3 runqueue >= RUNQ                           cpu-starved
+ *   4 exposed >= COMM and exposed >= input       communication-bound
+ *   5 input >= INPUT                             input-bound
+ *   6 compute >= COMPUTE                         compute-bound
+ *   7 otherwise                                  mixed
  *
- *   exposed = exposed communication / step time   (all counted steps)
- *   input   = idle, no collective in flight / step time  (steps with a busy time)
- *   compute = 1 - exposed - input                        (the same steps)
+ *   exposed  = exposed communication / step time  (all counted steps)
+ *   input    = idle, no collective in flight / step time  (steps with a busy time)
+ *   compute  = 1 - exposed - input                        (the same steps)
+ *   runqueue = the issuing thread's time runnable but waiting for a CPU /
+ *              step time (steps where schedstat was read; part of compute,
+ *              which counts CPU and run-queue time as busy). It comes before
+ *              communication: a thread that waits for a CPU launches late
+ *              and arrives late at every collective, so its peers' and its
+ *              own exposed communication grow with it (and the host NCCL's
+ *              collectives run on those CPUs).
  * Must not: depend on anything but its arguments. */
 #include "diag_policy.h"
 
@@ -43,6 +51,16 @@ static void try_input(char *b, size_t n) {
             "persistent_workers=True); move decoding and augmentation off the training loop's thread");
 }
 
+static void try_cpu(char *b, size_t n, double rq) {
+  char m[400];
+  snprintf(m, sizeof m,
+           "the training thread waited for a CPU %.0f%% of its step (run queue): more DataLoader workers would make "
+           "it worse; use fewer workers and torch threads than the cores each rank has (num_workers, "
+           "torch.set_num_threads / OMP_NUM_THREADS), give augmentation its own cores (taskset, numactl) or "
+           "lighten it", 100 * rq);
+  add(b, n, m);
+}
+
 static void try_compute(char *b, size_t n) {
   add(b, n, "communication is not what the device waits for: speed up the model itself (mixed precision, "
             "torch.compile, a larger batch per device); the shim's settings will not change much");
@@ -50,7 +68,7 @@ static void try_compute(char *b, size_t n) {
 
 void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_result *o) {
   memset(o, 0, sizeof *o);
-  o->exposed_comm_share = o->input_share = o->compute_share = -1;
+  o->exposed_comm_share = o->input_share = o->compute_share = o->runqueue_share = -1;
   o->verdict = "unknown";
   if (t->steps < NSC_DIAG_MIN_STEPS) {
     if (!c->learned && !c->acc_calls)
@@ -89,7 +107,11 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
   double in = share(free_ns - busy, w);
   o->input_share = in;
   o->compute_share = share(busy, w);
-  if (ex >= NSC_DIAG_COMM_SHARE && ex >= in) {
+  if (t->runq_steps && t->runq_wall_ns) o->runqueue_share = share(t->runq_ns, t->runq_wall_ns);
+  if (o->runqueue_share >= NSC_DIAG_RUNQ_SHARE) {
+    o->verdict = "cpu-starved";
+    try_cpu(o->suggest, sizeof o->suggest, o->runqueue_share);
+  } else if (ex >= NSC_DIAG_COMM_SHARE && ex >= in) {
     o->verdict = "communication-bound";
     try_comm(o->suggest, sizeof o->suggest, c);
   } else if (in >= NSC_DIAG_INPUT_SHARE) {
@@ -103,12 +125,14 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
     if (ex >= in) try_comm(o->suggest, sizeof o->suggest, c);
     else try_input(o->suggest, sizeof o->suggest);
   }
+  char rq[64] = "";
+  if (o->runqueue_share >= 0) snprintf(rq, sizeof rq, " (%.1f%% of it waiting for a CPU)", 100 * o->runqueue_share);
   char gap[80] = ""; /* host only: a GPU's records have no common time origin */
   if (!t->gpu) snprintf(gap, sizeof gap, ", longest gap without a collective %.3f ms", (double)t->max_gap_ns / 1e6);
   snprintf(o->reason, sizeof o->reason,
-           "exposed communication %.1f%%, input (device idle, no collective in flight) %.1f%%, compute %.1f%% of "
+           "exposed communication %.1f%%, input (device idle, no collective in flight) %.1f%%, compute %.1f%%%s of "
            "%llu step(s), mean %.3f ms%s; busy from %s",
-           100 * ex, 100 * in, 100 * o->compute_share, (unsigned long long)t->steps, o->mean_step_us / 1e3, gap,
+           100 * ex, 100 * in, 100 * o->compute_share, rq, (unsigned long long)t->steps, o->mean_step_us / 1e3, gap,
            t->src == NSC_DIAG_SRC_CPU    ? "process CPU time (host stand-in for the device)"
            : t->src == NSC_DIAG_SRC_NVML ? "NVML GPU utilisation samples (kernel time less the exposed communication)"
                                          : nsc_diag_src_name(t->src));

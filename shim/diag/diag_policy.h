@@ -11,6 +11,7 @@
 #define NSC_DIAG_COMM_SHARE 0.40    /* exposed_comm_share at least this (and >= input_share): communication-bound */
 #define NSC_DIAG_INPUT_SHARE 0.40   /* input_share at least this: input-bound */
 #define NSC_DIAG_COMPUTE_SHARE 0.60 /* compute_share at least this: compute-bound */
+#define NSC_DIAG_RUNQ_SHARE 0.25    /* runqueue_share at least this: cpu-starved */
 
 /* What the verdict's suggestions may name. */
 typedef struct {
@@ -23,10 +24,11 @@ typedef struct {
 } nsc_diag_ctx;
 
 typedef struct {
-  const char *verdict;  /* input-bound, communication-bound, compute-bound, mixed, unknown */
+  const char *verdict;  /* input-bound, communication-bound, cpu-starved, compute-bound, mixed, unknown */
   double exposed_comm_share, input_share, compute_share; /* < 0: unknown */
+  double runqueue_share; /* the issuing thread waiting for a CPU (host: schedstat), < 0 unknown */
   double mean_step_us;
-  char reason[320];     /* the numbers that led to it */
+  char reason[420];     /* the numbers that led to it */
   char suggest[900];    /* what to try next */
 } nsc_diag_result;
 

@@ -224,7 +224,7 @@ void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s) {
    * event, and no event is queried while such a record is committed. */
   if (be != &nsc_backend_host && (be->capturing(s, &capturing) || capturing)) {
     r->untimed = NSC_UNTIMED_CAPTURE;
-  } else if (r->action == NSC_ACT_PASS && nsc_group_depth() > 0) {
+  } else if ((r->action == NSC_ACT_PASS || r->action == NSC_ACT_OBSERVE) && nsc_group_depth() > 0) {
     r->untimed = NSC_UNTIMED_GROUP;
   } else if (be == &nsc_backend_host) {
     r->m[NSC_MARK_BEGIN].host_ns = r->host_ns;
@@ -316,7 +316,7 @@ static void fold_time(nsc_comm_log *l, const nsc_rec *r) {
   diag_rec(l, r);
   if (r->state == NSC_REC_UNKNOWN) { l->unknown++; return; }
   if (!(r->have & (1u << NSC_T_COLL))) { l->untimed++; return; }
-  nsc_log_totals *t = &l->by_action[r->action & 3];
+  nsc_log_totals *t = &l->by_action[(unsigned)r->action < NSC_ACT_COUNT ? r->action : NSC_ACT_PASS];
   uint64_t cast = 0;
   if (r->have & (1u << NSC_T_CAST_IN)) cast += r->ns[NSC_T_CAST_IN];
   if (r->have & (1u << NSC_T_CAST_OUT)) cast += r->ns[NSC_T_CAST_OUT];
@@ -427,11 +427,13 @@ static void ss_close(void *p) {
 }
 static void ss_init(void) { (void)pthread_key_create(&ss_key, ss_close); }
 
-/* The reading taken before this thread's current accumulable call. */
+/* The reading taken before this thread's current accumulable or observed
+ * call (obs: which of the two, as their call numbers are apart). */
 static __thread struct {
   const nsc_comm_log *l;
   uint64_t seq;
   int64_t cpu, runq;
+  int obs;
 } tl_call;
 
 static void thread_busy(int64_t *cpu, int64_t *runq) {
@@ -471,15 +473,17 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
     nsc_log_discard(r);
     return;
   }
-  r->lseq = ++l->nrec;
+  l->nrec++;
+  r->lseq = nsc_log_p2p(r) ? ++l->np2p : ++l->nmatch;
+  int obs = r->action == NSC_ACT_OBSERVE;
   int nudge_nvml = 0;
   r->dpass = -1;
   r->dlast = 0;
   r->dbusy = -1;
   if (l->diag) { /* the diagnosis: the pass of this call, and (host) what it spent inside */
     r->dpass = l->diag->cur_pass;
-    r->dlast = l->diag->last_call == r->seq;
-    if (tl_call.l == l && tl_call.seq == r->seq) { /* read before the call on this thread */
+    r->dlast = !obs && l->diag->last_call == r->seq;
+    if (tl_call.l == l && tl_call.seq == r->seq && tl_call.obs == obs) { /* read before the call on this thread */
       int64_t cpu, runq;
       thread_busy(&cpu, &runq);
       if (cpu >= tl_call.cpu && runq >= tl_call.runq) r->dbusy = (cpu - tl_call.cpu) + (runq - tl_call.runq);
@@ -492,7 +496,7 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
     }
   }
   l->marks_dropped += r->marks_dropped;
-  nsc_log_totals *t = &l->by_action[r->action & 3];
+  nsc_log_totals *t = &l->by_action[(unsigned)r->action < NSC_ACT_COUNT ? r->action : NSC_ACT_PASS];
   t->calls += r->action == NSC_ACT_FUSE ? (uint64_t)r->nmembers : 1;
   t->records++;
   t->logical_bytes += r->logical_bytes;
@@ -539,16 +543,28 @@ static void log_call(nsc_comm_log *l, int rs, uint64_t seq, size_t count, ncclDa
       nsc_diag_boundary(l->diag, t, t + (uint64_t)__atomic_load_n(&wall_off, __ATOMIC_RELAXED), cpu, runq,
                         (uint64_t)pthread_self());
       tl_call.l = NULL;
-      if (cpu >= 0 && runq >= 0) tl_call = (__typeof__(tl_call)){l, seq, cpu, runq};
+      if (cpu >= 0 && runq >= 0) tl_call = (__typeof__(tl_call)){l, seq, cpu, runq, 0};
     } else if (acc && l->diag && l->diag->want_cpu && l->diag->cur_pass >= 0) {
       /* host: what this thread spends inside the collective is not compute */
       int64_t cpu, runq;
       thread_busy(&cpu, &runq);
       tl_call.l = NULL;
-      if (cpu >= 0 && runq >= 0) tl_call = (__typeof__(tl_call)){l, seq, cpu, runq};
+      if (cpu >= 0 && runq >= 0) tl_call = (__typeof__(tl_call)){l, seq, cpu, runq, 0};
     }
   }
   pthread_mutex_unlock(&l->lock);
+}
+
+void nsc_log_observe(nsc_comm_log *l, uint64_t seq) {
+  if (!diag_on || !__atomic_load_n(&l->diag_acc, __ATOMIC_ACQUIRE)) return;
+  pthread_mutex_lock(&l->lock);
+  int want = l->open == NSC_LOG_OPEN && l->diag && l->diag->want_cpu && l->diag->cur_pass >= 0;
+  pthread_mutex_unlock(&l->lock);
+  tl_call.l = NULL;
+  if (!want) return;
+  int64_t cpu, runq;
+  thread_busy(&cpu, &runq);
+  if (cpu >= 0 && runq >= 0) tl_call = (__typeof__(tl_call)){l, seq, cpu, runq, 1};
 }
 
 void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
@@ -582,7 +598,7 @@ static void free_owned(const nsc_comm_log *l) {
   nsc_diag_free(l->diag);
   if (l->w) free(l->w->tr);
   free(l->w);
-  for (int a = 0; a < 4; a++) free(l->by_action[a].hist);
+  for (int a = 0; a < NSC_ACT_COUNT; a++) free(l->by_action[a].hist);
 }
 
 /* With open_lock and l->lock held, l open: close it and move what is left to
@@ -620,7 +636,7 @@ static nsc_log_final *close_locked(nsc_comm_log *l, int may_query) {
   l->w = NULL;
   l->diag = NULL;
   l->ring_alloc = l->ring_len = l->ring_done = l->ring_head = 0;
-  for (int a = 0; a < 4; a++) l->by_action[a].hist = NULL;
+  for (int a = 0; a < NSC_ACT_COUNT; a++) l->by_action[a].hist = NULL;
   return f;
 }
 

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "policy.h"
 
 enum { NSC_MARK_BEGIN = 0, NSC_MARK_CAST_IN = 1, NSC_MARK_COLL = 2, NSC_MARK_END = 3, NSC_NMARKS = 4 };
 /* Resolved times of a record (ns[]): cast-in, the collective (for a skipped
@@ -26,15 +27,28 @@ enum { NSC_T_CAST_IN = 0, NSC_T_COLL = 1, NSC_T_CAST_OUT = 2, NSC_NTIMES = 3 };
 enum { NSC_UNTIMED_GROUP = 1, NSC_UNTIMED_CAPTURE = 2 };
 /* A record's timing state. */
 enum { NSC_REC_PENDING = 0, NSC_REC_DONE = 1, NSC_REC_UNKNOWN = 2 };
-/* A record's call kind (bits): the collective, and whether the shim ran it as
- * the two-phase algorithm over send/recv instead of NCCL's own collective. */
-enum { NSC_KIND_ALLREDUCE = 0, NSC_KIND_TWOPHASE = 1, NSC_KIND_REDUCESCATTER = 2 };
+/* The NCCL call a record stands for. The two reductions may be transformed;
+ * the others are observed only (forwarded untouched, timed, logged: a wait
+ * inside a broadcast is communication too, issue 24). Send and receive are
+ * point-to-point: their records are numbered apart ("p2p" lines), never
+ * matched across ranks. */
+enum {
+  NSC_COLL_ALLREDUCE = 0, NSC_COLL_REDUCESCATTER, NSC_COLL_ALLGATHER, NSC_COLL_BROADCAST, NSC_COLL_REDUCE,
+  NSC_COLL_ALLTOALL, NSC_COLL_GATHER, NSC_COLL_SCATTER, NSC_COLL_SEND, NSC_COLL_RECV, NSC_NCOLLS
+};
+/* A record's call kind (bits): the collective (NSC_COLL_* above bit 0), and
+ * whether the shim ran it as the two-phase algorithm over send/recv instead
+ * of NCCL's own collective. */
+#define NSC_KIND_OF(coll) ((coll) << 1)
+enum { NSC_KIND_ALLREDUCE = 0, NSC_KIND_TWOPHASE = 1, NSC_KIND_REDUCESCATTER = NSC_KIND_OF(NSC_COLL_REDUCESCATTER) };
 
 typedef struct nsc_rec {
-  uint64_t seq;            /* the shim's call counter of the communicator ("call" in JSON) */
+  uint64_t seq;            /* the shim's call counter of the communicator ("call" in JSON; an observed
+                              call: the counter's value then, the reduction it follows) */
   int action;              /* nsc_action */
   int kind;                /* NSC_KIND_* bits */
   int dtype, wire_dtype, op;
+  int root;                /* observed calls: the root or peer, -1 none */
   int nmembers;            /* fused: members in this collective */
   int untimed;             /* NSC_UNTIMED_*: counted, not timed */
   size_t count;
@@ -48,7 +62,8 @@ typedef struct nsc_rec {
   unsigned marked;         /* bit i: m[i] was taken */
   unsigned marks_dropped;  /* marks the backend could not take (CUDA: event pool exhausted) */
   /* Filled by the log. */
-  uint64_t lseq;           /* record number in the communicator, 1-based, commit order ("seq") */
+  uint64_t lseq;           /* record number in the communicator, 1-based, commit order ("seq"); send and
+                              receive records have their own numbers */
   uint64_t ns[NSC_NTIMES]; /* valid where bit k of `have` is set */
   unsigned have;
   int state;               /* NSC_REC_* */
@@ -78,10 +93,11 @@ typedef struct nsc_comm_log {
   uint64_t id;             /* communicator pointer value, for names only */
   int rank, nranks;        /* -1 until the communicator's check */
   int comm_seq;            /* order in which this process first logged the communicator */
-  uint64_t nrec;           /* records committed (the source of lseq) */
+  uint64_t nrec;           /* records committed */
+  uint64_t nmatch, np2p;   /* the sources of lseq: records matched across ranks, send/receive records */
   uint64_t first_ns, end_ns;  /* CLOCK_MONOTONIC: first call, latest known end of work */
   uint64_t first_wall_ns;
-  nsc_log_totals by_action[4];
+  nsc_log_totals by_action[NSC_ACT_COUNT];
   uint64_t accum_synced, accum_skipped;
   uint64_t dropped;        /* records folded into totals without detail */
   uint64_t untimed;        /* records that were counted but never timed */
@@ -101,9 +117,15 @@ typedef struct nsc_comm_log {
   pthread_mutex_t lock;
 } nsc_comm_log;
 
-/* "allreduce", "reducescatter"; algo: "nccl" or "twophase". */
+/* "allreduce", "reducescatter", "broadcast", ...; algo: "nccl" or "twophase". */
+static inline int nsc_log_coll_id(const nsc_rec *r) { return (unsigned)(r->kind >> 1) < NSC_NCOLLS ? r->kind >> 1 : 0; }
 static inline const char *nsc_log_coll(const nsc_rec *r) {
-  return r->kind & NSC_KIND_REDUCESCATTER ? "reducescatter" : "allreduce";
+  static const char *const names[NSC_NCOLLS] = {"allreduce", "reducescatter", "allgather", "broadcast", "reduce",
+                                                "alltoall", "gather", "scatter", "send", "recv"};
+  return names[nsc_log_coll_id(r)];
+}
+static inline int nsc_log_p2p(const nsc_rec *r) {
+  return nsc_log_coll_id(r) == NSC_COLL_SEND || nsc_log_coll_id(r) == NSC_COLL_RECV;
 }
 static inline const char *nsc_log_algo(const nsc_rec *r) { return r->kind & NSC_KIND_TWOPHASE ? "twophase" : "nccl"; }
 
@@ -150,6 +172,11 @@ void nsc_log_call_rs(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t
  * learned yet, not an element of it, or the diagnosis off — it exists only
  * with logging on and NCCLSHIM_DIAG=1). Local, observe-only knowledge. */
 void nsc_log_position(nsc_comm_log *l, long long *pass, long *pos);
+/* Before an observed call's real call (NSC_ACT_OBSERVE), on the calling
+ * thread: its CPU and run-queue time inside the call will not count as
+ * compute (as for an accumulable call); seq: the record's seq. A no-op
+ * without the diagnosis. */
+void nsc_log_observe(nsc_comm_log *l, uint64_t seq);
 /* Write this communicator's summary (and its JSON lines / trace events). */
 void nsc_log_comm_close(nsc_comm_log *l);
 

@@ -276,10 +276,12 @@ static uint64_t quantile(const nsc_log_totals *t, uint64_t *const *h, int nh, do
 
 /* The summary table -------------------------------------------------------- */
 
+/* local: 1 a local answer (no collective, no rates), 2 an observed call
+ * (collectives, no all-reduce rates), 0 otherwise. */
 static void table_row(FILE *f, const char *pre, const char *name, const nsc_log_totals *t, uint64_t *const *h, int nh,
                       int nranks, int local) {
   fprintf(f, "%s  %-12s %8" PRIu64 " %7" PRIu64 " %15" PRIu64 " %15" PRIu64, pre, name, t->calls,
-          local ? 0 : t->records, t->logical_bytes, t->wire_bytes);
+          local == 1 ? 0 : t->records, t->logical_bytes, t->wire_bytes);
   if (!t->timed) {
     fprintf(f, " %12s %10s %10s %10s %10s %11s %11s\n", "-", "-", "-", "-", "-", "-", "-");
     return;
@@ -334,6 +336,7 @@ static void json_diag(FILE *f, const nsc_comm_log *l) {
   put_share(f, "exposed_comm_share", o.exposed_comm_share);
   put_share(f, "input_share", o.input_share);
   put_share(f, "compute_share", o.compute_share);
+  put_share(f, "runqueue_share", o.runqueue_share);
   fprintf(f, ",\"steps\":%" PRIu64 ",\"steps_untimed\":%" PRIu64 ",\"steps_captured\":%" PRIu64 ",\"steps_broken\":%" PRIu64
           ",\"learned\":%s,\"pass_buckets\":%zu,\"pass_bytes\":%" PRIu64 ",\"accumulable_calls\":%" PRIu64
           ",\"relearned\":%d,\"busy_source\":\"%s\"",
@@ -346,6 +349,7 @@ static void json_diag(FILE *f, const nsc_comm_log *l) {
   put_us_or_null(f, "exposed_comm_us", t ? (int64_t)t->exposed_ns : 0);
   put_us_or_null(f, "input_us", t && t->busy_steps ? (int64_t)(fr - busy) : -1);
   put_us_or_null(f, "compute_us", t && t->busy_steps ? (int64_t)busy : -1);
+  put_us_or_null(f, "runq_us", t && t->runq_steps ? (int64_t)t->runq_ns : -1);
   put_us_or_null(f, "max_gap_us", t ? (t->gpu ? -1 : (int64_t)t->max_gap_ns) : 0); /* null on a GPU */
   fputs(",\"busy_why\":\"", f); /* why busy_source is "none" ("" otherwise) */
   if (t && t->steps && !t->busy_steps) nsc_log_json_str(f, t->gpu && d ? nsc_nvml_why(d->cudev) : "the CPU time could not be read");
@@ -394,10 +398,11 @@ void nsc_log_json_step_body(FILE *f, const nsc_diag_step *s, long long k) {
 static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
   nsc_log_totals all;
   memset(&all, 0, sizeof all);
-  uint64_t *hs[4];
+  uint64_t *hs[NSC_ACT_COUNT];
   int nh = 0;
-  for (int a = 0; a < 4; a++) {
+  for (int a = 0; a < NSC_ACT_COUNT; a++) {
     const nsc_log_totals *t = &l->by_action[a];
+    if (a == NSC_ACT_OBSERVE) continue; /* the total is the reductions' (a broadcast has no busbw of theirs) */
     all.calls += t->calls;
     all.logical_bytes += t->logical_bytes;
     all.wire_bytes += t->wire_bytes;
@@ -419,13 +424,18 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
   fprintf(f, "%s# %-12s %8s %7s %15s %15s %12s %10s %10s %10s %10s %11s %11s\n", pre, "action", "calls", "colls",
           "logical(B)", "wire(B)", "time(us)", "mean(us)", "p50(us)", "p99(us)", "cast(us)", "algbw(GB/s)",
           "busbw(GB/s)");
-  for (int a = 0; a < 4; a++) {
+  for (int a = 0; a < NSC_ACT_COUNT; a++) {
     const nsc_log_totals *t = &l->by_action[a];
-    if (!t->calls) continue;
+    if (!t->calls || a == NSC_ACT_OBSERVE) continue;
     uint64_t *h[1] = {t->hist};
     table_row(f, pre, action_label(a), t, h, 1, l->nranks, a == NSC_ACT_SKIP);
   }
   table_row(f, pre, "total", &all, hs, nh, l->nranks, 0);
+  const nsc_log_totals *ob = &l->by_action[NSC_ACT_OBSERVE];
+  if (ob->calls) { /* after the total: not part of it */
+    uint64_t *h[1] = {ob->hist};
+    table_row(f, pre, action_label(NSC_ACT_OBSERVE), ob, h, 1, l->nranks, 2);
+  }
   fprintf(f, "%s# in collectives: %.1f%% of %.6f s (first call to last); records: %" PRIu64 " (%zu in detail, %" PRIu64
           " dropped from detail, %" PRIu64 " untimed, %" PRIu64 " timing unknown); accumulation: %" PRIu64
           " synced, %" PRIu64 " skipped\n",
@@ -458,6 +468,12 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
               "gradients by the world size first, so larger jobs see more of it): NCCLSHIM_COMPRESS=bf16 keeps fp32's "
               "range, or NCCLSHIM_PRESCALE=F with F a power of two below 1 (the cast multiplies by 1/F, the result "
               "by F) lifts small values into fp16's range\n", pre);
+    int w8 = !strcmp(st.wire, "int8") || !strcmp(st.wire, "fp8");
+    if (st.underflow && w8)
+      fprintf(f, "%s# advice: %s blocks share one scale, set by their largest value: values about 2^%d and more below it "
+              "are flushed to zero; NCCLSHIM_ERROR_FEEDBACK=1 carries what they lose into the next call, a smaller "
+              "NCCLSHIM_BLOCK_ELEMS gives outliers fewer neighbours, NCCLSHIM_COMPRESS=bf16 keeps fp32's range\n",
+              pre, st.wire, !strcmp(st.wire, "int8") ? 8 : 17);
     if (st.overflow && f16)
       fprintf(f, "%s# advice: fp16 overflows beyond 65504 (an Inf: AMP's GradScaler skips that step on every rank, "
               "without it the weights get Inf): NCCLSHIM_COMPRESS=bf16 keeps fp32's range, or NCCLSHIM_PRESCALE=F "
@@ -497,10 +513,14 @@ static void json_time(FILE *f, const char *key, const nsc_rec *r, int t) {
   else fputs("null", f);
 }
 
+/* A call line; send and receive records are "p2p" lines (their own seq,
+ * the peer): every rank's sequence of them differs, so they are never
+ * matched across ranks. */
 static void json_call(FILE *f, const nsc_log_who *l, const nsc_rec *r) {
   int skip = r->action == NSC_ACT_SKIP;
   int timed = r->state == NSC_REC_DONE && (r->have & (1u << NSC_T_COLL));
-  json_head(f, "call", l);
+  json_head(f, nsc_log_p2p(r) ? "p2p" : "call", l);
+  if (r->action == NSC_ACT_OBSERVE && r->root >= 0) fprintf(f, nsc_log_p2p(r) ? ",\"peer\":%d" : ",\"root\":%d", r->root);
   fprintf(f,
           ",\"seq\":%" PRIu64 ",\"call\":%" PRIu64 ",\"op\":\"%s\",\"dtype\":\"%s\",\"wire_dtype\":\"%s\",\"count\":%zu"
           ",\"logical_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64 ",\"action\":\"%s\",\"members\":%d"
@@ -522,6 +542,7 @@ static void json_call(FILE *f, const nsc_log_who *l, const nsc_rec *r) {
                     : r->untimed == NSC_UNTIMED_CAPTURE      ? "captured"
                     : timed                                  ? "done"
                                                              : "none";
+  if (r->dpass >= 0) fprintf(f, ",\"pass\":%" PRId64, r->dpass); /* the diagnosis's step it falls in */
   fprintf(f, ",\"untimed\":%s,\"timing\":\"%s\",\"result\":%d}\n", timed ? "false" : "true", why, (int)r->result);
 }
 
@@ -556,7 +577,7 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
   fputs(",\"span_us\":", f);
   nsc_log_put_us(f, l->end_ns > l->first_ns ? l->end_ns - l->first_ns : 0);
   fputs(",\"actions\":{", f);
-  for (int a = 0, n = 0; a < 4; a++) {
+  for (int a = 0, n = 0; a < NSC_ACT_COUNT; a++) {
     const nsc_log_totals *t = &l->by_action[a];
     uint64_t *h[1] = {t->hist};
     fprintf(f, "%s\"%s\":{\"calls\":%" PRIu64 ",\"records\":%" PRIu64 ",\"logical_bytes\":%" PRIu64
@@ -571,7 +592,7 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
       nsc_log_put_us(f, quantile(t, h, 1, 0.5));
       fputs(",\"p99_us\":", f);
       nsc_log_put_us(f, quantile(t, h, 1, 0.99));
-      if (a == NSC_ACT_SKIP) fputs(",\"algbw_GBps\":null,\"busbw_GBps\":null}", f);
+      if (a == NSC_ACT_SKIP || a == NSC_ACT_OBSERVE) fputs(",\"algbw_GBps\":null,\"busbw_GBps\":null}", f);
       else fprintf(f, ",\"algbw_GBps\":%.6g,\"busbw_GBps\":%.6g}", alg, nsc_log_busbw(alg, l->nranks));
     } else {
       fputs(",\"p50_us\":null,\"p99_us\":null,\"algbw_GBps\":null,\"busbw_GBps\":null}", f);

@@ -3,7 +3,9 @@
  * log.
  *
  * Started at the first record (never before the first intercepted call; not
- * in a forked child, which is inert), at nice +10 with every signal blocked. Once a second (detail mode), or at
+ * in a forked child, which is inert), at nice +10 with every signal blocked.
+ * At exit the last round runs on the exiting thread instead (see
+ * nsc_log_writer_stop): the process never waits for a niced thread. Once a second (detail mode), or at
  * once when a ring is half full, it takes the resolved detail records of
  * every open log (nsc_log_collect) and appends them: one write() per file
  * and round, whole lines only. Closed logs (destroy, exit) are queued to it
@@ -55,7 +57,7 @@
 #define PERIOD_NS 1000000000ll   /* detail reaches its file within a second */
 #define TERM_LOCK_NS 2000000000ll /* at SIGTERM: longest wait for one of our locks */
 #define TERM_WAIT_NS 3000000000ll /* the handler's longest wait for the writer */
-#define EXIT_JOIN_S 10            /* exit: longest wait for the last round */
+#define EXIT_ROUND_NS 2000000000ll /* exit: longest wait for a round the writer is in */
 
 static int threaded = 1;     /* 0 (tests): write on the closing thread */
 static int started;          /* start() ran */
@@ -69,6 +71,8 @@ static long long term_deadline; /* CLOCK_MONOTONIC ns, set by the first SIGTERM 
 static struct sigaction prev_term;
 static int term_fatal;       /* SIGTERM's previous disposition was the default */
 static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held by whoever runs a round: the writer, or at exit the exiting thread. */
+static pthread_mutex_t round_lock = PTHREAD_MUTEX_INITIALIZER;
 static nsc_log_final *q_head, **q_tail = &q_head;
 
 void nsc_log_writer_threaded(int on) { threaded = on; }
@@ -142,9 +146,13 @@ static void *writer_main(void *arg) {
     }
     if (__atomic_load_n(&term_req, __ATOMIC_ACQUIRE) && !__atomic_load_n(&term_done, __ATOMIC_ACQUIRE)) {
       struct timespec dl = after_ns(TERM_LOCK_NS);
-      if (term_fatal) nsc_log_close_all_now(&dl);
-      round_once(&dl);
-      if (term_fatal) nsc_log_out_finish();
+      int locked = !pthread_mutex_timedlock(&round_lock, &dl);
+      if (locked && !__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE)) { /* else exit has written everything */
+        if (term_fatal) nsc_log_close_all_now(&dl);
+        round_once(&dl);
+        if (term_fatal) nsc_log_out_finish();
+      }
+      if (locked) pthread_mutex_unlock(&round_lock);
       __atomic_store_n(&term_done, 1, __ATOMIC_RELEASE);
       if (term_fatal) break; /* the process is dying: the files are complete */
       /* The program's handler took over and the process may live on: back
@@ -152,12 +160,13 @@ static void *writer_main(void *arg) {
       __atomic_store_n(&term_req, 0, __ATOMIC_RELEASE);
       continue;
     }
-    if (__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE)) {
-      round_once(NULL);
-      nsc_log_out_finish();
-      break;
-    }
-    round_once(NULL);
+    /* At exit the exiting thread runs the last round itself (writer_stop). */
+    if (__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE)) break;
+    pthread_mutex_lock(&round_lock);
+    int stop = __atomic_load_n(&stop_req, __ATOMIC_ACQUIRE);
+    if (!stop) round_once(NULL);
+    pthread_mutex_unlock(&round_lock);
+    if (stop) break;
   }
   __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
   return NULL;
@@ -258,6 +267,13 @@ void nsc_log_writer_final(nsc_log_final *f) {
   sem_post(&wake);
 }
 
+/* Exit: the last round (closed logs, the records left, the trace's "]")
+ * runs on the exiting thread, at the program's priority: waiting for the
+ * writer at nice +10 on busy cores kept the process alive for hundreds of
+ * ms while the program's other threads ran into its finalised state (issue
+ * 24: torch's gloo threads into a finalised interpreter). The writer is
+ * told to stop and is not waited for, only a round it is in (at most
+ * EXIT_ROUND_NS); it ends with the process. */
 void nsc_log_writer_stop(void) {
   if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE) || getpid() != owner) {
     if (!__atomic_load_n(&term_done, __ATOMIC_ACQUIRE)) nsc_log_out_finish();
@@ -265,7 +281,15 @@ void nsc_log_writer_stop(void) {
   }
   __atomic_store_n(&stop_req, 1, __ATOMIC_RELEASE);
   sem_post(&wake);
-  struct timespec dl = after_ns(EXIT_JOIN_S * 1000000000ll);
-  if (pthread_timedjoin_np(thread, NULL, &dl))
-    nsc_warn("the log writer did not finish within %d s at exit; the log files may be incomplete", EXIT_JOIN_S);
+  struct timespec dl = after_ns(EXIT_ROUND_NS);
+  if (pthread_mutex_timedlock(&round_lock, &dl)) {
+    nsc_warn("the log writer's round did not finish within %lld s at exit; the log files may be incomplete",
+             EXIT_ROUND_NS / 1000000000ll);
+    return;
+  }
+  if (!(__atomic_load_n(&term_done, __ATOMIC_ACQUIRE) && term_fatal)) {
+    round_once(NULL);
+    nsc_log_out_finish();
+  }
+  pthread_mutex_unlock(&round_lock);
 }

@@ -191,7 +191,9 @@ static void k_tp_enc(const cd_kernel *k, const unsigned char *const *p) {
   const float *src = cd_view((CUdeviceptr)u64_at(p[0]), n * 4, k->name, 0);
   void *dst = cd_view((CUdeviceptr)u64_at(p[1]), nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block), k->name, 0);
   if (!src || !dst) return;
-  nsc_fmt_encode_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[4]));
+  nsc_cast_counts c = {0, 0};
+  nsc_fmt_encode_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[4]), &c);
+  add_counts(u64_at(p[5]), &c, k->name);
 }
 static void k_tp_dec(const cd_kernel *k, const unsigned char *const *p) {
   uint64_t n = u64_at(p[2]), block = u64_at(p[3]);
@@ -230,7 +232,9 @@ static void k_tp_encx(const cd_kernel *k, const unsigned char *const *p) {
   if (resid && (overlap(resid, n * 4, src, n * 4) || overlap(resid, n * 4, dst, nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block))))
     cd_count_illegal("%s: residuals overlap an operand", k->name);
   nsc_enc_opt eo = {resid, (o.flags & NSC_KENC_ZERO) != 0, (o.flags & NSC_KENC_SR) != 0, o.key};
-  nsc_fmt_encode_opt_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[5]), &eo);
+  nsc_cast_counts c = {0, 0};
+  nsc_fmt_encode_opt_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[5]), &eo, &c);
+  add_counts(o.counters, &c, k->name);
 }
 
 #define TAB_S sizeof(nsc_ksegtab_small)
@@ -252,8 +256,8 @@ static const cd_kernel kernels[] = {
     {"nsc_k_scale_f64", 4, {8, 8, 8, 8}, k_scale, 'd', 0},
     {"nsc_k_scale_f16", 4, {8, 8, 8, 4}, k_scale, 'h', 0},
     {"nsc_k_scale_bf16", 4, {8, 8, 8, 4}, k_scale, 'b', 0},
-    {"nsc_k_tp_enc_int8", 5, {8, 8, 8, 8, 4}, k_tp_enc, NSC_FMT_INT8, 0},
-    {"nsc_k_tp_enc_fp8", 5, {8, 8, 8, 8, 4}, k_tp_enc, NSC_FMT_FP8, 0},
+    {"nsc_k_tp_enc_int8", 6, {8, 8, 8, 8, 4, 8}, k_tp_enc, NSC_FMT_INT8, 0},
+    {"nsc_k_tp_enc_fp8", 6, {8, 8, 8, 8, 4, 8}, k_tp_enc, NSC_FMT_FP8, 0},
     {"nsc_k_tp_dec_f16", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_FP16, 0},
     {"nsc_k_tp_dec_bf16", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_BF16, 0},
     {"nsc_k_tp_dec_int8", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_INT8, 0},

@@ -58,14 +58,19 @@ def main():
     # Host backend: calls run on the calling thread one after the other, so a step's exposed
     # communication is the sum of its records' times (the call lines' coll_us, cast_in_us and
     # cast_out_us: README "Diagnosis", the record's interval).
-    calls = {o["call"]: o for o in lines if o.get("kind") == "call"}
+    # A step's records are consecutive in commit order (the lines' seq) from its first bucket's
+    # line; the observed calls among them (a broadcast: diagtest -B) carry the call number of
+    # the reduction they follow.
+    by_seq = {o["seq"]: o for o in lines if o.get("kind") == "call"}
+    first = {o["call"]: o["seq"] for o in lines if o.get("kind") == "call" and o.get("action") != "observed"}
 
     def rec_us(r):
         return sum(r.get(k) or 0 for k in ("coll_us", "cast_in_us", "cast_out_us"))
 
     errs = []
     for o in steps:
-        rs = [calls.get(c) for c in range(o["first_call"], o["first_call"] + o["records"])]
+        s0 = first.get(o["first_call"], -1)
+        rs = [by_seq.get(q) for q in range(s0, s0 + o["records"])]
         if None in rs or abs(sum(rec_us(r) for r in rs) - o["exposed_comm_us"]) > 0.002 * 3 * len(rs):
             errs.append("pass %d: exposed %.3f, its records %r" % (o["pass"], o["exposed_comm_us"],
                                                                   [r and rec_us(r) for r in rs]))
@@ -92,6 +97,15 @@ def main():
         tap(d["exposed_comm_share"] >= built_in - a.bound,
             "exposed_comm_share at least the emulated link's share (%.3f) less %.2f" % (built_in, a.bound),
             "exposed_comm_share %.3f" % d["exposed_comm_share"])
+    if built.get("bcast"):
+        bc = [o for o in lines if o.get("kind") == "call" and o.get("coll") == "broadcast"]
+        tap(len(bc) == built["passes"] and all(o["action"] == "observed" and o.get("root") == 0 and o["count"] == 16
+                                               and o["timing"] == "done" and o["coll_us"] is not None for o in bc),
+            "one observed, timed broadcast line (root 0, 16 floats) per pass",
+            "%d lines: %r" % (len(bc), bc[:1]))
+        obs = sums[0].get("actions", {}).get("observed", {})
+        tap(obs.get("calls") == built["passes"] and obs.get("timed") == built["passes"] and obs.get("busbw_GBps") is None,
+            "the summary counts them as observed (timed, no busbw)", "%r" % obs)
     if a.max_input is not None:
         tap(d["input_share"] <= a.max_input, "input_share at most %.2f (nothing sleeps)" % a.max_input,
             "input_share %.3f" % d["input_share"])

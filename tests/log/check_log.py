@@ -208,7 +208,7 @@ STEP_FIELDS = ("pass", "opt_step", "micro", "accum_steps", "first_call", "record
 DIAG_FIELDS = ("verdict", "exposed_comm_share", "input_share", "compute_share", "steps", "steps_untimed",
                "steps_captured", "steps_broken", "learned", "pass_buckets", "pass_bytes", "accumulable_calls",
                "relearned", "busy_source", "wall_us", "mean_step_us", "inflight_us", "exposed_comm_us", "input_us",
-               "compute_us", "max_gap_us", "reason", "suggest")
+               "compute_us", "runq_us", "max_gap_us", "runqueue_share", "reason", "suggest")
 
 
 def step_errors(st, accum):
@@ -258,7 +258,7 @@ def check_steps(a, tap, name, steps, sums):
         if d["steps"] != len(st) or d["steps_untimed"] != len(st) or not d["learned"] or d["pass_buckets"] != 1:
             errs.append("comm %d: diagnosis steps %r for %d step lines" %
                         (s["comm_seq"], (d["steps"], d["steps_untimed"], d["learned"], d["pass_buckets"]), len(st)))
-        if d["verdict"] not in ("input-bound", "communication-bound", "compute-bound", "mixed", "unknown"):
+        if d["verdict"] not in ("input-bound", "communication-bound", "cpu-starved", "compute-bound", "mixed", "unknown"):
             errs.append("comm %d: verdict %r" % (s["comm_seq"], d["verdict"]))
     tap.check(not errs, "%s: step lines (one per pass after the learned ones, consecutive, shares adding up to 1) "
               "and the summary's diagnosis" % name, "; ".join(errs[:4]))

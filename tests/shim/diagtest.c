@@ -3,13 +3,19 @@
  * addresses (fp32 Sum, like DDP's gradient buckets), each after C µs of CPU
  * work; between passes the "input" sleeps S µs. Optionally DDP's first
  * whole-model pass, an int32 used-map after each pass, a slow rank (more
- * work on one rank) and a small metric all-reduce per pass.
+ * work on one rank) and a small metric all-reduce per pass, DDP's buffer
+ * broadcast at the start of each pass (BatchNorm statistics) and a slow
+ * rank whose extra work comes before it.
  *
  *   diagtest [-p PASSES] [-b BUCKETS] [-e ELEMS] [-c WORK_US] [-s SLEEP_US]
- *            [-W] [-u] [-m] [-R] [-r RANK -x EXTRA_US] [-o FILE]
+ *            [-W] [-u] [-m] [-R] [-B] [-r RANK [-x EXTRA_US] [-X EXTRA_US]] [-o FILE]
  *     -W  a first whole-model pass (one bucket of B*E floats), as DDP's first iteration
  *     -u  an int32 Sum of 16 elements after each pass (find_unused_parameters' used-map)
  *     -m  a 1-element fp32 metric all-reduce after each pass
+ *     -B  an ncclBcast of 16 floats from rank 0 at the start of each pass (DDP's
+ *         broadcast_buffers, what ProcessGroupNCCL's broadcast calls)
+ *     -x  the slow rank's extra work before each bucket; -X before each pass
+ *         (before its broadcast): the others then wait in the broadcast
  *     -R  reduce-scatter the buckets (FSDP2 / ZeRO) instead: each rank's shard
  *         of E/n floats (E a multiple of the ranks) into a buffer of its own
  *     -o  rank 0 writes what it built in: passes, CPU work and sleep per pass (µs)
@@ -45,11 +51,11 @@ static void work(long long us) {
 }
 
 int main(int argc, char **argv) {
-  int passes = 12, buckets = 4, whole = 0, used = 0, metric = 0, slow = -1, rs = 0;
-  long long elems = 65536, work_us = 0, sleep_us = 0, extra_us = 0;
+  int passes = 12, buckets = 4, whole = 0, used = 0, metric = 0, slow = -1, rs = 0, bcast = 0;
+  long long elems = 65536, work_us = 0, sleep_us = 0, extra_us = 0, pass_extra_us = 0;
   const char *out = NULL;
   int o;
-  while ((o = getopt(argc, argv, "p:b:e:c:s:WumRr:x:o:")) != -1) {
+  while ((o = getopt(argc, argv, "p:b:e:c:s:WumRBr:x:X:o:")) != -1) {
     switch (o) {
     case 'p': passes = atoi(optarg); break;
     case 'b': buckets = atoi(optarg); break;
@@ -62,6 +68,8 @@ int main(int argc, char **argv) {
     case 'R': rs = 1; break;
     case 'r': slow = atoi(optarg); break;
     case 'x': extra_us = atoll(optarg); break;
+    case 'X': pass_extra_us = atoll(optarg); break;
+    case 'B': bcast = 1; break;
     case 'o': out = optarg; break;
     default: fprintf(stderr, "usage: see the header of tests/shim/diagtest.c\n"); return 2;
     }
@@ -76,6 +84,7 @@ int main(int argc, char **argv) {
   float *b = malloc((size_t)buckets * (size_t)elems * sizeof *b);
   int32_t *um = calloc(16, sizeof *um);
   float *mt = calloc(1, sizeof *mt);
+  float bn[16];
   float *sh = malloc((size_t)buckets * (size_t)elems * sizeof *sh);
   if (!b || !um || !mt || !sh || (rs && (elems % n || whole))) MPI_Abort(MPI_COMM_WORLD, 2);
   long long mywork = work_us + (rank == slow ? extra_us : 0);
@@ -83,6 +92,12 @@ int main(int argc, char **argv) {
   for (int p = 0; p < passes; p++) {
     for (long long i = 0; i < (long long)buckets * elems; i++) b[i] = (float)((rank + 1) * ((i % 7) + 1));
     float want_mul = (float)(n * (n + 1) / 2);
+    if (rank == slow) work(pass_extra_us);
+    if (bcast) {
+      for (int i = 0; i < 16; i++) bn[i] = (float)(rank * 100 + p + i);
+      NCCL_OK(ncclBcast(bn, 16, ncclFloat32, 0, comm, NULL));
+      for (int i = 0; i < 16; i++) bad += bn[i] != (float)(p + i);
+    }
     if (whole && p == 0) {
       work(mywork * buckets);
       NCCL_OK(ncclAllReduce(b, b, (size_t)buckets * (size_t)elems, ncclFloat32, ncclSum, comm, NULL));
@@ -112,8 +127,8 @@ int main(int argc, char **argv) {
     FILE *f = fopen(out, "w");
     if (f) {
       fprintf(f, "{\"passes\":%d,\"buckets\":%d,\"elems\":%lld,\"work_us_per_pass\":%lld,\"sleep_us_per_pass\":%lld,"
-                 "\"nranks\":%d,\"slow_rank\":%d,\"extra_us_per_pass\":%lld}\n",
-              passes, buckets, elems, work_us * buckets, sleep_us, n, slow, extra_us * buckets);
+                 "\"nranks\":%d,\"slow_rank\":%d,\"extra_us_per_pass\":%lld,\"bcast\":%d}\n",
+              passes, buckets, elems, work_us * buckets, sleep_us, n, slow, extra_us * buckets + pass_extra_us, bcast);
       fclose(f);
     }
   }

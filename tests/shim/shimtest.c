@@ -15,6 +15,13 @@
  *   shimtest once EXPECT         one fp32 all-reduce; exit 0 iff it returns EXPECT
  *   shimtest accumgroup K        fused groups as backward passes with
  *                                NCCLSHIM_ACCUM_STEPS=K: synced or local, exactly
+ *   shimtest observed            the calls the shim only forwards (observed) on a
+ *                                second communicator: a ring send/recv before
+ *                                any collective, all-gather, broadcast (root 1),
+ *                                bcast (root 0), reduce (root 0), the ring again,
+ *                                all-to-all, gather, scatter (unsupported by the
+ *                                host NCCL: their error comes back unchanged),
+ *                                then one fp32 all-reduce; results exact
  *
  * Inputs are built from the rank and the element index, so every rank can
  * compute every expected value without communicating. Exit status 0 = pass;
@@ -355,6 +362,52 @@ static int cmd_once(int expect) {
   return (int)r != expect;
 }
 
+static void ring(const float *out, float *in, size_t n) {
+  NCCL_OK(ncclGroupStart());
+  NCCL_OK(ncclSend(out, n, ncclFloat32, (rank + 1) % nranks, comm2, NULL));
+  NCCL_OK(ncclRecv(in, n, ncclFloat32, (rank + nranks - 1) % nranks, comm2, NULL));
+  NCCL_OK(ncclGroupEnd());
+  for (size_t i = 0; i < n; i++)
+    if (in[i] != (float)((rank + nranks - 1) % nranks * 1000 + (int)i)) { fail("observed: ring", i, in[i], 0); break; }
+}
+
+static int cmd_observed(void) {
+  enum { N = 64 };
+  float out[N], in[N], *all = calloc((size_t)nranks * N, sizeof *all), b[N], red[N];
+  for (int i = 0; i < N; i++) out[i] = (float)(rank * 1000 + i);
+  ring(out, in, N);
+  NCCL_OK(ncclAllGather(out, all, N, ncclFloat32, comm2, NULL));
+  for (int i = 0; i < nranks * N; i++)
+    if (all[i] != (float)(i / N * 1000 + i % N)) { fail("observed: allgather", (size_t)i, all[i], 0); break; }
+  memcpy(b, out, sizeof b);
+  NCCL_OK(ncclBroadcast(out, b, N, ncclFloat32, 1 % nranks, comm2, NULL));
+  for (int i = 0; i < N; i++)
+    if (b[i] != (float)(1 % nranks * 1000 + i)) { fail("observed: broadcast root 1", (size_t)i, b[i], 0); break; }
+  memcpy(b, out, sizeof b);
+  NCCL_OK(ncclBcast(b, N, ncclFloat32, 0, comm2, NULL));
+  for (int i = 0; i < N; i++)
+    if (b[i] != (float)i) { fail("observed: bcast root 0", (size_t)i, b[i], i); break; }
+  NCCL_OK(ncclReduce(out, red, N, ncclFloat32, ncclSum, 0, comm2, NULL));
+  for (int i = 0; rank == 0 && i < N; i++) {
+    double want = 1000.0 * nranks * (nranks - 1) / 2 + (double)nranks * i;
+    if (red[i] != (float)want) { fail("observed: reduce root 0", (size_t)i, red[i], want); break; }
+  }
+  ring(out, in, N);
+  ncclResult_t r1 = ncclAlltoAll(all, all, N, ncclFloat32, comm2, NULL);
+  ncclResult_t r2 = ncclGather(out, all, N, ncclFloat32, 0, comm2, NULL);
+  ncclResult_t r3 = ncclScatter(all, out, N, ncclFloat32, 0, comm2, NULL);
+  if (r1 != ncclInvalidUsage || r2 != ncclInvalidUsage || r3 != ncclInvalidUsage) {
+    fprintf(stderr, "FAIL rank %d: alltoall/gather/scatter returned %d %d %d, the host NCCL's %d expected\n", rank,
+            (int)r1, (int)r2, (int)r3, (int)ncclInvalidUsage);
+    failures++;
+  }
+  for (int i = 0; i < N; i++) b[i] = (float)(rank + 1);
+  NCCL_OK(ncclAllReduce(b, b, N, ncclFloat32, ncclSum, comm2, NULL));
+  if (b[0] != (float)(nranks * (nranks + 1) / 2)) fail("observed: allreduce", 0, b[0], nranks * (nranks + 1) / 2);
+  free(all);
+  return failures != 0;
+}
+
 int main(int argc, char **argv) {
   int provided;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -371,6 +424,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "special")) rc = cmd_special();
   else if (!strcmp(cmd, "once")) rc = cmd_once(argc > 2 ? atoi(argv[2]) : 0);
   else if (!strcmp(cmd, "accumgroup")) rc = cmd_accumgroup(argc > 2 ? atoi(argv[2]) : 2);
+  else if (!strcmp(cmd, "observed")) rc = cmd_observed();
   else fprintf(stderr, "unknown command %s\n", cmd);
   int all = 0;
   MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

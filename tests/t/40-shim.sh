@@ -94,7 +94,7 @@ LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" TEST_TIMEOUT=120 mpirun_check
 
 # 8. The library: exports, no link to NCCL or the CUDA runtime, inert outside NCCL programs.
 exports=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /[TW]/ {print $3}' | sort | tr '\n' ' ')
-want="ncclAllGather ncclAllReduce ncclCommAbort ncclCommDestroy ncclCommFinalize ncclCommGetAsyncError ncclCommInitAll ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommSplit ncclGetLastError ncclGroupEnd ncclGroupStart ncclRecv ncclReduceScatter ncclSend ncclshim_get_stats ncclshim_version "
+want="ncclAllGather ncclAllReduce ncclAlltoAll ncclBcast ncclBroadcast ncclCommAbort ncclCommDestroy ncclCommFinalize ncclCommGetAsyncError ncclCommInitAll ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommSplit ncclGather ncclGetLastError ncclGroupEnd ncclGroupStart ncclRecv ncclReduce ncclReduceScatter ncclScatter ncclSend ncclshim_get_stats ncclshim_version "
 [ "$exports" = "$want" ] && ok "exports exactly the hooked nccl* functions and ncclshim_*" || not_ok "exports: $exports"
 readelf -d "$SHIM" | grep -Eq 'NEEDED.*(libnccl|libcudart|libcuda)' && not_ok "DT_NEEDED on NCCL or CUDA" \
   || ok "no DT_NEEDED on libnccl, libcudart or libcuda"
@@ -111,6 +111,13 @@ check_grep "... with advice for the flushed values (bf16, or a prescale below 1)
   "advice: fp16 flushes .*NCCLSHIM_COMPRESS=bf16.*NCCLSHIM_PRESCALE=F with F a power of two below 1" "$TMPD/counts.err"
 check_grep "... and for the overflowed ones (GradScaler, bf16, a prescale above 1)" \
   "advice: fp16 overflows beyond 65504.*GradScaler.*above 1" "$TMPD/counts.err"
+# int8 (two-phase) counts the values its blocks flush to zero too (issue 24: it never did): at
+# least the 2500 fp32 subnormals per rank (2^100 and more below their block's largest value).
+with NCCLSHIM_LOG=summary NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase mpirun_shim 2 "$P" special >/dev/null 2>"$TMPD/c8.err"
+n8=$(sed -n 's/.*casts to int8 in this process: [0-9]* values overflowed to +-Inf, \([0-9]*\) non-zero values flushed to zero.*/\1/p' "$TMPD/c8.err" | head -n 1)
+[ -n "$n8" ] && [ "$n8" -ge 2500 ] && grep -q "advice: int8 blocks share one scale.*NCCLSHIM_ERROR_FEEDBACK=1" "$TMPD/c8.err" \
+  && ok "int8 counts values flushed to zero ($n8 >= 2500 on rank 0), with advice (error feedback, smaller blocks, bf16)" \
+  || not_ok "int8 flush count: '${n8:-none}'; $(grep 'casts to\|advice' "$TMPD/c8.err" | head -n 3 | tr '\n' ' ')"
 
 # 10. Fusion together with accumulation: fused groups as backward passes.
 # The first group (communicator not yet checked) counts as pass 0 too.

@@ -286,3 +286,63 @@ n=$(ls "$TMPD/ldir2" | grep -c '^ncclshim\..*\.[0-9]*\.txt$')
 [ "$n" -eq 2 ] && [ -z "$(ls -A "$TMPD/ldir2" | grep '^\.')" ] && ok "NCCLSHIM_LOG_FILE=ldir2/: two summary files inside, no hidden file" \
   || not_ok "directory/ log: $(ls -a "$TMPD/ldir2" | tr '\n' ' ')"
 chk table --iters 3 --nranks 2 --label "summary files in a directory" "$TMPD"/ldir2/ncclshim.*.txt
+
+# 14. Observed calls (issue 24): broadcast, bcast, reduce, all-gather, all-to-all, gather, scatter,
+#     send and receive are forwarded untouched and logged as "observed" records, each with its
+#     collective, root or peer and the caller's error unchanged (the host NCCL has no all-to-all,
+#     gather or scatter); send/receive as "p2p" lines numbered apart, and only once a collective
+#     has logged the communicator (the first ring is not logged); the host NCCL sees exactly the
+#     calls it sees without the shim; ncclshim_get_stats and the table's total count the
+#     reductions only.
+seq_obs() { for r in 0 1 2; do grep -E "comm 0x[0-9a-f]+ rank $r/3 " "$1" | sed -E 's/^hostnccl\[[0-9]+\] //; s/0x[0-9a-f]+|\(nil\)/P/g'; done; }
+NCCLSHIM_COMPRESS=off HOSTNCCL_LOG=1 mpirun_host 3 "$TBIN/shimtest" observed >"$TMPD/obs.plain" 2>&1
+check "shimtest observed without the shim, 3 ranks" test $? -eq 0
+NCCLSHIM_COMPRESS=off HOSTNCCL_LOG=1 NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/obs.%r.jsonl" \
+  mpirun_shim 3 "$TBIN/shimtest" observed >"$TMPD/obs.shim" 2>&1
+check "shimtest observed with the shim and NCCLSHIM_LOG=calls, 3 ranks: results exact, errors unchanged" test $? -eq 0
+seq_obs "$TMPD/obs.plain" | grep -v "AllReduce" >"$TMPD/obs.plain.calls"
+seq_obs "$TMPD/obs.shim" | grep -v "AllReduce" >"$TMPD/obs.shim.calls"
+n=$(wc -l <"$TMPD/obs.plain.calls")
+[ "$n" -ge 15 ] && cmp -s "$TMPD/obs.plain.calls" "$TMPD/obs.shim.calls" \
+  && ok "observed calls: the host NCCL saw the same $n non-all-reduce calls with and without the shim" \
+  || not_ok "observed calls differ ($n lines): $(diff "$TMPD/obs.plain.calls" "$TMPD/obs.shim.calls" | head -n 4 | tr '\n' ' ')"
+python3 - "$TMPD" <<'PY' && ok "observed records: collectives, roots, peers, errors, p2p numbering, totals" || not_ok "observed records (above)"
+import json, sys
+d = sys.argv[1]
+for r in range(3):
+    L = [json.loads(x) for x in open("%s/obs.%d.jsonl" % (d, r))]
+    calls = [x for x in L if x["kind"] == "call"]
+    want = [("allgather", None, "none", 0), ("broadcast", 1, "none", 0), ("broadcast", 0, "none", 0),
+            ("reduce", 0, "sum", 0), ("alltoall", None, "none", 5), ("gather", 0, "none", 5),
+            ("scatter", 0, "none", 5), ("allreduce", None, "sum", 0)]
+    got = [(x["coll"], x.get("root"), x["op"], x["result"]) for x in calls]
+    assert got == want, (r, got)
+    assert [x["action"] for x in calls] == ["observed"] * 7 + ["passthrough"], calls
+    assert [x["seq"] for x in calls] == list(range(1, 9)) and all(x["count"] == 64 for x in calls), calls
+    assert all(x["call"] == 0 for x in calls[:7]) and calls[7]["call"] == 1, [x["call"] for x in calls]
+    assert all(x["comm_seq"] == 0 and x["rank"] == r and x["nranks"] == 3 for x in calls), calls[0]
+    p2p = [x for x in L if x["kind"] == "p2p"]
+    assert [(x["coll"], x["peer"], x["seq"], x["timing"]) for x in p2p] == \
+        [("send", (r + 1) % 3, 1, "grouped"), ("recv", (r + 2) % 3, 2, "grouped")], p2p
+    s = [x for x in L if x["kind"] == "summary"][0]
+    ob = s["actions"]["observed"]
+    assert ob["calls"] == 9 and ob["records"] == 9 and ob["logical_bytes"] == 9 * 256 and ob["busbw_GBps"] is None, ob
+    assert s["actions"]["passthrough"]["calls"] == 1 and s["records"] == 10, s
+PY
+
+# 15. The shim's exit work against a thread still running into the exit (issue 24.7: an abort in a
+#     gloo thread during interpreter shutdown, only with the shim): exittest returns from main with
+#     4 threads per rank spinning and one that aborts 200 ms later if the process is still there.
+#     The last log round runs on the exiting thread (never a wait for the writer at nice +10:
+#     150-200 ms there, the late thread aborted in 2 of 3 runs); the logs are complete all the same.
+for k in "-k" ""; do
+  NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/exit$k.%r.jsonl" mpirun_shim 2 "$TBIN/exittest" -s 4 -d 200 -n 1000 $k \
+    >"$TMPD/exit$k.out" 2>&1
+  rc=$?
+  ms=$(sed -n 's/^exittest: exit handlers before ours took \([0-9.]*\) ms$/\1/p' "$TMPD/exit$k.out" | sort -n | tail -n 1)
+  calls=$(cat "$TMPD"/exit$k.*.jsonl 2>/dev/null | grep -c '"kind":"call"')
+  sums=$(cat "$TMPD"/exit$k.*.jsonl 2>/dev/null | grep -c '"kind":"summary"')
+  [ $rc -eq 0 ] && ! grep -q "ran into the finalised program" "$TMPD/exit$k.out" && [ "$calls" -eq 2000 ] && [ "$sums" -eq 2 ] \
+    && ok "exit ${k:-after destroy}: the process ended before a thread 200 ms into the exit woke (shim's exit work ${ms:-?} ms at most), 2000 call lines and both summaries written" \
+    || not_ok "exit ${k:-after destroy}: rc $rc, exit work ${ms:-?} ms, $calls call lines, $sums summaries; $(grep exittest "$TMPD/exit$k.out" | head -n 2 | tr '\n' ' ')"
+done

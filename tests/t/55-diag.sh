@@ -56,6 +56,15 @@ run slow -p 10 -c 500 -r 1 -x 6000
 chk --label "slow rank 1" --rank 0 --verdict communication-bound --max-input 0.15 "$TMPD/slow.json" "$TMPD/slow.0.jsonl"
 chk --label "slow rank 1" --rank 1 --verdict compute-bound --max-input 0.15 "$TMPD/slow.json" "$TMPD/slow.1.jsonl"
 
+# 4b. A slow rank whose extra work comes before DDP's buffer broadcast (BatchNorm): rank 1 works
+#    24 ms more at the start of each pass; rank 0 waits for it inside the ncclBcast, which the shim
+#    times as an observed call: communication there, not input (issue 24: it was "input-bound").
+run bcast -p 10 -c 500 -B -r 1 -X 24000
+chk --label "slow rank 1 before the broadcast" --rank 0 --verdict communication-bound --max-input 0.15 \
+  "$TMPD/bcast.json" "$TMPD/bcast.0.jsonl"
+chk --label "slow rank 1 before the broadcast" --rank 1 --verdict compute-bound --max-input 0.15 \
+  "$TMPD/bcast.json" "$TMPD/bcast.1.jsonl"
+
 # 5. The trace: valid JSON, the step slices on their own track, one after the other, nested in nothing.
 python3 - "$TMPD"/input.0.trace.json <<'PY' && ok "trace: step slices on a steps track, consecutive, the breakdown in args" || not_ok "trace of the input run"
 import json, sys
@@ -81,7 +90,7 @@ PY
 seq_of() { for r in 0 1; do grep -E "comm 0x[0-9a-f]+ rank $r/2 " "$1" | sed -E 's/^hostnccl\[[0-9]+\] //; s/0x[0-9a-f]+|\(nil\)/P/g'; done; }
 for dg in 0 1; do
   HOSTNCCL_LOG=1 NCCLSHIM_DIAG=$dg NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/ident$dg.%r.jsonl" \
-    mpirun_shim 2 "$P" -p 8 -c 100 -u -m >"$TMPD/ident$dg.log" 2>&1
+    mpirun_shim 2 "$P" -p 8 -c 100 -u -m -B >"$TMPD/ident$dg.log" 2>&1
   check "diagtest with NCCLSHIM_DIAG=$dg, host NCCL log on" test $? -eq 0
   seq_of "$TMPD/ident$dg.log" >"$TMPD/ident$dg.calls"
 done

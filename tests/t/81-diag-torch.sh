@@ -11,6 +11,14 @@
 #     parameter model: ~51 ms of link per pass on 2 ranks);
 #   - a straggler: rank 1 computes 60 ms more per pass: rank 1 must be named,
 #     the job judged on its shares (compute-bound), the others' wait measured;
+#     the same on rank 0 with a BatchNorm layer (DDP broadcasts its buffers with
+#     ncclBcast from rank 0 at every forward: rank 1 waits there, issue 24), and
+#     with 0.5 MB buckets (the ranks in lockstep after the first bucket);
+#   - imbalanced: the slow rank takes turns (rank step % 2): no straggler, the
+#     ranks' mean wait share against the built-in one;
+#   - cpu-starved: each rank pinned to one CPU with two spinning processes
+#     (augmentation workers competing with the training thread): the
+#     run-queue share against /proc's, and advice other than more workers;
 # each verdict right, each share within 10 points of what the run was built to
 # have (Python's own measurements: the time waiting for the next batch, the
 # time inside NCCL calls, the step time; on the emulated link the exposed
@@ -34,7 +42,7 @@ rep = importlib.machinery.SourceFileLoader("rep", sys.argv[1]).load_module()
 h = open(sys.argv[2]).read()
 want = {k: float(v) for k, v in re.findall(r"#define NSC_DIAG_(\w+)\s+([0-9.]+)", h)}
 got = {"MIN_STEPS": rep.MIN_STEPS, "COMM_SHARE": rep.COMM_SHARE, "INPUT_SHARE": rep.INPUT_SHARE,
-       "COMPUTE_SHARE": rep.COMPUTE_SHARE}
+       "COMPUTE_SHARE": rep.COMPUTE_SHARE, "RUNQ_SHARE": rep.RUNQ_SHARE}
 bad = {k: (v, want.get(k)) for k, v in got.items() if want.get(k) != v}
 print("report", got, "shim", {k: want.get(k) for k in got})
 sys.exit(1 if bad else 0)
@@ -66,6 +74,20 @@ for r in (0, 1):
     for p in range(4, 10):
         w(step(r, 7, p, 1e6 * p + (40000 * r if p != 6 else 40000 * (1 - r)), 100000, 5000 if r else 50000,
                90000 if r else 45000))
+    # comm 8: both ranks 90 % compute, 30 % of the step waiting for a CPU (runq_us): cpu-starved.
+    for p in range(4, 10):
+        w(step(r, 8, p, 1e6 * p, 100000, 5000, 90000, cpu_us=60000, runq_us=30000))
+    # comm 9: call lines tagged with their pass: the buckets in lockstep, but at each step's
+    # broadcast (call 3) rank 1 arrives 30 ms late: straggler rank 1 on basis "steps", the
+    # other waiting 30 % (its steps start together: the first bucket alone shows nothing).
+    for p in range(4, 10):
+        w(step(r, 9, p, 1e6 * p, 100000, 35000 if r == 0 else 5000, 60000 if r == 0 else 90000))
+        for k in range(4):
+            q = (p - 4) * 4 + k + 1
+            w(dict(head("call", r, 9), seq=q, call=q, action="observed" if k == 3 else "passthrough",
+                   logical_bytes=64 if k == 3 else 1 << 20, wire_bytes=64 if k == 3 else 1 << 20, coll_us=100.0,
+                   wall_start_us=1e6 * p + 1000 * k + (30000 if (k == 3 and r == 1) else 0) + (30000 if k == 3 else 0),
+                   **{"pass": p}))
     # comm 2: no busy source: 50 % exposed (communication-bound) ...
     for p in range(4, 10):
         w(step(r, 2, p, 1e6 * p, 100000, 50000, None, busy_source="none"))
@@ -100,14 +122,27 @@ def expect(seq, verdict, comm, inp, comp, strag, what):
                     for g, w in ((d["exposed_comm_share"], comm), (d["input_share"], inp), (d["compute_share"], comp))))
     print("%s - comm %d: %s%s" % ("ok" if good else "not ok", seq, what, "" if good else " (got %s)" % json.dumps(d)[:600]))
 expect(0, "communication-bound", 0.5, 0.2, 0.3, None, "communication-bound 0.50/0.20/0.30, no straggler (last rank alternates)")
-expect(1, "compute-bound", 0.05, 0.05, 0.9, 1, "straggler rank 1 (last at 8 of 8 steps, the other waits 45 %), judged on its shares: compute-bound")
+expect(1, "compute-bound", 0.05, 0.05, 0.9, 1, "straggler rank 1 (it paces 8 of 8 steps at their first bucket, the other waits 40 %), judged on its shares: compute-bound")
 d = c.get(1) or {}
-print("%s - comm 1: straggler_wait_share 0.45" % ("ok" if near(d.get("straggler_wait_share"), 0.45) else "not ok"))
+print("%s - comm 1: straggler_wait_share 0.40 (the other's waits at the first buckets over its step time)" % (
+    "ok" if near(d.get("straggler_wait_share"), 0.40) else "not ok (%r)" % d.get("straggler_wait_share")))
 print("%s - comm 1: the per-rank verdicts stay the shim's view (rank 0 communication-bound, rank 1 compute-bound)" % (
     "ok" if d.get("ranks", {}).get("0", {}).get("verdict") == "communication-bound"
     and d.get("ranks", {}).get("1", {}).get("verdict") == "compute-bound" else "not ok"))
-expect(7, "compute-bound", 0.275, 0.05, 0.675, None,
-       "last at 5 of 6 steps is no straggler (< 90 %): the ranks' mean shares, compute-bound")
+expect(7, "imbalanced", 0.275, 0.05, 0.675, None,
+       "pacing 5 of 6 steps is no straggler (< 90 %); the ranks wait 20 % for one another: imbalanced")
+d = c.get(7) or {}
+print("%s - comm 7: wait_share 0.20 = (200 + 40 ms) / 600 ms / 2" % ("ok" if near(d.get("wait_share"), 0.2) else "not ok (%r)" % d.get("wait_share")))
+expect(8, "cpu-starved", 0.05, 0.05, 0.9, None, "30 % of the step in the run queue: cpu-starved")
+d = c.get(8) or {}
+print("%s - comm 8: runqueue_share 0.30, the advice says more workers make it worse" % (
+    "ok" if near(d.get("runqueue_share"), 0.3) and any("make it worse" in x for x in d.get("suggestions", [])) else "not ok (%r)" % d))
+d = c.get(9) or {}
+print("%s - comm 9: straggler 1 from the steps' tagged call lines (paces 6 of 6, the other waits 30 %%)" % (
+    "ok" if d.get("straggler") == 1 and d["straggler_evidence"]["basis"] == "steps" and d["straggler_evidence"]["last"] == 6
+    and near(d.get("straggler_wait_share"), 0.30) else "not ok (%r)" % {k: d.get(k) for k in ("straggler", "straggler_evidence")}))
+sk = [x for x in doc["communicators"] if x["comm_seq"] == 9][0]["skew"]
+print("%s - comm 9: the skew section names the same straggler (one definition)" % ("ok" if sk["straggler"] == 1 else "not ok (%r)" % sk))
 expect(2, "communication-bound", 0.5, None, None, None, "busy unknown, exposed 50 %: communication-bound (rule 2)")
 expect(3, "unknown", 0.2, None, None, None, "busy unknown, exposed 20 %: unknown; the captured step and the one without wall_us left out")
 print("%s - comm 3: 5 steps counted of 7" % ("ok" if (c.get(3) or {}).get("steps") == 5 else "not ok"))
@@ -121,7 +156,7 @@ print("%s - the job's diagnosis is the communicator with the most step time (1),
 EOF
 cat "$TMPD/fake.check"
 grep -q . "$TMPD/fake.check" || not_ok "the made-up log checks ran no check"
-check_grep "the text names the straggler and the waiting" "try: rank 1 is the straggler: it arrived last at 8 of 8 steps" "$TMPD/fake.txt"
+check_grep "the text names the straggler and the waiting" "try: rank 1 is the straggler: the others waited for it most in 8 of 8 steps" "$TMPD/fake.txt"
 check_grep "cut line reported, not fatal" "not JSON" "$TMPD/fake.err"
 "${REPORT[@]}" --json - "$TMPD/fake" 2>/dev/null | "$PY" -c 'import json, sys; d = json.load(sys.stdin); sys.exit(d["verdict"] != "compute-bound")'
 check "--json - writes only the JSON to stdout" test $? -eq 0
@@ -153,11 +188,15 @@ launch() {
 }
 t0=$(date +%s)
 launch fast -- --case "compute --batch 128" --case "input --input-sleep 0.1" \
-  --case "workers --input-sleep 0.6 --loader-workers 2" --case "straggler --slow-rank 1 --slow-s 0.06"
+  --case "workers --input-sleep 0.6 --loader-workers 2" --case "straggler --slow-rank 1 --slow-s 0.06" \
+  --case "bnstraggler --batchnorm --slow-rank 0 --slow-s 0.06" \
+  --case "early --slow-rank 1 --slow-s 0.06 --bucket-mb 0.5" \
+  --case "alternate --slow-alternate --slow-s 0.06" --case "starved --cpu-hogs 2"
 launch link HOSTNCCL_LINK_GBPS=1 -- --case "comm"
 CHECK=("$TORCH_VENV/bin/python" "$ROOT/tests/torch/check_verdicts.py")
 "${CHECK[@]}" "$TMPD/fast.json" "$TMPD/fast.report.json" --tsv "$TMPD/diag.tsv" \
-  compute=0:compute-bound input=1:input-bound workers=2:input-bound straggler=3:compute-bound:1
+  compute=0:compute-bound input=1:input-bound workers=2:input-bound straggler=3:compute-bound:1 \
+  bnstraggler=4:compute-bound:0 early=5:compute-bound:1 alternate=6:imbalanced starved=7:cpu-starved
 "${CHECK[@]}" "$TMPD/link.json" "$TMPD/link.report.json" --tsv "$TMPD/diag.tsv" comm=0:communication-bound
 echo "# $(($(date +%s) - t0)) s for the torch runs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# case, built verdict, verdict, straggler, then built/measured exposed_comm, input, compute shares, Python's comm share, steps:"

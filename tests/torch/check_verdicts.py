@@ -17,6 +17,10 @@ the ranks):
                         built to cost: a floor, the transfer under load and the
                         other rank's lateness add to it) minus the tolerance
   compute_share       = 1 - (sum(comm_s) + sum(input_s)) / sum(step_s)
+Imbalanced (a verdict of that name): the report's wait_share within --tol of
+the ranks' mean built wait (built_wait()). CPU-starved: its runqueue_share
+within --tol of sum(runq_s) / sum(step_s), and advice that is not "more
+workers".
 Checks per case: the report's verdict is VERDICT; each of its three shares is
 within --tol (absolute) of the built-in one; the straggler is STRAGGLER (a rank)
 or null when none is given, and for a straggler the others' waiting share
@@ -39,7 +43,7 @@ def built(ranks, which, first, last):
     """Built-in shares of ranks `which` (summed) over Python steps first..last;
     the input wait from one step later: the shim's step m runs from pass m's
     first bucket to pass m+1's, so it holds the batch fetch of Python step m+1."""
-    tot = {k: 0.0 for k in ("step_s", "comm_s", "input_s", "link_s", "slow_s")}
+    tot = {k: 0.0 for k in ("step_s", "comm_s", "input_s", "link_s", "slow_s", "runq_s")}
     for r in which:
         x = ranks[r]
         for k in tot:
@@ -52,7 +56,22 @@ def built(ranks, which, first, last):
     return {"exposed_comm_share": comm, "input_share": tot["input_s"] / wall,
             "compute_share": 1 - (tot["comm_s"] + tot["input_s"]) / wall,
             "measured_comm_share": tot["comm_s"] / wall, "slow_share": tot["slow_s"] / wall,
+            "runqueue_share": tot["runq_s"] / wall,
             "link": tot["link_s"] > 0, "wall": wall, "comm_s": tot["comm_s"]}
+
+
+def built_wait(ranks, first, last):
+    """The ranks' mean wait_share as built: in each step every rank waits for the
+    slowest rank's extra computing (slow_s) less its own, over its step time;
+    slow_s one Python step later, as input_s (it comes before the step's first
+    bucket, so the shim's step m holds that of Python step m + 1)."""
+    n = len(ranks[0]["slow_s"])
+    lo, hi = (first + 1, last + 2) if last + 2 <= n else (first, last + 1)
+    shares = []
+    for x in ranks:
+        wait = sum(max(y["slow_s"][i] for y in ranks) - x["slow_s"][i] for i in range(lo, hi))
+        shares.append(wait / sum(x["step_s"][first:last + 1]))
+    return sum(shares) / len(shares)
 
 
 def main(argv):
@@ -114,6 +133,18 @@ def main(argv):
             tap(isinstance(got, (int, float)) and abs(got - wait) <= tol,
                 f"{case}: the others wait {got if got is None else round(got, 3)} of their step for it, "
                 f"within {tol:.2f} of {wait:.3f} (their extra time in NCCL calls)")
+        if verdict == "imbalanced":
+            w, got = built_wait(ranks, first, last), d.get("wait_share")
+            tap(isinstance(got, (int, float)) and abs(got - w) <= tol,
+                f"{case}: the ranks wait {got if got is None else round(got, 3)} of their step for one another, "
+                f"within {tol:.2f} of {w:.3f} (the slowest rank's extra computing less their own)")
+        if verdict == "cpu-starved":
+            got = d.get("runqueue_share")
+            tap(isinstance(got, (int, float)) and abs(got - b["runqueue_share"]) <= tol,
+                f"{case}: runqueue_share {got if got is None else round(got, 3)} within {tol:.2f} of "
+                f"{b['runqueue_share']:.3f} (the process's run-queue time, /proc/self/task/*/schedstat)")
+            tap(any("make it worse" in x for x in d.get("suggestions", [])),
+                f"{case}: the advice is not more DataLoader workers")
         rows.append((case, verdict, d.get("verdict"), d.get("straggler"),
                      *(x for k in KEYS for x in (b[k], d.get(k))), b["measured_comm_share"], last - first + 1))
     if tsv:

@@ -4,7 +4,7 @@ A TEST AND DEMO SUBSTRATE, like the host NCCL it runs on: ProcessGroupNCCL
 needs CUDA tensors, so on a machine without a GPU this small Python process
 group stands in for it. Its collectives are the NCCL calls ProcessGroupNCCL
 makes (one ncclAllReduce per DDP bucket, in place; ncclReduceScatter and
-ncclAllGather for FSDP2; ncclBroadcast; ncclGroupStart/End around the
+ncclAllGather for FSDP2; ncclBcast for broadcast; ncclGroupStart/End around the
 coalesced calls), resolved from the process's global symbol scope
 (ctypes.CDLL(None)) so that a preloaded libncclshim.so interposes them exactly
 as it interposes libtorch_cuda.so's calls. The stream argument is NULL: the
@@ -52,7 +52,7 @@ _PROTOS = {
     "ncclAllReduce": [_VP, _VP, _SZ, _I, _I, _P, _P],
     "ncclReduceScatter": [_VP, _VP, _SZ, _I, _I, _P, _P],
     "ncclAllGather": [_VP, _VP, _SZ, _I, _P, _P],
-    "ncclBroadcast": [_VP, _VP, _SZ, _I, _I, _P, _P],
+    "ncclBcast": [_VP, _SZ, _I, _I, _P, _P],
     "ncclGroupStart": [],
     "ncclGroupEnd": [],
     "ncclGetErrorString": [_I],
@@ -207,8 +207,10 @@ class NcclPG(dist.ProcessGroup):
     def broadcast(self, tensors, opts=None):
         def one(t):
             with _Staged(t) as c:
-                _check(_F["ncclBroadcast"](c.data_ptr(), c.data_ptr(), c.numel(), _dtype(c), opts.rootRank,
-                                           self._comm, None), "ncclBroadcast", self._comm)
+                # In place, as ProcessGroupNCCL's broadcast: ncclBcast (its out-of-place
+                # _broadcast_oop calls ncclBroadcast, which DDP does not use).
+                _check(_F["ncclBcast"](c.data_ptr(), c.numel(), _dtype(c), opts.rootRank, self._comm, None),
+                       "ncclBcast", self._comm)
         self._grouped(one, [(t,) for t in tensors])
         return _done(tensors)
 

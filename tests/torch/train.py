@@ -84,6 +84,13 @@ p.add_argument("--loader-workers", type=int, default=-1,
                help="that DataLoader's num_workers (default 0 with --input-sleep; -1 without: no DataLoader)")
 p.add_argument("--slow-rank", type=int, default=-1, help="this rank computes --slow-s longer per backward pass")
 p.add_argument("--slow-s", type=float, default=0.0, help="seconds of extra busy computing on --slow-rank")
+p.add_argument("--slow-alternate", action="store_true",
+               help="the slow rank takes turns: rank (step %% world size) computes --slow-s longer (imbalance)")
+p.add_argument("--batchnorm", action="store_true",
+               help="a BatchNorm1d after the first layer: DDP broadcasts its buffers at every forward")
+p.add_argument("--cpu-hogs", type=int, default=0,
+               help="pin this rank to one CPU and run this many spinning processes there for the run "
+                    "(augmentation workers competing with the training thread: CPU starvation)")
 p.add_argument("--case", action="append", default=[],
                help='"NAME [OPTIONS]": one training run with these options on top of the others, '
                     "on a communicator of its own (repeatable; default: one run named 'run')")
@@ -138,11 +145,13 @@ class MLP(torch.nn.Module):
     """Layers of different sizes (buckets above and below MIN_BYTES) and, for
     find_unused_parameters, a head that no pass uses."""
 
-    def __init__(self, d, layers, unused):
+    def __init__(self, d, layers, unused, bn=False):
         super().__init__()
         dims = [32] + [d * (1 + i % 2) for i in range(layers)]
-        self.body = torch.nn.Sequential(*[m for i in range(layers) for m in
-                                          (torch.nn.Linear(dims[i], dims[i + 1]), torch.nn.Tanh())])
+        mods = [m for i in range(layers) for m in (torch.nn.Linear(dims[i], dims[i + 1]), torch.nn.Tanh())]
+        if bn:  # running statistics: buffers DDP broadcasts from rank 0 at the start of every forward
+            mods.insert(1, torch.nn.BatchNorm1d(dims[1]))
+        self.body = torch.nn.Sequential(*mods)
         self.out = torch.nn.Linear(dims[-1], 10)
         self.unused = torch.nn.Linear(4, 4) if unused else None
 
@@ -264,7 +273,8 @@ def loss_of(out, y):
 
 
 def build(a, pg):
-    net = LM(a.vocab, a.width, a.layers, a.seq) if a.model == "transformer" else MLP(a.width, a.layers, a.find_unused)
+    net = (LM(a.vocab, a.width, a.layers, a.seq) if a.model == "transformer"
+           else MLP(a.width, a.layers, a.find_unused, a.batchnorm))
     if a.fsdp:
         from torch.distributed.device_mesh import DeviceMesh
         from torch.distributed.fsdp import fully_shard
@@ -293,9 +303,36 @@ def add_learning_hook(a, model, passes):
     model.register_comm_hook(model.process_group, learning_hook)
 
 
+@contextlib.contextmanager
+def cpu_hogs(n):
+    """n processes spinning on the one CPU this rank is pinned to, for the
+    block (the rank's previous CPU set comes back afterwards)."""
+    if n <= 0:
+        yield
+        return
+    import subprocess
+    before = os.sched_getaffinity(0)
+    cpus = sorted(before)
+    os.sched_setaffinity(0, {cpus[rank % len(cpus)]})  # inherited by the hogs
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for h in hogs:
+            h.kill()
+        for h in hogs:
+            h.wait()
+        os.sched_setaffinity(0, before)
+
+
 def train(a, name):
     """One run on a communicator of its own, as a generator that yields after
     every backward pass; returns rank 0's record (or None)."""
+    with cpu_hogs(a.cpu_hogs):
+        return (yield from train_body(a, name))
+
+
+def train_body(a, name):
     pg = dist.new_group()
     torch.manual_seed(a.seed)
     net, model = build(a, pg)
@@ -320,7 +357,8 @@ def train(a, name):
             ti = time.perf_counter()
             x, y = next(data)
             tin += time.perf_counter() - ti
-            if rank == a.slow_rank and a.slow_s > 0:
+            slow = step % W if a.slow_alternate else a.slow_rank
+            if rank == slow and a.slow_s > 0:
                 ti = time.perf_counter()
                 busy(a.slow_s)
                 tslow += time.perf_counter() - ti

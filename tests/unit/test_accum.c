@@ -345,6 +345,27 @@ static void recurred_with_foreign_metric(void **state) {
   sim_free(&s);
 }
 
+/* Small foreign calls before and inside the rebuilt pass (fuzzer seed 26039:
+ * an all-reduce of a bucket's size below MIN_BYTES, twice after the
+ * whole-model bucket and once before the rebuilt pass's first bucket): no
+ * running sum equals the whole-model bucket, a subset of the calls after it
+ * does (the rebuilt pass: two small buckets and a large one). */
+static void recurred_with_small_foreign_calls(void **state) {
+  (void)state;
+  sim s;
+  sim_init(&s, 2, 4);
+  assert_int_equal(sim_call(&s, 0x90000, 900), 1); /* the whole-model bucket: 3600 bytes */
+  sim_other(&s, 0, 800);                           /* foreign, a small bucket's size */
+  sim_other(&s, 0, 800);
+  sim_other(&s, 0, 800);                           /* foreign, in the rebuilt pass */
+  sim_small(&s, 0xb0000, 800);                     /* rebuilt: small bucket 0 */
+  sim_small(&s, 0xb1000, 1600);                    /* rebuilt: small bucket 1 */
+  assert_false(nsc_accum_recurred(&s.a[0]));
+  assert_int_equal(sim_call(&s, 0xa0000, 300), 1); /* rebuilt: the large bucket, 1200 bytes */
+  assert_true(nsc_accum_recurred(&s.a[0]));
+  sim_free(&s);
+}
+
 /* A communicator whose accumulation went off (a failed agreement) before its
  * first pass was known to be over counts as past it (fuzzer seeds 17411,
  * 17416): a model re-wrapped on a new communicator later is late. One that
@@ -833,6 +854,7 @@ int main(void) {
       cmocka_unit_test(find_unused_short_first),
       cmocka_unit_test(invisible_pass_while_learning),
       cmocka_unit_test(recurred_with_foreign_metric),
+      cmocka_unit_test(recurred_with_small_foreign_calls),
       cmocka_unit_test(off_counts_as_past_first_pass),
       cmocka_unit_test(recurred_after_larger_metric),
       cmocka_unit_test(extra_bucket_shows_invisible_pass),

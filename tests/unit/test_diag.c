@@ -395,6 +395,30 @@ static void test_verdict_rules(void **state) {
   /* busy beyond the time without a collective is capped */
   assert_string_equal(judge(200000, 900000, 1, 1, &o), "compute-bound");
   assert_true(o.compute_share == 0.8 && o.input_share == 0.0);
+  /* rule 3 (cpu-starved): run-queue time 0.25 of the step, compute 0.70; at 0.249999 compute-bound; no
+   * run-queue reading: compute-bound; before communication-bound (exposed 0.40) */
+  nsc_diag_tot rq = {.steps = 4, .wall_ns = 1000000, .exposed_ns = 100000, .busy_steps = 4, .busy_wall_ns = 1000000,
+                     .busy_ns = 700000, .busy_exposed_ns = 100000, .src = NSC_DIAG_SRC_CPU,
+                     .runq_steps = 4, .runq_wall_ns = 1000000, .runq_ns = 250000};
+  nsc_diag_ctx rctx = {.compress_off = 1, .accum_steps = 1, .learned = 1, .why_off = ""};
+#define VERDICT_IS(v) (nsc_diag_judge(&rq, &rctx, &o), assert_string_equal(o.verdict, (v)))
+  VERDICT_IS("cpu-starved");
+  assert_true(o.runqueue_share == 0.25 && o.compute_share == 0.7);
+  assert_true(strstr(o.suggest, "waited for a CPU 25% of its step") != NULL && strstr(o.suggest, "make it worse") != NULL);
+  assert_true(strstr(o.reason, "compute 70.0% (25.0% of it waiting for a CPU)") != NULL);
+  rq.runq_ns = 249999;
+  VERDICT_IS("compute-bound");
+  rq.runq_steps = 0;
+  VERDICT_IS("compute-bound");
+  assert_true(o.runqueue_share < 0);
+  rq.runq_steps = 4;
+  rq.runq_ns = 500000;
+  rq.exposed_ns = rq.busy_exposed_ns = 400000;
+  rq.busy_ns = 500000;
+  VERDICT_IS("cpu-starved");
+  rq.runq_ns = 249999;
+  VERDICT_IS("communication-bound");
+#undef VERDICT_IS
   /* rule 1: two steps are not enough */
   nsc_diag_tot t = {.steps = 2, .wall_ns = 1000, .exposed_ns = 900, .steps_captured = 5};
   nsc_diag_ctx ctx = {.accum_steps = 1, .learned = 1, .why_off = ""};
