@@ -81,6 +81,9 @@ ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *nto
 int nsc_accum_feed(struct nsc_comm *c, const nsc_call *call, const void *send, void *recv, int acc, int *agree);
 void nsc_accum_after(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group, ncclResult_t last);
 void nsc_accum_issue(struct nsc_comm *c, const nsc_backend *be, nsc_stream caller);
+/* A broadcast on comm (observe.c): evidence for the learner (DDP's bucket
+ * rebuild broadcasts int32 tensors), nothing issued, no decision. */
+void nsc_accum_saw_broadcast(ncclComm_t comm, ncclDataType_t dt, size_t count);
 /* A destroyed or aborted communicator's pending agreement: its exchange
  * abandoned (the slot comes back once the collective completed), no wait. */
 void nsc_accum_release(struct nsc_comm *c);

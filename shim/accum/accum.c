@@ -322,6 +322,41 @@ static int prefix_seen(const nsc_accum *a) {
 static proposal propose_ddp(const nsc_accum *a, size_t ahead);
 static int invisible_pass(const nsc_accum *a, size_t f);
 
+/* hist[i] is followed by DDP's bucket-rebuild broadcasts for a model of one
+ * bucket: two int32 broadcasts from rank 0, the bucket indices, then one
+ * size per bucket (count 1). */
+static int rebuild_mark(const nsc_accum_ent *h) { return h->i32_bcasts == 2 && h->i32_last == 1; }
+
+/* R1's one-bucket model rebuilt in place (issue 24). The rebuilt bucket of a
+ * model that fits in one bucket has the whole-model bucket's count, and a
+ * caching allocator may give it the whole-model bucket's freed block (3 of 4
+ * torchrun jobs at 4 ranks): the all-reduces alone are then those of a
+ * metric on a fixed buffer. DDP's rebuild tells them apart: its two int32
+ * broadcasts right after the whole-model pass(es) (call j < 2: static_graph
+ * has two), no int32 broadcast after any other call, no used-map. Returns
+ * the number of whole-model passes (j + 1), or 0 (*more = 1: it may still
+ * be, once more passes came). They are the pass's own first calls, so
+ * micro-steps count from the first call as in R3; the lock waits for
+ * NSC_ACC_REPS rebuilt passes after them, as R1 does elsewhere. */
+static size_t rebuilt_in_place(const nsc_accum *a, int *more) {
+  *more = 0;
+  if (a->nl != 1) return 0;
+  size_t j = a->n, after = 0;
+  for (size_t i = 0; i < a->n; i++) {
+    const nsc_accum_ent *h = &a->hist[i];
+    if (h->int_after || (h->i32_bcasts && (!rebuild_mark(h) || j < a->n))) return 0;
+    if (rebuild_mark(h)) j = i;
+  }
+  if (j >= 2) return 0; /* none, or too late for DDP's */
+  for (size_t i = 0; i < a->n; i++) {
+    int in = el_eq(&a->hist[i].el, &a->L[0]);
+    if (i <= j && !in) return 0;
+    after += i > j && in;
+  }
+  *more = after < NSC_ACC_REPS;
+  return *more ? 0 : j + 1;
+}
+
 /* R1's verdict on the current candidate (only when stable). Observe-only:
  * any stable pass locks (not DDP's: micro-steps from its first bucket). */
 static proposal propose(const nsc_accum *a, size_t ahead) {
@@ -354,6 +389,7 @@ static proposal propose_ddp(const nsc_accum *a, size_t ahead) {
   p.npre = f;
   p.m = (long long)(f + occ) - 1;
   uint64_t P = pass_bytes_of(a);
+  int more;
   p.verdict = V_REJECT;
   /* R4's whole-pass rule while learning: a call as large as the pass and of
    * no bucket's signature after the first bucket may be a re-created model's
@@ -389,6 +425,11 @@ static proposal propose_ddp(const nsc_accum *a, size_t ahead) {
     if (w->bytes - P > small) return p;
     p.verdict = V_LOCK;
     p.kind = f == 1 ? "after DDP's whole-model pass" : "after DDP's whole-model passes (static_graph)";
+  } else if ((p.npre = rebuilt_in_place(a, &more)) || more) {
+    p.verdict = more ? V_NONE : V_LOCK;
+    p.kind = "after DDP's whole-model pass, its one bucket rebuilt in place (the rebuild's broadcasts between them)";
+  } else if (a->nl == 1 && !seg_has_int(a, 0, a->n)) {
+    p.kind = "one buffer"; /* rejected: say what was seen */
   } else {
     /* find_unused_parameters: the used-map after each of the last two complete passes */
     if (a->prev_anchor_at >= a->anchor_at) return p;
@@ -551,6 +592,12 @@ void nsc_accum_agree_vals_at(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N], uint64_t 
   v[6] = -2; /* a rank without a buffer for the agreement sends all-ones (-1): every rank sees it */
 }
 
+static int int32_bcasts_seen(const nsc_accum *a) {
+  for (size_t i = 0; i < a->n; i++)
+    if (a->hist[i].i32_bcasts) return 1;
+  return 0;
+}
+
 static void say_learning(const nsc_accum *a, char *why, size_t whylen) {
   size_t nacc = a->n;
   snprintf(why, whylen,
@@ -671,6 +718,15 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
                "came after its first bucket (a re-created model's first pass, or a parameter average): the phase of "
                "the micro-steps is unknown, every call syncs",
                a->nl);
+      off(a);
+    } else if (same && v[5] == -1 && !strcmp(p.kind, "one buffer")) {
+      snprintf(why, whylen,
+               "all-reduces repeat on one buffer from this communicator's first accumulable all-reduce on, with no "
+               "bucket rebuild of DDP's between the first and the next (two int32 broadcasts, the second of one "
+               "element; %s): a metric on a fixed buffer, not provably a gradient bucket, every call syncs (a DDP "
+               "model of one bucket whose rebuilt bucket took the whole-model bucket's address is learned only "
+               "when NCCLSHIM sees those broadcasts; else use model.no_sync())",
+               int32_bcasts_seen(a) ? "int32 broadcasts came elsewhere" : "no int32 broadcast came");
       off(a);
     } else if (same && v[5] == -1) {
       snprintf(why, whylen,
@@ -796,6 +852,13 @@ void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl) {
   a->sm[a->nsm++] = (nsc_accum_small){*fl, a->n - 1};
 }
 
+void nsc_accum_broadcast(nsc_accum *a, int int32, uint64_t count) {
+  if (a->mode != NSC_ACC_LEARNING || !a->n || !int32) return;
+  nsc_accum_ent *h = &a->hist[a->n - 1];
+  if (h->i32_bcasts < 1000) h->i32_bcasts++;
+  h->i32_last = count;
+}
+
 static int learning_next(nsc_accum *a, const nsc_accum_el *e, char *why, size_t whylen) {
   if (a->n == a->cap) {
     size_t cap = a->cap ? 2 * a->cap : 64;
@@ -813,7 +876,7 @@ static int learning_next(nsc_accum *a, const nsc_accum_el *e, char *why, size_t 
     a->hist = h;
     a->cap = cap;
   }
-  a->hist[a->n] = (nsc_accum_ent){*e, 0, 0};
+  a->hist[a->n] = (nsc_accum_ent){*e, 0, 0, 0, 0};
   a->n++;
   learn_step(a, a->n - 1);
   a->due = 1; /* R2 */

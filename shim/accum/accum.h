@@ -44,6 +44,8 @@ typedef struct {
   nsc_accum_el el;
   uint64_t fb_after; /* bytes of floating Sum/Avg calls (small buckets, metrics) after it */
   int int_after;     /* an integer Sum call followed it (DDP's used-map) */
+  int i32_bcasts;    /* int32 broadcasts after it, before the next accumulable call */
+  uint64_t i32_last; /* ... the count of the last of them */
 } nsc_accum_ent;
 
 /* What an issued agreement carried, kept until its result is applied (in
@@ -139,6 +141,12 @@ int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, 
  * twice in one pass, or a pass that lacks one, stops skipping (R4).
  * int_sum: an integer Sum; fl: the call if a floating Sum/Avg, else NULL. */
 void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl);
+
+/* A broadcast on the communicator (evidence while learning): DDP's bucket
+ * rebuild broadcasts two int32 tensors from rank 0, the bucket indices and
+ * then one size per bucket, between the whole-model pass and the first
+ * rebuilt one (accum.c, R1: a one-bucket model rebuilt in place). */
+void nsc_accum_broadcast(nsc_accum *a, int int32, uint64_t count);
 
 /* 1 (once) when an agreement must be issued at this point of the call
  * sequence; the caller then fills vals with nsc_accum_agree_vals() (only

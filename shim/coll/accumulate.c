@@ -161,6 +161,16 @@ int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *re
   return sync;
 }
 
+void nsc_accum_saw_broadcast(ncclComm_t comm, ncclDataType_t dt, size_t count) {
+  if (nsc_g.cfg.accum_steps <= 1) return;
+  nsc_comm *c = nsc_comm_find(comm); /* none yet: nothing learned on it to mark */
+  if (!c) return;
+  pthread_mutex_lock(&c->lock);
+  nsc_accum_broadcast(&c->accum, dt == ncclInt32, count);
+  pthread_mutex_unlock(&c->lock);
+  nsc_comm_put(c);
+}
+
 void nsc_accum_after(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group, ncclResult_t last) {
   if (!in_group) {
     /* A nonblocking communicator takes the next call once this one completed

@@ -12,6 +12,10 @@
  * not decide the order in which a process numbers its communicators
  * (comm_seq), by which the report matches ranks.
  *
+ * Broadcasts are also handed to accumulation's learner as evidence (DDP's
+ * bucket rebuild broadcasts two int32 tensors: accum.c, R1), before the
+ * real call; that is all anyone is told of an observed call.
+ *
  * Must not: change an argument, issue anything but the real call, decide or
  * check anything, count in ncclshim_get_stats (those count the reductions),
  * or change the reductions' call counter (c->seq: two-phase rounding and the
@@ -25,7 +29,9 @@
 int nsc_observe_begin(ncclComm_t comm, int coll, size_t count, ncclDataType_t dt, int op, int root,
                       const void *buf, cudaStream_t s, nsc_observed *o) {
   o->c = NULL;
-  if (nsc_activate() != NSC_ACTIVE || !comm || !nsc_log_on()) return 0;
+  if (nsc_activate() != NSC_ACTIVE || !comm) return 0;
+  if (coll == NSC_COLL_BROADCAST) nsc_accum_saw_broadcast(comm, dt, count);
+  if (!nsc_log_on()) return 0;
   int p2p = coll == NSC_COLL_SEND || coll == NSC_COLL_RECV;
   nsc_comm *c = p2p ? nsc_comm_find(comm) : nsc_comm_get(comm);
   if (!c) return 0;

@@ -281,6 +281,9 @@ void nsc_log_writer_stop(void) {
   }
   __atomic_store_n(&stop_req, 1, __ATOMIC_RELEASE);
   sem_post(&wake);
+  static int detached;
+  if (!__atomic_exchange_n(&detached, 1, __ATOMIC_ACQ_REL))
+    (void)pthread_detach(thread); /* it ends by itself, or with the process: nobody joins it */
   struct timespec dl = after_ns(EXIT_ROUND_NS);
   if (pthread_mutex_timedlock(&round_lock, &dl)) {
     nsc_warn("the log writer's round did not finish within %lld s at exit; the log files may be incomplete",

@@ -8,7 +8,8 @@
  *              the last is destroyed after its iterations, the last is left
  *              to process exit (so both ways of closing a log are exercised)
  *     -d R:US  rank R sleeps US microseconds before each operation (a
- *              straggler for the cross-rank report)
+ *              straggler for the cross-rank report); R = -1: every rank
+ *              (a paced job, whose log writer keeps up with every record)
  *     -f       halfway through the last communicator, fork a child that
  *              exits at once through exit() (running atexit handlers)
  *     -N LIB   dlopen LIB (RTLD_GLOBAL) before the first NCCL call, as a
@@ -43,12 +44,12 @@
 
 #include "../shim/testmpi.h"
 
-static int rank, nranks, delay_rank = -1, delay_us;
+static int rank, nranks, delay_rank = -2, delay_us;
 static int failures;
 
 
 static void straggle(void) {
-  if (rank == delay_rank) usleep((useconds_t)delay_us);
+  if (rank == delay_rank || delay_rank == -1) usleep((useconds_t)delay_us);
 }
 
 

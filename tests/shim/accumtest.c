@@ -25,6 +25,12 @@
  *     midcomm        the model re-wrapped on a new communicator at micro-step 5
  *     metriconly     a second communicator that carries only large fp32 metric
  *                    all-reduces on a persistent buffer, every micro-step
+ *     inplace [V]    one bucket rebuilt at the freed whole-model bucket's
+ *                    address (a caching allocator's reuse), an int64
+ *                    broadcast before every forward (BatchNorm's buffers);
+ *                    V = ddp (default): DDP's rebuild broadcasts between the
+ *                    first pass and the next (learned); none: no rebuild
+ *                    broadcasts, late: after the third pass (never skipped)
  *
  * The loop steps its optimizer at micro-steps K-1, 2K-1, ... counted from the
  * job's first backward pass (K from NCCLSHIM_ACCUM_STEPS). Rank r's input is
@@ -388,6 +394,40 @@ static int case_metriconly(ncclComm_t c) {
   return 0;
 }
 
+/* A broadcast from rank 0 of n elements of dt (int32 or int64). */
+static void bcast(ncclComm_t c, size_t n, ncclDataType_t dt) {
+  int64_t *v = calloc(n, sizeof *v);
+  for (size_t i = 0; rank == 0 && i < n; i++) v[i] = (int64_t)i;
+  NCCL_OK(ncclBcast(v, n, dt, 0, c, NULL));
+  free(v);
+}
+
+/* A model of one bucket whose rebuilt bucket gets the whole-model bucket's
+ * block (its address, deterministically); DDP's rebuild broadcasts the
+ * bucket indices (one per parameter and the bucket count: 7 parameters
+ * here) and one size per bucket. Without them (or later than DDP makes
+ * them) the calls are a metric's on a fixed buffer: never answered locally. */
+static int case_inplace(ncclComm_t c, const char *v) {
+  int ddp = !strcmp(v, "ddp"), late = !strcmp(v, "late");
+  if (!ddp && !late && strcmp(v, "none")) return 2;
+  static const size_t ONE_BUCKET[] = {2 * B};
+  model m;
+  model_init(&m, 1, ONE_BUCKET, 0);
+  if (ddp) expect_local_from = 8;
+  while (ms < 24) {
+    bcast(c, 3, ncclInt64); /* num_batches_tracked of 3 BatchNorm layers, every forward */
+    if ((ddp && ms == 1) || (late && ms == 3)) {
+      bcast(c, 8, ncclInt32);
+      bcast(c, 1, ncclInt32);
+    }
+    if (ms == 1) m.b[0] = m.whole, m.whole = NULL; /* freed, and reused by the rebuilt bucket */
+    reduce(c, ms == 0 ? m.whole : m.b[0], 2 * B, m.tag + 1, final_pass() || !ddp, 'S');
+    end_pass();
+  }
+  model_free(&m);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -412,6 +452,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "unusedforeign")) rc = case_unusedforeign(c);
   else if (!strcmp(cmd, "midcomm")) rc = case_midcomm(c), c = NULL;
   else if (!strcmp(cmd, "metriconly")) rc = case_metriconly(c);
+  else if (!strcmp(cmd, "inplace")) rc = case_inplace(c, argc > 2 ? argv[2] : "ddp");
   else fprintf(stderr, "unknown case %s\n", cmd);
   /* ACCUMTEST_FAULTED=1: a fault ends accumulation; only safety is asserted. */
   if (getenv("ACCUMTEST_FAULTED")) expect_local_from = -1;

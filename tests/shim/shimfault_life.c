@@ -160,13 +160,21 @@ static int cmd_fork(const char *dir) {
 
 /* ---- soak ------------------------------------------------------------------------ */
 
+/* VmRSS is checked for a leak, not for the allocator's high-water marks: the
+ * log writer's rounds (copies of the detail rings, one round's text) are
+ * bounded but land in the allocator's arenas at sizes that depend on how
+ * far the niced writer fell behind, a one-off rise of up to ~9 MiB seen
+ * here. A leak grows with the calls, so it shows in both halves of the run
+ * (>= 2 MiB in each: about 4.6 bytes per call), or as more than 16 MiB in
+ * all. */
 static int cmd_soak(long n) {
   ncclComm_t c = tm_comm_world();
   enum { SN = 8 };
   float s[SN], r[SN], want[4][SN];
   for (int k = 0; k < 4; k++)
     for (int e = 0; e < SN; e++) want[k][e] = sf_want((size_t)e, k, nranks, 0);
-  long rss_tenth = 0, bad = 0;
+  long rss_tenth = 0, rss_mid = 0, bad = 0;
+  const long mid = n / 10 + (n - n / 10) / 2;
   ncclshim_stats_t s0 = sf_stats();
   for (long i = 0; i < n; i++) {
     int k = (int)(i & 3), inplace = k & 1;
@@ -177,6 +185,7 @@ static int cmd_soak(long n) {
       if (bad++ < 5) EXPECT(0, "soak call %ld: returned %d or wrong values", i, (int)res);
     }
     if (i + 1 == n / 10) rss_tenth = sf_rss_kib();
+    if (i + 1 == mid) rss_mid = sf_rss_kib();
   }
   long rss_end = sf_rss_kib();
   ncclshim_stats_t s1 = sf_stats();
@@ -184,9 +193,13 @@ static int cmd_soak(long n) {
   if (sf_shim_loaded())
     EXPECT(s1.compressed - s0.compressed == (uint64_t)n, "%llu of %ld soak calls were compressed (run with "
            "NCCLSHIM_MIN_BYTES=0)", (unsigned long long)(s1.compressed - s0.compressed), n);
-  EXPECT(!sf_plain_run() || rss_end - rss_tenth < 2048, "VmRSS grew by %ld KiB between call %ld and call %ld",
-         rss_end - rss_tenth, n / 10, n);
-  if (rank == 0) printf("soak %ld calls: VmRSS %ld KiB at %ld, %ld KiB at %ld\n", n, rss_tenth, n / 10, rss_end, n);
+  int steady = rss_mid - rss_tenth >= 2048 && rss_end - rss_mid >= 2048;
+  EXPECT(!sf_plain_run() || (!steady && rss_end - rss_tenth < 16384),
+         "VmRSS grew by %ld KiB between call %ld and call %ld (%ld KiB, then %ld KiB from call %ld)",
+         rss_end - rss_tenth, n / 10, n, rss_mid - rss_tenth, rss_end - rss_mid, mid);
+  if (rank == 0)
+    printf("soak %ld calls: VmRSS %ld KiB at %ld, %ld KiB at %ld, %ld KiB at %ld\n", n, rss_tenth, n / 10, rss_mid, mid,
+           rss_end, n);
   NCCL_OK(ncclCommDestroy(c));
   return 0;
 }

@@ -4,8 +4,10 @@
 # the host NCCL: foreign fp32 Sum all-reduces of a bucket's exact size at every
 # position of a pass and several times over a run, a metric-only communicator,
 # a short and a long pass of equal-sized buckets, two equal models on one
-# communicator, a model re-wrapped on a new communicator mid-training, and
-# static_graph's two whole-model passes. Each run checks that foreign calls
+# communicator, a model re-wrapped on a new communicator mid-training,
+# static_graph's two whole-model passes, and a one-bucket model rebuilt at
+# its whole-model bucket's address (with and without DDP's rebuild
+# broadcasts: issue 24). Each run checks that foreign calls
 # return true sums, that every pass followed by an optimizer step is fully
 # synced, that all ranks see the same outcome of every call, and (plain,
 # find_unused, static_graph, foreign, metric-only) that accumulation happens
@@ -44,6 +46,12 @@ for NPK in 2:4 3:2; do
     acc $np $k rotated
   check "communicator created at micro-step 5, $np ranks, K=$k: every step synced" acc $np $k midcomm
   check "metric-only communicator, $np ranks, K=$k: metrics are true sums" acc $np $k metriconly
+  check "one bucket rebuilt at the whole-model bucket's address, DDP's rebuild broadcasts seen, $np ranks, K=$k: learned, accumulated, every step synced" \
+    acc $np $k inplace ddp
+  for v in none late; do
+    check "one bucket on one buffer from the first call, rebuild broadcasts $v, $np ranks, K=$k: never answered locally" \
+      acc $np $k inplace $v
+  done
 done
 
 # An agreement that cannot get its buffer on one rank (NCCLSHIM_FAULT_OOB=N on

@@ -232,8 +232,11 @@ PYEOF
 # <name>.1 and a new one begins with the closed communicators' summary lines
 # (JSON Lines) or the trace's opening and track names. RING=16: 256 records a
 # file; 2 ranks x 2 communicators x 360 records rotate each file twice or more.
+# Paced (every rank sleeps 300 us before each call): a ring of 16 fills in
+# microseconds, and an unpaced run drops detail (counted) whenever the niced
+# writer is not scheduled in time, leaving too few records to rotate.
 NCCLSHIM_LOG=calls NCCLSHIM_LOG_RING=16 NCCLSHIM_LOG_FILE="$TMPD/rot.%r.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/rot.%r.trace.json" \
-  mpirun_shim 2 "$P" -i 60 -n 2 >/dev/null 2>"$TMPD/rot.err"
+  mpirun_shim 2 "$P" -i 60 -n 2 -d -1:300 >/dev/null 2>"$TMPD/rot.err"
 check "logtest passes with files rotated every 256 records" test $? -eq 0
 python3 - "$TMPD"/rot <<'PYEOF' && ok "rotation: each file and its .1 parse, <= 256 + 48 records each, the current one has both summaries (exact) and the last records; traces valid with their track names" || not_ok "rotation"
 import json, sys

@@ -78,14 +78,16 @@ for r in (0, 1):
     for p in range(4, 10):
         w(step(r, 8, p, 1e6 * p, 100000, 5000, 90000, cpu_us=60000, runq_us=30000))
     # comm 9: call lines tagged with their pass: the buckets in lockstep, but at each step's
-    # broadcast (call 3) rank 1 arrives 30 ms late: straggler rank 1 on basis "steps", the
-    # other waiting 30 % (its steps start together: the first bucket alone shows nothing).
+    # broadcast (call 3) rank 1 arrives 30 ms late, so rank 0 spends 30.1 ms in it: straggler
+    # rank 1 on basis "steps", the other waiting 30 % (its steps start together: the first
+    # bucket alone shows nothing; a wait counts only as far as the rank's time in the call).
     for p in range(4, 10):
         w(step(r, 9, p, 1e6 * p, 100000, 35000 if r == 0 else 5000, 60000 if r == 0 else 90000))
         for k in range(4):
             q = (p - 4) * 4 + k + 1
             w(dict(head("call", r, 9), seq=q, call=q, action="observed" if k == 3 else "passthrough",
-                   logical_bytes=64 if k == 3 else 1 << 20, wire_bytes=64 if k == 3 else 1 << 20, coll_us=100.0,
+                   logical_bytes=64 if k == 3 else 1 << 20, wire_bytes=64 if k == 3 else 1 << 20,
+                   coll_us=30100.0 if (k == 3 and r == 0) else 100.0,
                    wall_start_us=1e6 * p + 1000 * k + (30000 if (k == 3 and r == 1) else 0) + (30000 if k == 3 else 0),
                    **{"pass": p}))
     # comm 2: no busy source: 50 % exposed (communication-bound) ...

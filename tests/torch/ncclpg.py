@@ -88,7 +88,7 @@ for _name, _args in _PROTOS.items():
     _f = getattr(_G, _name)
     _f.argtypes = _args
     _f.restype = ctypes.c_char_p if _name in ("ncclGetErrorString", "ncclGetLastError") else _I
-    _F[_name] = _timed(_f) if _name.startswith(("ncclAll", "ncclReduce", "ncclBroad", "ncclGroupEnd")) else _f
+    _F[_name] = _timed(_f) if _name.startswith(("ncclAll", "ncclReduce", "ncclBroad", "ncclBcast", "ncclGroupEnd")) else _f
 
 _DTYPES = {torch.int8: 0, torch.uint8: 1, torch.bool: 1, torch.int32: 2, torch.int64: 4,
            torch.float16: 6, torch.float32: 7, torch.float64: 8, torch.bfloat16: 9}

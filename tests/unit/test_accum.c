@@ -842,8 +842,81 @@ static void policy_edges(void **state) {
   assert_true(nsc_policy_accumulable(&off, &big));
 }
 
+/* A broadcast on the communicator (int32: DDP's bucket rebuild sends two). */
+static void sim_bcast(sim *s, int int32, uint64_t count) {
+  for (int r = 0; r < s->W; r++) nsc_accum_broadcast(&s->a[r], int32, count);
+}
+
+/* DDP's rebuild for a model of one bucket of n floats: the bucket indices
+ * (one per parameter, and the bucket count) and the bucket sizes. */
+static void sim_rebuild(sim *s, uint64_t nparams) {
+  sim_bcast(s, 1, nparams + 1);
+  sim_bcast(s, 1, 1);
+}
+
+/* A model of one bucket whose rebuilt bucket took the freed whole-model
+ * bucket's address (issue 24: the caching allocator's reuse; every call on
+ * one buffer, as a metric's). With DDP's rebuild broadcasts after the
+ * whole-model pass (static_graph: after two) it is learned: NSC_ACC_REPS
+ * rebuilt passes after them (with the shim's lag too: the pass is one
+ * call long, its agreement's lag shrinks to 1 at once), micro-steps counted from the first call, every pass m with m mod K = K-1
+ * synced; int64 broadcasts every forward (BatchNorm's buffers) change
+ * nothing. */
+static void one_bucket_in_place(void **state) {
+  (void)state;
+  for (int sg = 0; sg < 2; sg++)
+    for (int lag = 0; lag < 2; lag++)
+      for (long long K = 2; K <= 5; K++) {
+        sim s;
+        sim_init(&s, 3, K);
+        s.lag = lag;
+        const long long npre = 1 + sg, from = npre + NSC_ACC_REPS;
+        for (long long i = 0; i < from + 4 * K; i++) {
+          sim_bcast(&s, 0, 7); /* BatchNorm's num_batches_tracked (int64), every forward */
+          if (i == npre) sim_rebuild(&s, 6);
+          int d = sim_call(&s, 0x10000, 50000);
+          sim_other(&s, 0, 4);
+          assert_int_equal(d, i < from ? 1 : i % K == K - 1);
+        }
+        assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+        assert_non_null(strstr(s.why, "its one bucket rebuilt in place"));
+        char want[64];
+        snprintf(want, sizeof want, "(%lld whole-model pass(es)); pass %lld is next", npre, from);
+        assert_non_null(strstr(s.why, want));
+        sim_free(&s);
+      }
+}
+
+/* The same calls without DDP's rebuild where it must be (none; after the
+ * third call; int32 broadcasts after every call; a second broadcast of two
+ * buckets): never skipped, and the message says what was seen rather than
+ * "no stable pass". (With a used-map after every call it is find_unused's
+ * pass of one bucket: find_unused.) */
+static void one_bucket_in_place_not_ddp(void **state) {
+  (void)state;
+  for (int v = 0; v < 4; v++) {
+    sim s;
+    sim_init(&s, 2, 4);
+    for (long long i = 0; i < 30; i++) {
+      if ((v == 1 && i == 3) || v == 2) sim_rebuild(&s, 6);
+      if (v == 3 && i == 1) sim_bcast(&s, 1, 7), sim_bcast(&s, 1, 2);
+      assert_int_equal(sim_call(&s, 0x10000, 50000), 1);
+      sim_other(&s, 0, 4);
+    }
+    assert_int_equal(s.a[0].mode, NSC_ACC_OFF);
+    assert_int_equal(s.a[0].skipped, 0);
+    assert_null(strstr(s.why, "no stable backward pass"));
+    assert_non_null(strstr(s.why, "all-reduces repeat on one buffer"));
+    if (v == 0) assert_non_null(strstr(s.why, "no int32 broadcast came"));
+    if (v == 1 || v == 2 || v == 3) assert_non_null(strstr(s.why, "int32 broadcasts came elsewhere"));
+    sim_free(&s);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(one_bucket_in_place),
+      cmocka_unit_test(one_bucket_in_place_not_ddp),
       cmocka_unit_test(ddp_default),
       cmocka_unit_test(one_bucket_pass_missing),
       cmocka_unit_test(lagged_agreements),
