@@ -5,7 +5,7 @@
 #   make test       install what is missing, build, run every test (ends "N passed, N failed")
 #   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
 #   make deps       apt-get only what is missing
-#   make env-doc    regenerate the README's environment table from shim/misc/config.def
+#   make env-doc    regenerate docs/environment.md's table from shim/misc/config.def
 #   make gpu-check  on a machine with a GPU (pip PyTorch, toolkit optional): driver, kernels and
 #                   their bandwidth, PyTorch's NCCL with and without the shim, DDP (tests/gpu/check.sh)
 #
@@ -111,14 +111,14 @@ demo: deps
 
 DEMO_GBPS ?= 1
 
-# README's environment table, generated from shim/misc/config.def.
+# docs/environment.md's table, generated from shim/misc/config.def.
 $(B)/bin/ncclshim-envdoc: shim/tools/envdoc.c $(B)/obj/shim/misc/config.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) $(SHIM_INC) -o $@ $^ -lpthread
 env-doc: $(B)/bin/ncclshim-envdoc
 	@$< > $(B)/env-table.md
-	@python3 tests/splice.py README.md env-table $(B)/env-table.md
-	@echo "README.md: environment table regenerated"
+	@python3 tests/splice.py docs/environment.md env-table $(B)/env-table.md
+	@echo "docs/environment.md: environment table regenerated"
 TEST_BINS += $(B)/bin/ncclshim-envdoc
 
 # Needs a GPU, its driver and a real libnccl (see tests/gpu/check.sh). Only

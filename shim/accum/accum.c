@@ -95,7 +95,7 @@
  *    ranks. The caller waits for its result only before the next accumulable
  *    decision (normally the next pass's first bucket, after a forward): one
  *    small all-reduce per optimizer step, rarely waited for.
- * Residual risk, stated in README: under a violation of B (a learned bucket
+ * Residual risk, stated in docs/accumulation.md: under a violation of B (a learned bucket
  * freed and its address reused on some ranks but not others, e.g. a DDP
  * re-created on the same communicator with asymmetric allocations) ranks may
  * decide differently before the next agreement catches it. R4's companions
@@ -327,32 +327,57 @@ static int invisible_pass(const nsc_accum *a, size_t f);
  * size per bucket (count 1). */
 static int rebuild_mark(const nsc_accum_ent *h) { return h->i32_bcasts == 2 && h->i32_last == 1; }
 
+/* Floating calls between the whole-model bucket and DDP's rebuild may be a
+ * loss or a few scalar metrics, never a gradient bucket: at most this many
+ * bytes each. */
+#define NSC_ACC_TINY 64
+
 /* R1's one-bucket model rebuilt in place (issue 24). The rebuilt bucket of a
  * model that fits in one bucket has the whole-model bucket's count, and a
  * caching allocator may give it the whole-model bucket's freed block (3 of 4
  * torchrun jobs at 4 ranks): the all-reduces alone are then those of a
  * metric on a fixed buffer. DDP's rebuild tells them apart: its two int32
  * broadcasts right after the whole-model pass(es) (call j < 2: static_graph
- * has two), no int32 broadcast after any other call, no used-map. Returns
+ * has two), no int32 broadcast after any other call, no used-map. And the
+ * first accumulable call must be the model's first floating all-reduce, with
+ * nothing but tiny floating calls (a loss) between it and the rebuild: a
+ * model whose whole gradient bucket is below MIN_BYTES, beside a large
+ * metric on a fixed buffer all-reduced before or after its backward, shows
+ * the same broadcasts with the metric as the only accumulable call (review
+ * of issue 24: the metric would have been answered locally). Returns
  * the number of whole-model passes (j + 1), or 0 (*more = 1: it may still
- * be, once more passes came). They are the pass's own first calls, so
- * micro-steps count from the first call as in R3; the lock waits for
- * NSC_ACC_REPS rebuilt passes after them, as R1 does elsewhere. */
-static size_t rebuilt_in_place(const nsc_accum *a, int *more) {
+ * be, once more passes came; else *why says what was missing). They are the
+ * pass's own first calls, so micro-steps count from the first call as in
+ * R3; the lock waits for NSC_ACC_REPS rebuilt passes after them, as R1 does
+ * elsewhere. */
+static size_t rebuilt_in_place(const nsc_accum *a, int *more, const char **why) {
   *more = 0;
+  *why = "not a pass of one buffer";
   if (a->nl != 1) return 0;
   size_t j = a->n, after = 0;
+  *why = "a used-map came (find_unused_parameters)";
   for (size_t i = 0; i < a->n; i++) {
     const nsc_accum_ent *h = &a->hist[i];
-    if (h->int_after || (h->i32_bcasts && (!rebuild_mark(h) || j < a->n))) return 0;
+    if (h->int_after) return 0;
+    if (h->i32_bcasts && (!rebuild_mark(h) || j < a->n)) {
+      *why = "other int32 broadcasts came";
+      return 0;
+    }
     if (rebuild_mark(h)) j = i;
   }
-  if (j >= 2) return 0; /* none, or too late for DDP's */
+  *why = j == a->n ? "no such broadcasts came" : "the broadcasts came after a later pass";
+  if (j >= 2) return 0;
+  *why = "a floating all-reduce came before the first accumulable one";
+  if (a->fl_before) return 0;
+  *why = "a floating all-reduce larger than a loss came between the first pass and the broadcasts";
+  if (a->hist[j].fb_max_bcast > NSC_ACC_TINY) return 0;
+  *why = "another accumulable call came before the broadcasts";
   for (size_t i = 0; i < a->n; i++) {
     int in = el_eq(&a->hist[i].el, &a->L[0]);
     if (i <= j && !in) return 0;
     after += i > j && in;
   }
+  *why = "";
   *more = after < NSC_ACC_REPS;
   return *more ? 0 : j + 1;
 }
@@ -390,6 +415,7 @@ static proposal propose_ddp(const nsc_accum *a, size_t ahead) {
   p.m = (long long)(f + occ) - 1;
   uint64_t P = pass_bytes_of(a);
   int more;
+  const char *why;
   p.verdict = V_REJECT;
   /* R4's whole-pass rule while learning: a call as large as the pass and of
    * no bucket's signature after the first bucket may be a re-created model's
@@ -425,7 +451,7 @@ static proposal propose_ddp(const nsc_accum *a, size_t ahead) {
     if (w->bytes - P > small) return p;
     p.verdict = V_LOCK;
     p.kind = f == 1 ? "after DDP's whole-model pass" : "after DDP's whole-model passes (static_graph)";
-  } else if ((p.npre = rebuilt_in_place(a, &more)) || more) {
+  } else if ((p.npre = rebuilt_in_place(a, &more, &why)) || more) {
     p.verdict = more ? V_NONE : V_LOCK;
     p.kind = "after DDP's whole-model pass, its one bucket rebuilt in place (the rebuild's broadcasts between them)";
   } else if (a->nl == 1 && !seg_has_int(a, 0, a->n)) {
@@ -592,10 +618,11 @@ void nsc_accum_agree_vals_at(nsc_accum *a, int64_t v[NSC_ACC_AGREE_N], uint64_t 
   v[6] = -2; /* a rank without a buffer for the agreement sends all-ones (-1): every rank sees it */
 }
 
-static int int32_bcasts_seen(const nsc_accum *a) {
-  for (size_t i = 0; i < a->n; i++)
-    if (a->hist[i].i32_bcasts) return 1;
-  return 0;
+static const char *in_place_why(const nsc_accum *a) {
+  int more;
+  const char *why;
+  (void)rebuilt_in_place(a, &more, &why);
+  return why;
 }
 
 static void say_learning(const nsc_accum *a, char *why, size_t whylen) {
@@ -721,12 +748,12 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
       off(a);
     } else if (same && v[5] == -1 && !strcmp(p.kind, "one buffer")) {
       snprintf(why, whylen,
-               "all-reduces repeat on one buffer from this communicator's first accumulable all-reduce on, with no "
-               "bucket rebuild of DDP's between the first and the next (two int32 broadcasts, the second of one "
-               "element; %s): a metric on a fixed buffer, not provably a gradient bucket, every call syncs (a DDP "
-               "model of one bucket whose rebuilt bucket took the whole-model bucket's address is learned only "
-               "when NCCLSHIM sees those broadcasts; else use model.no_sync())",
-               int32_bcasts_seen(a) ? "int32 broadcasts came elsewhere" : "no int32 broadcast came");
+               "all-reduces repeat on one buffer from this communicator's first accumulable all-reduce on, but not "
+               "as a DDP model of one bucket rebuilt at its whole-model bucket's address (that is learned from DDP's "
+               "rebuild right after the first pass: two int32 broadcasts, the second of one element, with at most a "
+               "loss all-reduced in between; here %s): a metric on a fixed buffer, not provably a gradient bucket, "
+               "every call syncs (use model.no_sync() to accumulate)",
+               in_place_why(a));
       off(a);
     } else if (same && v[5] == -1) {
       snprintf(why, whylen,
@@ -766,7 +793,7 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
  * candidate that is no whole-model bucket and matches by chance makes later
  * communicators "late" (they sync: safe).
  * Not seen: a model re-wrapped during the rebuilt pass that follows its
- * whole-model one (README, Accumulation, limits).
+ * whole-model one (docs/accumulation.md, limits).
  * Exact, so that a find_unused pass before its first map rarely matches
  * (it does when its second bucket is as large as its first: a later
  * communicator then syncs, which is safe). Scans the learning history (each
@@ -782,7 +809,8 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, lo
  * and only until some communicator answered yes. A chance match makes later
  * communicators "late" (they sync: safe). */
 #define NSC_ACC_SUBSET 10
-static int subset_is_whole(const nsc_accum *a, size_t c) {
+static int subset_is_whole(nsc_accum *a, size_t c) {
+  if (a->subset_no >> c & 1u) return 0; /* its window was complete and matched nothing */
   uint64_t v[NSC_ACC_SUBSET], size = a->hist[c].el.bytes;
   unsigned nv = 0;
   size_t k = 0;
@@ -793,17 +821,18 @@ static int subset_is_whole(const nsc_accum *a, size_t c) {
   }
   uint64_t total = 0;
   for (unsigned j = 0; j < nv; j++) total += v[j];
-  if (total < size) return 0; /* no subset reaches it (the common case while the pass is still coming) */
-  for (unsigned m = 1; m < (1u << nv); m++) {
-    uint64_t sum = 0;
-    for (unsigned j = 0; j < nv; j++)
-      if (m >> j & 1u) sum += v[j];
-    if (sum == size) return 1;
-  }
+  if (total >= size) /* else no subset reaches it (the common case while the pass is still coming) */
+    for (unsigned m = 1; m < (1u << nv); m++) {
+      uint64_t sum = 0;
+      for (unsigned j = 0; j < nv; j++)
+        if (m >> j & 1u) sum += v[j];
+      if (sum == size) return 1;
+    }
+  if (nv == NSC_ACC_SUBSET) a->subset_no |= 1u << c; /* its first calls are all known: never again */
   return 0;
 }
 
-int nsc_accum_recurred(const nsc_accum *a) {
+int nsc_accum_recurred(nsc_accum *a) {
   if (a->mode == NSC_ACC_OFF) return a->off_recurred;
   if (a->mode == NSC_ACC_LOCKED || a->passes_local > 0) return 1;
   if (a->mode != NSC_ACC_LEARNING || a->n < 2) return 0;
@@ -835,10 +864,15 @@ void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl) {
       }
     return;
   }
-  if (a->mode != NSC_ACC_LEARNING || !a->n) return;
+  if (a->mode != NSC_ACC_LEARNING) return;
+  if (!a->n) {
+    a->fl_before += fl && a->fl_before < 1000;
+    return;
+  }
   a->hist[a->n - 1].int_after |= int_sum != 0;
   if (!fl) return;
   a->hist[a->n - 1].fb_after += fl->bytes;
+  if (fl->bytes > a->hist[a->n - 1].fb_max) a->hist[a->n - 1].fb_max = fl->bytes;
   if (a->nsm == a->capsm) {
     size_t cap = a->capsm ? 2 * a->capsm : 64;
     nsc_accum_small *m = cap <= 4 * (size_t)NSC_ACC_LEARN_MAX ? realloc(a->sm, cap * sizeof *m) : NULL;
@@ -855,6 +889,7 @@ void nsc_accum_observe(nsc_accum *a, int int_sum, const nsc_accum_el *fl) {
 void nsc_accum_broadcast(nsc_accum *a, int int32, uint64_t count) {
   if (a->mode != NSC_ACC_LEARNING || !a->n || !int32) return;
   nsc_accum_ent *h = &a->hist[a->n - 1];
+  if (!h->i32_bcasts) h->fb_max_bcast = h->fb_max;
   if (h->i32_bcasts < 1000) h->i32_bcasts++;
   h->i32_last = count;
 }
@@ -876,7 +911,7 @@ static int learning_next(nsc_accum *a, const nsc_accum_el *e, char *why, size_t 
     a->hist = h;
     a->cap = cap;
   }
-  a->hist[a->n] = (nsc_accum_ent){*e, 0, 0, 0, 0};
+  a->hist[a->n] = (nsc_accum_ent){*e, 0, 0, 0, 0, 0, 0};
   a->n++;
   learn_step(a, a->n - 1);
   a->due = 1; /* R2 */

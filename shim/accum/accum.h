@@ -7,7 +7,7 @@
  * skipped, is answered locally. Agreements across ranks (small Max
  * all-reduces the caller issues when nsc_accum_take_due() says so) turn what
  * each rank saw into one decision for all. The rules and why each is the same
- * on every rank are at the top of accum.c; README "Accumulation" has the
+ * on every rank are at the top of accum.c; docs/accumulation.md has the
  * contract. Pointers are compared for identity only. */
 #ifndef NSC_ACCUM_H
 #define NSC_ACCUM_H
@@ -46,6 +46,8 @@ typedef struct {
   int int_after;     /* an integer Sum call followed it (DDP's used-map) */
   int i32_bcasts;    /* int32 broadcasts after it, before the next accumulable call */
   uint64_t i32_last; /* ... the count of the last of them */
+  uint64_t fb_max;   /* the largest floating Sum/Avg call after it so far (bytes) */
+  uint64_t fb_max_bcast; /* ... when the first of those broadcasts came */
 } nsc_accum_ent;
 
 /* What an issued agreement carried, kept until its result is applied (in
@@ -78,6 +80,8 @@ typedef struct {
   int observe;              /* observe-only (nsc_accum_init_observe): see below */
   int late;                 /* first accumulable call came after another communicator's second pass */
   int off_recurred;         /* off: nsc_accum_recurred() when it went off (or it had begun) */
+  int fl_before;            /* learning: floating Sum/Avg calls before the first accumulable one */
+  uint32_t subset_no;       /* nsc_accum_recurred: candidates whose subset window matched nothing */
   /* learning */
   nsc_accum_ent *hist;
   size_t n, cap;
@@ -178,7 +182,7 @@ void nsc_accum_agreed(nsc_accum *a, const int64_t vals[NSC_ACC_AGREE_N], int ok,
 
 /* This communicator is past its first backward pass (a bucket came again, or
  * DDP's call pattern shows it: accum.c). */
-int nsc_accum_recurred(const nsc_accum *a);
+int nsc_accum_recurred(nsc_accum *a); /* caches which candidates can no longer match */
 
 /* Where the calls are in the learned pass (for logging and for state keyed
  * by position, e.g. error feedback): pure reads, valid right after

@@ -1,7 +1,7 @@
 /* ef.h — error-feedback state of one communicator (NCCLSHIM_ERROR_FEEDBACK=1)
  * for the two-phase collectives (twophase.c): one slot per gradient bucket,
  * holding what the bucket's last call lost to the wire format's rounding, so
- * that its next call sends it along (README "Error feedback and rounding").
+ * that its next call sends it along (docs/collectives.md, "Error feedback and rounding").
  *
  * Buckets are told apart by their position in the repeating sequence of the
  * communicator's two-phase calls (a backward pass; grouped two-phase calls

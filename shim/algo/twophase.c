@@ -16,7 +16,7 @@
  * caller's stream in this order, before the call returns.
  *
  * Error feedback and stochastic rounding (NCCLSHIM_ERROR_FEEDBACK,
- * NCCLSHIM_ROUNDING; README "Error feedback and rounding") change only the
+ * NCCLSHIM_ROUNDING; docs/collectives.md, "Error feedback and rounding") change only the
  * two roundings, never what is issued: step 1 encodes input + the bucket's
  * input residual (ef.h) and keeps what that lost; step 4 encodes the owner's
  * sum + its output residual likewise (all-reduce only; a reduce-scatter's

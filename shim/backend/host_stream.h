@@ -2,7 +2,7 @@
  * process that runs host codec work in the order it was submitted, so that
  * the calling thread can wait in a host NCCL call (whose emulated link
  * sleeps) while the next piece is encoded — what a GPU's side stream gives
- * the CUDA backend (README "Two-phase collectives", pipelining).
+ * the CUDA backend (docs/collectives.md, "Pipelined pieces").
  *
  * A task is a function with a small argument block copied at submission; a
  * ticket counts submissions, and nsc_hs_wait(t) returns once the first t

@@ -17,7 +17,7 @@
  * exposed communication. GPU: the records' times are device times without a
  * common origin, so the time in flight is their sum (capped at the step) and
  * the exposed communication is the time of the pass's last bucket's record
- * (README says what that misses). */
+ * (docs/diagnosis.md says what that misses). */
 #include "diag.h"
 
 #include <stdio.h>

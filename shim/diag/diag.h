@@ -1,6 +1,6 @@
 /* diag.h — "why is the GPU idle?": steps found from a communicator's
  * all-reduces and what each step spent its time on, for the log (summary
- * verdict, JSON Lines "step" records, trace slices). README "Diagnosis" has
+ * verdict, JSON Lines "step" records, trace slices). docs/diagnosis.md has
  * the definitions; the verdict rules are in diag_policy.c.
  *
  * Steps: the accumulation learner (accum/accum.c) in its observe-only mode

@@ -5,7 +5,7 @@
  * (nvmlDeviceGetSamples, NVML_GPU_UTILIZATION_SAMPLES, from the last one
  * seen; nvmlDeviceGetUtilizationRates where samples are not supported) kept
  * in memory, and a step's busy time from the samples over its wall interval
- * (nsc_nvml_map; README "Diagnosis" has the rule and its limits).
+ * (nsc_nvml_map; docs/diagnosis.md has the rule and its limits).
  *
  * Calling threads only mark a device as wanted (an atomic bit) and read the
  * kept samples; every NVML and driver call is made by the writer thread

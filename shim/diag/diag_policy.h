@@ -1,5 +1,5 @@
 /* diag_policy.h — the verdict rules of the diagnosis, in one place: the
- * thresholds below and nsc_diag_judge (diag_policy.c). README "Diagnosis"
+ * thresholds below and nsc_diag_judge (diag_policy.c). docs/diagnosis.md
  * has them as a table; bench/ncclshim-report applies the same table across
  * ranks. Must not: depend on anything but its arguments. */
 #ifndef NSC_DIAG_POLICY_H

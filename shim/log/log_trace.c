@@ -141,7 +141,7 @@ void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstat
 
 /* The diagnosis's steps: one slice per step on a track of their own per
  * communicator ("comm N steps"), from the call of the pass's first bucket to
- * the next pass's, with the breakdown in args (README "Diagnosis"). */
+ * the next pass's, with the breakdown in args (docs/diagnosis.md). */
 void nsc_log_trace_steps(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstate *w, const nsc_diag_step *s,
                          size_t n) {
   if (!n) return;

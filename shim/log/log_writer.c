@@ -30,9 +30,18 @@
  * A disposition of SIG_IGN is left alone. A handler the program installs
  * after ours replaces it (no summary at SIGTERM, records still within 1 s).
  *
- * NVML (diag_nvml.c) is read in each round, never at SIGTERM (the round
- * with a deadline), and only once the diagnosis follows a device; rounds
- * then come once a second in summary mode too.
+ * NVML (diag_nvml.c) is read in the writer's own rounds only, never at
+ * SIGTERM (the round with a deadline) nor in the exit round, and only once
+ * the diagnosis follows a device; rounds then come once a second in summary
+ * mode too.
+ *
+ * Exit and SIGTERM (exit_state): the exit round runs on the exiting thread
+ * with SIGTERM blocked there; a SIGTERM handled on another thread meanwhile
+ * waits (3 s at most) until that round has written everything, and the
+ * writer's SIGTERM round runs unless the exit round already did (both take
+ * round_lock, and the second finds the files finished). When the exit
+ * thread cannot get round_lock in time, the writer writes the last round
+ * itself.
  *
  * Must not: run anything but async-signal-safe code in the handler, swallow
  * or delay the signal beyond the 3 s bound, query the device (CUDA events;
@@ -67,6 +76,10 @@ static pthread_t thread;
 static sem_t wake;
 static pid_t owner;          /* the process the thread belongs to (not a forked child) */
 static int stop_req, term_req, term_done;
+/* Exit: 0 not yet; 1 the exit round is coming or running; 2 it wrote
+ * everything; 3 it could not get round_lock (the writer writes it). */
+enum { EXIT_NONE = 0, EXIT_WRITING = 1, EXIT_DONE = 2, EXIT_GAVE_UP = 3 };
+static int exit_state;
 static long long term_deadline; /* CLOCK_MONOTONIC ns, set by the first SIGTERM */
 static struct sigaction prev_term;
 static int term_fatal;       /* SIGTERM's previous disposition was the default */
@@ -102,7 +115,7 @@ static void wait_period(void) {
 /* One round: the closed logs queued, then the detail records of the open
  * logs (taken in this order, a log closed after the queue was taken has its
  * records of this round written before its final in the next: seq order). */
-static void round_once(const struct timespec *deadline) {
+static void round_once(const struct timespec *deadline, int nvml) {
   nsc_log_final *f = NULL;
   if (!(deadline ? pthread_mutex_timedlock(&q_lock, deadline) : pthread_mutex_lock(&q_lock))) {
     f = q_head;
@@ -112,7 +125,7 @@ static void round_once(const struct timespec *deadline) {
   }
   /* NVML (the diagnosis's device busy on a GPU) is read here only, off the
    * calling threads, before the steps waiting for its samples are settled. */
-  if (!deadline) nsc_nvml_poll();
+  if (nvml) nsc_nvml_poll();
   for (nsc_log_final *g = f; g; g = g->next) nsc_log_final_settle(g);
   nsc_log_batch *b = NULL;
   size_t nb = 0;
@@ -147,9 +160,9 @@ static void *writer_main(void *arg) {
     if (__atomic_load_n(&term_req, __ATOMIC_ACQUIRE) && !__atomic_load_n(&term_done, __ATOMIC_ACQUIRE)) {
       struct timespec dl = after_ns(TERM_LOCK_NS);
       int locked = !pthread_mutex_timedlock(&round_lock, &dl);
-      if (locked && !__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE)) { /* else exit has written everything */
+      if (locked && __atomic_load_n(&exit_state, __ATOMIC_ACQUIRE) != EXIT_DONE) { /* else exit wrote everything */
         if (term_fatal) nsc_log_close_all_now(&dl);
-        round_once(&dl);
+        round_once(&dl, 0);
         if (term_fatal) nsc_log_out_finish();
       }
       if (locked) pthread_mutex_unlock(&round_lock);
@@ -160,11 +173,15 @@ static void *writer_main(void *arg) {
       __atomic_store_n(&term_req, 0, __ATOMIC_RELEASE);
       continue;
     }
-    /* At exit the exiting thread runs the last round itself (writer_stop). */
-    if (__atomic_load_n(&stop_req, __ATOMIC_ACQUIRE)) break;
+    /* At exit the exiting thread runs the last round itself (writer_stop),
+     * unless it could not get round_lock in time. */
     pthread_mutex_lock(&round_lock);
     int stop = __atomic_load_n(&stop_req, __ATOMIC_ACQUIRE);
-    if (!stop) round_once(NULL);
+    if (!stop) round_once(NULL, 1);
+    if (stop && __atomic_load_n(&exit_state, __ATOMIC_ACQUIRE) == EXIT_GAVE_UP) {
+      round_once(NULL, 0);
+      nsc_log_out_finish();
+    }
     pthread_mutex_unlock(&round_lock);
     if (stop) break;
   }
@@ -184,7 +201,8 @@ static long long mono_ns(void) {
  * for the same deadline, no longer. */
 static void on_term(int sig, siginfo_t *si, void *uc) {
   int saved = errno;
-  if (getpid() == owner && __atomic_load_n(&running, __ATOMIC_ACQUIRE)) {
+  int ex = __atomic_load_n(&exit_state, __ATOMIC_ACQUIRE);
+  if (getpid() == owner && ex != EXIT_DONE && (__atomic_load_n(&running, __ATOMIC_ACQUIRE) || ex == EXIT_WRITING)) {
     long long none = 0, dl = mono_ns() + TERM_WAIT_NS;
     if (__atomic_compare_exchange_n(&term_deadline, &none, dl, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       __atomic_store_n(&term_req, 1, __ATOMIC_RELEASE);
@@ -193,7 +211,9 @@ static void on_term(int sig, siginfo_t *si, void *uc) {
       dl = none; /* the first one's */
     }
     struct timespec d = {0, 2000000};
-    while (!__atomic_load_n(&term_done, __ATOMIC_ACQUIRE) && mono_ns() < dl) nanosleep(&d, NULL);
+    while (!__atomic_load_n(&term_done, __ATOMIC_ACQUIRE) && __atomic_load_n(&exit_state, __ATOMIC_ACQUIRE) != EXIT_DONE &&
+           mono_ns() < dl)
+      nanosleep(&d, NULL);
   }
   if (prev_term.sa_flags & SA_SIGINFO) {
     if (prev_term.sa_sigaction) prev_term.sa_sigaction(sig, si, uc);
@@ -279,20 +299,29 @@ void nsc_log_writer_stop(void) {
     if (!__atomic_load_n(&term_done, __ATOMIC_ACQUIRE)) nsc_log_out_finish();
     return;
   }
+  int none = EXIT_NONE;
+  if (!__atomic_compare_exchange_n(&exit_state, &none, EXIT_WRITING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return; /* a second exit (atexit and a destructor): the first one writes */
+  /* A SIGTERM now is handled on another thread (it waits for this round) or
+   * here once the round is written, never in the middle of it. */
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, &old);
   __atomic_store_n(&stop_req, 1, __ATOMIC_RELEASE);
   sem_post(&wake);
-  static int detached;
-  if (!__atomic_exchange_n(&detached, 1, __ATOMIC_ACQ_REL))
-    (void)pthread_detach(thread); /* it ends by itself, or with the process: nobody joins it */
+  (void)pthread_detach(thread); /* it ends by itself, or with the process: nobody joins it */
   struct timespec dl = after_ns(EXIT_ROUND_NS);
   if (pthread_mutex_timedlock(&round_lock, &dl)) {
-    nsc_warn("the log writer's round did not finish within %lld s at exit; the log files may be incomplete",
-             EXIT_ROUND_NS / 1000000000ll);
-    return;
-  }
-  if (!(__atomic_load_n(&term_done, __ATOMIC_ACQUIRE) && term_fatal)) {
-    round_once(NULL);
+    __atomic_store_n(&exit_state, EXIT_GAVE_UP, __ATOMIC_RELEASE);
+    sem_post(&wake);
+    nsc_warn("the log writer's round did not finish within %lld s at exit; it writes the last round itself, if the "
+             "process lives long enough", EXIT_ROUND_NS / 1000000000ll);
+  } else {
+    round_once(NULL, 0); /* a no-op once a fatal SIGTERM's round finished the files */
     nsc_log_out_finish();
+    __atomic_store_n(&exit_state, EXIT_DONE, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&round_lock);
   }
-  pthread_mutex_unlock(&round_lock);
+  pthread_sigmask(SIG_SETMASK, &old, NULL); /* a SIGTERM that came meanwhile is delivered now */
 }

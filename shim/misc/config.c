@@ -219,7 +219,7 @@ int nsc_config_parse(char *const *envp, nsc_config *cfg, char *err, size_t errle
       if (strlen(env_names[i]) == nlen && !strncmp(env_names[i], kv, nlen)) { found = i; break; }
     if (found < 0) {
       if (err && errlen)
-        snprintf(err, errlen, "unknown variable %.*s (misspelt? NCCLSHIM_DUMP_CONFIG=1 or the README lists the known ones)",
+        snprintf(err, errlen, "unknown variable %.*s (misspelt? NCCLSHIM_DUMP_CONFIG=1 or docs/environment.md lists the known ones)",
                  (int)(nlen > 80 ? 80 : nlen), kv);
       return -1;
     }

@@ -68,7 +68,7 @@ void nsc_config_value_str(const nsc_config *cfg, int i, char *buf, size_t len);
 /* 62-bit hash of each hashed row's value (0 for rows that are not hashed). */
 int64_t nsc_config_row_hash(const nsc_config *cfg, int i);
 
-/* The README's environment table, in Markdown. */
+/* The environment table of docs/environment.md, in Markdown. */
 void nsc_config_markdown(FILE *out);
 
 #endif

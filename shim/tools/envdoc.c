@@ -1,5 +1,5 @@
-/* envdoc.c — prints the README's environment table from shim/config.def
- * (`make env-doc` splices it between the env-table markers of README.md). */
+/* envdoc.c — prints the environment table from shim/config.def
+ * (`make env-doc` splices it between the env-table markers of docs/environment.md). */
 #include <stdio.h>
 
 #include "config.h"

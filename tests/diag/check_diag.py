@@ -10,8 +10,8 @@ per pass). Shares are compared with the built-in part of the measured step:
   --input-from-sleep        input_share vs sleep per pass / mean step
   --exposed-from-link GBPS  exposed_comm_share at least the emulated link's
                             time per pass / mean step (2(n-1) ring steps of S/n
-                            bytes per all-reduce, tests/hostnccl/README.md: a
-                            lower bound) less the bound
+                            bytes per all-reduce, docs/emulation.md "The link
+                            model": a lower bound) less the bound
   --max-input X             input_share at most X (nothing sleeps)
 within --bound (default 0.15) — never the time itself (no timed assertions).
 Prints one "ok - ..."/"not ok - ..." line per check; exits 0 unless it crashed.
@@ -57,7 +57,7 @@ def main():
         "%r" % {k: d[k] for k in ("steps", "learned", "pass_buckets", "pass_bytes", "busy_source")})
     # Host backend: calls run on the calling thread one after the other, so a step's exposed
     # communication is the sum of its records' times (the call lines' coll_us, cast_in_us and
-    # cast_out_us: README "Diagnosis", the record's interval).
+    # cast_out_us: docs/diagnosis.md, the record's interval).
     # A step's records are consecutive in commit order (the lines' seq) from its first bucket's
     # line; the observed calls among them (a broadcast: diagtest -B) carry the call number of
     # the reduction they follow.

@@ -13,7 +13,7 @@
  * At fixed check points (drawn, never decided by results) the plain twin
  * sends each result to the shim twin, which compares: bit for bit where
  * inputs are exact in the wire type or nothing is transformed, within the
- * README's bound otherwise; sendbuff untouched; result codes agreed by every
+ * docs/collectives.md's bound otherwise; sendbuff untouched; result codes agreed by every
  * rank of a communicator; accumulation equal to the synced reference at
  * every optimizer step. A host NCCL mismatch report fails the run
  * (the driver also greps HOSTNCCL_LOG for it), and an alarm names the step a
@@ -68,7 +68,7 @@ typedef struct {
   int stream[MAXR];
   uint32_t uid;
   uint32_t vuid;  /* its inputs are those of call vuid (a stochastic-rounding twin), 0: its own */
-  double mag;     /* > 0: extreme inputs, |x| in [mag/2, mag] (README's finite range) */
+  double mag;     /* > 0: extreme inputs, |x| in [mag/2, mag] (docs/collectives.md's finite range) */
   double scale;   /* > 0: an error-feedback model's bucket, random inputs times scale */
   int persist;    /* > 0: in place in the persistent buffer of that index (a stable bucket) */
 } call_t;
@@ -336,7 +336,7 @@ static int ddp_comm(const prog_t *p, int comm) {
 }
 
 /* The largest per-rank magnitude of an extreme input of call c that
- * README's finite range covers with a margin: sums of n ranks (Avg: scaled
+ * docs/collectives.md's finite range covers with a margin: sums of n ranks (Avg: scaled
  * by 1/n first) of the wire format's largest values, fp16 65504, bf16 its
  * largest finite value, fp32 for the 8-bit formats, over 1 + 2^-4 and
  * 1 + 2^-9 besides; or values around 2^111, where 8-bit blocks start to
@@ -382,7 +382,7 @@ static void ef_pass(prog_t *p, int m, const size_t *cnt, int nb, double scale, i
  * rounding (two-phase, with twins in groups: two calls of one input must
  * round independently), a small staging limit beside per-rank streams (a
  * refusal must be the same on every rank), extreme inputs with Sum and Avg
- * (finite where README says so), polls some ranks make and others do not,
+ * (finite where docs/collectives.md says so), polls some ranks make and others do not,
  * and no polls before steps (the host NCCL progresses queued work itself). */
 static void draw_ef_classes(prog_t *p, uint64_t seed, int ddp) {
   uint64_t saved = rng;
@@ -606,7 +606,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
          * pass (DDP raises an error otherwise); a pass that lacks its first
          * accumulable bucket, or all of them, while the shim learns (right
          * after the whole-model pass) is indistinguishable from another
-         * bucket order (README's limit; seeds 16300, 16335): from ACC_SEEDS
+         * bucket order (docs/accumulation.md's limit; seeds 16300, 16335): from ACC_SEEDS
          * on such passes come only once it has had time to learn. */
         int early = seed >= ACC_SEEDS && !m->find_unused && t < 8;
         if (!ps->whole && m->nb > 1 && chance(0.12) && !early) {
@@ -635,7 +635,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (want8 && p->compress && !ddp) p->compress = want8;
   if (seed >= EF_SEEDS) draw_ef_classes(p, seed, ddp);
   /* An accumulation agreement's read-back failing on one rank is a known
-   * limit (README: that rank syncs while its peers may skip): not drawn. */
+   * limit (docs/collectives.md: that rank syncs while its peers may skip): not drawn. */
   if (p->fault == F_OOB_END_ONE && p->K > 1) p->fault = F_NONE;
   filter(p, o);
   /* Features the defects of issues 11 and 12 need, for the report. */
@@ -1117,7 +1117,7 @@ static int all_nan(const float *x, size_t n) {
   return 1;
 }
 
-/* The bound of README: |got - exact| <= (n+1) u sum|x_r| (Sum), (n+2) u sum|x_r| / n (Avg);
+/* The bound of docs/collectives.md: |got - exact| <= (n+1) u sum|x_r| (Sum), (n+2) u sum|x_r| / n (Avg);
  * u = 2^-11 (fp16), 2^-8 (bf16). */
 static size_t out_of_bound(const call_t *c, const float *got, size_t *first, double *want) {
   int n = members(&P, c->comm, me, NULL), rin = 0;

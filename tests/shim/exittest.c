@@ -4,7 +4,7 @@
  * only with the shim preloaded: its exit work kept the process alive while
  * torch's threads ran into the finalised interpreter).
  *
- *   exittest [-s SPINNERS] [-d DELAY_MS] [-n CALLS] [-k]
+ *   exittest [-s SPINNERS] [-d DELAY_MS] [-n CALLS] [-k] [-t TERM_US]
  *
  * Each rank makes CALLS fp32 all-reduces of 64 Ki floats, destroys its
  * communicator (-k: keeps it, as a program that never destroys it) and
@@ -15,10 +15,13 @@
  * program" and aborts, as the gloo thread did. The program's own atexit
  * handler, registered before any NCCL call so that it runs after the shim's,
  * prints how long the exit handlers before it took. Exit 0 when the process
- * ended before the late thread woke. */
+ * ended before the late thread woke. -t: one more thread sends the process
+ * SIGTERM TERM_US microseconds after main returned (a launcher stopping the
+ * job while the shim writes its last log round at exit). */
 #include <mpi.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -28,7 +31,7 @@
 
 static struct timespec t_return;
 static volatile int finalised;
-static long delay_ms = 200;
+static long delay_ms = 200, term_us = -1;
 
 static double ms_since(const struct timespec *t) {
   struct timespec n;
@@ -58,13 +61,25 @@ static void *late(void *arg) {
   return NULL;
 }
 
+static void *term(void *arg) {
+  (void)arg;
+  struct timespec t = t_return;
+  t.tv_sec += term_us / 1000000;
+  t.tv_nsec += (term_us % 1000000) * 1000;
+  if (t.tv_nsec >= 1000000000) { t.tv_sec++; t.tv_nsec -= 1000000000; }
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL)) {}
+  kill(getpid(), SIGTERM);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   int spinners = 2, calls = 200, keep = 0, o;
-  while ((o = getopt(argc, argv, "s:d:n:k")) != -1) {
+  while ((o = getopt(argc, argv, "s:d:n:kt:")) != -1) {
     if (o == 's') spinners = atoi(optarg);
     else if (o == 'd') delay_ms = atol(optarg);
     else if (o == 'n') calls = atoi(optarg);
     else if (o == 'k') keep = 1;
+    else if (o == 't') term_us = atol(optarg);
     else return 2;
   }
   atexit(after_shim); /* before the shim's (registered at its first call): runs after it */
@@ -84,5 +99,6 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t_return);
   finalised = 1;
   pthread_create(&t, NULL, late, NULL);
+  if (term_us >= 0) pthread_create(&t, NULL, term, NULL);
   return 0;
 }

@@ -150,7 +150,7 @@ static int cmd_reset(void) {
  * A bucket fed another's residual for good does not converge to its own sum
  * (the `equal` pass shows it: its buckets share a slot, the documented
  * limit, and the check fails). With `group` each pass is one user group
- * (two-phase calls run after the group end in call order, README). */
+ * (two-phase calls run after the group end in call order, docs/collectives.md). */
 static int cmd_fresh(int N, int ef, int equal, int group) {
   const size_t M = 4096;
   const int K = 4, W = 14;

@@ -60,7 +60,7 @@
  * significant bits).
  *
  * Must not: rely on timings or on the shim's internals beyond its documented
- * behaviour (README, shim/algo/tp_plan.h for the chunk layout). */
+ * behaviour (docs/collectives.md, shim/algo/tp_plan.h for the chunk layout). */
 #include <dlfcn.h>
 #include <float.h>
 #include <math.h>
@@ -508,7 +508,7 @@ static int cmd_limits(void) {
   /* 2. 8-bit: regions of 1024 equal values whose ranks add up to at most
    * FLT_MAX (1 - 2^-20): rank 0 holds a share t of it, the others the rest
    * in equal parts; t over (0.05, 0.95) region by region. The guarantee
-   * (README) is about each rank's largest |x| within block - 1 = 255
+   * (docs/collectives.md) is about each rank's largest |x| within block - 1 = 255
    * elements of an element (the wire block holding it, wherever the chunk
    * layout puts it): checked 256 elements or more inside a region. */
   if (is8) {

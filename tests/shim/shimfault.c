@@ -31,7 +31,7 @@
  *   shimfault offcalls    NCCLSHIM_COMPRESS=off: one extra call per communicator
  *
  * Must not: rely on timings, or on anything but documented behaviour of the
- * shim (ncclshim.h, shim/misc/config.def) and of the host NCCL (its README and
+ * shim (ncclshim.h, shim/misc/config.def) and of the host NCCL (docs/emulation.md and
  * hostnccl_hooks.h). */
 #include "shimfault_util.h"
 
@@ -465,7 +465,7 @@ static int cmd_streams(void) {
 
 /* Rank 0 groups three calls (fp32 over several chunks, int32, fp32) that the
  * other ranks issue one by one, after a first ungrouped call. Supported with
- * NCCLSHIM_FUSE_BYTES=0 (exact); with fusion on it is not (README's rules). */
+ * NCCLSHIM_FUSE_BYTES=0 (exact); with fusion on it is not (docs/collectives.md's rules). */
 static int cmd_groupmix(void) {
   enum { NB = 100003 };
   float *a = malloc(NB * 4), *ra = malloc(NB * 4), *b = malloc(N * 4), *rb = malloc(N * 4);

@@ -71,7 +71,7 @@ check "int8, 2 ranks, fresh buffers, equal-size buckets: each converges to its o
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" fresh 48 ef
 check "int8, 2 ranks, fresh buffers: the same without error feedback keeps the bias (the check above can fail)" \
   with NCCLSHIM_COMPRESS=int8 mpirun_shim 2 "$P" fresh 48
-check "int8, 2 ranks, fresh buffers, a pass of only equal calls: the buckets share a slot and miss their sums (the README's limit; the check can tell)" \
+check "int8, 2 ranks, fresh buffers, a pass of only equal calls: the buckets share a slot and miss their sums (docs/collectives.md's limit; the check can tell)" \
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 2 "$P" fresh 48 ef equal
 check "fp16, 3 ranks, fresh buffers, every pass one user group: grouped two-phase calls are fed back in call order" \
   with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 3 "$P" fresh 48 ef group

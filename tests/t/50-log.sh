@@ -349,3 +349,16 @@ for k in "-k" ""; do
     && ok "exit ${k:-after destroy}: the process ended before a thread 200 ms into the exit woke (shim's exit work ${ms:-?} ms at most), 2000 call lines and both summaries written" \
     || not_ok "exit ${k:-after destroy}: rc $rc, exit work ${ms:-?} ms, $calls call lines, $sums summaries; $(grep exittest "$TMPD/exit$k.out" | head -n 2 | tr '\n' ' ')"
 done
+# ... and a SIGTERM 0 to 20 ms after main returned, i.e. before, during or after the exit round (a
+# launcher stopping the job then): whoever writes, the logs are complete (every call line, both
+# summaries, the trace closed), and the process ends (by the signal or by exit).
+for t in 0 1000 3000 8000 20000; do
+  NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/term$t.%r.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/term$t.%r.trace.json" \
+    TEST_TIMEOUT=60 mpirun_shim 2 "$TBIN/exittest" -s 2 -d 10000 -n 1000 -k -t $t >"$TMPD/term$t.out" 2>&1
+  calls=$(cat "$TMPD"/term$t.*.jsonl 2>/dev/null | grep -c '"kind":"call"')
+  sums=$(cat "$TMPD"/term$t.*.jsonl 2>/dev/null | grep -c '"kind":"summary"')
+  closed=$(for r in 0 1; do python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TMPD/term$t.$r.trace.json" 2>/dev/null && echo y; done | grep -c y)
+  [ "$calls" -eq 2000 ] && [ "$sums" -eq 2 ] && [ "$closed" -eq 2 ] && ! grep -q "ran into the finalised program" "$TMPD/term$t.out" \
+    && ok "SIGTERM $t us after main returned (exit round): 2000 call lines, both summaries, both traces closed" \
+    || not_ok "SIGTERM $t us after main returned: $calls call lines, $sums summaries, $closed traces closed; $(grep -v '^ncclshim\[' "$TMPD/term$t.out" | head -n 3 | tr '\n' ' ')"
+done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/t/55-diag.sh — the diagnosis (README "Diagnosis"): the step detector,
+# tests/t/55-diag.sh — the diagnosis (docs/diagnosis.md): the step detector,
 # the per-step accounting and the verdict rules as pure functions (cmocka),
 # then tests/shim/diagtest on 2 ranks over the host NCCL with a bottleneck
 # built in: a sleep between passes (input), a slow emulated link

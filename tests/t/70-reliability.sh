@@ -101,7 +101,7 @@ check "group members on two streams on rank 0, one on rank 1: fused alike (one b
   mpirun_shim 2 "$F" streams
 check "rank 0 groups what rank 1 issues one by one, FUSE_BYTES=0 (pipelined sizes too): supported, exact" \
   with NCCLSHIM_FUSE_BYTES=0 NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" groupmix
-expect_mismatch "... with fusion on it is not supported (README): the host NCCL reports the mismatch" \
+expect_mismatch "... with fusion on it is not supported (docs/collectives.md): the host NCCL reports the mismatch" \
   'ncclAllReduce\(count 1000, int32' 'float16' -np 2 $X "$F" groupmix
 while read -r -u 3 kv pat; do
   mpmd -np 1 $X "$F" badsetting : -np 1 $X -x "$kv" "$F" badsetting >"$TMPD/bad1.log" 2>&1

@@ -1,7 +1,7 @@
 /* test_config.c — the configuration parser (shim/misc/config.c) as a pure function
  * of an injected environment: defaults, every kind of bad value, unknown
  * names, and the one-line messages that name variable, value and range.
- * Also the README table generator and the per-setting hashes. */
+ * Also the environment table generator (docs/environment.md) and the per-setting hashes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

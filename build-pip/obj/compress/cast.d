@@ -1,4 +1,0 @@
-build-pip/obj/compress/cast.o: compress/cast.c compress/cast_impl.h \
- compress/cast.h
-compress/cast_impl.h:
-compress/cast.h:

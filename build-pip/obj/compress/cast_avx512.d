@@ -1,5 +1,0 @@
-build-pip/obj/compress/cast_avx512.o: compress/cast_avx512.c \
- compress/cast_bits.h compress/cast_impl.h compress/cast.h
-compress/cast_bits.h:
-compress/cast_impl.h:
-compress/cast.h:

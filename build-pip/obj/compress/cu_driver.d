@@ -1,5 +1,0 @@
-build-pip/obj/compress/cu_driver.o: compress/cu_driver.c \
- compress/cu_driver.h \
- /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda.h
-compress/cu_driver.h:
-/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda.h:

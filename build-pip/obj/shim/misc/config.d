@@ -1,4 +1,0 @@
-build-pip/obj/shim/misc/config.o: shim/misc/config.c shim/misc/config.h \
- shim/misc/config.def
-shim/misc/config.h:
-shim/misc/config.def:

@@ -1,7 +1,0 @@
-build-pip/obj/tests/cudadrv/core.o: tests/cudadrv/core.c \
- tests/cudadrv/cudadrv.h \
- /root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda.h \
- tests/cudadrv/cudadrv_hooks.h
-tests/cudadrv/cudadrv.h:
-/root/.cache/ncclshim/torch-venv/lib/python3.11/site-packages/nvidia/cu13/include/cuda.h:
-tests/cudadrv/cudadrv_hooks.h:

@@ -1,2 +1,0 @@
-build-pip/obj/tests/hostnccl/unsupported_newer.o: \
- tests/hostnccl/unsupported_newer.c

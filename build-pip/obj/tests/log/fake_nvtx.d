@@ -1,1 +1,0 @@
-build-pip/obj/tests/log/fake_nvtx.o: tests/log/fake_nvtx.c

@@ -1,2 +1,0 @@
-build-w/obj/tests/hostnccl/unsupported_newer.o: \
- tests/hostnccl/unsupported_newer.c
