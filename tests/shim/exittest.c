@@ -49,13 +49,18 @@ static void *spin(void *arg) {
   return NULL;
 }
 
-static void *late(void *arg) {
-  (void)arg;
+/* Sleeps until us microseconds after main returned. */
+static void sleep_after_return(long us) {
   struct timespec t = t_return;
-  t.tv_sec += delay_ms / 1000;
-  t.tv_nsec += (delay_ms % 1000) * 1000000;
+  t.tv_sec += us / 1000000;
+  t.tv_nsec += (us % 1000000) * 1000;
   if (t.tv_nsec >= 1000000000) { t.tv_sec++; t.tv_nsec -= 1000000000; }
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL)) {}
+}
+
+static void *late(void *arg) {
+  (void)arg;
+  sleep_after_return(delay_ms * 1000);
   fprintf(stderr, "exittest: a thread ran into the finalised program %ld ms after main returned\n", delay_ms);
   abort();
   return NULL;
@@ -63,11 +68,7 @@ static void *late(void *arg) {
 
 static void *term(void *arg) {
   (void)arg;
-  struct timespec t = t_return;
-  t.tv_sec += term_us / 1000000;
-  t.tv_nsec += (term_us % 1000000) * 1000;
-  if (t.tv_nsec >= 1000000000) { t.tv_sec++; t.tv_nsec -= 1000000000; }
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL)) {}
+  sleep_after_return(term_us);
   kill(getpid(), SIGTERM);
   return NULL;
 }
