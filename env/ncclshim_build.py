@@ -69,7 +69,10 @@ def _make(build):
         targets += [f"{build}/lib/hostnccl/libnccl.so.2", f"{build}/bin/allreduce_perf"]
     cmd = ["make", "-C", ROOT, f"B={build}", f"-j{os.cpu_count() or 1}"] + targets
     print("ncclshim build: " + " ".join(cmd), file=sys.stderr)
-    subprocess.run(cmd, check=True, stdout=sys.stderr)
+    # The Makefile asks `python3` where PyTorch's CUDA and NCCL wheels are
+    # (no toolkit): the Python that runs this build, so the venv's wheels.
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    subprocess.run(cmd, check=True, stdout=sys.stderr, env=env)
     files = {"ncclshim/lib/libncclshim.so": targets[0],
              "ncclshim/lib/kernels.mode": f"{build}/obj/compress/kernels.mode"}
     if have_mpicc:
