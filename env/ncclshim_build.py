@@ -106,11 +106,15 @@ def _tag():
     return "py3-none-" + plat
 
 
-def _metadata(name, version, summary, requires):
-    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {summary}"]
+def _metadata(name, version, summary, requires, readme=True):
+    lines = ["Metadata-Version: 2.2", f"Name: {name}", f"Version: {version}", f"Summary: {summary}"]
     if requires:
         lines.append(f"Requires-Python: {requires}")
-    return "\n".join(lines) + "\n"
+    body = ""
+    if readme:
+        lines.append("Description-Content-Type: text/markdown")
+        body = "\n" + open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    return "\n".join(lines) + "\n" + body
 
 
 def _record_line(path, data):
@@ -122,6 +126,7 @@ def _write_wheel(wheel_directory, build):
     name, version, summary, requires, scripts = _project()
     dist = f"{name}-{version}"
     whl = os.path.join(wheel_directory, f"{dist}-{_tag()}.whl")
+    part = whl + ".part"  # renamed once whole: a failed build leaves no wheel
     files = dict(_sources())
     files.update(_make(build))
     info = f"{dist}.dist-info"
@@ -131,13 +136,13 @@ def _write_wheel(wheel_directory, build):
         f"{info}/entry_points.txt": "[console_scripts]\n" + "".join(f"{k} = {v}\n" for k, v in scripts.items()),
     }
     record = []
-    with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(part, "w", zipfile.ZIP_DEFLATED) as z:
         for arc, src in sorted(files.items()):
             with open(src, "rb") as f:
                 data = f.read()
             zi = zipfile.ZipInfo(arc, date_time=(2026, 1, 1, 0, 0, 0))
             executable = os.access(src, os.X_OK) and not arc.endswith((".py", ".env", ".mode"))
-            zi.external_attr = (0o755 if executable else 0o644) << 16
+            zi.external_attr = (0o100755 if executable else 0o100644) << 16  # a regular file (pip checks S_ISREG)
             zi.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(zi, data)
             record.append(_record_line(arc, data))
@@ -147,6 +152,7 @@ def _write_wheel(wheel_directory, build):
             record.append(_record_line(arc, data))
         record.append(f"{info}/RECORD,,")
         z.writestr(zipfile.ZipInfo(f"{info}/RECORD", date_time=(2026, 1, 1, 0, 0, 0)), "\n".join(record) + "\n")
+    os.replace(part, whl)
     return os.path.basename(whl)
 
 

@@ -13,8 +13,8 @@
 Reads files only: never imports torch nor loads the shim.
 """
 import ctypes
-import glob
 import importlib.util
+import mmap
 import os
 import re
 import struct
@@ -25,21 +25,34 @@ from . import __version__, lib_path
 
 def _dynamic_symbols(path):
     """{name: defined?} of an ELF64 little-endian file's .dynsym, and its
-    DT_NEEDED entries. Raises ValueError for anything else."""
-    with open(path, "rb") as f:
-        data = f.read()
+    DT_NEEDED entries (the file mapped, not read: libtorch_cuda.so is about
+    a GB). Raises ValueError for anything else, or when it has no section
+    headers to read them from."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        try:
+            return _parse_dynamic(data)
+        except (IndexError, struct.error) as e:
+            raise ValueError(f"malformed ELF file ({e})") from None
+
+
+def _parse_dynamic(data):
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         raise ValueError("not a 64-bit little-endian ELF file")
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    if not shoff or not shnum:
+        raise ValueError("no section headers (stripped, or more than 65535 sections)")
     secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
     syms, needed = {}, []
     for name, typ, flags, addr, off, size, link, info, align, entsize in secs:
-        strtab = secs[link]
-        stroff = strtab[4]
+        if typ not in (6, 11):
+            continue
+        stroff = secs[link][4]
 
         def cstr(o):
-            end = data.index(b"\0", stroff + o)
+            end = data.find(b"\0", stroff + o)
+            if end < 0:
+                raise ValueError("string table without its end")
             return data[stroff + o:end].decode(errors="replace")
         if typ == 11:  # SHT_DYNSYM
             for k in range(1, size // (entsize or 24)):
@@ -53,6 +66,8 @@ def _dynamic_symbols(path):
                     break
                 if tag == 1:  # DT_NEEDED
                     needed.append(cstr(val))
+    if not syms:
+        raise ValueError("no dynamic symbol table")
     return syms, needed
 
 
@@ -77,17 +92,24 @@ def _torch_nccl():
                   "the preloaded shim interposes it")
 
 
+# What compress/cu_nvrtc.c tries, in its order: sonames, then the CUDA
+# wheels' layout under site-packages/nvidia/.
+_NVRTC_SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12")
+_NVRTC_WHEELS = ("cu13/lib/libnvrtc.so.13", "cuda_nvrtc/lib/libnvrtc.so.12", "cu12/lib/libnvrtc.so.12")
+
+
 def _nvrtc():
-    """Where a libnvrtc.so.13 would come from, or None."""
-    try:
-        ctypes.CDLL("libnvrtc.so.13")
-        return "libnvrtc.so.13 (the loader's search path)"
-    except OSError:
-        pass
+    """Where the shim would find libnvrtc, or None."""
+    for so in _NVRTC_SONAMES:
+        try:
+            ctypes.CDLL(so)
+            return f"{so} (the loader's search path)"
+        except OSError:
+            pass
     for base in sys.path:
-        hits = sorted(glob.glob(os.path.join(base, "nvidia", "cu13", "lib", "libnvrtc.so.13*")))
-        if hits:
-            return hits[0]
+        for rel in _NVRTC_WHEELS:
+            if os.path.exists(os.path.join(base, "nvidia", rel)):
+                return os.path.join(base, "nvidia", rel)
     return None
 
 
@@ -98,14 +120,18 @@ def _kernels():
     except OSError:
         mode = "unknown"
     nvrtc = _nvrtc()
-    rtc = f"NVRTC from {nvrtc}" if nvrtc else "NVRTC, but no libnvrtc.so.13 was found (pip's nvidia-cuda-nvrtc / PyTorch's CUDA wheels bring it)"
+    rtc = f"NVRTC from {nvrtc}" if nvrtc else ("NVRTC, but no libnvrtc.so.13 or .so.12 was found (PyTorch's CUDA "
+                                               "wheels bring it: nvidia/cu13 or nvidia/cuda_nvrtc)")
     if mode == "none":
         return f"no fatbin was built (no nvcc at build time): a device's kernels are compiled at its first use by {rtc}"
     if mode == "unknown":
         return f"unknown how the kernels were built ({mode_file} missing); at run time the fallback is {rtc}"
     codes = [c for m in re.findall(r"code=\[?([\w,]+)\]?", mode) for c in m.split(",")]
-    sass = sorted({c for c in codes if c.startswith("sm_")}, key=lambda c: int(c[3:]))
-    ptx = sorted({c for c in codes if c.startswith("compute_")}, key=lambda c: int(c[8:]))
+    def arch(c):  # sm_90, sm_90a, compute_100f: by the number
+        m = re.search(r"_(\d+)", c)
+        return (int(m.group(1)) if m else 0, c)
+    sass = sorted({c for c in codes if c.startswith("sm_")}, key=arch)
+    ptx = sorted({c for c in codes if c.startswith("compute_")}, key=arch)
     return (f"fatbin built in (SASS for {' '.join(sass) or 'none'}; PTX {' '.join(ptx) or 'none'} for newer devices); "
             f"where it does not load (a driver older than the toolkit that built it), {rtc}")
 

@@ -17,7 +17,10 @@ and with `init_process_group("nccl")` served by the CPU process group
 Must not: change the user's arguments, or set an NCCLSHIM_* variable (the
 shim rejects names it does not know; presets come through the launcher).
 """
+import importlib.util
+import math
 import os
+import re
 import sys
 
 from . import lib_path
@@ -80,19 +83,22 @@ def run(argv=None):
         if nproc is not None or gbps is not None:
             _die("--nproc and --link-gbps go with --emulate")
         _exec(launcher + opts + (["--"] + cmd if cmd else []))
-    if not nproc or not nproc.isdigit() or int(nproc) < 1:
+    if not nproc or not re.fullmatch(r"[0-9]+", nproc) or int(nproc) < 1:
         _die(f"--emulate needs --nproc N (a positive integer), got {nproc!r}")
     if not cmd or not cmd[0].endswith(".py"):
         _die("--emulate runs a Python script: ncclshim-run --emulate --nproc N -- train.py [args]")
     host = os.path.join(_HERE, "lib", "hostnccl", "libnccl.so.2")
     if not os.path.exists(host):
         _die("this installation has no host NCCL (it was built without Open MPI's mpicc), which --emulate runs on")
+    if importlib.util.find_spec("torch") is None:
+        _die(f"--emulate runs torchrun, but this Python ({sys.executable}) has no torch: install PyTorch into it")
     if gbps is not None:
         try:
-            if float(gbps) <= 0:
+            g = float(gbps)
+            if not re.fullmatch(r"[0-9.eE+-]+", gbps) or not math.isfinite(g) or not 0 < g <= 1e9:
                 raise ValueError
         except ValueError:
-            _die(f"--link-gbps takes a positive number of Gb/s, got {gbps!r}")
+            _die(f"--link-gbps takes a number of Gb/s above 0 and at most 1e9, got {gbps!r}")
         os.environ["HOSTNCCL_LINK_GBPS"] = gbps
     os.environ["HOSTNCCL_LIB"] = host
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # N ranks share this machine's cores
@@ -106,10 +112,30 @@ def report(argv=None):
     _exec([sys.executable, _script("ncclshim-report")] + args)
 
 
+def _nccl_dir():
+    """Where the packaged allreduce_perf finds a libnccl.so.2 (it has no path
+    of its own to one): PyTorch's NCCL wheel on a machine with an NVIDIA
+    device, else the packaged host NCCL (CPU), or None."""
+    if os.path.exists("/dev/nvidiactl"):
+        for base in sys.path:
+            d = os.path.join(base, "nvidia", "nccl", "lib")
+            if os.path.exists(os.path.join(d, "libnccl.so.2")):
+                return d
+    d = os.path.join(_HERE, "lib", "hostnccl")
+    return d if os.path.exists(os.path.join(d, "libnccl.so.2")) else None
+
+
 def tune(argv=None):
+    """ncclshim-tune with the installed library and benchmark as defaults; the
+    benchmark's libnccl.so.2 is put on LD_LIBRARY_PATH when none is there:
+    PyTorch's NCCL wheel where /dev/nvidiactl exists, else the host NCCL."""
     args = sys.argv[1:] if argv is None else list(argv)
     defaults = ["--lib", lib_path()]
     bench = os.path.join(_HERE, "bin", "allreduce_perf")
     if os.path.exists(bench):
         defaults += ["--bench", bench]
+        paths = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+        nccl = _nccl_dir()
+        if nccl and not any(os.path.exists(os.path.join(p, "libnccl.so.2")) for p in paths):
+            os.environ["LD_LIBRARY_PATH"] = ":".join([nccl] + paths)
     _exec([sys.executable, _script("ncclshim-tune")] + defaults + args)

@@ -21,7 +21,10 @@ import os
 import runpy
 import sys
 
-from . import ncclpg  # noqa: F401  (first: binds libnccl.so.2 to the host NCCL, registers "ncclpg")
+# The host NCCL the package carries, unless the launcher named one.
+os.environ.setdefault("HOSTNCCL_LIB", os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "hostnccl",
+                                                   "libnccl.so.2"))
+from . import ncclpg  # noqa: E402,F401  (first: binds libnccl.so.2 to the host NCCL, registers "ncclpg")
 
 import torch.distributed as dist  # noqa: E402
 import torch.distributed.distributed_c10d as c10d  # noqa: E402

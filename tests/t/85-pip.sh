@@ -5,7 +5,8 @@
 #   - a wheel built from this checkout by pip with the in-tree backend
 #     (env/ncclshim_build.py, `pip wheel --no-build-isolation --no-index`: no
 #     network), then `pip install` of that wheel;
-#   - the console scripts ncclshim-run, ncclshim-report, ncclshim-tune;
+#   - the console scripts ncclshim-run, ncclshim-report, ncclshim-tune (a
+#     one-size quick sweep with the packaged allreduce_perf on the host NCCL);
 #     `python -m ncclshim --lib` (an existing file inside the venv) and
 #     `--check` (this torch links NCCL dynamically: exit 0, the kernels line);
 #   - `ncclshim-run --emulate --nproc 2` running tests/torch/plain_ddp.py, an
@@ -38,6 +39,12 @@ check "pip install of that wheel" test $? -eq 0
 for s in ncclshim-run ncclshim-report ncclshim-tune; do
   check "console script $s installed and answers --help" "$V/bin/$s" --help
 done
+
+# The packaged benchmark finds a libnccl.so.2 (the host NCCL here: no NVIDIA device) and the
+# packaged launcher is executable: a one-size quick sweep writes its env file.
+(cd "$TMPD" && timeout 120 "$V/bin/ncclshim-tune" --quick --sizes 256K -o "$TMPD/tune.env") >"$TMPD/tune.out" 2>&1
+check "ncclshim-tune --quick from the wheel: runs the packaged allreduce_perf, writes its env file" \
+  grep -q 'NCCLSHIM_COMPRESS:=' "$TMPD/tune.env"
 
 lib=$(cd "$TMPD" && "$V/bin/python" -m ncclshim --lib)
 case $lib in "$SP"/ncclshim/lib/libncclshim.so) check "python -m ncclshim --lib: $lib" test -f "$lib" ;;
