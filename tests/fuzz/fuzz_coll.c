@@ -50,6 +50,7 @@
                         * extreme values, per-rank polls) */
 #define MAXM 3  /* error-feedback models */
 #define ACC_SEEDS 16400 /* from here, no short or long pass of a model without find_unused while the shim learns */
+#define SPLIT_SEEDS 32000 /* from here, no pass that begins late right after one that ended early (any model) */
 
 /* ---- the program ---------------------------------------------------------- */
 enum { F_NONE, F_FAIL_CALL, F_FAIL_GROUP_END, F_ALLOC_ONE, F_CHECK0_ONE, F_BAD_ONE, F_DIFF_ONE, F_PRESCALE_BAD,
@@ -578,6 +579,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
     if (rewrap >= 0) T += 2 * K; /* the new communicator learns, then skips */
     double gen_per_pass = (double)ngen / T;
     int nwhole[2] = {0, 0};
+    unsigned prev[2] = {~0u, ~0u}; /* the buckets of each model's previous pass */
     for (int t = 0; t < T && p->nstep < MAXS - 4; t++) {
       if (chance(gen_per_pass)) draw_generic(p);
       for (int mi = 0; mi < p->nmodel; mi++) {
@@ -590,6 +592,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
           m->comm = s->comm;
           wrap = 1;
           nwhole[mi] = 0;
+          prev[mi] = ~0u;
           feat(p, "ddp-rewrap");
         }
         step_t *s = add_step(p, ST_PASS);
@@ -617,7 +620,15 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
           ps->present |= 1u << (m->nb - 1);
           feat(p, "ddp-long-pass");
         }
+        /* ... and, once learned, a pass that lacks its last bucket followed by
+         * one that lacks its first reads as one whole pass: the count falls
+         * one behind and a pass before an optimizer step is skipped (seed
+         * 31109; docs/accumulation.md's limit): from SPLIT_SEEDS on, not drawn
+         * (no extra draw: earlier seeds replay as before). */
+        unsigned first = m->normal & -m->normal, last = m->normal ? 1u << (31 - __builtin_clz(m->normal)) : 0;
+        if (seed >= SPLIT_SEEDS && !ps->whole && !(prev[mi] & last)) ps->present |= first;
         if (!ps->present) ps->present = 1;
+        prev[mi] = ps->present;
         ps->step_after = mi == p->nmodel - 1 && (t + 1) % K == 0;
         if (chance(0.3)) {
           ps->nf = 1 + rint_(MAXF);
