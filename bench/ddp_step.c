@@ -5,7 +5,8 @@
  * param.grad; if the pass is synchronised (every pass in the naive loop, the
  * K-th only with --nosync) each bucket, in arrival order, is filled DDP's way
  * (copy-and-scale by 1/W, or divided in place when the bucket is the grad
- * storage) and all-reduced with fp32 Sum, the int32 used-map is all-reduced,
+ * storage) and all-reduced with fp32 Sum, with --find-unused the int32
+ * used-map is all-reduced (as DDP does only with find_unused_parameters=True),
  * and the buckets are copied back into param.grad. Every micro-step ends with
  * a 1-element fp32 metric all-reduce; every K-th with SGD and zero_grad. The
  * first synchronised pass uses one whole-model bucket, the next forward
@@ -69,9 +70,11 @@ static void sync_pass(run_t *r, int drop) {
     }
     NCCL("gradient bucket ncclAllReduce", ddp_reduce_bucket(&r->c, bk->data, count, r->o.quant, r->o.quant_min));
   }
-  for (int t = 0; t < m->nt; t++) r->used[t] = t != drop;
-  NCCL("used-map ncclAllReduce", ddp_allreduce(&r->c, r->used, r->used, m->nt, ncclInt32, ncclSum, 0));
-  for (int t = 0; t < m->nt; t++) r->errors += r->used[t] != (t != drop ? r->W : 0);
+  if (r->o.find_unused) {
+    for (int t = 0; t < m->nt; t++) r->used[t] = t != drop;
+    NCCL("used-map ncclAllReduce", ddp_allreduce(&r->c, r->used, r->used, m->nt, ncclInt32, ncclSum, 0));
+    for (int t = 0; t < m->nt; t++) r->errors += r->used[t] != (t != drop ? r->W : 0);
+  }
   if (!m->view)
     for (int t = 0; t < m->nt; t++)
       if (t != drop) memcpy(ddp_grad(m, t), m->lay.b[m->lay.bidx[t]].data + m->lay.boff[t], m->t[t].n * sizeof(float));
