@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|all] — the side-by-side comparisons
+# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|all] — the side-by-side comparisons
 # behind the goals in bench/README.md, over the host NCCL (emulated links; not
 # GPU numbers). Each variant runs in the same invocation, alternating, and the
 # script prints ratios of medians:
@@ -20,6 +20,11 @@
 #             two-phase fp16/bf16/int8/fp8, with each documented bound
 #   link      twophase_link: fp32 two-phase over send/recv / fp32 ring, same
 #             bytes, HOSTNCCL_LINK_GBPS=1 (goal: within 10 %)
+#   fabric    the emulated multi-node fabric's honesty: a ring all-reduce and an
+#             all-to-all on 2x2, 2x4 and 4x2 emulated nodes (UTS namespaces),
+#             a 0.5 Gb/s NIC per node or per rank, 50 Gb/s inside a node,
+#             16 and 64 MiB: measured / modelled time (what the bytes cost on
+#             the links they cross; goal: within 10 %)
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -162,6 +167,27 @@ link() {
   done
 }
 
+fabric() {
+  local API="$BUILD/tests/test_hostnccl_api" n l per mib k ctx
+  echo "# nodes x ranks, NIC per, MiB: ring all-reduce and all-to-all, measured / modelled (median of 3)"
+  for nl in 2x2 2x4 4x2; do
+    n=${nl%x*} l=${nl#*x}
+    for per in node rank; do
+      for mib in 16 64; do
+        ctx=()
+        for ((k = 0; k < n; k++)); do
+          [ $k -gt 0 ] && ctx+=(:)
+          ctx+=(-np "$l" -x LD_LIBRARY_PATH="$LIBP" -x HOSTNCCL_LINK_GBPS=0.5 -x HOSTNCCL_INTRA_GBPS=50
+            -x HOSTNCCL_NIC_PER=$per unshare --uts sh -c 'hostname "$0" && exec "$@"' "emunode$k" "$API" fabric "$mib")
+        done
+        timeout 900 mpirun "${ctx[@]}" >"$TMP/f.out" 2>&1 || { echo "ratios: fabric $nl $per $mib failed" >&2; tail -5 "$TMP/f.out" >&2; exit 1; }
+        awk -v c="$nl $per $mib" '/measured\/modelled/ {r[++k] = $NF; m[k] = $(NF-3)} END {
+          printf "%-18s ring %6.3f (model %7.1f ms)   all-to-all %6.3f (model %7.1f ms)\n", c, r[1], m[1], r[2], m[2]}' "$TMP/f.out"
+      done
+    done
+  done
+}
+
 case "$WHAT" in
   compress) compress ;;
   fusion) fusion ;;
@@ -169,6 +195,7 @@ case "$WHAT" in
   twophase) twophase ;;
   errors) errors ;;
   link) link ;;
-  all) compress; fusion; torch_ddp; twophase; errors; link ;;
-  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|all]" >&2; exit 2 ;;
+  fabric) fabric ;;
+  all) compress; fusion; torch_ddp; twophase; errors; link; fabric ;;
+  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|all]" >&2; exit 2 ;;
 esac

@@ -85,6 +85,27 @@ mpirun_shim() {
     -x LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}" "$@"
 }
 
+# mpirun_nodes [--shim] N L [-x VAR=value ...] -- PROGRAM ARGS...: N emulated
+# nodes of L ranks each against the host NCCL (--shim: the shim preloaded
+# too): node k's ranks run in a UTS namespace of their own whose
+# host name is emunodeK, so the host NCCL and the shim find nodes by host name
+# as they do on a cluster, with no test-only switch. The -x settings go to
+# every node (in an MPMD run -x is per app context).
+mpirun_nodes() {
+  local xs=() ctx=() k n l
+  [ "$1" = --shim ] && { xs+=(-x LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}"); shift; }
+  n=$1 l=$2
+  shift 2
+  while [ "$1" != -- ]; do xs+=("$1"); shift; done
+  shift
+  for ((k = 0; k < n; k++)); do
+    [ $k -gt 0 ] && ctx+=(:)
+    ctx+=(-np "$l" -x LD_LIBRARY_PATH="$HOSTNCCL_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "${xs[@]}"
+      unshare --uts sh -c 'hostname "$0" && exec "$@"' "emunode$k" "$@")
+  done
+  mpirun_checked "${ctx[@]}"
+}
+
 # expect_mismatch "description" A B mpirun-args...: the host NCCL's own check,
 # tested: the run must fail (job aborted) with a HOSTNCCL-MISMATCH line naming
 # both calls (EREs A and B, either order), kept apart from the reports that

@@ -66,12 +66,6 @@ static void prepare(void *dst, const void *src, size_t n, ncclDataType_t t, cons
   }
 }
 
-static void link_start(struct timespec *dl, size_t bytes) {
-  struct timespec now;
-  hn_now(&now);
-  hn_link_deadline(dl, &now, bytes);
-}
-
 /* One ring step: send chunk sc of work to rank+1 while receiving chunk rc from
  * rank-1, reduced into work (reduce) or stored. tmp holds one slice. */
 static ncclResult_t ring_step(ncclComm_t comm, char *work, size_t count, ncclDataType_t t,
@@ -83,7 +77,7 @@ static ncclResult_t ring_step(ncclComm_t comm, char *work, size_t count, ncclDat
   if (slen == 0 && rlen == 0) return ncclSuccess;
   struct timespec dl;
   int link = hn_link_on();
-  if (link) link_start(&dl, (slen > rlen ? slen : rlen) * esz);
+  if (link) hn_link_step(comm, &dl, next, slen * esz, prev, rlen * esz);
   for (size_t off = 0; off < slen || off < rlen; off += se) {
     size_t sn = off < slen ? min_sz(se, slen - off) : 0, rn = off < rlen ? min_sz(se, rlen - off) : 0;
     char *rdst = work + (roff + off) * esz;
@@ -158,7 +152,7 @@ static ncclResult_t all_gather(const hn_op *op) {
 static ncclResult_t chain_send(ncclComm_t comm, const void *buf, size_t bytes, int to) {
   if (hn_link_on()) {
     struct timespec dl;
-    link_start(&dl, bytes);
+    hn_link_step(comm, &dl, to, bytes, -1, 0);
     hn_sleep_until(&dl);
   }
   return hn_sendrecv(comm, buf, bytes, to, NULL, 0, -1, HN_TAG_COLL);
@@ -288,7 +282,7 @@ ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
   ncclResult_t res = ncclSuccess;
   hn_req *reqs = NULL;
   int nreq = 0, capreq = 0;
-  size_t out_bytes = 0, in_bytes = 0; /* to and from other ranks: the link's share */
+  size_t bytes_on[HN_LINK_DIRS] = {0}; /* to and from other ranks, per link direction */
   for (size_t i = 0; i < n; i++) hn_comm_enter(ops[i].comm);
 
   /* Point-to-point first, so that sends and receives of one group never wait
@@ -300,14 +294,16 @@ ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
     size_t bytes = op->count * hn_type_size(op->type);
     void *buf = op->kind == HN_SEND ? (void *)op->sendbuff : op->recvbuff;
     res = hn_post(op->comm, op->kind == HN_SEND, buf, bytes, op->peer, HN_TAG_P2P, &reqs, &nreq, &capreq);
-    if (op->peer != op->comm->rank) *(op->kind == HN_SEND ? &out_bytes : &in_bytes) += bytes;
+    if (op->peer != op->comm->rank)
+      bytes_on[hn_link_remote(op->comm, op->peer) ? (op->kind == HN_SEND ? HN_NIC_OUT : HN_NIC_IN)
+                                                  : (op->kind == HN_SEND ? HN_INTRA_OUT : HN_INTRA_IN)] += bytes;
   }
   for (size_t i = 0; i < n && res == ncclSuccess; i++) res = run_collective(&ops[i]);
   /* The batch's messages on this rank's one link, after its collectives:
    * outgoing bytes one after another, incoming likewise (full duplex). */
   struct timespec dl;
-  int p2p_link = hn_link_on() && (out_bytes || in_bytes);
-  if (p2p_link) link_start(&dl, out_bytes > in_bytes ? out_bytes : in_bytes);
+  int p2p_link = hn_link_on() && (bytes_on[0] || bytes_on[1] || bytes_on[2] || bytes_on[3]);
+  if (p2p_link) hn_link_charge(&dl, bytes_on);
   if (res == ncclSuccess && nreq) res = hn_wait(reqs, nreq);
   if (res != ncclSuccess) {
     hn_cancel_all(reqs, nreq);

@@ -167,6 +167,7 @@ static void comm_free(ncclComm_t c) {
   for (size_t i = 0; i < c->npending; i++) hn_batch_unref(c->pending[i]);
   free(c->pending);
   free(c->ops);
+  free(c->node);
   pthread_cond_destroy(&c->idle);
   pthread_cond_destroy(&c->turn);
   pthread_cond_destroy(&c->progress_wake);
@@ -176,6 +177,7 @@ static void comm_free(ncclComm_t c) {
 
 /* A communicator whose transport is set up: published to the caller. */
 static ncclResult_t comm_ready(ncclComm_t c, ncclResult_t res, ncclComm_t *out) {
+  if (res == ncclSuccess) res = hn_fabric_comm(c);
   if (res != ncclSuccess) {
     comm_free(c);
     return res;

@@ -33,6 +33,7 @@ static const struct {
   {"HOSTNCCL_VERSION", KIND_INT, 1, 1e9, &cfg.version},
   {"HOSTNCCL_LINK_GBPS", KIND_DOUBLE, 0, 1e9, &cfg.link_gbps},
   {"HOSTNCCL_LINK_LATENCY_US", KIND_DOUBLE, 0, 1e9, &cfg.link_lat_us},
+  {"HOSTNCCL_INTRA_GBPS", KIND_DOUBLE, 0, 1e9, &cfg.intra_gbps},
   {"HOSTNCCL_FAIL_CALL", KIND_LONG, 0, 1e15, &cfg.fail_call},
   {"HOSTNCCL_FAIL_GROUP_END", KIND_LONG, 0, 1e15, &cfg.fail_group_end},
   {"HOSTNCCL_LOG", KIND_INT, 0, 1, &cfg.log},
@@ -44,6 +45,16 @@ static void parse_env(void) {
   cfg.version = NCCL_VERSION_CODE;
   cfg.check = 1;
   cfg.slice_bytes = 4u << 20;
+  cfg.intra_gbps = -1; /* unset: the network's rate (below) */
+  const char *np = getenv("HOSTNCCL_NIC_PER");
+  if (np && *np) {
+    if (!strcmp(np, "node")) cfg.nic_per_node = 1;
+    else if (strcmp(np, "rank")) {
+      snprintf(cfg_error, sizeof cfg_error, "hostnccl: HOSTNCCL_NIC_PER='%s' is not rank or node", np);
+      fprintf(stderr, "%s\n", cfg_error);
+      return;
+    }
+  }
   const char *t = getenv("HOSTNCCL_TRANSPORT");
   if (t && *t) {
     if (!strcmp(t, "mpi")) cfg.transport = HN_TRANSPORT_MPI;
@@ -76,6 +87,7 @@ static void parse_env(void) {
     default: *(double *)vars[i].dst = v; break;
     }
   }
+  if (cfg.intra_gbps < 0) cfg.intra_gbps = cfg.link_gbps;
 }
 
 ncclResult_t hn_init(void) {

@@ -42,7 +42,9 @@
 /* ---- config.c: environment, errors, log, counters ---- */
 typedef struct {
   int version;           /* what ncclGetVersion reports */
-  double link_gbps;      /* 0 = unlimited */
+  double link_gbps;      /* the network (NICs); 0 = unlimited */
+  double intra_gbps;     /* each rank's link inside its node (default link_gbps) */
+  int nic_per_node;      /* HOSTNCCL_NIC_PER=node: one NIC per node, shared */
   double link_lat_us;    /* per message */
   long fail_call;        /* 0 = off */
   long fail_group_end;   /* 0 = off */
@@ -127,6 +129,7 @@ struct ncclComm {
   uint64_t nonce;            /* sockets: identifies the communicator in handshakes */
   unsigned nsplit;           /* sockets: splits so far (same count on every rank) */
   int rank, nranks;
+  int *node, nnodes;         /* fabric.c: each rank's node index (all 0 without links) */
   int blocking;
   int aborting;              /* atomic: waits give up, see hn_wait() */
   pthread_mutex_t lock;      /* guards the fields below; never held across MPI */
@@ -248,10 +251,22 @@ void hn_sock_close(ncclComm_t c);
 int hn_sock_progress(hn_req *r);
 /* Wait until one of the n socket heads can move (or timeout_ms). */
 void hn_sock_poll(hn_req *const *heads, int n, int timeout_ms);
-/* Emulated links: deadline = start + latency + bytes at the link rate. */
+/* Emulated links (transport.c): on when a rate or a latency is set. */
 int hn_link_on(void);
 void hn_now(struct timespec *t);
-void hn_link_deadline(struct timespec *dl, const struct timespec *start, size_t bytes);
 void hn_sleep_until(const struct timespec *dl);
+
+/* ---- fabric.c: nodes and the links a message crosses ---- */
+enum { HN_INTRA_OUT, HN_INTRA_IN, HN_NIC_OUT, HN_NIC_IN, HN_LINK_DIRS };
+/* The node map of a new communicator (an all-gather when links are on). */
+ncclResult_t hn_fabric_comm(ncclComm_t comm);
+const char *hn_fabric_host(void);
+/* Whether peer is on another node (its messages cross the NICs). */
+int hn_link_remote(ncclComm_t comm, int peer);
+/* Charge bytes to this rank's link directions from now: *dl = when the last
+ * is done, plus the latency. */
+void hn_link_charge(struct timespec *dl, const size_t bytes[HN_LINK_DIRS]);
+/* One step: out bytes to rank `to`, in bytes from rank `from`. */
+void hn_link_step(ncclComm_t comm, struct timespec *dl, int to, size_t out, int from, size_t in);
 
 #endif

@@ -9,6 +9,11 @@
  * failcall         run with HOSTNCCL_FAIL_CALL=3
  * failgroup        run with HOSTNCCL_FAIL_GROUP_END=2
  * link             HOSTNCCL_LINK_*: calls take at least the modelled time
+ * fabric [MIB]     HOSTNCCL_LINK_GBPS/INTRA_GBPS/NIC_PER on ranks grouped into
+ *                  nodes by host name: a ring all-reduce and an all-to-all take
+ *                  at least what their bytes cost on the links they cross (the
+ *                  model here is derived independently from the host names);
+ *                  prints measured / modelled per operation
  * bigcount         2^31 + 5 elements (MPI counts are int)
  * abort            ncclCommAbort from another thread unblocks a waiting call
  * mismatch CASE    ranks calling different collectives (CASE: count, datatype,
@@ -525,6 +530,138 @@ static void case_link(void) {
   NCCL_OK(ncclCommDestroy(comm));
 }
 
+/* ----------------------------------------------------------------- fabric */
+
+/* The links of this test's own model: per node or per rank NIC directions and
+ * per rank intra directions, bytes charged per step; the time of a step is its
+ * busiest direction's bytes over its rate. */
+typedef struct {
+  int n, *node, nic_per_node;
+  double nic_bw, intra_bw; /* bytes per second */
+  double *out_b, *in_b;    /* [0, n): intra per rank; [n, 2n): NIC per rank or node */
+} fab_model;
+
+static void fab_clear(fab_model *m) {
+  memset(m->out_b, 0, 2 * (size_t)m->n * sizeof(double));
+  memset(m->in_b, 0, 2 * (size_t)m->n * sizeof(double));
+}
+
+static void fab_msg(fab_model *m, int from, int to, double bytes) {
+  if (m->node[from] == m->node[to]) {
+    m->out_b[from] += bytes;
+    m->in_b[to] += bytes;
+  } else {
+    m->out_b[m->n + (m->nic_per_node ? m->node[from] : from)] += bytes;
+    m->in_b[m->n + (m->nic_per_node ? m->node[to] : to)] += bytes;
+  }
+}
+
+static double fab_time(const fab_model *m) {
+  double t = 0;
+  for (int i = 0; i < 2 * m->n; i++) {
+    double bw = i < m->n ? m->intra_bw : m->nic_bw, b = fmax(m->out_b[i], m->in_b[i]);
+    t = fmax(t, b / bw);
+  }
+  return t;
+}
+
+/* The span of one operation over every rank: the latest end less the earliest
+ * start (CLOCK_MONOTONIC is one clock for the host's processes). */
+static double fab_span(double t0, double t1) {
+  double lo, hi;
+  MPI_Allreduce(&t0, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&t1, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return hi - lo;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void case_fabric(const char *mib) {
+  const char *g = getenv("HOSTNCCL_LINK_GBPS"), *ig = getenv("HOSTNCCL_INTRA_GBPS"), *np = getenv("HOSTNCCL_NIC_PER");
+  double gbps = g ? atof(g) : 0, igbps = ig ? atof(ig) : gbps;
+  int n = t_nranks;
+  fab_model m = {.n = n, .nic_per_node = np && !strcmp(np, "node"), .nic_bw = gbps * 1e9 / 8,
+                 .intra_bw = igbps > 0 ? igbps * 1e9 / 8 : INFINITY};
+  char host[64] = {0}, *hosts = calloc((size_t)n, sizeof host);
+  m.node = calloc((size_t)n, sizeof(int));
+  m.out_b = calloc(2 * (size_t)n, sizeof(double));
+  m.in_b = calloc(2 * (size_t)n, sizeof(double));
+  gethostname(host, sizeof host - 1);
+  MPI_Allgather(host, sizeof host, MPI_CHAR, hosts, sizeof host, MPI_CHAR, MPI_COMM_WORLD);
+  int nnodes = 0;
+  for (int i = 0; i < n; i++) {
+    int j = 0;
+    while (strcmp(hosts + (size_t)j * sizeof host, hosts + (size_t)i * sizeof host)) j++;
+    m.node[i] = j == i ? nnodes++ : m.node[j];
+  }
+  size_t count = (size_t)(mib ? atof(mib) : 4) * (1u << 20) / 4;
+  count -= count % (size_t)n;
+  double S = (double)count * 4, part = S / n;
+  float *in = floats(count, 1), *out = floats(count, 0);
+  ncclComm_t comm = t_comm(t_rank, NULL);
+  if (t_rank == 0)
+    printf("# fabric: %d ranks on %d nodes (host names), NIC per %s at %g Gb/s, intra %g Gb/s, S = %.0f B\n", n, nnodes,
+           m.nic_per_node ? "node" : "rank", gbps, igbps, S);
+
+  /* The host NCCL's rank-order ring: 2(n-1) steps of S/n from each rank to the next. */
+  fab_clear(&m);
+  for (int r = 0; r < n; r++) fab_msg(&m, r, (r + 1) % n, part);
+  double ring_model = 2.0 * (n - 1) * fab_time(&m);
+  /* All-to-all in one group: S/n from each rank to each other rank. */
+  fab_clear(&m);
+  for (int r = 0; r < n; r++)
+    for (int p = 0; p < n; p++)
+      if (p != r) fab_msg(&m, r, p, part);
+  double a2a_model = fab_time(&m);
+
+  enum { REPS = 3 };
+  double ring[REPS], a2a[REPS];
+  int good = 1;
+  for (int it = 0; it < REPS; it++) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now_s();
+    NCCL_OK(ncclAllReduce(in, out, count, ncclFloat32, ncclSum, comm, NULL));
+    ring[it] = fab_span(t0, now_s());
+    good &= all_eq(out, count, (float)n);
+    size_t pc = count / (size_t)n;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = now_s();
+    NCCL_OK(ncclGroupStart());
+    for (int p = 0; p < n; p++) {
+      if (p == t_rank) continue;
+      NCCL_OK(ncclSend(in + (size_t)p * pc, pc, ncclFloat32, p, comm, NULL));
+      NCCL_OK(ncclRecv(out + (size_t)p * pc, pc, ncclFloat32, p, comm, NULL));
+    }
+    NCCL_OK(ncclGroupEnd());
+    a2a[it] = fab_span(t0, now_s());
+  }
+  qsort(ring, REPS, sizeof *ring, cmp_double);
+  qsort(a2a, REPS, sizeof *a2a, cmp_double);
+  if (t_rank == 0) {
+    printf("# fabric: ring all-reduce: median %.1f ms, modelled %.1f ms, measured/modelled %.3f\n", ring[REPS / 2] * 1e3,
+           ring_model * 1e3, ring[REPS / 2] / ring_model);
+    printf("# fabric: all-to-all group: median %.1f ms, modelled %.1f ms, measured/modelled %.3f\n", a2a[REPS / 2] * 1e3,
+           a2a_model * 1e3, a2a[REPS / 2] / a2a_model);
+  }
+  expect(good, "ring all-reduce result");
+  expect(ring[0] >= ring_model, "ring all-reduce %.4f s < %.4f s", ring[0], ring_model);
+  expect(a2a[0] >= a2a_model, "all-to-all %.4f s < %.4f s", a2a[0], a2a_model);
+  char what[160];
+  snprintf(what, sizeof what, "fabric: %d nodes; a ring all-reduce and an all-to-all take at least what their bytes "
+           "cost on the links they cross", nnodes);
+  report(what);
+  free(in);
+  free(out);
+  free(hosts);
+  free(m.node);
+  free(m.out_b);
+  free(m.in_b);
+  NCCL_OK(ncclCommDestroy(comm));
+}
+
 /* --------------------------------------------------------------- bigcount */
 
 /* b[i] = pat[i % period] for i < n, by doubling a filled prefix (memcpy
@@ -706,6 +843,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(c, "failcall")) case_failcall();
   else if (!strcmp(c, "failgroup")) case_failgroup();
   else if (!strcmp(c, "link")) case_link();
+  else if (!strcmp(c, "fabric")) case_fabric(argc > 2 ? argv[2] : NULL);
   else if (!strcmp(c, "bigcount")) case_bigcount();
   else if (!strcmp(c, "abort")) case_abort();
   else if (!strcmp(c, "mismatch")) case_mismatch(argc > 2 ? argv[2] : "");

@@ -2,7 +2,8 @@
  * either transport, Open MPI point-to-point on each communicator's own MPI
  * communicator or TCP sockets (socket.c), in slices of at most
  * HOSTNCCL_SLICE_BYTES (MPI counts are int), one wait for both, plus the
- * emulated link clock (the same for both transports: it sits above them).
+ * emulated links' clock (the same for both transports: it sits above them;
+ * which links a message crosses is fabric.c's).
  *
  * MPI is initialised here with MPI_THREAD_MULTIPLE requested if the program
  * has not initialised it (and finalised at exit then). When MPI provides less
@@ -182,17 +183,12 @@ ncclResult_t hn_post(ncclComm_t comm, int is_send, void *buf, size_t bytes, int 
   return ncclSuccess;
 }
 
-int hn_link_on(void) { return hn_cfg()->link_gbps > 0 || hn_cfg()->link_lat_us > 0; }
+int hn_link_on(void) {
+  const hn_config *c = hn_cfg();
+  return c->link_gbps > 0 || c->intra_gbps > 0 || c->link_lat_us > 0;
+}
 
 void hn_now(struct timespec *t) { clock_gettime(CLOCK_MONOTONIC, t); }
-
-void hn_link_deadline(struct timespec *dl, const struct timespec *start, size_t bytes) {
-  const hn_config *c = hn_cfg();
-  double s = c->link_lat_us * 1e-6 + (c->link_gbps > 0 ? (double)bytes * 8.0 / (c->link_gbps * 1e9) : 0);
-  long long ns = start->tv_nsec + (long long)(s * 1e9 + 0.5);
-  dl->tv_sec = start->tv_sec + (time_t)(ns / 1000000000);
-  dl->tv_nsec = (long)(ns % 1000000000);
-}
 
 void hn_sleep_until(const struct timespec *dl) {
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, dl, NULL) == EINTR) {}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# 21-fabric.sh — the host NCCL's emulated multi-node fabric (tests/hostnccl/
+# fabric.c): ranks grouped into nodes by host name, each emulated node's ranks
+# in a UTS namespace of their own (mpirun_nodes), a NIC per rank or per node
+# (HOSTNCCL_NIC_PER) at HOSTNCCL_LINK_GBPS and links inside a node at
+# HOSTNCCL_INTRA_GBPS. Checked: each rank finds its node by its host name;
+# a ring all-reduce and an all-to-all take at least what their bytes cost on
+# the links they cross, by a model the test derives on its own from the host
+# names (test_hostnccl_api fabric; how close they come is a benchmark's
+# business: bench/ratios.sh fabric, numbers in bench/README.md); the socket
+# transport (torchrun's) likewise; a bad HOSTNCCL_NIC_PER is refused by name.
+# About 15 s.
+source "$(dirname "$0")/../lib.sh"
+API="$TBIN/test_hostnccl_api"
+FAB=(-x HOSTNCCL_LINK_GBPS=0.5 -x HOSTNCCL_INTRA_GBPS=50)
+
+# nodes NAME N L [-x ...]: the fabric case on N nodes of L ranks, output in $TMPD/NAME.log
+nodes() {
+  local name=$1 n=$2 l=$3
+  shift 3
+  mpirun_nodes "$n" "$l" "$@" -- "$API" fabric 4 >"$TMPD/$name.log" 2>&1 \
+    || { not_ok "fabric $name exited $?"; tail -n 15 "$TMPD/$name.log" | sed 's/^/#   /'; return; }
+  sed -n 's/^\(ok\|not ok\) - /\1 - '"$name"': /p; s/^# fabric: .*measured.*/&/p' "$TMPD/$name.log" | sed 's/^# /#   /'
+}
+
+nodes 2x4-nic-node 2 4 "${FAB[@]}" -x HOSTNCCL_NIC_PER=node -x HOSTNCCL_LOG=1
+for k in 0 1; do
+  check "2x4: the ranks of emunode$k find their node by host name (index $k of 2, 4 ranks)" \
+    test "$(grep -c "on node 'emunode$k' (index $k of 2)" "$TMPD/2x4-nic-node.log")" -eq 4
+done
+nodes 2x4-nic-rank 2 4 "${FAB[@]}" -x HOSTNCCL_NIC_PER=rank
+nodes 4x2-nic-node 4 2 "${FAB[@]}" -x HOSTNCCL_NIC_PER=node
+nodes 2x2-socket 2 2 "${FAB[@]}" -x HOSTNCCL_NIC_PER=node -x HOSTNCCL_TRANSPORT=socket -x HOSTNCCL_LOG=1
+check "sockets: the ranks find 2 nodes" test "$(grep -c "index [01] of 2)" "$TMPD/2x2-socket.log")" -eq 4
+
+# One host, no namespace: one node, today's flat link (20-hostnccl's link case).
+mpirun_host 3 -x HOSTNCCL_LINK_GBPS=1 -x HOSTNCCL_LOG=1 "$API" fabric 1 >"$TMPD/flat.log" 2>&1
+check "no namespaces: the 3 ranks share one node (the host's name)" \
+  test "$(grep -c "(index 0 of 1)" "$TMPD/flat.log")" -eq 3
+check_grep "no namespaces: the fabric case holds" "^ok - np=3 fabric: 1 nodes" "$TMPD/flat.log"
+
+mpirun_host 2 -x HOSTNCCL_NIC_PER=switch "$API" basic >"$TMPD/badnic.log" 2>&1
+check_grep "HOSTNCCL_NIC_PER=switch is refused by name" "HOSTNCCL_NIC_PER='switch' is not rank or node" "$TMPD/badnic.log"
