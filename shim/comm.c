@@ -43,6 +43,7 @@ static void free_entry(nsc_comm *c) {
   nsc_accum_free(&c->accum);
   nsc_staging_release(&c->staging);
   nsc_ef_free(&c->ef);
+  nsc_topo_free(&c->topo);
   nsc_log_comm_close(&c->log);
   pthread_mutex_destroy(&c->lock);
   pthread_mutex_destroy(&c->finish_lock);

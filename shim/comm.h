@@ -17,6 +17,7 @@
 #include "ef.h"
 #include "log.h"
 #include "staging.h"
+#include "topo.h"
 
 struct nsc_pending; /* group.h: work waiting for a nonblocking communicator */
 
@@ -51,6 +52,7 @@ typedef struct nsc_comm {
   int check_queued;        /* a check waits for the end of the current group */
   int untouched;           /* some rank cannot run the kernels: forward every call */
   char mismatch_msg[256];
+  nsc_topo topo;           /* its nodes, agreed at the check (topo/topo.h) */
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;
   nsc_agree agree[NSC_ACC_INFLIGHT]; /* accumulation: agreements in flight, oldest first */

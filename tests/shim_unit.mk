@@ -42,3 +42,10 @@ $(B)/tests/test_host_stream: $(B)/obj/tests/unit/test_host_stream.o $(B)/obj/shi
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -lm -ldl
 TEST_BINS += $(B)/tests/test_host_stream
+
+# The node map (shim/topo/topo.h): built from node keys, described.
+$(B)/obj/tests/unit/test_topo.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
+$(B)/tests/test_topo: $(B)/obj/tests/unit/test_topo.o $(B)/obj/shim/topo/topo.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka
+TEST_BINS += $(B)/tests/test_topo

@@ -4,7 +4,10 @@
  *
  * The configuration check is one ncclInt64 Max all-reduce of [h, -h] for the
  * hash h of each setting that changes which collectives are issued, plus the
- * fusion-block slot and a status slot, on a private buffer and stream (never
+ * fusion-block slot, a kernels slot, a status slot and one slot per rank for
+ * its node key (topo/topo.h: rank i's key in slot i, 0 in the others, so the
+ * maxima are every rank's key and every rank builds the same node map), on
+ * a private buffer and stream (never
  * the caller's stream), issued by every rank at the same point (its first
  * intercepted call on the communicator, or right after the group in which it
  * first appeared), followed by a one-value confirmation in which every rank
@@ -44,8 +47,10 @@ static void banner(const nsc_comm *c, const nsc_backend *be) {
     n += (size_t)snprintf(settings + n, sizeof settings - n, " %s=%s", row->env + 9, v);
   }
   int v = nsc_g.nccl_version;
-  nsc_info("ncclshim %s active on communicator %p (%d ranks): NCCL %d.%d.%d via %s; casts: %s%s;%s",
-           NCCLSHIM_VERSION_STRING, (void *)c->comm, c->nranks, v / 10000, (v / 100) % 100, v % 100,
+  char nodes[96];
+  nsc_topo_describe(&c->topo, nodes, sizeof nodes);
+  nsc_info("ncclshim %s active on communicator %p (%d ranks, %s): NCCL %d.%d.%d via %s; casts: %s%s;%s",
+           NCCLSHIM_VERSION_STRING, (void *)c->comm, c->nranks, nodes, v / 10000, (v / 100) % 100, v % 100,
            nsc_real.how ? nsc_real.how : "?", be->name, c->untouched ? " (unusable: calls untouched)" : "",
            settings);
   if (be != &nsc_backend_host) nsc_info("ncclshim CUDA kernels: %s", be->kernels());
@@ -76,6 +81,24 @@ static ncclResult_t exchange_call(nsc_comm *c, void *buf, int n, nsc_stream s) {
   return r;
 }
 
+/* The peers issue an exchange of n values that this rank cannot take part in
+ * properly: issue it too, on an all-ones buffer of the same kind on the
+ * caller's stream (nothing is read back), so that every rank sees the poison
+ * (-1 in every slot) and fails alike. ncclSystemError, or NCCL's own error. */
+static ncclResult_t nsc_exchange_poisoned(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int n) {
+  size_t bytes = (size_t)n * sizeof(int64_t);
+  void *p = NULL;
+  if (be->alloc(caller, bytes, &p)) {
+    nsc_warn("exchange between the ranks of communicator %p: no buffer on rank %d (%s), and none for a poisoned "
+             "exchange either: its peers will wait for it", (void *)c->comm, c->rank, nsc_backend_error());
+    return ncclSystemError;
+  }
+  be->fill_ones(caller, p, bytes);
+  ncclResult_t r = exchange_call(c, p, n, caller);
+  be->release(caller, p);
+  return NSC_OK(r) ? ncclSystemError : r;
+}
+
 ncclResult_t nsc_exchange_begin(nsc_comm *c, const nsc_backend *be, nsc_stream caller, const int64_t *vals, int n,
                                 nsc_xchg *x) {
   memset(x, 0, sizeof *x);
@@ -84,21 +107,9 @@ ncclResult_t nsc_exchange_begin(nsc_comm *c, const nsc_backend *be, nsc_stream c
   int rc = oob_fault_n && k == oob_fault_n ? (nsc_backend_set_error("exchange buffer %lld failed (NCCLSHIM_FAULT_OOB)", k), -1)
                                            : be->oob_begin(caller, vals, bytes, &x->buf, &x->s);
   if (rc) {
-    /* The peers issue this exchange: issue it too, on an all-ones buffer of
-     * the same kind on the caller's stream (nothing is read back: x stays
-     * not live), so that every rank sees the poison and fails alike. */
-    void *p = NULL;
-    if (be->alloc(caller, bytes, &p)) {
-      nsc_warn("exchange between the ranks of communicator %p: no buffer on rank %d (%s), and none for a poisoned "
-               "exchange either: its peers will wait for it", (void *)c->comm, c->rank, nsc_backend_error());
-      return ncclSystemError;
-    }
     nsc_warn("exchange between the ranks of communicator %p: no buffer on rank %d (%s); it sends poison, so "
              "every rank fails this call", (void *)c->comm, c->rank, nsc_backend_error());
-    be->fill_ones(caller, p, bytes);
-    ncclResult_t r = exchange_call(c, p, n, caller);
-    be->release(caller, p);
-    return NSC_OK(r) ? ncclSystemError : r;
+    return nsc_exchange_poisoned(c, be, caller, n);
   }
   x->be = be;
   x->n = n;
@@ -178,27 +189,14 @@ static void untouched_if(nsc_comm *c, const nsc_backend *be, int usable, int any
   (void)be;
 }
 
-ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
-  if (c->checked) return c->checked > 0 ? ncclSuccess : nsc_mismatch(c);
-  int n = 1, r = 0;
-  if (nsc_real.CommCount) nsc_real.CommCount(c->comm, &n);
-  if (nsc_real.CommUserRank) nsc_real.CommUserRank(c->comm, &r);
-  c->nranks = n;
-  c->rank = r;
-  nsc_log_comm_open(&c->log, (uint64_t)(uintptr_t)c->comm, r, n);
-  /* The same exchange agrees on an initial fusion block for this stream:
-   * every rank keeps it only if every rank got it. */
-  size_t fuse0 = (size_t)nsc_g.cfg.fuse_bytes / 2;
-  if (fuse0 > ((size_t)4 << 20)) fuse0 = (size_t)4 << 20;
-  if (fuse0 > (size_t)nsc_g.cfg.max_staging_bytes) fuse0 = (size_t)nsc_g.cfg.max_staging_bytes;
-  int want_fuse = nsc_g.cfg.compress != NSC_COMPRESS_OFF && fuse0 > 0 && !nsc_g.bad_setting;
-  enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, NSLOTS };
-  enum { ST_OK = -2, ST_POISON = -1, ST_BAD_SETTING = 1 }; /* all-ones bytes read as -1 */
-  int64_t vals[NSLOTS];
-  for (int i = 0; i < NSC_CFG_COUNT; i++) {
-    vals[i] = nsc_config_row_hash(&nsc_g.cfg, i);
-    vals[NSC_CFG_COUNT + i] = -vals[i];
-  }
+enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, NSLOTS };
+enum { ST_OK = -2, ST_POISON = -1, ST_BAD_SETTING = 1 }; /* all-ones bytes read as -1 */
+
+/* The check proper, on vals of nslots (NSLOTS, then one node key per rank)
+ * with the settings' hashes and this rank's key filled in; *node becomes the
+ * agreed map's (and NULL) on success. */
+static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, int64_t *vals, int nslots, int **node,
+                              size_t fuse0, int want_fuse) {
   int got = 1;
   if (want_fuse) got = nsc_staging_fuse_reserve(&c->staging, be, s, fuse0); /* allocates: not under c->lock */
   vals[SLOT_FUSE] = got ? 0 : 1;
@@ -210,7 +208,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
              (void *)c->comm, c->rank);
     vals[SLOT_STATUS] = ST_POISON; /* every rank fails this call and checks again at the next */
   }
-  ncclResult_t res = nsc_exchange_max(c, be, s, vals, NSLOTS);
+  ncclResult_t res = nsc_exchange_max(c, be, s, vals, nslots);
   /* Every rank learns whether every rank has the answer. */
   ncclResult_t cr = confirm(c, be, s, res);
   if (res == ncclSuccess && cr != ncclSuccess) {
@@ -233,6 +231,18 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
                "(grouped all-reduces are compressed one by one)", (void *)c->comm);
   }
   if (res != ncclSuccess) return res; /* passed up unchanged; the next call checks again */
+  if (nsc_topo_build(&c->topo, vals + NSLOTS, c->nranks, c->rank, *node) == 0) {
+    *node = NULL;
+    char d[96];
+    nsc_topo_describe(&c->topo, d, sizeof d);
+    nsc_log_comm_nodes(&c->log, d, c->topo.nnodes, c->topo.local_rank);
+  } else {
+    /* Every rank read the same maxima, so every rank is here alike: a key
+     * that is not positive came from a rank whose status said OK, which the
+     * exchange cannot produce; keep going with the nodes unknown. */
+    nsc_warn("configuration check on communicator %p: the node keys did not all arrive; nodes unknown",
+             (void *)c->comm);
+  }
   c->checked = 1;
   untouched_if(c, be, usable, vals[SLOT_KERNELS] != 0);
   if (vals[SLOT_STATUS] == ST_BAD_SETTING) {
@@ -264,6 +274,48 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   }
   banner(c, be);
   return ncclSuccess;
+}
+
+
+ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
+  if (c->checked) return c->checked > 0 ? ncclSuccess : nsc_mismatch(c);
+  int n = 1, r = 0;
+  if (nsc_real.CommCount) nsc_real.CommCount(c->comm, &n);
+  if (nsc_real.CommUserRank) nsc_real.CommUserRank(c->comm, &r);
+  c->nranks = n;
+  c->rank = r;
+  nsc_log_comm_open(&c->log, (uint64_t)(uintptr_t)c->comm, r, n);
+  /* The same exchange agrees on an initial fusion block for this stream:
+   * every rank keeps it only if every rank got it. */
+  size_t fuse0 = (size_t)nsc_g.cfg.fuse_bytes / 2;
+  if (fuse0 > ((size_t)4 << 20)) fuse0 = (size_t)4 << 20;
+  if (fuse0 > (size_t)nsc_g.cfg.max_staging_bytes) fuse0 = (size_t)nsc_g.cfg.max_staging_bytes;
+  int want_fuse = nsc_g.cfg.compress != NSC_COMPRESS_OFF && fuse0 > 0 && !nsc_g.bad_setting;
+  /* Then one slot per rank for the node keys: rank i's key in slot
+   * NSLOTS + i, 0 elsewhere (keys are positive), so the maxima are the map. */
+  enum { STACK_RANKS = 256 };
+  int64_t stack_vals[NSLOTS + STACK_RANKS];
+  int nslots = NSLOTS + n;
+  int64_t *vals = n <= STACK_RANKS ? stack_vals : malloc((size_t)nslots * sizeof *vals);
+  int *node = malloc((size_t)n * sizeof *node); /* the map's, kept on success */
+  ncclResult_t res;
+  if (!vals || !node) {
+    nsc_warn("configuration check on communicator %p: no host memory on rank %d for its %d ranks' node map; "
+             "this call fails on every rank and the next one checks again", (void *)c->comm, r, n);
+    res = nsc_exchange_poisoned(c, be, s, nslots);
+    confirm(c, be, s, res);
+  } else {
+    memset(vals + NSLOTS, 0, (size_t)n * sizeof *vals);
+    vals[NSLOTS + r] = nsc_topo_node_key();
+    for (int i = 0; i < NSC_CFG_COUNT; i++) {
+      vals[i] = nsc_config_row_hash(&nsc_g.cfg, i);
+      vals[NSC_CFG_COUNT + i] = -vals[i];
+    }
+    res = check_run(c, be, s, vals, nslots, &node, fuse0, want_fuse);
+  }
+  if (vals != stack_vals) free(vals);
+  free(node);
+  return res;
 }
 
 ncclResult_t nsc_mismatch(nsc_comm *c) {

@@ -179,6 +179,14 @@ void nsc_log_accum_state(nsc_comm_log *l, const char *text) {
   pthread_mutex_unlock(&l->lock);
 }
 
+void nsc_log_comm_nodes(nsc_comm_log *l, const char *text, int nnodes, int local_rank) {
+  pthread_mutex_lock(&l->lock);
+  snprintf(l->nodes, sizeof l->nodes, "%s", text);
+  l->nnodes = nnodes;
+  l->local_rank = local_rank;
+  pthread_mutex_unlock(&l->lock);
+}
+
 void nsc_log_ef_state(nsc_comm_log *l, uint64_t slots, uint64_t bytes, uint64_t breaks) {
   __atomic_store_n(&l->ef_slots, slots, __ATOMIC_RELAXED);
   __atomic_store_n(&l->ef_bytes, bytes, __ATOMIC_RELAXED);

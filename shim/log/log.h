@@ -113,6 +113,8 @@ typedef struct nsc_comm_log {
   int diag_acc;                   /* ... one was seen: later calls are fed too (atomic) */
   char failed[256];               /* why the communicator failed its settings check ("" if it did not) */
   char accum_state[320];          /* accumulation: the learner's last word (learned, off and why) */
+  char nodes[96];                 /* the agreed node map, described ("2 nodes x 4 ranks") */
+  int nnodes, local_rank;         /* ... its node count (0: not agreed yet) and this rank's place on its node */
   uint64_t ef_slots, ef_bytes, ef_breaks, ef_calls; /* error feedback: locked slots, residual bytes, breaks, calls */
   pthread_mutex_t lock;
 } nsc_comm_log;
@@ -147,6 +149,9 @@ void nsc_log_comm_failed(nsc_comm_log *l, const char *why);
  * error feedback's locked slots, residual bytes and breaks after each of
  * its calls (plain stores: no formatting on the call path). */
 void nsc_log_accum_state(nsc_comm_log *l, const char *text);
+/* Told at the settings check: the communicator's nodes (described), how many,
+ * and this rank's index on its node. */
+void nsc_log_comm_nodes(nsc_comm_log *l, const char *text, int nnodes, int local_rank);
 void nsc_log_ef_state(nsc_comm_log *l, uint64_t slots, uint64_t bytes, uint64_t breaks);
 /* Start a record: clocks, first mark (none while the stream is captured). */
 void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s);

@@ -419,6 +419,7 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
   double span = l->end_ns > l->first_ns ? (double)(l->end_ns - l->first_ns) : 0.0;
   fprintf(f, "%s# ncclshim summary: communicator %d (%#" PRIx64 "), rank %d of %d, %s pid %d\n", pre, l->comm_seq,
           l->id, l->rank, l->nranks, host, (int)getpid());
+  if (l->nodes[0]) fprintf(f, "%s# nodes: %s (this rank %d on its node)\n", pre, l->nodes, l->local_rank);
   if (l->failed[0])
     fprintf(f, "%s# failed its settings check: %s; every call on it returned ncclInvalidUsage\n", pre, l->failed);
   fprintf(f, "%s# %-12s %8s %7s %15s %15s %12s %10s %10s %10s %10s %11s %11s\n", pre, "action", "calls", "colls",
@@ -556,6 +557,13 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
           __atomic_load_n(&l->staging_failed, __ATOMIC_RELAXED),
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
   nsc_log_put_us(f, l->first_wall_ns);
+  if (l->nnodes > 0) {
+    fprintf(f, ",\"nnodes\":%d,\"local_rank\":%d,\"nodes\":\"", l->nnodes, l->local_rank);
+    nsc_log_json_str(f, l->nodes);
+    fputc('"', f);
+  } else {
+    fputs(",\"nnodes\":null,\"local_rank\":null,\"nodes\":null", f);
+  }
   fputs(",\"accum_state\":", f);
   if (l->accum_state[0]) {
     fputc('"', f);

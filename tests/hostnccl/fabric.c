@@ -79,7 +79,9 @@ static void map_node_nic(void) {
 }
 
 static void fabric_init(void) {
-  if (gethostname(host_name, sizeof host_name - 1) != 0) strcpy(host_name, "unknown");
+  const char *id = getenv("NCCL_HOSTID"); /* as in NCCL: the node's name when set */
+  if (id && *id) snprintf(host_name, sizeof host_name, "%s", id);
+  else if (gethostname(host_name, sizeof host_name - 1) != 0) strcpy(host_name, "unknown");
   host_name[sizeof host_name - 1] = 0;
   host_hash = fnv1a64(host_name);
   if (hn_cfg()->nic_per_node) map_node_nic();

@@ -9,7 +9,9 @@
 # names (test_hostnccl_api fabric; how close they come is a benchmark's
 # business: bench/ratios.sh fabric, numbers in bench/README.md); the socket
 # transport (torchrun's) likewise; a bad HOSTNCCL_NIC_PER is refused by name.
-# About 15 s.
+# Then the shim's node map, agreed in its settings check: 2x2 emulated nodes,
+# and NCCL_HOSTID (as in NCCL) naming nodes that are not node-contiguous or
+# hold different numbers of ranks. About 10 s.
 source "$(dirname "$0")/../lib.sh"
 API="$TBIN/test_hostnccl_api"
 FAB=(-x HOSTNCCL_LINK_GBPS=0.5 -x HOSTNCCL_INTRA_GBPS=50)
@@ -41,3 +43,28 @@ check_grep "no namespaces: the fabric case holds" "^ok - np=3 fabric: 1 nodes" "
 
 mpirun_host 2 -x HOSTNCCL_NIC_PER=switch "$API" basic >"$TMPD/badnic.log" 2>&1
 check_grep "HOSTNCCL_NIC_PER=switch is refused by name" "HOSTNCCL_NIC_PER='switch' is not rank or node" "$TMPD/badnic.log"
+
+# ---- the shim's node map, agreed at its settings check (shim/topo/) ----
+export NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 NCCLSHIM_LOG=summary
+mpirun_nodes --shim 2 2 -x HOSTNCCL_LINK_GBPS=10 -- "$TBIN/shim_twophase" exact >"$TMPD/shim2x2.log" 2>&1
+check "shim on 2x2 emulated nodes: a two-phase all-reduce exact on every rank (exit $?)" test $? -eq 0
+check_grep "shim on 2x2: rank 0 says the communicator spans 2 nodes x 2 ranks" \
+  "active on communicator .* \(4 ranks, 2 nodes x 2 ranks\)" "$TMPD/shim2x2.log"
+check_grep "shim on 2x2: its summary says where rank 0 is" "# nodes: 2 nodes x 2 ranks \(this rank 0 on its node\)" \
+  "$TMPD/shim2x2.log"
+# NCCL_HOSTID names the node, as in NCCL (no namespaces here): one context per rank.
+hostid_run() { # NAME ID... : one rank per id
+  local name=$1 ctx=() k=0 id
+  shift
+  for id in "$@"; do
+    [ $k -gt 0 ] && ctx+=(:)
+    ctx+=(-np 1 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCL_HOSTID="$id" "$TBIN/shim_twophase" exact)
+    k=$((k + 1))
+  done
+  mpirun_checked "${ctx[@]}" >"$TMPD/$name.log" 2>&1
+}
+check "NCCL_HOSTID a b a b: two-phase exact on every rank" hostid_run strided a b a b
+check_grep "NCCL_HOSTID a b a b: 2 nodes x 2 ranks, not node-contiguous" \
+  "\(4 ranks, 2 nodes x 2 ranks \(not node-contiguous\)\)" "$TMPD/strided.log"
+check "NCCL_HOSTID a a b: two-phase exact on every rank" hostid_run uneven a a b
+check_grep "NCCL_HOSTID a a b: 2 nodes of 1..2 ranks (uneven)" "\(3 ranks, 2 nodes of 1..2 ranks \(uneven\)\)" "$TMPD/uneven.log"
