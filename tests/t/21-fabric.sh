@@ -11,7 +11,8 @@
 # transport (torchrun's) likewise; a bad HOSTNCCL_NIC_PER is refused by name.
 # Then the shim's node map, agreed in its settings check: 2x2 emulated nodes,
 # and NCCL_HOSTID (as in NCCL) naming nodes that are not node-contiguous or
-# hold different numbers of ranks. About 10 s.
+# hold different numbers of ranks; torchrun's multi-node mode (one agent per
+# emulated node) with real PyTorch DDP. About 25 s.
 source "$(dirname "$0")/../lib.sh"
 API="$TBIN/test_hostnccl_api"
 FAB=(-x HOSTNCCL_LINK_GBPS=0.5 -x HOSTNCCL_INTRA_GBPS=50)
@@ -68,3 +69,20 @@ check_grep "NCCL_HOSTID a b a b: 2 nodes x 2 ranks, not node-contiguous" \
   "\(4 ranks, 2 nodes x 2 ranks \(not node-contiguous\)\)" "$TMPD/strided.log"
 check "NCCL_HOSTID a a b: two-phase exact on every rank" hostid_run uneven a a b
 check_grep "NCCL_HOSTID a a b: 2 nodes of 1..2 ranks (uneven)" "\(3 ranks, 2 nodes of 1..2 ranks \(uneven\)\)" "$TMPD/uneven.log"
+
+# ---- torchrun's multi-node mode: one agent per emulated node, each in its own
+# UTS namespace, rendezvous on 127.0.0.1; real PyTorch DDP over the host NCCL
+# (sockets) with the shim's two-phase fp16 across 2 nodes x 2 ranks.
+PORT=$((29500 + RANDOM % 400))
+for k in 0 1; do
+  with NCCLSHIM_LOG=summary HOSTNCCL_CHECK=0 HOSTNCCL_LINK_GBPS=1 HOSTNCCL_NIC_PER=node \
+    LD_PRELOAD="$SHIM" HOSTNCCL_LIB="$HOSTNCCL_DIR/libnccl.so.2" OMP_NUM_THREADS=1 \
+    timeout "${TEST_TIMEOUT:-180}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "emunode$k" \
+    "$TORCH_VENV/bin/torchrun" --nnodes 2 --node-rank $k --nproc-per-node 2 --master-addr 127.0.0.1 \
+    --master-port $PORT "$ROOT/tests/torch/train.py" --out "$TMPD/tr$k.json" --case "a --steps 3" \
+    >"$TMPD/tr$k.log" 2>&1 &
+done
+wait
+check "torchrun on 2 emulated nodes (one agent each): DDP trains, replicas equal, 4 ranks" \
+  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["a"]; sys.exit(not (a["replicas_equal"] and a["world"] == 4 and len(a["loss"]) == 3))' "$TMPD/tr0.json"
+check_grep "torchrun on 2 emulated nodes: the shim finds 2 nodes x 2 ranks" "\(4 ranks, 2 nodes x 2 ranks\)" "$TMPD/tr0.log"
