@@ -53,6 +53,10 @@ typedef struct nsc_comm {
   int untouched;           /* some rank cannot run the kernels: forward every call */
   char mismatch_msg[256];
   nsc_topo topo;           /* its nodes, agreed at the check (topo/topo.h) */
+  int hier_on;             /* NCCLSHIM_ALGO=hier adopted (algo/hier.h): its all-reduces run in three stages */
+  ncclComm_t hier_intra, hier_cross; /* ... its sub-communicators: this node's ranks, one rank per node */
+  struct nsc_comm *hier_xc;          /* ... the shim's entry for hier_cross (internal) */
+  int internal;            /* a sub-communicator of the shim's own: no log records, no counters */
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;
   nsc_agree agree[NSC_ACC_INFLIGHT]; /* accumulation: agreements in flight, oldest first */

@@ -82,7 +82,9 @@ nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs)
     return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
   switch (cfg->algo) {
   case NSC_ALGO_RING: return NSC_ALG_RING;
-  case NSC_ALGO_TWOPHASE: return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
+  case NSC_ALGO_TWOPHASE:
+  case NSC_ALGO_HIER: /* two-phase, between nodes where the communicator allows it (hier.c) */
+    return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
   default:
     /* Error feedback exists only in two phases (the ring rounds inside NCCL's
      * kernels), so asking for it makes auto choose two phases wherever they fit. */

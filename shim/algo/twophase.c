@@ -39,6 +39,7 @@
 
 #include "comm.h"
 #include "core.h"
+#include "hier.h"
 #include "msg.h"
 #include "policy.h"
 #include "real.h"
@@ -183,6 +184,7 @@ static void point_drop(lanes *l, point *pt) {
 ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
                           ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq) {
   const nsc_config *cfg = &nsc_g.cfg;
+  if (!rs && c->hier_on) return nsc_hier(c, be, send, recv, count, op, s, seq); /* between nodes only */
   nsc_tp_plan p;
   nsc_tp_plan_init(&p, cfg, c->nranks, c->rank, count, rs);
   int n = p.n, r = p.rank, np = p.npieces;
@@ -200,8 +202,10 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE | (rs ? NSC_KIND_REDUCESCATTER : 0), c, NSC_ACT_COMPRESS, p.count, ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, s);
   rec.wire_bytes = enc_bytes;
   rec.seq = seq;
-  nsc_count_call(NSC_ACT_COMPRESS, p.count * 4, enc_bytes, 0);
-  NSC_COUNT(twophase, 1);
+  if (!c->internal) { /* hier's stage between nodes: counted and logged as the whole call (hier.c) */
+    nsc_count_call(NSC_ACT_COMPRESS, p.count * 4, enc_bytes, 0);
+    NSC_COUNT(twophase, 1);
+  }
   uint8_t *enc = stage, *in = enc + nsc_tp_slot(&p, 0, np), *gat = in + nsc_tp_slot(&p, 0, np);
   size_t off, len, roff, rlen;
   nsc_tp_chunk(&p, r, &roff, &rlen);
@@ -296,7 +300,7 @@ out:
   nsc_staging_done(&c->staging, st);
   pthread_mutex_unlock(&c->lock);
   rec.result = res;
-  if (NSC_OK(res)) nsc_log_commit(&c->log, &rec);
+  if (NSC_OK(res) && !c->internal) nsc_log_commit(&c->log, &rec);
   else nsc_log_discard(&rec);
   return res;
 }

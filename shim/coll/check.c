@@ -30,10 +30,12 @@
 
 #include "comm.h"
 #include "group.h"
+#include "hier.h"
 #include "core.h"
 #include "msg.h"
 #include "real.h"
 #include "shim.h"
+#include "tp_plan.h"
 
 static void banner(const nsc_comm *c, const nsc_backend *be) {
   if (!nsc_g.cfg.banner || c->rank != 0) return;
@@ -189,6 +191,27 @@ static void untouched_if(nsc_comm *c, const nsc_backend *be, int usable, int any
   (void)be;
 }
 
+/* NCCLSHIM_ALGO=hier: where the agreed node map allows it, every rank splits
+ * the two sub-communicators, then one more int64 Max exchange (and its
+ * confirmation) says whether every rank has both; only then is hier adopted
+ * (algo/hier.h), else every rank runs two-phase flat. */
+static void hier_agree(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
+  const char *why;
+  if (!nsc_hier_wanted(c, &why)) {
+    if (nsc_g.cfg.algo == NSC_ALGO_HIER && c->rank == 0)
+      nsc_info("NCCLSHIM_ALGO=hier on communicator %p: %s; two-phase runs flat", (void *)c->comm, why);
+    return;
+  }
+  int64_t v = nsc_hier_split(c) ? -2 : 1;
+  ncclResult_t r = nsc_exchange_max(c, be, s, &v, 1);
+  ncclResult_t cr = confirm(c, be, s, r);
+  nsc_hier_adopt(c, r == ncclSuccess && cr == ncclSuccess && v == -2);
+  if (c->hier_on && c->rank == 0)
+    nsc_info("NCCLSHIM_ALGO=hier on communicator %p: %d nodes x %d ranks; fp32 reduce-scatter and all-gather inside "
+             "each node, two-phase %s between nodes", (void *)c->comm, c->topo.nnodes, c->topo.local_size,
+             nsc_fmt_name(nsc_tp_fmt(&nsc_g.cfg)));
+}
+
 enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, NSLOTS };
 enum { ST_OK = -2, ST_POISON = -1, ST_BAD_SETTING = 1 }; /* all-ones bytes read as -1 */
 
@@ -272,6 +295,7 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
     nsc_log_comm_failed(&c->log, c->mismatch_msg);
     return ncclInvalidUsage;
   }
+  hier_agree(c, be, s);
   banner(c, be);
   return ncclSuccess;
 }

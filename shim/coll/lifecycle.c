@@ -7,6 +7,7 @@
  * Must not: hold a lock of ours across a real call (the watchdog may abort a
  * communicator from another thread at any time), or retry a real call. */
 #include "comm.h"
+#include "hier.h"
 #include "core.h"
 #include "msg.h"
 #include "real.h"
@@ -169,6 +170,7 @@ ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err) {
 
 ncclResult_t nsc_comm_end(ncclComm_t comm, ncclResult_t (*real_fn)(ncclComm_t)) {
   nsc_comm *c = nsc_g.state == NSC_ACTIVE ? nsc_comm_detach(comm) : NULL;
+  nsc_hier_end(c, real_fn); /* its sub-communicators first, the same way */
   ncclResult_t r = real_fn(comm);
   nsc_comm_put(c); /* frees once calls still inside on other threads leave */
   return r;

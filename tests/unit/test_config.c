@@ -100,7 +100,7 @@ static void bad_values(void **state) {
   expect_bad("NCCLSHIM_MIN_BYTES=", "empty");
   /* garbage */
   expect_bad("NCCLSHIM_COMPRESS=fp4", "off|fp16|bf16|int8|fp8");
-  expect_bad("NCCLSHIM_ALGO=tree", "auto|ring|twophase");
+  expect_bad("NCCLSHIM_ALGO=tree", "auto|ring|twophase|hier");
   expect_bad("NCCLSHIM_BLOCK_ELEMS=8", "16");
   expect_bad("NCCLSHIM_MIN_BYTES=lots", "[0, ");
   expect_bad("NCCLSHIM_DISABLE=maybe", "0 or 1");

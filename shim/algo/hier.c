@@ -1,0 +1,152 @@
+/* hier.c — NCCLSHIM_ALGO=hier: a compressed all-reduce for a communicator that
+ * spans N >= 2 nodes holding the same number L >= 2 of its ranks each (the
+ * node map agreed at the settings check, topo/topo.h), in three stages:
+ *   a. an fp32 ncclReduceScatter among the ranks of each node, on a
+ *      sub-communicator of the node (NCCL's own kernels: NVLink inside a
+ *      node), giving the node's local rank l shard l (count/L elements of the
+ *      first L*(count/L));
+ *   b. a two-phase all-reduce of that shard in the wire format among the N
+ *      ranks that hold shard l, one per node, on a second sub-communicator
+ *      (twophase.c, with its pieces, error feedback, stochastic rounding and
+ *      poisoned path; fp32 sums in node order, one rounding in, one out);
+ *   c. an fp32 ncclAllGather of the shards inside the node.
+ * The last count % L elements (fewer than L) travel in one fp32 ncclAllReduce
+ * of the whole communicator. Stage b's result is the same bytes on every rank
+ * that holds shard l, so every rank ends with identical bits. Each node's NICs
+ * carry 2(N-1)/N of the data once, in the wire format: what NCCL's ring
+ * carries in fp32, times the format's ratio.
+ *
+ * The sub-communicators are split at the settings check by every rank in the
+ * same order (node: colour = node index, key = rank; across: colour = local
+ * rank, key = node index), blocking whatever the parent is, and adopted only
+ * when every rank has both (one more exchange); they end with their parent
+ * (destroy or abort alike). ncclAvg: Avg inside the node (x/L) and between
+ * nodes (x/N). Every stage runs on the caller's stream, one after the other,
+ * and is issued whatever the earlier ones answered (the first failure is the
+ * call's result; what a failed stage leaves is NaN, never a wrong value).
+ *
+ * Must not: run inside a group (stage b needs stage a's data), retry a real
+ * call, or decide anything from data, timings or local failures. */
+#include "hier.h"
+
+#include "comm.h"
+#include "core.h"
+#include "msg.h"
+#include "policy.h"
+#include "real.h"
+#include "shim.h"
+#include "tp_plan.h"
+#include "wire.h"
+
+int nsc_hier_wanted(const nsc_comm *c, const char **why) {
+  const nsc_config *cfg = &nsc_g.cfg;
+  const nsc_topo *t = &c->topo;
+  *why = "";
+  if (cfg->algo != NSC_ALGO_HIER) return 0;
+  if (cfg->compress == NSC_COMPRESS_OFF) *why = "compression is off";
+  else if (c->untouched) *why = "a rank cannot run the kernels";
+  else if (t->nnodes < 2) *why = "the communicator is on one node";
+  else if (t->min_local != t->max_local) *why = "its nodes hold different numbers of its ranks";
+  else if (t->max_local < 2) *why = "every rank is alone on its node";
+  else if (!nsc_real.CommSplit || !nsc_real.ReduceScatter || !nsc_real.AllGather) *why = "this NCCL lacks ncclCommSplit";
+  return !**why;
+}
+
+int nsc_hier_split(nsc_comm *c) {
+  const nsc_topo *t = &c->topo;
+  ncclConfig_t cc = NCCL_CONFIG_INITIALIZER;
+  cc.blocking = 1;
+  ncclComm_t intra = NULL, cross = NULL;
+  ncclResult_t a = nsc_real.CommSplit(c->comm, t->node[t->rank], t->rank, &intra, &cc);
+  ncclResult_t b = nsc_real.CommSplit(c->comm, t->local_rank, t->node[t->rank], &cross, &cc); /* issued whatever a was */
+  NSC_COUNT(real_calls, 2);
+  nsc_comm *xc = b == ncclSuccess && cross ? nsc_comm_get(cross) : NULL;
+  c->hier_intra = a == ncclSuccess ? intra : NULL;
+  c->hier_cross = b == ncclSuccess ? cross : NULL;
+  c->hier_xc = xc;
+  if (a != ncclSuccess || b != ncclSuccess || !xc)
+    nsc_warn("hier on communicator %p: rank %d could not split its sub-communicators (%d, %d%s)", (void *)c->comm,
+             c->rank, (int)a, (int)b, b == ncclSuccess && !xc ? ", no host memory" : "");
+  return c->hier_intra && c->hier_cross && xc;
+}
+
+static void end_parts(nsc_comm *c, ncclResult_t (*real_fn)(ncclComm_t)) {
+  nsc_comm *x = c->hier_xc ? nsc_comm_detach(c->hier_cross) : NULL; /* the table's reference */
+  if (c->hier_cross) real_fn(c->hier_cross);
+  if (c->hier_intra) real_fn(c->hier_intra);
+  nsc_comm_put(x);
+  nsc_comm_put(c->hier_xc); /* the reference nsc_comm_get gave */
+  c->hier_intra = c->hier_cross = NULL;
+  c->hier_xc = NULL;
+  c->hier_on = 0;
+}
+
+void nsc_hier_adopt(nsc_comm *c, int all) {
+  if (!all) {
+    if (c->rank == 0)
+      nsc_warn("hier on communicator %p: a rank could not split its sub-communicators; two-phase runs flat "
+               "on every rank", (void *)c->comm);
+    end_parts(c, nsc_real.CommAbort ? nsc_real.CommAbort : nsc_real.CommDestroy);
+    return;
+  }
+  nsc_comm *x = c->hier_xc;
+  x->internal = 1;
+  x->rank = c->topo.node[c->rank];
+  x->nranks = c->topo.nnodes;
+  x->checked = 1;
+  c->hier_on = 1;
+}
+
+void nsc_hier_end(nsc_comm *c, ncclResult_t (*real_fn)(ncclComm_t)) {
+  if (c && (c->hier_intra || c->hier_cross || c->hier_xc)) end_parts(c, real_fn);
+}
+
+static ncclResult_t settle(nsc_comm *c, ncclResult_t r) {
+  NSC_COUNT(real_calls, 1);
+  if (r == ncclInProgress) { /* the parent may be nonblocking (its tail all-reduce) */
+    c->nonblocking = 1;
+    r = nsc_wait_nonblocking(c->comm);
+  }
+  return r;
+}
+
+ncclResult_t nsc_hier(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
+                      ncclRedOp_t op, cudaStream_t s, uint64_t seq) {
+  const nsc_config *cfg = &nsc_g.cfg;
+  size_t L = (size_t)c->topo.local_size, shard = count / L, main = shard * L, tail = count - main;
+  size_t l = (size_t)c->topo.local_rank;
+  ncclRedOp_t inner = op == ncclAvg ? ncclAvg : ncclSum;
+  nsc_fmt_t fmt = nsc_tp_fmt(cfg);
+  nsc_rec rec;
+  nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE, c, NSC_ACT_COMPRESS, count, ncclFloat32, nsc_policy_wire_dtype(cfg), op,
+                    be, s);
+  rec.wire_bytes = nsc_fmt_bytes(fmt, shard, (size_t)cfg->block_elems) + 4 * tail; /* what leaves the node per rank */
+  rec.seq = seq;
+  nsc_count_call(NSC_ACT_COMPRESS, count * 4, rec.wire_bytes, 0);
+  NSC_COUNT(twophase, 1);
+  ncclResult_t r = ncclSuccess;
+  nsc_log_mark(&rec, NSC_MARK_CAST_IN);
+  /* Every stage is issued whatever the earlier ones answered on this rank (its
+   * peers issue them: skipping one would hang them). A stage that failed here
+   * leaves NaN behind (0xff bytes), so that nobody keeps a wrong value: the
+   * shard it sends on, and through the all-gather its node's result. */
+  if (shard) {
+    float *mine = recv + l * shard;
+    ncclResult_t a = settle(c, nsc_real.ReduceScatter(send, mine, shard, ncclFloat32, inner, c->hier_intra, s));
+    if (!NSC_OK(a)) be->fill_ones((nsc_stream)s, mine, 4 * shard);
+    ncclResult_t b = nsc_twophase(c->hier_xc, be, mine, mine, shard, inner, s, 0, seq);
+    if (!NSC_OK(b)) be->fill_ones((nsc_stream)s, mine, 4 * shard);
+    ncclResult_t g = settle(c, nsc_real.AllGather(mine, recv, shard, ncclFloat32, c->hier_intra, s));
+    r = !NSC_OK(a) ? a : !NSC_OK(b) ? b : g;
+  }
+  if (tail) {
+    ncclResult_t t = settle(c, nsc_real.AllReduce(send + main, recv + main, tail, ncclFloat32, op, c->comm, s));
+    if (NSC_OK(r)) r = t;
+  }
+  nsc_log_mark(&rec, NSC_MARK_COLL);
+  nsc_log_mark(&rec, NSC_MARK_END);
+  rec.result = r;
+  if (NSC_OK(r)) nsc_log_commit(&c->log, &rec);
+  else nsc_log_discard(&rec);
+  return r;
+}

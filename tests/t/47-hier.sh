@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# 47-hier.sh — NCCLSHIM_ALGO=hier (shim/algo/hier.c) on emulated nodes (one UTS
+# namespace per node, mpirun_nodes): fp32 reduce-scatter inside each node,
+# two-phase in the wire format between nodes, fp32 all-gather. Checked with
+# tests/shim/shim_twophase (which finds the nodes by host name itself):
+# exact inputs exact and identical on every rank for every format and node
+# shape (2x2, 2x4, 4x2, 3x2; the count % L tail through one fp32 all-reduce),
+# random inputs within the two-phase bound, pieces and error feedback giving
+# the same bits at every piece size, values near FLT_MAX, a nonblocking
+# communicator, grouped calls, a rank without staging (NaN in the elements its
+# stage carried, on every rank, never a hang), a real call failing at each
+# stage (the same result on every rank, no hang), and hier falling back to
+# flat two-phase on uneven nodes and on one node. About 60 s.
+source "$(dirname "$0")/../lib.sh"
+P="$TBIN/shim_twophase"
+export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0 NCCLSHIM_ALGO=hier NCCLSHIM_MIN_BYTES=0
+unset NCCLSHIM_COMPRESS
+LINK=(-x HOSTNCCL_LINK_GBPS=20 -x HOSTNCCL_NIC_PER=node)
+
+# nodes N L FORMAT CMD [VAR=value ...]: shim_twophase CMD on N nodes of L ranks.
+nodes() {
+  local n=$1 l=$2 w=$3 cmd=$4 xs=()
+  shift 4
+  for kv in "$@"; do xs+=(-x "$kv"); done
+  mpirun_nodes --shim "$n" "$l" "${LINK[@]}" -x NCCLSHIM_COMPRESS="$w" "${xs[@]}" -- "$P" $cmd
+}
+
+# 1. Exact inputs (sizes 1..300001, in and out of place, Sum and Avg).
+for shape in 2x2:fp16 2x2:bf16 2x2:int8 2x2:fp8 2x4:fp16 2x4:int8 4x2:bf16 3x2:fp16; do
+  nl=${shape%:*} w=${shape#*:}
+  check "hier $w on ${nl/x/ nodes x } ranks: exact inputs exact and identical on every rank, only the fp32 tails reach NCCL's all-reduce" \
+    nodes "${nl%x*}" "${nl#*x}" "$w" exact
+done
+check "hier, the check above can fail: with NCCLSHIM_ALGO=ring the ring's all-reduces reach NCCL" \
+  check_fails nodes 2 2 fp16 exact NCCLSHIM_ALGO=ring
+
+# 2. Random inputs: within the two-phase bound, identical on every rank.
+for w in fp16 int8; do
+  for nl in 2x2 2x4; do
+    nodes "${nl%x*}" "${nl#*x}" $w "bound 2" >"$TMPD/b" 2>&1 && grep -q "^maxrel $w hier " "$TMPD/b" \
+      && ok "hier $w, $nl: random inputs within the two-phase bound ($(grep maxrel "$TMPD/b" | cut -d' ' -f5,6))" \
+      || { not_ok "hier $w, $nl: random inputs"; sed 's/^/#   /' "$TMPD/b" | tail -5; }
+  done
+done
+
+# 3. Pieces and error feedback: the same bits at every piece size (three rounds of
+# all-reduces, which run hier, and reduce-scatters, which run flat two-phase).
+for ef in 0 1; do
+  for pb in 0 16K 4096; do
+    nodes 2 2 int8 digest NCCLSHIM_ERROR_FEEDBACK=$ef NCCLSHIM_TWOPHASE_PIECE_BYTES=$pb >"$TMPD/dg.$pb" 2>&1 \
+      || echo "exit $?" >>"$TMPD/dg.$pb"
+    grep '^digest' "$TMPD/dg.$pb" | sort >"$TMPD/dgd.$pb"
+  done
+  [ "$(wc -l <"$TMPD/dgd.0")" = 4 ] && cmp -s "$TMPD/dgd.0" "$TMPD/dgd.16K" && cmp -s "$TMPD/dgd.0" "$TMPD/dgd.4096" \
+    && ok "hier int8, error feedback $ef, 2x2: one piece, 16 KiB and 4 KiB pieces give the same bits" \
+    || { not_ok "hier int8, error feedback $ef: results differ between piece sizes"; tail -n 4 "$TMPD"/dg.* | sed 's/^/#   /'; }
+done
+
+# 4. Values near FLT_MAX with error feedback and 4 KiB pieces; special values.
+for w in bf16 int8; do
+  check "hier $w, 2x2, error feedback, 4 KiB pieces: values near FLT_MAX stay finite" \
+    nodes 2 2 $w limits NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_TWOPHASE_PIECE_BYTES=4096
+done
+check "hier fp16, 2x2: Inf, -Inf, NaN propagate as in fp32, identical on every rank" nodes 2 2 fp16 special
+
+# 5. A nonblocking communicator; grouped calls (fused, forwarded and integer members beside them).
+check "hier int8, 2x2, nonblocking communicator: exact once the poll says success" nodes 2 2 int8 nonblocking
+check "hier int8, 2x4, in a user's nested group (blocking): exact, identical" nodes 2 4 int8 group
+check "hier fp16, 2x2, in a user's group on a nonblocking communicator: exact, identical" nodes 2 2 fp16 group-nb
+
+# 6. A rank without staging (rank 1, on node 0): it returns ncclSystemError; the
+# elements its stage between nodes carried are NaN on every rank, the others exact.
+X=(-x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_MIN_BYTES=65536 "${LINK[@]}")
+U='hostname "$0" && exec "$@"'
+check "hier int8, 2x2, staging fails on one rank: NaN where its stage went, on every rank; no hang; next call exact" \
+  mpirun_checked -np 1 "${X[@]}" unshare --uts sh -c "$U" emunode0 "$P" poison : \
+    -np 1 "${X[@]}" -x NCCLSHIM_FAULT_ALLOC=2 unshare --uts sh -c "$U" emunode0 "$P" poison : \
+    -np 2 "${X[@]}" unshare --uts sh -c "$U" emunode1 "$P" poison
+
+# 7. A real call failing (HOSTNCCL_FAIL_CALL=N on every rank) at each stage of
+# the all-reduce (1-4: the check, the hier agreement and their confirmations;
+# then the reduce-scatter inside the node, the two-phase sends and receives,
+# the all-gather, the tail) and in the reduce-scatter after it: every rank
+# prints the same result line, nobody hangs.
+for n in 5 6 7 9 10 11 12 13; do
+  nodes 2 2 int8 fault HOSTNCCL_FAIL_CALL=$n >"$TMPD/fault.$n" 2>&1
+  rc=$?
+  lines=$(grep '^rc ' "$TMPD/fault.$n" | sort | uniq -c | wc -l)
+  [ $rc -eq 0 ] && [ "$(grep -c '^rc ' "$TMPD/fault.$n")" -eq 4 ] && [ "$lines" -eq 1 ] \
+    && ok "hier, real call $n fails: '$(grep -m1 '^rc ' "$TMPD/fault.$n")' on all 4 ranks, no hang" \
+    || { not_ok "hier, real call $n fails: exit $rc"; tail -n 6 "$TMPD/fault.$n" | sed 's/^/#   /'; }
+done
+
+# 8. Where hier does not apply, two-phase runs flat (and says why).
+nodes 1 4 fp16 exact NCCLSHIM_BANNER=1 >"$TMPD/one.log" 2>&1
+check "hier on one node: flat two-phase, exact (exit $?)" test $? -eq 0
+check_grep "hier on one node: rank 0 says why it runs flat" "ALGO=hier on communicator .*: the communicator is on one node; two-phase runs flat" "$TMPD/one.log"
+ctx=()
+for id in a a b; do
+  [ ${#ctx[@]} -gt 0 ] && ctx+=(:)
+  ctx+=(-np 1 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCLSHIM_COMPRESS=fp16 -x NCCLSHIM_BANNER=1 -x NCCL_HOSTID=$id "$P" exact)
+done
+mpirun_checked "${ctx[@]}" >"$TMPD/uneven.log" 2>&1
+check "hier on uneven nodes (NCCL_HOSTID a a b): flat two-phase, exact (exit $?)" test $? -eq 0
+check_grep "hier on uneven nodes: rank 0 says why" "its nodes hold different numbers of its ranks; two-phase runs flat" "$TMPD/uneven.log"
