@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|all] — the side-by-side comparisons
+# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|all] — the side-by-side comparisons
 # behind the goals in bench/README.md, over the host NCCL (emulated links; not
 # GPU numbers). Each variant runs in the same invocation, alternating, and the
 # script prints ratios of medians:
@@ -25,6 +25,12 @@
 #             a 0.5 Gb/s NIC per node or per rank, 50 Gb/s inside a node,
 #             16 and 64 MiB: measured / modelled time (what the bytes cost on
 #             the links they cross; goal: within 10 %)
+#   hier      allreduce_perf on 2 emulated nodes x 4 ranks (and 4 x 2), a 0.5 Gb/s
+#             NIC per node (or per rank), 50 Gb/s inside a node, 16 and 64 MiB: no
+#             shim (the host NCCL's fp32 ring), flat two-phase fp16, hier fp16
+#             and int8, each time / t_bound = 2(N-1)/N * S / NIC rate, with the
+#             bytes through the busiest NIC per call (modelled from the algorithm;
+#             goals: hier fp16 <= 0.55, int8 <= 0.30)
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -188,6 +194,48 @@ fabric() {
   done
 }
 
+# ctx_nodes N L VAR=value...: mpirun app contexts for N emulated nodes of L ranks
+# (UTS namespaces), the settings on each; then the program (global CTX).
+ctx_nodes() {
+  local n=$1 l=$2 k xs=()
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do xs+=(-x "$1"); shift; done
+  shift
+  CTX=()
+  for ((k = 0; k < n; k++)); do
+    [ $k -gt 0 ] && CTX+=(:)
+    CTX+=(-np "$l" -x LD_LIBRARY_PATH="$LIBP" "${xs[@]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "emunode$k" "$@")
+  done
+}
+
+hier() {
+  local AP="$BUILD/bin/allreduce_perf" v shape n l per
+  for shape in 2x4:node 2x4:rank 4x2:node; do
+    n=${shape%%x*} l=${shape#*x} l=${l%%:*} per=${shape#*:}
+    rm -f "$TMP"/h-*.out
+    for ((r = 0; r < ROUNDS; r++)); do
+      for v in plain:0:off:none flat:1:fp16:twophase hier16:1:fp16:hier hier8:1:int8:hier; do
+        IFS=: read -r name pre fmt algo <<<"$v"
+        local px=()
+        [ "$pre" = 1 ] && px=(LD_PRELOAD="$SHIM" NCCLSHIM_COMPRESS=$fmt NCCLSHIM_ALGO=$algo)
+        ctx_nodes "$n" "$l" HOSTNCCL_LINK_GBPS=0.5 HOSTNCCL_INTRA_GBPS=50 HOSTNCCL_NIC_PER=$per "${px[@]}" \
+          -- "$AP" -b 16M -e 64M -f 4 -n 1 -w 1 -c 0
+        timeout 900 mpirun "${CTX[@]}" >>"$TMP/h-$name.out" 2>&1 || { echo "ratios: hier $name failed" >&2; tail -5 "$TMP/h-$name.out" >&2; exit 1; }
+      done
+    done
+    echo "# $n nodes x $l ranks, NIC per $per at 0.5 Gb/s, 50 Gb/s inside: out-of-place time / t_bound (t_bound = 2(N-1)/N*S/NIC), median of $ROUNDS alternated runs; MiB through the busiest NIC per call (modelled)"
+    printf '%10s %18s %18s %18s %18s\n' size "no shim (ring)" "flat fp16" "hier fp16" "hier int8"
+    join <(ap_times h-plain) <(ap_times h-flat) | join - <(ap_times h-hier16) | join - <(ap_times h-hier8) |
+      awk -v N="$n" -v L="$l" -v per="$per" '{
+        S = $1; k = per == "node" ? 1 : L; n = N * L;   # k: NICs per node, of 0.5 Gb/s each
+        tb = 2 * (N - 1) / N * S * 8 / (0.5e9 * k) * 1e6; # through the node NICs together, in us
+        ring = 2 * (n - 1) / n * S;  # rank-order ring: one rank per node crosses, 2(n-1) steps of S/n
+        flat = 2 * L * (N - 1) / N * S * 0.5 / k; h16 = 2 * (N - 1) / N * S * 0.5 / k; h8 = 2 * (N - 1) / N * S * (0.25 + 0.5 / 256) / k
+        printf "%10d %9.3f %6.1fMiB %9.3f %6.1fMiB %9.3f %6.1fMiB %9.3f %6.1fMiB\n", S, $2 / tb, ring / 1048576, $3 / tb, flat / 1048576,
+               $4 / tb, h16 / 1048576, $5 / tb, h8 / 1048576 }'
+  done
+}
+
 case "$WHAT" in
   compress) compress ;;
   fusion) fusion ;;
@@ -196,6 +244,7 @@ case "$WHAT" in
   errors) errors ;;
   link) link ;;
   fabric) fabric ;;
-  all) compress; fusion; torch_ddp; twophase; errors; link; fabric ;;
-  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|all]" >&2; exit 2 ;;
+  hier) hier ;;
+  all) compress; fusion; torch_ddp; twophase; errors; link; fabric; hier ;;
+  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|all]" >&2; exit 2 ;;
 esac

@@ -50,6 +50,7 @@
                         * extreme values, per-rank polls) */
 #define MAXM 3  /* error-feedback models */
 #define ACC_SEEDS 16400 /* from here, no short or long pass of a model without find_unused while the shim learns */
+#define NODE_SEEDS 40000 /* from here, emulated nodes (NCCL_HOSTID per rank) and NCCLSHIM_ALGO=hier (issue 21) */
 #define SPLIT_SEEDS 32000 /* from here, no pass that begins late right after one that ended early (any model) */
 
 /* ---- the program ---------------------------------------------------------- */
@@ -106,7 +107,9 @@ typedef struct {
   uint64_t seed;
   int W;
   int compress, disable, check_config, K;
-  int algo; /* 0 auto, 1 ring, 2 twophase (seeds >= NEW_SEEDS only) */
+  int algo; /* 0 auto, 1 ring, 2 twophase (seeds >= NEW_SEEDS only), 3 hier (seeds >= NODE_SEEDS) */
+  int node[MAXR]; /* seeds >= NODE_SEEDS: each rank's node (NCCL_HOSTID=n<k>), -1: none set */
+  int nnodes;
   long long min_bytes, fuse_bytes, chunk_bytes, piece_bytes;
   const char *prescale;
   int fault, frank;
@@ -385,6 +388,24 @@ static void ef_pass(prog_t *p, int m, const size_t *cnt, int nb, double scale, i
  * refusal must be the same on every rank), extreme inputs with Sum and Avg
  * (finite where docs/collectives.md says so), polls some ranks make and others do not,
  * and no polls before steps (the host NCCL progresses queued work itself). */
+/* Seeds >= NODE_SEEDS (issue 21): the ranks on 1-3 nodes named by
+ * NCCL_HOSTID (the shim's node map; the host NCCL has no links here), in
+ * blocks, strided or at random, even or not; and NCCLSHIM_ALGO=hier in place
+ * of twophase or auto. A generator of its own: the program's other draws
+ * stay those of the seed without it. */
+static void draw_nodes(prog_t *p, uint64_t seed) {
+  uint64_t saved = rng;
+  rng = mix64(seed ^ 0x40de5ull);
+  for (int r = 0; r < p->W; r++) p->node[r] = -1;
+  if (chance(0.7)) {
+    int N = p->W < 4 ? 1 + rint_(2) : 1 + rint_(3), how = rint_(3);
+    for (int r = 0; r < p->W; r++) p->node[r] = how == 0 ? r * N / p->W : how == 1 ? r % N : rint_(N);
+    p->nnodes = N;
+  }
+  if (p->compress && (p->algo == 2 || p->algo == 0) && chance(0.6)) p->algo = 3;
+  rng = saved;
+}
+
 static void draw_ef_classes(prog_t *p, uint64_t seed, int ddp) {
   uint64_t saved = rng;
   rng = mix64(seed ^ 0xef26ef26ull);
@@ -645,6 +666,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   }
   if (want8 && p->compress && !ddp) p->compress = want8;
   if (seed >= EF_SEEDS) draw_ef_classes(p, seed, ddp);
+  if (seed >= NODE_SEEDS) draw_nodes(p, seed);
   /* An accumulation agreement's read-back failing on one rank is a known
    * limit (docs/collectives.md: that rank syncs while its peers may skip): not drawn. */
   if (p->fault == F_OOB_END_ONE && p->K > 1) p->fault = F_NONE;
@@ -682,7 +704,18 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (p->fault == F_ALLOC_ONE && p->chunk_bytes < (32 << 20)) feat(p, "alloc-one+chunk");
   if (p->K > 1) feat(p, "accum");
   if (p->compress >= 3) feat(p, p->compress == 3 ? "int8" : "fp8");
-  if (p->algo) feat(p, p->algo == 2 ? "algo-twophase" : "algo-ring");
+  if (p->algo) feat(p, p->algo == 3 ? "algo-hier" : p->algo == 2 ? "algo-twophase" : "algo-ring");
+  if (p->nnodes) {
+    int cnt[MAXR] = {0}, lo = p->W, hi = 0, used = 0;
+    for (int r = 0; r < p->W; r++) cnt[p->node[r]]++;
+    for (int k = 0; k < p->nnodes; k++)
+      if (cnt[k]) {
+        used++;
+        lo = cnt[k] < lo ? cnt[k] : lo;
+        hi = cnt[k] > hi ? cnt[k] : hi;
+      }
+    feat(p, "nodes-%d%s", used, lo != hi ? "-uneven" : "");
+  }
   if (p->ef) feat(p, "ef");
   if (p->nef) feat(p, p->nef > 1 ? "ef-models" : p->effresh ? "ef-fresh" : "ef-model");
   if (p->sr) feat(p, "sr");
@@ -756,7 +789,7 @@ static void filter(prog_t *p, const char *o) {
 
 /* ---- launching and describing ----------------------------------------------- */
 static void print_plan(const prog_t *p) {
-  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8"}, *al[] = {"auto", "ring", "twophase"};
+  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8"}, *al[] = {"auto", "ring", "twophase", "hier"};
   char stg[64] = "";
   if (p->staging) snprintf(stg, sizeof stg, " NCCLSHIM_MAX_STAGING_BYTES=%lld", p->staging);
   printf("FZ_NP=%d\n", p->W);
@@ -779,7 +812,8 @@ static void print_plan(const prog_t *p) {
       case F_DIFF_ONE: v = "NCCLSHIM_FUSE_BYTES=4096"; break;
       default: break;
       }
-    printf("FZ_RANK_ENV_%d='%s'\n", r, v);
+    if (p->nnodes) printf("FZ_RANK_ENV_%d='%s%sNCCL_HOSTID=n%d'\n", r, v, *v ? " " : "", p->node[r]);
+    else printf("FZ_RANK_ENV_%d='%s'\n", r, v);
   }
   printf("FZ_FEATURES='%s'\n", p->feat);
 }
@@ -798,7 +832,7 @@ static void describe_call(const prog_t *p, const call_t *c, char *o, size_t n) {
 }
 
 static void describe(const prog_t *p) {
-  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8"}, *al[] = {"auto", "ring", "twophase"};
+  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8"}, *al[] = {"auto", "ring", "twophase", "hier"};
   printf("seed %llu: %d ranks, shim: compress=%s algo=%s min_bytes=%lld fuse_bytes=%lld chunk_bytes=%lld "
          "twophase_piece_bytes=%lld accum_steps=%d prescale=%s disable=%d; fault: %s",
          (unsigned long long)p->seed, p->W, cz[p->compress], al[p->algo],
@@ -808,6 +842,10 @@ static void describe(const prog_t *p) {
   if (p->seed >= EF_SEEDS)
     printf("; error_feedback=%d rounding=%s max_staging_bytes=%lld%s", p->ef, p->sr ? "stochastic" : "nearest",
            p->staging, p->noprepoll ? " no-prepoll" : "");
+  if (p->nnodes) {
+    printf("; nodes (NCCL_HOSTID) of ranks 0..%d:", p->W - 1);
+    for (int r = 0; r < p->W; r++) printf(" n%d", p->node[r]);
+  }
   printf("\nfeatures: %s\nc0: init over all, nonblocking on ranks mask 0x%x\n", p->feat, p->comm[0].nb);
   for (int m = 0; m < p->nmodel; m++) {
     const model_t *md = &p->model[m];

@@ -103,3 +103,14 @@ done
 mpirun_checked "${ctx[@]}" >"$TMPD/uneven.log" 2>&1
 check "hier on uneven nodes (NCCL_HOSTID a a b): flat two-phase, exact (exit $?)" test $? -eq 0
 check_grep "hier on uneven nodes: rank 0 says why" "its nodes hold different numbers of its ranks; two-phase runs flat" "$TMPD/uneven.log"
+
+# 9. The CUDA backend (device buffers of the CUDA driver double, its stream
+# audit on): the same bits as on host memory (all-reduces only).
+for dev in 0 1; do
+  xs=(-x TP_DIGEST_NO_RS=1)
+  [ $dev = 1 ] && xs+=(-x SHIMTEST_DEVICE=1 -x SHIMTEST_SYNC_AUDIT=1 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR:$BUILD/lib/cudadrv")
+  mpirun_nodes --shim 2 2 -x NCCLSHIM_COMPRESS=int8 "${xs[@]}" -- "$P" digest 2>&1 | grep '^digest' | sort >"$TMPD/dev.$dev"
+done
+[ "$(wc -l <"$TMPD/dev.0")" = 4 ] && cmp -s "$TMPD/dev.0" "$TMPD/dev.1" \
+  && ok "hier int8, 2x2, device buffers on the CUDA driver double: the same bits as host memory" \
+  || { not_ok "hier on the CUDA backend: digests differ from host memory"; paste "$TMPD/dev.0" "$TMPD/dev.1" | sed 's/^/#   /'; }
