@@ -84,8 +84,8 @@ static void end_parts(nsc_comm *c, ncclResult_t (*real_fn)(ncclComm_t)) {
 void nsc_hier_adopt(nsc_comm *c, int all) {
   if (!all) {
     if (c->rank == 0)
-      nsc_warn("hier on communicator %p: a rank could not split its sub-communicators; two-phase runs flat "
-               "on every rank", (void *)c->comm);
+      nsc_warn("hier on communicator %p: a rank could not split its sub-communicators; auto's choice (ring or "
+               "flat two-phase) on every rank", (void *)c->comm);
     end_parts(c, nsc_real.CommAbort ? nsc_real.CommAbort : nsc_real.CommDestroy);
     return;
   }

@@ -76,15 +76,16 @@ int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs) {
   return (nsc_tp_chunk_bytes(&p, 0) + 15) / 16 * 16 <= 4 * count; /* the largest message, whatever the pieces */
 }
 
-nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs) {
+nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs, int hier) {
   int fits = nsc_tp_fits(cfg, nranks, count, rs);
   if (rs || cfg->compress == NSC_COMPRESS_INT8 || cfg->compress == NSC_COMPRESS_FP8)
     return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
   switch (cfg->algo) {
   case NSC_ALGO_RING: return NSC_ALG_RING;
-  case NSC_ALGO_TWOPHASE:
-  case NSC_ALGO_HIER: /* two-phase, between nodes where the communicator allows it (hier.c) */
-    return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
+  case NSC_ALGO_TWOPHASE: return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
+  case NSC_ALGO_HIER: /* the hierarchical all-reduce where the communicator adopted it (hier.c), else auto */
+    if (hier) return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
+    /* fall through */
   default:
     /* Error feedback exists only in two phases (the ring rounds inside NCCL's
      * kernels), so asking for it makes auto choose two phases wherever they fit. */

@@ -64,11 +64,13 @@ int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs);
  * or a reduce-scatter of `count` per rank (rs = 1). int8/fp8 and every
  * reduce-scatter: two-phase where nsc_tp_fits (else the caller passes the
  * call through: NCCL cannot reduce 8-bit blocks, and a reduce-scatter has no
- * compressed ring here); NCCLSHIM_ALGO=ring: the ring; twophase and hier:
- * two-phase where it fits (hier then runs it between nodes, hier.h); auto: two-phase from 4 ranks and 16384 fp32 elements (64 KiB)
+ * compressed ring here); NCCLSHIM_ALGO=ring: the ring; twophase: two-phase
+ * where it fits; hier: on a communicator that adopted it (hier = 1: agreed
+ * at its check, hier.h) two-phase where it fits, which then runs
+ * hierarchically, elsewhere auto's choice; auto: two-phase from 4 ranks and 16384 fp32 elements (64 KiB)
  * per rank, where it fits, else the ring (docs/collectives.md, "Choosing the algorithm"). */
 typedef enum { NSC_ALG_RING = 0, NSC_ALG_TWOPHASE = 1 } nsc_alg;
-nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs);
+nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs, int hier);
 /* The wire format of the configuration (fp16 when compression is off). */
 nsc_fmt_t nsc_tp_fmt(const nsc_config *cfg);
 

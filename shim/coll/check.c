@@ -194,12 +194,13 @@ static void untouched_if(nsc_comm *c, const nsc_backend *be, int usable, int any
 /* NCCLSHIM_ALGO=hier: where the agreed node map allows it, every rank splits
  * the two sub-communicators, then one more int64 Max exchange (and its
  * confirmation) says whether every rank has both; only then is hier adopted
- * (algo/hier.h), else every rank runs two-phase flat. */
+ * (algo/hier.h), else every rank makes auto's choice. */
 static void hier_agree(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   const char *why;
   if (!nsc_hier_wanted(c, &why)) {
     if (nsc_g.cfg.algo == NSC_ALGO_HIER && c->rank == 0)
-      nsc_info("NCCLSHIM_ALGO=hier on communicator %p: %s; two-phase runs flat", (void *)c->comm, why);
+      nsc_info("NCCLSHIM_ALGO=hier on communicator %p: %s; auto's choice (ring or flat two-phase) applies",
+               (void *)c->comm, why);
     return;
   }
   int64_t v = nsc_hier_split(c) ? -2 : 1;

@@ -63,7 +63,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
       r = nsc_check_comm(c, be, (nsc_stream)stream);
       goto out;
     }
-    int tp = c->checked > 0 && !c->untouched && nsc_algo_choose(cfg, rc, c->nranks, 1) == NSC_ALG_TWOPHASE;
+    int tp = c->checked > 0 && !c->untouched && nsc_algo_choose(cfg, rc, c->nranks, 1, 0) == NSC_ALG_TWOPHASE;
     if (tp) {
       call.count = rc * (size_t)c->nranks;
       tp = nsc_policy_compressible(cfg, &call);
@@ -92,7 +92,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
   c->seq++;
   nsc_log_call_rs(&c->log, c->seq, rc * (size_t)c->nranks, dt, op, send, recv); /* the diagnosis: observe-only */
   call.count = rc * (size_t)c->nranks; /* MIN_BYTES applies to the whole buffer */
-  int tp = !c->untouched && nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, rc, c->nranks, 1) == NSC_ALG_TWOPHASE;
+  int tp = !c->untouched && nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, rc, c->nranks, 1, 0) == NSC_ALG_TWOPHASE;
   if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
   if (tp && !call.capturing) {
     r = nsc_twophase(c, be, send, recv, rc, op, stream, 1, c->seq);

@@ -9,8 +9,8 @@
 # the same bits at every piece size, values near FLT_MAX, a nonblocking
 # communicator, grouped calls, a rank without staging (NaN in the elements its
 # stage carried, on every rank, never a hang), a real call failing at each
-# stage (the same result on every rank, no hang), and hier falling back to
-# flat two-phase on uneven nodes and on one node. About 60 s.
+# stage (the same result on every rank, no hang), hier being auto on uneven
+# nodes and on one node, and device buffers on the CUDA driver double. About 30 s.
 source "$(dirname "$0")/../lib.sh"
 P="$TBIN/shim_twophase"
 export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0 NCCLSHIM_ALGO=hier NCCLSHIM_MIN_BYTES=0
@@ -91,18 +91,27 @@ for n in 5 6 7 9 10 11 12 13; do
     || { not_ok "hier, real call $n fails: exit $rc"; tail -n 6 "$TMPD/fault.$n" | sed 's/^/#   /'; }
 done
 
-# 8. Where hier does not apply, two-phase runs flat (and says why).
-nodes 1 4 fp16 exact NCCLSHIM_BANNER=1 >"$TMPD/one.log" 2>&1
-check "hier on one node: flat two-phase, exact (exit $?)" test $? -eq 0
-check_grep "hier on one node: rank 0 says why it runs flat" "ALGO=hier on communicator .*: the communicator is on one node; two-phase runs flat" "$TMPD/one.log"
-ctx=()
-for id in a a b; do
-  [ ${#ctx[@]} -gt 0 ] && ctx+=(:)
-  ctx+=(-np 1 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCLSHIM_COMPRESS=fp16 -x NCCLSHIM_BANNER=1 -x NCCL_HOSTID=$id "$P" exact)
+# 8. Where hier does not apply, it is auto (and rank 0 says why): the same bits
+# as NCCLSHIM_ALGO=auto, on one node of 4 ranks and on uneven nodes.
+for a in auto hier; do
+  nodes 1 4 fp16 digest NCCLSHIM_ALGO=$a NCCLSHIM_BANNER=1 >"$TMPD/one.$a" 2>&1
+  ctx=()
+  for id in a a b; do
+    [ ${#ctx[@]} -gt 0 ] && ctx+=(:)
+    ctx+=(-np 1 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCLSHIM_COMPRESS=fp16 -x NCCLSHIM_ALGO=$a
+      -x NCCLSHIM_BANNER=1 -x NCCL_HOSTID=$id "$P" digest)
+  done
+  mpirun_checked "${ctx[@]}" >"$TMPD/uneven.$a" 2>&1
 done
-mpirun_checked "${ctx[@]}" >"$TMPD/uneven.log" 2>&1
-check "hier on uneven nodes (NCCL_HOSTID a a b): flat two-phase, exact (exit $?)" test $? -eq 0
-check_grep "hier on uneven nodes: rank 0 says why" "its nodes hold different numbers of its ranks; two-phase runs flat" "$TMPD/uneven.log"
+for w in one uneven; do
+  grep '^digest' "$TMPD/$w.auto" | sort >"$TMPD/$w.auto.d"
+  grep '^digest' "$TMPD/$w.hier" | sort >"$TMPD/$w.hier.d"
+  [ -s "$TMPD/$w.auto.d" ] && cmp -s "$TMPD/$w.auto.d" "$TMPD/$w.hier.d" \
+    && ok "hier where it does not apply ($w): the same bits as auto" \
+    || { not_ok "hier ($w): differs from auto"; paste "$TMPD/$w.auto.d" "$TMPD/$w.hier.d" | sed 's/^/#   /'; }
+done
+check_grep "hier on one node: rank 0 says why" "ALGO=hier on communicator .*: the communicator is on one node; auto's choice" "$TMPD/one.hier"
+check_grep "hier on uneven nodes: rank 0 says why" "its nodes hold different numbers of its ranks; auto's choice" "$TMPD/uneven.hier"
 
 # 9. The CUDA backend (device buffers of the CUDA driver double, its stream
 # audit on): the same bits as on host memory (all-reduces only).

@@ -116,21 +116,30 @@ static void test_plan_pieces(void **state) {
 static void test_choice(void **state) {
   (void)state;
   nsc_config a = cfg_of("NCCLSHIM_ALGO=auto", "NCCLSHIM_COMPRESS=fp16");
-  assert_int_equal(nsc_algo_choose(&a, 4 * 16384, 4, 0), NSC_ALG_TWOPHASE);
-  assert_int_equal(nsc_algo_choose(&a, 4 * 16384 - 1, 4, 0), NSC_ALG_RING); /* < 64 KiB per rank */
-  assert_int_equal(nsc_algo_choose(&a, 1 << 24, 3, 0), NSC_ALG_RING);       /* < 4 ranks */
-  assert_int_equal(nsc_algo_choose(&a, 1 << 24, 64, 0), NSC_ALG_TWOPHASE);
-  assert_int_equal(nsc_algo_choose(&a, 100, 2, 1), NSC_ALG_TWOPHASE);       /* reduce-scatter: always */
+  assert_int_equal(nsc_algo_choose(&a, 4 * 16384, 4, 0, 0), NSC_ALG_TWOPHASE);
+  assert_int_equal(nsc_algo_choose(&a, 4 * 16384 - 1, 4, 0, 0), NSC_ALG_RING); /* < 64 KiB per rank */
+  assert_int_equal(nsc_algo_choose(&a, 1 << 24, 3, 0, 0), NSC_ALG_RING);       /* < 4 ranks */
+  assert_int_equal(nsc_algo_choose(&a, 1 << 24, 64, 0, 0), NSC_ALG_TWOPHASE);
+  assert_int_equal(nsc_algo_choose(&a, 100, 2, 1, 0), NSC_ALG_TWOPHASE);       /* reduce-scatter: always */
   nsc_config r = cfg_of("NCCLSHIM_ALGO=ring", "NCCLSHIM_COMPRESS=bf16");
-  assert_int_equal(nsc_algo_choose(&r, 1 << 24, 8, 0), NSC_ALG_RING);
-  assert_int_equal(nsc_algo_choose(&r, 1 << 20, 8, 1), NSC_ALG_TWOPHASE);
+  assert_int_equal(nsc_algo_choose(&r, 1 << 24, 8, 0, 0), NSC_ALG_RING);
+  assert_int_equal(nsc_algo_choose(&r, 1 << 20, 8, 1, 0), NSC_ALG_TWOPHASE);
   nsc_config t = cfg_of("NCCLSHIM_ALGO=twophase", "NCCLSHIM_COMPRESS=fp16");
-  assert_int_equal(nsc_algo_choose(&t, 1000, 2, 0), NSC_ALG_TWOPHASE);
-  assert_int_equal(nsc_algo_choose(&t, 1, 2, 0), NSC_ALG_RING); /* 2-byte chunk in a 16-byte slot > 4 bytes */
-  assert_int_equal(nsc_algo_choose(&t, 1000, 1, 0), NSC_ALG_RING); /* one rank */
+  assert_int_equal(nsc_algo_choose(&t, 1000, 2, 0, 0), NSC_ALG_TWOPHASE);
+  assert_int_equal(nsc_algo_choose(&t, 1, 2, 0, 0), NSC_ALG_RING); /* 2-byte chunk in a 16-byte slot > 4 bytes */
+  assert_int_equal(nsc_algo_choose(&t, 1000, 1, 0, 0), NSC_ALG_RING); /* one rank */
   nsc_config e = cfg_of("NCCLSHIM_ALGO=ring", "NCCLSHIM_COMPRESS=int8"); /* 8-bit: always two-phase */
-  assert_int_equal(nsc_algo_choose(&e, 1000, 2, 0), NSC_ALG_TWOPHASE);
+  assert_int_equal(nsc_algo_choose(&e, 1000, 2, 0, 0), NSC_ALG_TWOPHASE);
   assert_false(nsc_tp_fits(&e, 2, 1, 0));
+  /* hier: on a communicator that adopted it, two-phase wherever it fits (it
+   * then runs hierarchically); elsewhere auto's choice */
+  nsc_config h = cfg_of("NCCLSHIM_ALGO=hier", "NCCLSHIM_COMPRESS=fp16");
+  assert_int_equal(nsc_algo_choose(&h, 1000, 4, 0, 1), NSC_ALG_TWOPHASE);
+  assert_int_equal(nsc_algo_choose(&h, 1, 4, 0, 1), NSC_ALG_RING); /* does not fit */
+  assert_int_equal(nsc_algo_choose(&h, 1000, 4, 0, 0), NSC_ALG_RING); /* not adopted: auto, < 64 KiB per rank */
+  assert_int_equal(nsc_algo_choose(&h, 1 << 24, 3, 0, 0), NSC_ALG_RING);     /* auto: < 4 ranks */
+  assert_int_equal(nsc_algo_choose(&h, 1 << 24, 8, 0, 0), NSC_ALG_TWOPHASE); /* auto: flat two-phase */
+  assert_int_equal(nsc_algo_choose(&h, 100, 2, 1, 0), NSC_ALG_TWOPHASE);     /* reduce-scatter: flat */
   nsc_config off = cfg_of("NCCLSHIM_COMPRESS=off", "NCCLSHIM_ALGO=twophase");
   assert_false(nsc_tp_fits(&off, 4, 1 << 20, 0));
 }
