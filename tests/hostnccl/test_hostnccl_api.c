@@ -467,6 +467,17 @@ static void case_failgroup(void) {
 
 /* ------------------------------------------------------------------- link */
 
+/* One group: part floats from in to each other rank, part from each into out. */
+static void all_to_all(const float *in, float *out, size_t part, ncclComm_t comm) {
+  NCCL_OK(ncclGroupStart());
+  for (int p = 0; p < t_nranks; p++) {
+    if (p == t_rank) continue;
+    NCCL_OK(ncclSend(in + (size_t)p * part, part, ncclFloat32, p, comm, NULL));
+    NCCL_OK(ncclRecv(out + (size_t)p * part, part, ncclFloat32, p, comm, NULL));
+  }
+  NCCL_OK(ncclGroupEnd());
+}
+
 static void case_link(void) {
   const char *l = getenv("HOSTNCCL_LINK_LATENCY_US"), *g = getenv("HOSTNCCL_LINK_GBPS");
   double lat = l ? atof(l) * 1e-6 : 0, gbps = g ? atof(g) : 0;
@@ -514,13 +525,7 @@ static void case_link(void) {
   size_t part = n / (size_t)t_nranks;
   MPI_Barrier(MPI_COMM_WORLD);
   t0 = now_s();
-  NCCL_OK(ncclGroupStart());
-  for (int p = 0; p < t_nranks; p++) {
-    if (p == t_rank) continue;
-    NCCL_OK(ncclSend(in + (size_t)p * part, part, ncclFloat32, p, comm, NULL));
-    NCCL_OK(ncclRecv(out + (size_t)p * part, part, ncclFloat32, p, comm, NULL));
-  }
-  NCCL_OK(ncclGroupEnd());
+  all_to_all(in, out, part, comm);
   dt = now_s() - t0;
   bound = lat + (double)(t_nranks - 1) * (double)(part * 4) / bw;
   expect(dt >= bound, "all-to-all %.4f s < %.4f s", dt, bound);
@@ -629,13 +634,7 @@ static void case_fabric(const char *mib) {
     size_t pc = count / (size_t)n;
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = now_s();
-    NCCL_OK(ncclGroupStart());
-    for (int p = 0; p < n; p++) {
-      if (p == t_rank) continue;
-      NCCL_OK(ncclSend(in + (size_t)p * pc, pc, ncclFloat32, p, comm, NULL));
-      NCCL_OK(ncclRecv(out + (size_t)p * pc, pc, ncclFloat32, p, comm, NULL));
-    }
-    NCCL_OK(ncclGroupEnd());
+    all_to_all(in, out, pc, comm);
     a2a[it] = fab_span(t0, now_s());
   }
   qsort(ring, REPS, sizeof *ring, cmp_double);

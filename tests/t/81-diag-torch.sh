@@ -20,7 +20,10 @@
 #     (augmentation workers competing with the training thread): the
 #     run-queue share against /proc's, and advice other than more workers;
 # each verdict right, each share within 10 points of what the run was built to
-# have (Python's own measurements: the time waiting for the next batch, the
+# have (starved: the exposed share at most, the compute share at least, since
+# the run queue stretches PyTorch's own work inside the call; a straggler the
+# machine made, not the run, only where Python's times show it; see
+# check_verdicts.py) (Python's own measurements: the time waiting for the next batch, the
 # time inside NCCL calls, the step time; on the emulated link the exposed
 # share also at most 10 points below the link's own time for the step's bytes). Before them, the
 # report on logs made up here with exact values (verdict table, shares,
