@@ -12,7 +12,8 @@
 # Then the shim's node map, agreed in its settings check: 2x2 emulated nodes,
 # and NCCL_HOSTID (as in NCCL) naming nodes that are not node-contiguous or
 # hold different numbers of ranks; torchrun's multi-node mode (one agent per
-# emulated node) with real PyTorch DDP. About 25 s.
+# emulated node) with real PyTorch DDP, without the shim and with hier fp16
+# and int8 + error feedback. About 45 s.
 source "$(dirname "$0")/../lib.sh"
 API="$TBIN/test_hostnccl_api"
 FAB=(-x HOSTNCCL_LINK_GBPS=0.5 -x HOSTNCCL_INTRA_GBPS=50)
@@ -72,17 +73,38 @@ check_grep "NCCL_HOSTID a a b: 2 nodes of 1..2 ranks (uneven)" "\(3 ranks, 2 nod
 
 # ---- torchrun's multi-node mode: one agent per emulated node, each in its own
 # UTS namespace, rendezvous on 127.0.0.1; real PyTorch DDP over the host NCCL
-# (sockets) with the shim's two-phase fp16 across 2 nodes x 2 ranks.
-PORT=$((29500 + RANDOM % 400))
-for k in 0 1; do
-  with NCCLSHIM_LOG=summary HOSTNCCL_CHECK=0 HOSTNCCL_LINK_GBPS=1 HOSTNCCL_NIC_PER=node \
-    LD_PRELOAD="$SHIM" HOSTNCCL_LIB="$HOSTNCCL_DIR/libnccl.so.2" OMP_NUM_THREADS=1 \
-    timeout "${TEST_TIMEOUT:-180}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "emunode$k" \
-    "$TORCH_VENV/bin/torchrun" --nnodes 2 --node-rank $k --nproc-per-node 2 --master-addr 127.0.0.1 \
-    --master-port $PORT "$ROOT/tests/torch/train.py" --out "$TMPD/tr$k.json" --case "a --steps 3" \
-    >"$TMPD/tr$k.log" 2>&1 &
+# (sockets) on 2 nodes x 2 ranks: no shim (the reference), the shim's
+# hierarchical all-reduce in fp16, and in int8 with error feedback.
+# torch_nodes NAME [VAR=value ...]: one such job (the shim preloaded when a
+# variable is given), its record in $TMPD/NAME.json, rank 0's output in NAME.log.
+torch_nodes() {
+  local name=$1 k pre=()
+  shift
+  [ $# -gt 0 ] && pre=(LD_PRELOAD="$SHIM")
+  local port=$((29500 + RANDOM % 400))
+  for k in 0 1; do
+    with NCCLSHIM_LOG=summary HOSTNCCL_CHECK=0 HOSTNCCL_LINK_GBPS=1 HOSTNCCL_NIC_PER=node "${pre[@]}" "$@" \
+      HOSTNCCL_LIB="$HOSTNCCL_DIR/libnccl.so.2" OMP_NUM_THREADS=1 \
+      timeout "${TEST_TIMEOUT:-180}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "emunode$k" \
+      "$TORCH_VENV/bin/torchrun" --nnodes 2 --node-rank $k --nproc-per-node 2 --master-addr 127.0.0.1 \
+      --master-port $port "$ROOT/tests/torch/train.py" --out "$TMPD/$name.json" --case "a --steps 4" \
+      >"$TMPD/$name.$k.log" 2>&1 &
+  done
+  wait
+  cp "$TMPD/$name.0.log" "$TMPD/$name.log"
+}
+unset NCCLSHIM_COMPRESS NCCLSHIM_ALGO NCCLSHIM_MIN_BYTES
+torch_nodes tplain
+torch_nodes thier16 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=hier NCCLSHIM_MIN_BYTES=4096
+torch_nodes thier8 NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=hier NCCLSHIM_MIN_BYTES=4096 NCCLSHIM_ERROR_FEEDBACK=1
+for t in tplain thier16 thier8; do
+  check "torchrun on 2 emulated nodes ($t): DDP trains 4 steps on 4 ranks, replicas equal" \
+    python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["a"]; sys.exit(not (a["replicas_equal"] and a["world"] == 4 and len(a["loss"]) == 4))' "$TMPD/$t.json"
 done
-wait
-check "torchrun on 2 emulated nodes (one agent each): DDP trains, replicas equal, 4 ranks" \
-  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["a"]; sys.exit(not (a["replicas_equal"] and a["world"] == 4 and len(a["loss"]) == 3))' "$TMPD/tr0.json"
-check_grep "torchrun on 2 emulated nodes: the shim finds 2 nodes x 2 ranks" "\(4 ranks, 2 nodes x 2 ranks\)" "$TMPD/tr0.log"
+for t in thier16 thier8; do
+  check_grep "$t: the shim finds 2 nodes x 2 ranks and runs hier" "ALGO=hier on communicator .*: 2 nodes x 2 ranks" "$TMPD/$t.log"
+  d=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["a"]["loss"]; b=json.load(open(sys.argv[2]))["a"]["loss"]
+print("%.2e" % max(abs(x - y) / abs(y) for x, y in zip(a, b)))' "$TMPD/$t.json" "$TMPD/tplain.json" 2>/dev/null)
+  check "$t: every step's loss within 1 % of the fp32 reference (max relative difference ${d:-none})" \
+    python3 -c 'import sys; sys.exit(not (sys.argv[1] != "" and float(sys.argv[1]) <= 0.01))' "${d:-}"
+done
