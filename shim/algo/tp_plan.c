@@ -87,9 +87,10 @@ nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs,
     if (hier) return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
     /* fall through */
   default:
-    /* Error feedback exists only in two phases (the ring rounds inside NCCL's
-     * kernels), so asking for it makes auto choose two phases wherever they fit. */
-    if (cfg->error_feedback) return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
+    /* Error feedback and stochastic rounding exist only in two phases (the
+     * ring rounds inside NCCL's kernels), so asking for either makes auto
+     * choose two phases wherever they fit. */
+    if (cfg->error_feedback || cfg->rounding == NSC_ROUND_STOCHASTIC) return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
     return fits && nranks >= 4 && count / (size_t)nranks >= 16384 ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
   }
 }

@@ -14,13 +14,15 @@
 #include "config.h"
 #include "tp_plan.h"
 
-static nsc_config cfg_of(const char *a, const char *b) {
+static nsc_config cfg_of3(const char *a, const char *b, const char *c) {
   nsc_config cfg;
   char err[256];
-  char *env[3] = {(char *)a, (char *)b, NULL};
+  char *env[4] = {(char *)a, (char *)b, (char *)c, NULL};
   assert_int_equal(nsc_config_parse(env, &cfg, err, sizeof err), 0);
   return cfg;
 }
+
+static nsc_config cfg_of(const char *a, const char *b) { return cfg_of3(a, b, NULL); }
 
 /* Chunks tile the count in order, the largest first, each fits its slot. */
 static void test_plan_layout(void **state) {
@@ -140,6 +142,13 @@ static void test_choice(void **state) {
   assert_int_equal(nsc_algo_choose(&h, 1 << 24, 3, 0, 0), NSC_ALG_RING);     /* auto: < 4 ranks */
   assert_int_equal(nsc_algo_choose(&h, 1 << 24, 8, 0, 0), NSC_ALG_TWOPHASE); /* auto: flat two-phase */
   assert_int_equal(nsc_algo_choose(&h, 100, 2, 1, 0), NSC_ALG_TWOPHASE);     /* reduce-scatter: flat */
+  /* asking for stochastic rounding (as for error feedback) makes auto, and hier
+   * where not adopted, choose two phases wherever they fit (fuzzer seed 40077:
+   * hier on uneven nodes fell to the ring, which has no stochastic rounding) */
+  nsc_config sr = cfg_of3("NCCLSHIM_ALGO=hier", "NCCLSHIM_COMPRESS=bf16", "NCCLSHIM_ROUNDING=stochastic");
+  assert_int_equal(nsc_algo_choose(&sr, 65536, 3, 0, 0), NSC_ALG_TWOPHASE);
+  nsc_config sa = cfg_of3("NCCLSHIM_ALGO=auto", "NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ROUNDING=stochastic");
+  assert_int_equal(nsc_algo_choose(&sa, 1000, 2, 0, 0), NSC_ALG_TWOPHASE);
   nsc_config off = cfg_of("NCCLSHIM_COMPRESS=off", "NCCLSHIM_ALGO=twophase");
   assert_false(nsc_tp_fits(&off, 4, 1 << 20, 0));
 }
