@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|all] — the side-by-side comparisons
+# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|all] — the side-by-side comparisons
 # behind the goals in bench/README.md, over the host NCCL (emulated links; not
 # GPU numbers). Each variant runs in the same invocation, alternating, and the
 # script prints ratios of medians:
@@ -31,6 +31,9 @@
 #             and int8, each time / t_bound = 2(N-1)/N * S / NIC rate, with the
 #             bytes through the busiest NIC per call (modelled from the algorithm;
 #             goals: hier fp16 <= 0.55, int8 <= 0.30)
+#   hier-errors  max |error| / sum |x| of random inputs (as errors) with hier on
+#             2x2, 2x4 and 4x2 emulated nodes against flat two-phase on the same
+#             rank count, fp16/bf16/int8/fp8, with each documented bound
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -236,6 +239,25 @@ hier() {
   done
 }
 
+hier_errors() {
+  local P="$BUILD/tests/shim_twophase" out="$TMP/he.out" shape n l w a
+  : >"$out"
+  for shape in 2x2 2x4 4x2; do
+    n=${shape%x*} l=${shape#*x}
+    for w in fp16 bf16 int8 fp8; do
+      for a in twophase hier; do
+        ctx_nodes "$n" "$l" LD_PRELOAD="$SHIM" NCCLSHIM_ALGO=$a NCCLSHIM_COMPRESS=$w NCCLSHIM_MIN_BYTES=0 NCCLSHIM_BANNER=0 \
+          -- "$P" bound 8
+        timeout 900 mpirun "${CTX[@]}" 2>&1 | grep '^maxrel' | sed "s/^/$shape /" >>"$out"
+      done
+    done
+  done
+  echo "# max |error| / sum |x| (bound), random inputs over 2^-30..2^30 (fp16: 2^-12..2^12), 8*4096*n elements, emulated nodes"
+  awk '{k = $1 " " $3; v[k, $4] = sprintf("%.3g (%.3g)", $6, $7); keys[k] = 1}
+       END {printf "%-12s %24s %24s\n", "shape format", "flat two-phase", "hier";
+            for (k in keys) printf "%-12s %24s %24s\n", k, v[k, "twophase"], v[k, "hier"]}' "$out" | sort
+}
+
 case "$WHAT" in
   compress) compress ;;
   fusion) fusion ;;
@@ -245,6 +267,7 @@ case "$WHAT" in
   link) link ;;
   fabric) fabric ;;
   hier) hier ;;
-  all) compress; fusion; torch_ddp; twophase; errors; link; fabric; hier ;;
-  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|all]" >&2; exit 2 ;;
+  hier-errors) hier_errors ;;
+  all) compress; fusion; torch_ddp; twophase; errors; link; fabric; hier; hier_errors ;;
+  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|all]" >&2; exit 2 ;;
 esac
