@@ -38,6 +38,7 @@ nsc_comm *nsc_comm_find(ncclComm_t comm) {
 }
 
 static void free_entry(nsc_comm *c) {
+  nsc_comm_put(c->hier_xc); /* hier's internal entry lives as long as its parent's (calls may still be inside) */
   nsc_pending_drop(&c->pending);
   nsc_accum_release(c);
   nsc_accum_free(&c->accum);

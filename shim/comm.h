@@ -57,6 +57,7 @@ typedef struct nsc_comm {
   ncclComm_t hier_intra, hier_cross; /* ... its sub-communicators: this node's ranks, one rank per node */
   struct nsc_comm *hier_xc;          /* ... the shim's entry for hier_cross (internal) */
   int internal;            /* a sub-communicator of the shim's own: no log records, no counters */
+  int key_rank;            /* ... its rank in the parent (stochastic rounding's key) */
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;
   nsc_agree agree[NSC_ACC_INFLIGHT]; /* accumulation: agreements in flight, oldest first */

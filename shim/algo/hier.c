@@ -18,9 +18,11 @@
  *
  * The sub-communicators are split at the settings check by every rank in the
  * same order (node: colour = node index, key = rank; across: colour = local
- * rank, key = node index), blocking whatever the parent is, and adopted only
- * when every rank has both (one more exchange); they end with their parent
- * (destroy or abort alike). ncclAvg: Avg inside the node (x/L) and between
+ * rank, key = node index), inheriting the parent's configuration (on a
+ * nonblocking parent each split is polled to completion), and adopted only
+ * when every rank has both (one more exchange); their NCCL handles end with
+ * their parent (destroy or abort alike), the internal entry only when the
+ * parent's entry is freed (a call may still be inside). ncclAvg: Avg inside the node (x/L) and between
  * nodes (x/N). Every stage runs on the caller's stream, one after the other,
  * and is issued whatever the earlier ones answered (the first failure is the
  * call's result; what a failed stage leaves is NaN, never a wrong value).
@@ -52,33 +54,49 @@ int nsc_hier_wanted(const nsc_comm *c, const char **why) {
   return !**why;
 }
 
+/* A split's result: on a nonblocking parent NCCL answers ncclInProgress and
+ * completes the child in the background; poll it (the child once NCCL has
+ * set it, the parent before) until it is done. */
+static ncclResult_t split_done(nsc_comm *c, ncclResult_t r, const ncclComm_t *child) {
+  if (r == ncclInProgress) r = nsc_wait_nonblocking(*child ? *child : c->comm);
+  return r;
+}
+
 int nsc_hier_split(nsc_comm *c) {
   const nsc_topo *t = &c->topo;
-  ncclConfig_t cc = NCCL_CONFIG_INITIALIZER;
-  cc.blocking = 1;
-  ncclComm_t intra = NULL, cross = NULL;
-  ncclResult_t a = nsc_real.CommSplit(c->comm, t->node[t->rank], t->rank, &intra, &cc);
-  ncclResult_t b = nsc_real.CommSplit(c->comm, t->local_rank, t->node[t->rank], &cross, &cc); /* issued whatever a was */
+  /* config NULL: the children inherit the parent's configuration (NCCL copies
+   * it only then), blocking or not; written straight into the entry, which
+   * outlives any background completion */
+  c->hier_intra = c->hier_cross = NULL;
+  ncclResult_t a = nsc_real.CommSplit(c->comm, t->node[t->rank], t->rank, &c->hier_intra, NULL);
+  a = split_done(c, a, &c->hier_intra);
+  ncclResult_t b = nsc_real.CommSplit(c->comm, t->local_rank, t->node[t->rank], &c->hier_cross, NULL); /* whatever a was */
+  b = split_done(c, b, &c->hier_cross);
   NSC_COUNT(real_calls, 2);
-  nsc_comm *xc = b == ncclSuccess && cross ? nsc_comm_get(cross) : NULL;
-  c->hier_intra = a == ncclSuccess ? intra : NULL;
-  c->hier_cross = b == ncclSuccess ? cross : NULL;
+  if (a != ncclSuccess && c->hier_intra) {
+    nsc_real.CommAbort(c->hier_intra);
+    c->hier_intra = NULL;
+  }
+  if (b != ncclSuccess && c->hier_cross) {
+    nsc_real.CommAbort(c->hier_cross);
+    c->hier_cross = NULL;
+  }
+  nsc_comm *xc = c->hier_cross ? nsc_comm_get(c->hier_cross) : NULL;
   c->hier_xc = xc;
-  if (a != ncclSuccess || b != ncclSuccess || !xc)
+  if (!c->hier_intra || !c->hier_cross || !xc)
     nsc_warn("hier on communicator %p: rank %d could not split its sub-communicators (%d, %d%s)", (void *)c->comm,
-             c->rank, (int)a, (int)b, b == ncclSuccess && !xc ? ", no host memory" : "");
+             c->rank, (int)a, (int)b, c->hier_cross && !xc ? ", no host memory" : "");
   return c->hier_intra && c->hier_cross && xc;
 }
 
+/* The NCCL handles end (the same way as their parent); the internal entry
+ * leaves the table, but the parent keeps its reference until it is freed
+ * itself (comm.c), since a call on another thread may still be inside. */
 static void end_parts(nsc_comm *c, ncclResult_t (*real_fn)(ncclComm_t)) {
   nsc_comm *x = c->hier_xc ? nsc_comm_detach(c->hier_cross) : NULL; /* the table's reference */
   if (c->hier_cross) real_fn(c->hier_cross);
   if (c->hier_intra) real_fn(c->hier_intra);
   nsc_comm_put(x);
-  nsc_comm_put(c->hier_xc); /* the reference nsc_comm_get gave */
-  c->hier_intra = c->hier_cross = NULL;
-  c->hier_xc = NULL;
-  c->hier_on = 0;
 }
 
 void nsc_hier_adopt(nsc_comm *c, int all) {
@@ -87,10 +105,14 @@ void nsc_hier_adopt(nsc_comm *c, int all) {
       nsc_warn("hier on communicator %p: a rank could not split its sub-communicators; auto's choice (ring or "
                "flat two-phase) on every rank", (void *)c->comm);
     end_parts(c, nsc_real.CommAbort ? nsc_real.CommAbort : nsc_real.CommDestroy);
+    nsc_comm_put(c->hier_xc); /* not adopted: no call ever used it */
+    c->hier_intra = c->hier_cross = NULL;
+    c->hier_xc = NULL;
     return;
   }
   nsc_comm *x = c->hier_xc;
   x->internal = 1;
+  x->key_rank = c->rank;
   x->rank = c->topo.node[c->rank];
   x->nranks = c->topo.nnodes;
   x->checked = 1;
@@ -98,14 +120,16 @@ void nsc_hier_adopt(nsc_comm *c, int all) {
 }
 
 void nsc_hier_end(nsc_comm *c, ncclResult_t (*real_fn)(ncclComm_t)) {
-  if (c && (c->hier_intra || c->hier_cross || c->hier_xc)) end_parts(c, real_fn);
+  if (c && c->hier_on) end_parts(c, real_fn);
 }
 
-static ncclResult_t settle(nsc_comm *c, ncclResult_t r) {
+/* A real call's result; on a nonblocking communicator polled (never the
+ * stream) until it is enqueued. */
+static ncclResult_t settle(nsc_comm *c, ncclComm_t on, ncclResult_t r) {
   NSC_COUNT(real_calls, 1);
-  if (r == ncclInProgress) { /* the parent may be nonblocking (its tail all-reduce) */
+  if (r == ncclInProgress) {
     c->nonblocking = 1;
-    r = nsc_wait_nonblocking(c->comm);
+    r = nsc_wait_nonblocking(on);
   }
   return r;
 }
@@ -132,15 +156,18 @@ ncclResult_t nsc_hier(nsc_comm *c, const nsc_backend *be, const float *send, flo
    * shard it sends on, and through the all-gather its node's result. */
   if (shard) {
     float *mine = recv + l * shard;
-    ncclResult_t a = settle(c, nsc_real.ReduceScatter(send, mine, shard, ncclFloat32, inner, c->hier_intra, s));
+    ncclComm_t intra = c->hier_intra;
+    ncclResult_t a = settle(c, intra, nsc_real.ReduceScatter(send, mine, shard, ncclFloat32, inner, intra, s));
     if (!NSC_OK(a)) be->fill_ones((nsc_stream)s, mine, 4 * shard);
     ncclResult_t b = nsc_twophase(c->hier_xc, be, mine, mine, shard, inner, s, 0, seq);
     if (!NSC_OK(b)) be->fill_ones((nsc_stream)s, mine, 4 * shard);
-    ncclResult_t g = settle(c, nsc_real.AllGather(mine, recv, shard, ncclFloat32, c->hier_intra, s));
+    ncclResult_t g = settle(c, intra, nsc_real.AllGather(mine, recv, shard, ncclFloat32, intra, s));
+    if (!NSC_OK(g)) be->fill_ones((nsc_stream)s, recv, 4 * main);
     r = !NSC_OK(a) ? a : !NSC_OK(b) ? b : g;
   }
   if (tail) {
-    ncclResult_t t = settle(c, nsc_real.AllReduce(send + main, recv + main, tail, ncclFloat32, op, c->comm, s));
+    ncclResult_t t = settle(c, c->comm, nsc_real.AllReduce(send + main, recv + main, tail, ncclFloat32, op, c->comm, s));
+    if (!NSC_OK(t)) be->fill_ones((nsc_stream)s, recv + main, 4 * tail);
     if (NSC_OK(r)) r = t;
   }
   nsc_log_mark(&rec, NSC_MARK_COLL);

@@ -137,7 +137,10 @@ static void enc_opt(nsc_enc_opt *o, const nsc_comm *c, uint64_t seq, const nsc_e
   o->resid = ef ? resid : NULL;
   o->resid_zero = ef ? !ef->have : 0;
   o->stochastic = cfg->rounding == NSC_ROUND_STOCHASTIC;
-  o->key = o->stochastic ? nsc_sr_key((uint64_t)cfg->rounding_seed, seq, (uint32_t)c->rank, run) : 0;
+  /* hier's stage between nodes: keyed by the rank in the parent communicator,
+   * so that the ranks of one node (one index each here) round independently */
+  int who = c->internal ? c->key_rank : c->rank;
+  o->key = o->stochastic ? nsc_sr_key((uint64_t)cfg->rounding_seed, seq, (uint32_t)who, run) : 0;
 }
 
 /* Where the codec runs: on `side`, beside the caller's stream s, when the

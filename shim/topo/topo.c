@@ -50,11 +50,11 @@ const char *nsc_topo_host(int *from_hostid) {
 
 int nsc_topo_build(nsc_topo *t, const int64_t *keys, int nranks, int rank, int *node) {
   memset(t, 0, sizeof *t);
+  for (int i = 0; i < nranks; i++)
+    if (keys[i] <= 0) return -1; /* t keeps nothing: node stays the caller's */
   t->nranks = nranks;
   t->rank = rank;
   t->node = node;
-  for (int i = 0; i < nranks; i++)
-    if (keys[i] <= 0) return -1;
   for (int i = 0; i < nranks; i++) {
     int j = 0;
     while (keys[j] != keys[i]) j++;

@@ -33,8 +33,9 @@ int64_t nsc_topo_node_key(void);
 const char *nsc_topo_host(int *from_hostid);
 
 /* Build t from the gathered keys (keys[i]: rank i's). Takes node, an array of
- * nranks ints the caller allocated (t owns it from here). Returns 0, or -1
- * when a key is not positive (an exchange that did not complete). */
+ * nranks ints the caller allocated (t owns it on success). Returns 0, or -1
+ * when a key is not positive (an exchange that did not complete; node stays
+ * the caller's). */
 int nsc_topo_build(nsc_topo *t, const int64_t *keys, int nranks, int rank, int *node);
 
 /* "2 nodes x 4 ranks", "3 nodes of 1..4 ranks (uneven)", "1 node". */
