@@ -13,22 +13,27 @@
 #include <string.h>
 #include <unistd.h>
 
-static char host[256];
-static int host_from_id;
-
 static uint64_t fnv1a(const char *s, uint64_t h) {
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
 }
 
-int64_t nsc_topo_node_key(void) {
-  char buf[512] = "";
+int nsc_topo_host(char *buf, size_t n) {
   const char *id = getenv("NCCL_HOSTID");
-  if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "unknown");
-  host[sizeof host - 1] = 0;
-  host_from_id = id && *id;
-  if (host_from_id) {
-    snprintf(buf, sizeof buf, "%s", id);
+  if (id && *id) {
+    snprintf(buf, n, "%s", id);
+    return 1;
+  }
+  if (gethostname(buf, n - 1) != 0) snprintf(buf, n, "unknown");
+  buf[n - 1] = 0;
+  return 0;
+}
+
+/* Locals only: the checks of several threads' communicators run at once. */
+int64_t nsc_topo_node_key(void) {
+  char host[256], buf[512];
+  if (nsc_topo_host(host, sizeof host)) {
+    snprintf(buf, sizeof buf, "%s", host);
   } else {
     char boot[64] = "";
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
@@ -41,11 +46,6 @@ int64_t nsc_topo_node_key(void) {
   }
   uint64_t h = fnv1a(buf, 1469598103934665603ull) & ((1ull << 62) - 1);
   return (int64_t)(h ? h : 1);
-}
-
-const char *nsc_topo_host(int *from_hostid) {
-  if (from_hostid) *from_hostid = host_from_id;
-  return host;
 }
 
 int nsc_topo_build(nsc_topo *t, const int64_t *keys, int nranks, int rank, int *node) {

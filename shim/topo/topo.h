@@ -29,8 +29,9 @@ typedef struct nsc_topo {
  * of slots the others leave at 0 gathers every rank's key. */
 int64_t nsc_topo_node_key(void);
 
-/* The host name behind the key (for messages), and whether NCCL_HOSTID set it. */
-const char *nsc_topo_host(int *from_hostid);
+/* What the key hashes besides the boot id, into buf: NCCL_HOSTID (returns 1)
+ * or the host name (returns 0). */
+int nsc_topo_host(char *buf, size_t n);
 
 /* Build t from the gathered keys (keys[i]: rank i's). Takes node, an array of
  * nranks ints the caller allocated (t owns it on success). Returns 0, or -1
