@@ -179,7 +179,7 @@ def main(argv):
             got = d.get("runqueue_share")
             tap(isinstance(got, (int, float)) and abs(got - b["runqueue_share"]) <= tol,
                 f"{case}: runqueue_share {got if got is None else round(got, 3)} within {tol:.2f} of "
-                f"{b['runqueue_share']:.3f} (the process's run-queue time, /proc/self/task/*/schedstat)")
+                f"{b['runqueue_share']:.3f} (the training thread's run-queue time, /proc/thread-self/schedstat, as the shim reads it)")
             tap(any("make it worse" in x for x in d.get("suggestions", [])),
                 f"{case}: the advice is not more DataLoader workers")
         rows.append((case, verdict, d.get("verdict"), d.get("straggler"),

@@ -30,7 +30,7 @@ the next batch: with --input-sleep a DataLoader, --loader-workers workers,
 whose dataset sleeps that long per batch), slow_s (extra busy computing of
 --slow-rank, --slow-s per pass), link_s (the emulated link's minimum time
 for the step's all-reduces, from HOSTNCCL_LINK_GBPS and the wire bytes) and
-cpu_s (this process's CPU time) and runq_s (its threads' time runnable
+cpu_s (this process's CPU time) and runq_s (the training thread's time runnable
 but waiting for a CPU: on a loaded machine compute takes cpu_s + runq_s),
 comm_cpu_s (its CPU time inside NCCL calls).
 
@@ -256,16 +256,17 @@ def link_seconds(nbytes, ncalls):
 
 
 def runq_seconds():
-    """Time this process's threads spent runnable but waiting for a CPU
-    (/proc/self/task/*/schedstat, second field; 0 where it cannot be read)."""
-    tot = 0
-    for t in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{t}/schedstat") as f:
-                tot += int(f.read().split()[1])
-        except (OSError, IndexError, ValueError):
-            pass
-    return tot * 1e-9
+    """Time the calling thread (the training loop's, which issues every NCCL
+    call: the host NCCL runs them on it) spent runnable but waiting for a CPU
+    (/proc/thread-self/schedstat, second field; 0 where it cannot be read).
+    The shim reads the same file on the thread that issues the collective;
+    summing every thread of the process counted PyTorch's and the host NCCL's
+    other threads too (0.765 against the shim's 0.587 was seen)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def loss_of(out, y):
