@@ -44,7 +44,7 @@ int nsc_hier_wanted(const nsc_comm *c, const char **why) {
   const nsc_config *cfg = &nsc_g.cfg;
   const nsc_topo *t = &c->topo;
   *why = "";
-  if (cfg->algo != NSC_ALGO_HIER) return 0;
+  if (cfg->algo != NSC_ALGO_HIER && cfg->algo != NSC_ALGO_AUTO) return 0; /* auto: hier wherever the map allows */
   if (cfg->compress == NSC_COMPRESS_OFF) *why = "compression is off";
   else if (c->untouched) *why = "a rank cannot run the kernels";
   else if (t->nnodes < 2) *why = "the communicator is on one node";

@@ -12,7 +12,9 @@
 struct nsc_comm;
 
 /* Whether a communicator with this agreed node map runs hier (config, node
- * map and kernels only: the same on every rank). why: the reason when not. */
+ * map and kernels only: the same on every rank): NCCLSHIM_ALGO=hier or auto,
+ * compression on, N >= 2 nodes of the same L >= 2 ranks. why: the reason
+ * when not. */
 int nsc_hier_wanted(const struct nsc_comm *c, const char **why);
 /* Split the two sub-communicators (every rank calls it when nsc_hier_wanted,
  * in the same order, whatever fails); 1 when both exist on this rank. */

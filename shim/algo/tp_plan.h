@@ -67,8 +67,11 @@ int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs);
  * compressed ring here); NCCLSHIM_ALGO=ring: the ring; twophase: two-phase
  * where it fits; hier: on a communicator that adopted it (hier = 1: agreed
  * at its check, hier.h) two-phase where it fits, which then runs
- * hierarchically, elsewhere auto's choice; auto: two-phase from 4 ranks and 16384 fp32 elements (64 KiB)
- * per rank, where it fits, else the ring (docs/collectives.md, "Choosing the algorithm"). */
+ * hierarchically, elsewhere auto's choice; auto: two-phase from 4 ranks and
+ * 16384 fp32 elements (64 KiB) per rank, where it fits, else the ring; on a
+ * communicator that adopted hier (auto adopts it on N >= 2 nodes of L >= 2
+ * ranks each) that two-phase is the hierarchical one (docs/collectives.md,
+ * "Choosing the algorithm"). */
 typedef enum { NSC_ALG_RING = 0, NSC_ALG_TWOPHASE = 1 } nsc_alg;
 nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs, int hier);
 /* The wire format of the configuration (fp16 when compression is off). */

@@ -198,7 +198,7 @@ static void untouched_if(nsc_comm *c, const nsc_backend *be, int usable, int any
 static void hier_agree(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   const char *why;
   if (!nsc_hier_wanted(c, &why)) {
-    if (nsc_g.cfg.algo == NSC_ALGO_HIER && c->rank == 0)
+    if (nsc_g.cfg.algo == NSC_ALGO_HIER && c->rank == 0 && !c->internal)
       nsc_info("NCCLSHIM_ALGO=hier on communicator %p: %s; auto's choice (ring or flat two-phase) applies",
                (void *)c->comm, why);
     return;
@@ -208,9 +208,9 @@ static void hier_agree(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   ncclResult_t cr = confirm(c, be, s, r);
   nsc_hier_adopt(c, r == ncclSuccess && cr == ncclSuccess && v == -2);
   if (c->hier_on && c->rank == 0)
-    nsc_info("NCCLSHIM_ALGO=hier on communicator %p: %d nodes x %d ranks; fp32 reduce-scatter and all-gather inside "
-             "each node, two-phase %s between nodes", (void *)c->comm, c->topo.nnodes, c->topo.local_size,
-             nsc_fmt_name(nsc_tp_fmt(&nsc_g.cfg)));
+    nsc_info("NCCLSHIM_ALGO=%s on communicator %p: %d nodes x %d ranks, hierarchical; fp32 reduce-scatter and "
+             "all-gather inside each node, two-phase %s between nodes", nsc_g.cfg.algo == NSC_ALGO_HIER ? "hier" : "auto",
+             (void *)c->comm, c->topo.nnodes, c->topo.local_size, nsc_fmt_name(nsc_tp_fmt(&nsc_g.cfg)));
 }
 
 enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, NSLOTS };

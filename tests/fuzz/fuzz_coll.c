@@ -1318,9 +1318,11 @@ static int check_call(pend_t *e, int tag) {
   void *got = e->recv;
   unsigned char *patched = NULL;
   if (bad && local_fault(P.fault) && c->dt == ncclFloat32 && anyfail && all_nan(e->recv, c->count)) bad = 0; /* poisoned */
-  if (bad && local_fault(P.fault) && c->dt == ncclFloat32 && anyfail && P.algo == 3 && (patched = malloc(e->rbytes))) {
-    /* hier: NaN only in the elements the failed rank's stage between nodes
-     * carried (docs/collectives.md); every other element as without a fault */
+  if (bad && local_fault(P.fault) && c->dt == ncclFloat32 && anyfail && (P.algo == 3 || (P.algo == 0 && P.nnodes >= 2)) &&
+      (patched = malloc(e->rbytes))) {
+    /* hier (asked for, or auto's choice on several nodes): NaN only in the
+     * elements the failed rank's stage between nodes carried
+     * (docs/collectives.md); every other element as without a fault */
     memcpy(patched, e->recv, e->rbytes);
     size_t nn = 0;
     for (size_t i = 0; i < c->count; i++)

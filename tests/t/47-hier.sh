@@ -123,3 +123,23 @@ done
 [ "$(wc -l <"$TMPD/dev.0")" = 4 ] && cmp -s "$TMPD/dev.0" "$TMPD/dev.1" \
   && ok "hier int8, 2x2, device buffers on the CUDA driver double: the same bits as host memory" \
   || { not_ok "hier on the CUDA backend: digests differ from host memory"; paste "$TMPD/dev.0" "$TMPD/dev.1" | sed 's/^/#   /'; }
+
+# 10. auto from the node map (issue 21 part 4): hierarchical on N >= 2 nodes of
+# L >= 2 ranks (int8: wherever two phases fit, so the same bits as hier and
+# not those of flat two-phase), flat two-phase when every rank is alone on its
+# node (the same bits as twophase, and no split).
+for a in auto hier twophase; do
+  nodes 2 2 int8 digest NCCLSHIM_ALGO=$a NCCLSHIM_BANNER=1 >"$TMPD/a22.$a" 2>&1
+  grep '^digest' "$TMPD/a22.$a" | sort >"$TMPD/a22.$a.d"
+  nodes 4 1 int8 digest NCCLSHIM_ALGO=$a NCCLSHIM_BANNER=1 >"$TMPD/a41.$a" 2>&1
+  grep '^digest' "$TMPD/a41.$a" | sort >"$TMPD/a41.$a.d"
+done
+[ "$(wc -l <"$TMPD/a22.auto.d")" = 4 ] && cmp -s "$TMPD/a22.auto.d" "$TMPD/a22.hier.d" \
+  && ! cmp -s "$TMPD/a22.auto.d" "$TMPD/a22.twophase.d" \
+  && ok "auto int8 on 2 nodes x 2 ranks: hierarchical (the bits of hier, not of flat two-phase)" \
+  || { not_ok "auto int8 on 2x2 is not hier"; paste "$TMPD/a22.auto.d" "$TMPD/a22.hier.d" "$TMPD/a22.twophase.d" | sed 's/^/#   /'; }
+check_grep "auto on 2x2: rank 0 says it runs hierarchically" "ALGO=auto on communicator .*: 2 nodes x 2 ranks, hierarchical" "$TMPD/a22.auto"
+[ "$(wc -l <"$TMPD/a41.auto.d")" = 4 ] && cmp -s "$TMPD/a41.auto.d" "$TMPD/a41.twophase.d" \
+  && ! grep -q "hierarchical" "$TMPD/a41.auto" \
+  && ok "auto int8 on 4 nodes of 1 rank: flat two-phase (its bits), no sub-communicators" \
+  || { not_ok "auto int8 on 4x1 is not flat two-phase"; paste "$TMPD/a41.auto.d" "$TMPD/a41.twophase.d" | sed 's/^/#   /'; }
