@@ -1318,18 +1318,18 @@ static int check_call(pend_t *e, int tag) {
   void *got = e->recv;
   unsigned char *patched = NULL;
   if (bad && local_fault(P.fault) && c->dt == ncclFloat32 && anyfail && all_nan(e->recv, c->count)) bad = 0; /* poisoned */
-  if (bad && local_fault(P.fault) && c->dt == ncclFloat32 && anyfail && (P.algo == 3 || (P.algo == 0 && P.nnodes >= 2)) &&
-      (patched = malloc(e->rbytes))) {
+  size_t nn = 0;
+  if (bad && local_fault(P.fault) && c->dt == ncclFloat32 && anyfail && (P.algo == 3 || (P.algo == 0 && P.nnodes >= 2)))
+    for (size_t i = 0; i < c->count; i++) nn += isnan(((float *)e->recv)[i]) != 0;
+  if (nn && (patched = malloc(e->rbytes))) {
     /* hier (asked for, or auto's choice on several nodes): NaN only in the
      * elements the failed rank's stage between nodes carried
-     * (docs/collectives.md); every other element as without a fault */
+     * (docs/collectives.md); every other element as without a fault. No NaN
+     * at all: hier was not adopted (uneven nodes, one node), judged below as
+     * any other failure (seed 43022). */
     memcpy(patched, e->recv, e->rbytes);
-    size_t nn = 0;
     for (size_t i = 0; i < c->count; i++)
-      if (isnan(((float *)patched)[i])) {
-        memcpy(patched + 4 * i, ref + 4 * i, 4);
-        nn++;
-      }
+      if (isnan(((float *)patched)[i])) memcpy(patched + 4 * i, ref + 4 * i, 4);
     got = patched;
     bad = 0;
     for (size_t i = 0; i < c->count; i++)
@@ -1337,7 +1337,6 @@ static int check_call(pend_t *e, int tag) {
         if (!bad) first = i;
         bad++;
       }
-    if (!nn) FAIL("%s: a rank failed this call, yet no element is NaN (hier)", e->what);
   }
   if (bad && !bitwise) {
     double want = 0;
