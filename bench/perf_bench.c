@@ -88,11 +88,11 @@ static void shim_snap(const bench_t *b, ncclshim_stats_t *s) {
 
 /* What the shim did between two snapshots: "skip", the wire type (with
  * "-2p" when it went two-phase), or "-". */
-static void shim_wire(const ncclshim_stats_t *s0, const ncclshim_stats_t *s1, char wire[8]) {
-  if (s1->skipped > s0->skipped) snprintf(wire, 8, "skip");
-  else if (s1->twophase > s0->twophase) snprintf(wire, 8, "%.4s-2p", s1->wire);
-  else if (s1->compressed > s0->compressed || s1->fused > s0->fused) snprintf(wire, 8, "%.7s", s1->wire);
-  else snprintf(wire, 8, "-");
+static void shim_wire(const ncclshim_stats_t *s0, const ncclshim_stats_t *s1, char wire[12]) {
+  if (s1->skipped > s0->skipped) snprintf(wire, 12, "skip");
+  else if (s1->twophase > s0->twophase) snprintf(wire, 12, "%.5s-2p", s1->wire);
+  else if (s1->compressed > s0->compressed || s1->fused > s0->fused) snprintf(wire, 12, "%.8s", s1->wire);
+  else snprintf(wire, 12, "-");
 }
 
 /* One collective of the timed loop; nccl-tests' sliding offset spreads the
@@ -205,7 +205,7 @@ static int check_once(bench_t *b, const perf_type_t *t, const perf_op_t *op, siz
 
 /* One half-row: time, then check. */
 static int bench_time(bench_t *b, const perf_type_t *t, const perf_op_t *op, size_t count,
-                      int inplace, perf_result_t *r, char wire[8]) {
+                      int inplace, perf_result_t *r, char wire[12]) {
   const perf_opts_t *o = &b->o;
   ncclshim_stats_t s0, s1;
   shim_snap(b, &s0);
@@ -277,7 +277,7 @@ static int time_test(bench_t *b, const perf_type_t *t, const perf_op_t *op) {
   for (size_t size = o->min_bytes; size <= o->max_bytes;) {
     size_t count = g_coll->round_count(size / t->size, b->nranks);
     perf_result_t r[2];
-    char wire[2][8];
+    char wire[2][12];
     CHECK(bench_time(b, t, op, count, 0, &r[0], wire[0]));
     CHECK(bench_time(b, t, op, count, 1, &r[1], wire[1]));
     perf_out_row(&b->out, count * t->size, g_coll->recv_count(count, b->nranks), t->name, op->name, r);

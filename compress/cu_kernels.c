@@ -114,7 +114,7 @@ CUresult nsc_cuk_scale(nsc_cuctx *c, CUstream s, char kind, const void *src, voi
 
 CUresult nsc_cuk_fmt_encode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const float *src,
                             void *dst, size_t n, float scale, const char **what) {
-  if (!nsc_fmt_is8(f))
+  if (!nsc_fmt_blocked(f))
     return nsc_cuk_to_wire(c, s, f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale, what);
   if (!n) return CUDA_SUCCESS;
   CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
@@ -122,12 +122,14 @@ CUresult nsc_cuk_fmt_encode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block,
   CUdeviceptr cnt = c->counters_dev; /* values flushed to zero: underflows */
   void *params[] = {&ps, &pd, &n64, &b64, &scale, &cnt};
   /* one CTA per block of elements */
-  return launch(c, s, f == NSC_FMT_INT8 ? NSC_K_tp_enc_int8 : NSC_K_tp_enc_fp8, (n + block - 1) / block,
-                params, what);
+  int k = f == NSC_FMT_INT8 ? NSC_K_tp_enc_int8 : f == NSC_FMT_FP8 ? NSC_K_tp_enc_fp8 : NSC_K_tp_enc_f16s;
+  return launch(c, s, k, (n + block - 1) / block, params, what);
 }
 
-static const int dec_kernel[4] = {NSC_K_tp_dec_f16, NSC_K_tp_dec_bf16, NSC_K_tp_dec_int8, NSC_K_tp_dec_fp8};
-static const int sum_kernel[4] = {NSC_K_tp_sum_f16, NSC_K_tp_sum_bf16, NSC_K_tp_sum_int8, NSC_K_tp_sum_fp8};
+static const int dec_kernel[NSC_FMT_COUNT] = {NSC_K_tp_dec_f16, NSC_K_tp_dec_bf16, NSC_K_tp_dec_int8, NSC_K_tp_dec_fp8,
+                                             NSC_K_tp_dec_f16s};
+static const int sum_kernel[NSC_FMT_COUNT] = {NSC_K_tp_sum_f16, NSC_K_tp_sum_bf16, NSC_K_tp_sum_int8, NSC_K_tp_sum_fp8,
+                                             NSC_K_tp_sum_f16s};
 
 CUresult nsc_cuk_fmt_decode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const void *src,
                             float *dst, size_t n, float scale, const char **what) {
@@ -147,7 +149,8 @@ CUresult nsc_cuk_fmt_decode_sum(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t bl
   return launch(c, s, sum_kernel[f], tiles(n), params, what);
 }
 
-static const int encx_kernel[4] = {NSC_K_tp_encx_f16, NSC_K_tp_encx_bf16, NSC_K_tp_encx_int8, NSC_K_tp_encx_fp8};
+static const int encx_kernel[NSC_FMT_COUNT] = {NSC_K_tp_encx_f16, NSC_K_tp_encx_bf16, NSC_K_tp_encx_int8,
+                                              NSC_K_tp_encx_fp8, NSC_K_tp_encx_f16s};
 
 CUresult nsc_cuk_fmt_encode_opt(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const float *src,
                                 void *dst, size_t n, float scale, const nsc_enc_opt *o, const char **what) {
@@ -160,6 +163,6 @@ CUresult nsc_cuk_fmt_encode_opt(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t bl
   k.flags = (o->resid ? NSC_KENC_EF : 0u) | (o->resid && o->resid_zero ? NSC_KENC_ZERO : 0u) |
             (o->stochastic ? NSC_KENC_SR : 0u);
   void *params[] = {&ps, &pr, &pd, &n64, &b64, &scale, &k};
-  /* 8-bit: one CTA per block of elements; 16-bit: element-wise */
-  return launch(c, s, encx_kernel[f], nsc_fmt_is8(f) ? (n + block - 1) / block : tiles(n), params, what);
+  /* block-scaled: one CTA per block of elements; fp16/bf16: element-wise */
+  return launch(c, s, encx_kernel[f], nsc_fmt_blocked(f) ? (n + block - 1) / block : tiles(n), params, what);
 }

@@ -315,8 +315,8 @@ __device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block,
   if (F == 1) return d_from_bf16(((const uint16_t *)src)[i]);
   u64 nb = (n + block - 1) / block, b = i / block;
   uint16_t h = (uint16_t)(src[2 * b] | (src[2 * b + 1] << 8));
-  uint8_t c = src[2 * nb + i];
-  return F == 2 ? nsc_int8_value((int8_t)c, h) : nsc_fp8_value(c, h);
+  uint32_t c = F == 4 ? (uint32_t)((const uint16_t *)(src + 2 * nb))[i] : src[2 * nb + i];
+  return nsc_bs_value(F, c, h);
 }
 
 template <int F>
@@ -350,6 +350,7 @@ TP_DEC(f16, 0)
 TP_DEC(bf16, 1)
 TP_DEC(int8, 2)
 TP_DEC(fp8, 3)
+TP_DEC(f16s, 4)
 
 // ---- error feedback and stochastic rounding (nsc_fmt_encode_opt_ref) ------
 
@@ -377,8 +378,8 @@ __device__ void encx16(const float *__restrict__ src, float *__restrict__ resid,
 }
 
 // One CTA per block of `block` elements (grid-stride over blocks): the
-// largest finite |y| by a shared atomicMax, then one code per element. The
-// plain encode (tp_enc_*) is this with no options.
+// largest finite |y| by a shared atomicMax, then one code per element (one
+// byte, fp16s two). The plain encode (tp_enc_*) is this with no options.
 template <int F>
 __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, uint8_t *__restrict__ dst, u64 n,
                       u64 block, float scale, nsc_kencopt o) {
@@ -407,9 +408,9 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
     __syncthreads();
     unsigned amax = s_amax;
     int special = s_spec;
-    int k = F == 2 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
-    uint32_t lim = F == 2 ? (uint32_t)nsc_int8_lim(amax, k, special) : nsc_fp8_lim(amax, k);
-    uint16_t h = (uint16_t)((unsigned)(k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0u));
+    int k = nsc_bs_k(F, amax);
+    uint32_t lim = nsc_bs_lim(F, amax, k, special);
+    uint16_t h = nsc_bs_header(k, special);
     if (threadIdx.x == 0) {
       dst[2 * b] = (uint8_t)(h & 0xffu);
       dst[2 * b + 1] = (uint8_t)(h >> 8);
@@ -417,10 +418,11 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
     for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
       float y = encx_y(F, src, resid, i, scale, fl);
       uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
-      uint8_t c = F == 2 ? (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u) : nsc_fp8_code_x(y, k, lim, sr, u);
-      codes[i] = c;
-      uf += nsc_w8_flushed(F == 2, __float_as_uint(y) & 0x7fffffffu, c);
-      if (fl & NSC_KENC_EF) resid[i] = nsc_ef_resid(y, F == 2 ? nsc_int8_value((int8_t)c, h) : nsc_fp8_value(c, h));
+      uint32_t c = nsc_bs_code_x(F, y, k, lim, sr, u);
+      if (F == 4) ((uint16_t *)codes)[i] = (uint16_t)c;
+      else codes[i] = (uint8_t)c;
+      uf += nsc_bs_flushed(F, __float_as_uint(y) & 0x7fffffffu, c);
+      if (fl & NSC_KENC_EF) resid[i] = nsc_ef_resid(y, nsc_bs_value(F, c, h));
     }
     __syncthreads();
   }
@@ -440,6 +442,12 @@ K nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scal
 }
 K nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
   encx8<3>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+}
+K nsc_k_tp_enc_f16s(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
+  encx8<4>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+}
+K nsc_k_tp_encx_f16s(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+  encx8<4>(src, resid, dst, n, block, scale, o);
 }
 K nsc_k_tp_encx_int8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   encx8<2>(src, resid, dst, n, block, scale, o);

@@ -1,8 +1,9 @@
 /* wire.c — the fast host path of the wire formats (wire.h).
  *
- * fp16/bf16 go through the vectorised casts of cast.c. The 8-bit formats work
- * block by block: one pass for the largest finite |x| (integer max over the
- * bit patterns), the scale exponent, one pass of codes; each pass is a plain
+ * fp16/bf16 go through the vectorised casts of cast.c. The block-scaled
+ * formats work block by block: one pass for the largest finite |x| (integer
+ * max over the bit patterns), the scale exponent, one pass of codes (fp16s:
+ * the fp16 cast with the block's power-of-two scale); each pass is a plain
  * loop without branches that the compiler vectorises, built twice (AVX2 and
  * baseline, chosen at load by the ifunc of target_clones; baseline only in
  * ASan/TSan builds, whose runtimes cannot run an ifunc resolver at load). A block holding
@@ -110,15 +111,49 @@ static void split(int e, float *p1, float *p2) {
 /* Values of a block flushed to zero by its codes (an underflow each). */
 static uint64_t flushed(nsc_fmt_t f, const float *y, const uint8_t *c, size_t len) {
   uint64_t k = 0;
+  if (f == NSC_FMT_FP16S) {
+    uint16_t c16[NSC_FMT_MAX_BLOCK];
+    memcpy(c16, c, 2 * len);
+    for (size_t i = 0; i < len; i++) k += nsc_bs_flushed((int)f, NSC_F2U(y[i]) & 0x7fffffffu, c16[i]);
+    return k;
+  }
   for (size_t i = 0; i < len; i++) k += nsc_w8_flushed(f == NSC_FMT_INT8, NSC_F2U(y[i]) & 0x7fffffffu, c[i]);
   return k;
 }
 
-static void encode8(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
-                    nsc_cast_counts *counts) {
+/* One element's code by the rules of wire_bits.h, stored little-endian. */
+static void code_at(nsc_fmt_t f, uint8_t *c, size_t i, float y, int k, uint32_t lim, int sr, uint32_t u24) {
+  uint16_t code = (uint16_t)nsc_bs_code_x((int)f, y, k, lim, sr, u24);
+  memcpy(c + nsc_fmt_code_bytes(f) * i, &code, nsc_fmt_code_bytes(f));
+}
+
+/* The codes of one block of y (len elements, scale exponent k, limit lim):
+ * the vectorised loops (fp16s: the fp16 cast, one multiply by 2^-k, which
+ * rounds once as nsc_ldexp2 does), or element by element through the rules
+ * where the loops do not apply: a block holding Inf/NaN, stochastic
+ * rounding, an fp16s top block (lim clamps) or scale beyond one float. */
+static void block_codes(nsc_fmt_t f, const float *y, uint8_t *c, size_t len, int k, uint32_t lim, int special,
+                        const nsc_enc_opt *o, size_t lo) {
+  int sr = o && o->stochastic;
+  if (special || sr || (f == NSC_FMT_FP16S && (lim != NSC_F16S_LIM || k < -126 || k > 126))) {
+    for (size_t i = 0; i < len; i++) code_at(f, c, i, y[i], k, lim, sr, sr ? nsc_sr_bits(o->key, lo + i) : 0);
+    return;
+  }
+  if (f == NSC_FMT_FP16S) {
+    nsc_cast_to_wire(NSC_WIRE_FP16, y, (uint16_t *)(void *)c, len, nsc_pow2(-k), NULL);
+    return;
+  }
+  float p1, p2;
+  split(-k, &p1, &p2);
+  if (f == NSC_FMT_INT8) int8_codes(y, (int8_t *)c, len, p1, p2, (float)lim);
+  else fp8_codes(y, c, len, p1, p2, lim);
+}
+
+static void encode_blocked(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
+                           nsc_cast_counts *counts) {
   float tile[NSC_FMT_MAX_BLOCK];
   uint64_t uf = 0;
-  size_t nb = (n + block - 1) / block;
+  size_t nb = (n + block - 1) / block, cb = nsc_fmt_code_bytes(f);
   uint8_t *codes = dst + 2 * nb;
   for (size_t b = 0; b < nb; b++) {
     size_t lo = b * block, len = lo + block < n ? block : n - lo;
@@ -129,52 +164,57 @@ static void encode8(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, s
     }
     int special;
     uint32_t amax = finite_amax(x, len, &special);
-    int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
-    uint32_t lim = f == NSC_FMT_INT8 ? (uint32_t)nsc_int8_lim(amax, k, special) : nsc_fp8_lim(amax, k);
-    uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
+    int k = nsc_bs_k((int)f, amax);
+    uint32_t lim = nsc_bs_lim((int)f, amax, k, special);
+    uint16_t h = nsc_bs_header(k, special);
     memcpy(dst + 2 * b, &h, 2);
-    float p1, p2;
-    split(-k, &p1, &p2);
-    if (special) {
-      for (size_t i = 0; i < len; i++)
-        codes[lo + i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code(x[i], k, (int)lim) : nsc_fp8_code(x[i], k, lim);
-    } else if (f == NSC_FMT_INT8) {
-      int8_codes(x, (int8_t *)codes + lo, len, p1, p2, (float)lim);
-    } else {
-      fp8_codes(x, codes + lo, len, p1, p2, lim);
-    }
-    if (counts) uf += flushed(f, x, codes + lo, len);
+    block_codes(f, x, codes + cb * lo, len, k, lim, special, NULL, lo);
+    if (counts) uf += flushed(f, x, codes + cb * lo, len);
   }
   if (counts) counts->underflow += uf;
 }
 
 void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                     nsc_cast_counts *counts) {
-  if (!nsc_fmt_is8(f)) {
+  if (!nsc_fmt_blocked(f)) {
     nsc_cast_to_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale, counts);
     return;
   }
-  encode8(f, block, src, dst, n, scale, counts);
+  encode_blocked(f, block, src, dst, n, scale, counts);
 }
 
 /* Elements [i0, i0 + len) of an encoded run of n, unscaled. */
 static void decode_range(nsc_fmt_t f, size_t block, const void *src, size_t n, size_t i0, size_t len, float *d) {
-  if (!nsc_fmt_is8(f)) {
+  if (!nsc_fmt_blocked(f)) {
     nsc_cast_from_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, (const uint16_t *)src + i0, d, len, 1.0f);
     return;
   }
   if (f == NSC_FMT_FP8) pthread_once(&lut_once, lut_init);
+  size_t cb = nsc_fmt_code_bytes(f);
   const uint8_t *codes = (const uint8_t *)src + 2 * ((n + block - 1) / block);
   for (size_t i = i0; i < i0 + len;) {
     size_t b = i / block, end = (b + 1) * block < i0 + len ? (b + 1) * block : i0 + len;
     uint16_t h;
     memcpy(&h, (const uint8_t *)src + 2 * b, 2);
-    if (h & (NSC_W8_INVALID | (f == NSC_FMT_INT8 ? NSC_W8_SPECIAL : 0))) {
-      for (size_t j = i; j < end; j++)
-        d[j - i0] = f == NSC_FMT_INT8 ? nsc_int8_value((int8_t)codes[j], h) : nsc_fp8_value(codes[j], h);
+    int k = (int)(h & 0x3ffu) - NSC_W8_BIAS;
+    /* int8 blocks with Inf/NaN codes, invalid headers, and fp16s scales
+     * beyond one float: element by element */
+    if ((h & (NSC_W8_INVALID | (f == NSC_FMT_INT8 ? NSC_W8_SPECIAL : 0))) ||
+        (f == NSC_FMT_FP16S && (k < -126 || k > 126))) {
+      for (size_t j = i; j < end; j++) {
+        uint16_t c = 0;
+        memcpy(&c, codes + cb * j, cb);
+        d[j - i0] = nsc_bs_value((int)f, c, h);
+      }
+    } else if (f == NSC_FMT_FP16S) {
+      /* fp16 -> fp32 is exact; one multiply by 2^k rounds once as nsc_ldexp2
+       * does; Inf stays, NaN made canonical as the rules say */
+      nsc_cast_from_wire(NSC_WIRE_FP16, (const uint16_t *)(const void *)(codes + 2 * i), d + (i - i0), end - i,
+                         nsc_pow2(k));
+      canon_nan(d + (i - i0), end - i);
     } else {
       float p1, p2;
-      split((int)(h & 0x3ffu) - NSC_W8_BIAS, &p1, &p2);
+      split(k, &p1, &p2);
       if (f == NSC_FMT_INT8) int8_values((const int8_t *)codes + i, d + (i - i0), end - i, p1, p2);
       else fp8_values(codes + i, d + (i - i0), end - i, p1, p2);
     }
@@ -183,7 +223,7 @@ static void decode_range(nsc_fmt_t f, size_t block, const void *src, size_t n, s
 }
 
 void nsc_fmt_decode(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale) {
-  if (!nsc_fmt_is8(f)) {
+  if (!nsc_fmt_blocked(f)) {
     nsc_cast_from_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale);
     return;
   }
@@ -253,36 +293,25 @@ static void encode16_opt(nsc_fmt_t f, const float *src, uint16_t *dst, size_t n,
   }
 }
 
-static void encode8_opt(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
-                        const nsc_enc_opt *o, nsc_cast_counts *counts) {
+static void encode_blocked_opt(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
+                               const nsc_enc_opt *o, nsc_cast_counts *counts) {
   float y[NSC_FMT_MAX_BLOCK], v[NSC_FMT_MAX_BLOCK];
   uint64_t uf = 0;
-  size_t nb = (n + block - 1) / block;
+  size_t nb = (n + block - 1) / block, cb = nsc_fmt_code_bytes(f);
   uint8_t *codes = dst + 2 * nb;
   const float *r0 = o->resid && !o->resid_zero ? o->resid : NULL;
-  int sr = o->stochastic;
   if (f == NSC_FMT_FP8) pthread_once(&lut_once, lut_init);
   for (size_t b = 0; b < nb; b++) {
     size_t lo = b * block, len = lo + block < n ? block : n - lo;
     ef_tile(f, src + lo, r0 ? r0 + lo : NULL, y, len, scale);
     int special;
     uint32_t amax = finite_amax(y, len, &special);
-    int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
-    uint32_t lim = f == NSC_FMT_INT8 ? (uint32_t)nsc_int8_lim(amax, k, special) : nsc_fp8_lim(amax, k);
-    uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
+    int k = nsc_bs_k((int)f, amax);
+    uint32_t lim = nsc_bs_lim((int)f, amax, k, special);
+    uint16_t h = nsc_bs_header(k, special);
     memcpy(dst + 2 * b, &h, 2);
-    uint8_t *c = codes + lo;
-    if (special || sr) {
-      for (size_t i = 0; i < len; i++) {
-        uint32_t u = sr ? nsc_sr_bits(o->key, lo + i) : 0;
-        c[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code_x(y[i], k, (int)lim, sr, u) : nsc_fp8_code_x(y[i], k, lim, sr, u);
-      }
-    } else {
-      float p1, p2;
-      split(-k, &p1, &p2);
-      if (f == NSC_FMT_INT8) int8_codes(y, (int8_t *)c, len, p1, p2, (float)lim);
-      else fp8_codes(y, c, len, p1, p2, lim);
-    }
+    uint8_t *c = codes + cb * lo;
+    block_codes(f, y, c, len, k, lim, special, o, lo);
     if (counts) uf += flushed(f, y, c, len);
     if (!o->resid) continue;
     decode_range(f, block, dst, n, lo, len, v);
@@ -294,6 +323,6 @@ static void encode8_opt(nsc_fmt_t f, size_t block, const float *src, uint8_t *ds
 void nsc_fmt_encode_opt(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                         const nsc_enc_opt *o, nsc_cast_counts *counts) {
   if (!o || (!o->resid && !o->stochastic)) nsc_fmt_encode(f, block, src, dst, n, scale, counts);
-  else if (nsc_fmt_is8(f)) encode8_opt(f, block, src, dst, n, scale, o, counts);
+  else if (nsc_fmt_blocked(f)) encode_blocked_opt(f, block, src, dst, n, scale, o, counts);
   else encode16_opt(f, src, dst, n, scale, o, counts);
 }

@@ -2,9 +2,10 @@
  * of fp32 values is encoded for the network and decoded again.
  *
  *   NSC_FMT_FP16, NSC_FMT_BF16: 2 bytes per element (the casts of cast.h).
- *   NSC_FMT_INT8, NSC_FMT_FP8 (e4m3): block-scaled, one 16-bit power-of-two
- *     scale header per block of `block` elements (wire_bits.h has the rules and
- *     bounds): ceil(n/block) headers, then n one-byte codes.
+ *   NSC_FMT_INT8, NSC_FMT_FP8 (e4m3), NSC_FMT_FP16S (fp16 codes): block-scaled,
+ *     one 16-bit power-of-two scale header per block of `block` elements
+ *     (wire_bits.h has the rules and bounds): ceil(n/block) headers, then n
+ *     codes of one byte (int8, fp8) or two (fp16s).
  *
  * Each operation has a scalar reference (nsc_fmt_*_ref, the test oracle) and
  * a fast host path (nsc_fmt_*, block-structured loops the compiler
@@ -31,13 +32,16 @@
 
 #include "cast.h"
 
-typedef enum { NSC_FMT_FP16 = 0, NSC_FMT_BF16 = 1, NSC_FMT_INT8 = 2, NSC_FMT_FP8 = 3 } nsc_fmt_t;
+typedef enum { NSC_FMT_FP16 = 0, NSC_FMT_BF16 = 1, NSC_FMT_INT8 = 2, NSC_FMT_FP8 = 3, NSC_FMT_FP16S = 4 } nsc_fmt_t;
+#define NSC_FMT_COUNT 5
 
-/* 1 for the block-scaled 8-bit formats. */
-static inline int nsc_fmt_is8(nsc_fmt_t f) { return f == NSC_FMT_INT8 || f == NSC_FMT_FP8; }
+/* 1 for the block-scaled formats (a header per block: NCCL cannot sum them). */
+static inline int nsc_fmt_blocked(nsc_fmt_t f) { return f >= NSC_FMT_INT8; }
+/* Bytes per code: 1 for int8/fp8, else 2. */
+static inline size_t nsc_fmt_code_bytes(nsc_fmt_t f) { return f == NSC_FMT_INT8 || f == NSC_FMT_FP8 ? 1 : 2; }
 /* Encoded size of n elements. */
 static inline size_t nsc_fmt_bytes(nsc_fmt_t f, size_t n, size_t block) {
-  return nsc_fmt_is8(f) ? 2 * ((n + block - 1) / block) + n : 2 * n;
+  return (nsc_fmt_blocked(f) ? 2 * ((n + block - 1) / block) : 0) + nsc_fmt_code_bytes(f) * n;
 }
 const char *nsc_fmt_name(nsc_fmt_t f);
 

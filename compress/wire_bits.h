@@ -1,5 +1,5 @@
-/* wire_bits.h — the element-level rules of the 8-bit block-scaled wire
- * formats (int8 and fp8 e4m3 with one power-of-two scale per block), shared by
+/* wire_bits.h — the element-level rules of the block-scaled wire formats
+ * (int8, fp8 e4m3 and fp16s, each with one power-of-two scale per block), shared by
  * the host reference (wire_ref.c), the host fast path (wire.c) and the CUDA
  * kernels (kernels.cu), which therefore agree bit for bit.
  *
@@ -169,6 +169,41 @@ NSC_HD float nsc_fp8_value(uint8_t c, uint16_t h) {
   return nsc_ldexp2(v, (int)(h & 0x3ffu) - NSC_W8_BIAS);
 }
 
+/* ---- fp16s: fp16 codes with a power-of-two scale per block ----
+ * The header of the 8-bit formats (k + 512; bit 15: the block holds Inf or
+ * NaN; bits 10..14: invalid, the block decodes as NaN), then 2-byte codes.
+ * k = E - 14: amax * 2^-k in [2^14, 2^15), so no finite value rounds to
+ * fp16's Inf (2^15 is the most a code can round to). Codes are fp16(x * 2^-k),
+ * round to nearest even; Inf is fp16's Inf, NaN fp16's 0x7e00 (decoded as
+ * the canonical NaN). Error: relative <= 2^-11 for |x| >= amax * 2^-28
+ * (fp16's normal range), absolute <= amax * 2^-39 below (half fp16's
+ * subnormal step, 2^-25 * 2^k), flushed to +-0 at or below that (counted as
+ * underflows): fp16's 11 bits over the 29 binades under each block's
+ * largest value, anywhere in fp32's range. -k, k never leave [-163, 163].
+ * Top blocks (amax >= 2^111), as the 8-bit formats: lim is amax's own code
+ * rounded toward zero, so no value decodes above amax (error of the elements
+ * above lim * 2^k: relative < 2^-10); elsewhere lim = 0x7800 (2^15) never
+ * clamps. The finiteness rule of the 8-bit formats holds with e = 2^-11. */
+#define NSC_F16S_LIM 0x7800u
+NSC_HD int nsc_f16s_k(uint32_t amax) { return amax ? nsc_ilog2_bits(amax) - 14 : 0; }
+NSC_HD uint32_t nsc_f16s_lim(uint32_t amax, int k) {
+  if (amax < NSC_W8_TOP_BITS) return NSC_F16S_LIM;
+  return (NSC_F2U(nsc_ldexp2(NSC_U2F(amax), -k)) - 0x38000000u) >> 13; /* exact, in [2^14, 2^15): truncated */
+}
+NSC_HD float nsc_f16_bits_value(uint16_t c) { return NSC_U2F(nsc_bits_f16_to_f32(c)); }
+NSC_HD uint16_t nsc_f16s_code(float y, int k, uint32_t lim) {
+  uint32_t u = NSC_F2U(y), a = u & 0x7fffffffu;
+  if (a > NSC_F32_INF) return 0x7e00u;
+  if (a == NSC_F32_INF) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7c00u);
+  uint16_t c = nsc_bits_f32_to_f16(NSC_F2U(nsc_ldexp2(y, -k)));
+  return (uint16_t)((c & 0x8000u) | ((c & 0x7fffu) > lim ? lim : (c & 0x7fffu)));
+}
+NSC_HD float nsc_f16s_value(uint16_t c, uint16_t h) {
+  if (h & NSC_W8_INVALID) return NSC_U2F(NSC_NAN_BITS);
+  if ((c & 0x7c00u) == 0x7c00u) return (c & 0x3ffu) ? NSC_U2F(NSC_NAN_BITS) : nsc_f16_bits_value(c);
+  return nsc_ldexp2(nsc_f16_bits_value(c), (int)(h & 0x3ffu) - NSC_W8_BIAS);
+}
+
 NSC_HD float nsc_canon_nan(float x) { return x != x ? NSC_U2F(NSC_NAN_BITS) : x; }
 
 /* ---- error feedback and stochastic rounding (wire.h nsc_enc_opt) ----
@@ -255,6 +290,45 @@ NSC_HD uint8_t nsc_fp8_code_x(float y, int k, uint32_t lim, int sr, uint32_t u24
   if (up && (c & 0x7fu) >= lim) return c;
   uint8_t o = (uint8_t)nsc_sr_neighbour(c, 0x80u, c & 0x7fu, up, t < 0.0f);
   return nsc_sr_take(t, v, nsc_e4m3_value(o), u24) ? o : c;
+}
+
+NSC_HD uint16_t nsc_f16s_code_x(float y, int k, uint32_t lim, int sr, uint32_t u24) {
+  uint16_t c = nsc_f16s_code(y, k, lim);
+  if (!sr || (c & 0x7c00u) == 0x7c00u) return c;
+  float t = nsc_ldexp2(y, -k), v = nsc_f16_bits_value(c);
+  if (t == v) return c;
+  int up = (t < 0.0f ? -t : t) > (v < 0.0f ? -v : v);
+  if (up && (c & 0x7fffu) >= lim) return c;
+  uint16_t o = (uint16_t)nsc_sr_neighbour(c, 0x8000u, c & 0x7fffu, up, t < 0.0f);
+  return nsc_sr_take(t, v, nsc_f16_bits_value(o), u24) ? o : c;
+}
+
+/* ---- the block-scaled formats together: f 2 int8, 3 fp8, 4 fp16s
+ * (nsc_fmt_t); codes of 1 byte (8-bit) or 2 (fp16s) ---- */
+NSC_HD int nsc_bs_k(int f, uint32_t amax) {
+  return f == 2 ? nsc_int8_k(amax) : f == 3 ? nsc_fp8_k(amax) : nsc_f16s_k(amax);
+}
+NSC_HD uint32_t nsc_bs_lim(int f, uint32_t amax, int k, int special) {
+  return f == 2 ? (uint32_t)nsc_int8_lim(amax, k, special) : f == 3 ? nsc_fp8_lim(amax, k) : nsc_f16s_lim(amax, k);
+}
+NSC_HD uint32_t nsc_bs_code_x(int f, float y, int k, uint32_t lim, int sr, uint32_t u24) {
+  if (f == 2) return (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u24);
+  if (f == 3) return nsc_fp8_code_x(y, k, lim, sr, u24);
+  return nsc_f16s_code_x(y, k, lim, sr, u24);
+}
+NSC_HD float nsc_bs_value(int f, uint32_t c, uint16_t h) {
+  if (f == 2) return nsc_int8_value((int8_t)(uint8_t)c, h);
+  if (f == 3) return nsc_fp8_value((uint8_t)c, h);
+  return nsc_f16s_value((uint16_t)c, h);
+}
+/* A finite non-zero |y| (bits a) whose code c is a zero (an underflow). */
+NSC_HD uint32_t nsc_bs_flushed(int f, uint32_t a, uint32_t c) {
+  if (f == 4) return (a - 1u) < (NSC_F32_INF - 1u) && (c & 0x7fffu) == 0u;
+  return nsc_w8_flushed(f == 2, a, (uint8_t)c);
+}
+/* The block's header: k and the "holds Inf/NaN" bit. */
+NSC_HD uint16_t nsc_bs_header(int k, int special) {
+  return (uint16_t)((unsigned)(k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0u));
 }
 
 /* fp16 (bf16 = 0) or bf16 (bf16 = 1) code of y and its value. */

@@ -10,8 +10,8 @@
 #include "wire_bits.h"
 
 const char *nsc_fmt_name(nsc_fmt_t f) {
-  static const char *const names[] = {"fp16", "bf16", "int8", "fp8"};
-  return (unsigned)f < 4 ? names[f] : "?";
+  static const char *const names[NSC_FMT_COUNT] = {"fp16", "bf16", "int8", "fp8", "fp16s"};
+  return (unsigned)f < NSC_FMT_COUNT ? names[f] : "?";
 }
 
 static float scaled(float x, float scale) { return scale != 1.0f ? x * scale : x; }
@@ -25,11 +25,11 @@ void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, 
 static float value_ref(nsc_fmt_t f, size_t block, const void *src, size_t n, size_t i) {
   if (f == NSC_FMT_FP16) return nsc_f16_to_f32_ref(((const uint16_t *)src)[i]);
   if (f == NSC_FMT_BF16) return nsc_bf16_to_f32_ref(((const uint16_t *)src)[i]);
-  size_t nb = (n + block - 1) / block;
-  uint16_t h;
+  size_t nb = (n + block - 1) / block, cb = nsc_fmt_code_bytes(f);
+  uint16_t h, c16 = 0;
   memcpy(&h, (const uint8_t *)src + 2 * (i / block), 2);
-  uint8_t c = ((const uint8_t *)src)[2 * nb + i];
-  return f == NSC_FMT_INT8 ? nsc_int8_value((int8_t)c, h) : nsc_fp8_value(c, h);
+  memcpy(&c16, (const uint8_t *)src + 2 * nb + cb * i, cb); /* little-endian */
+  return nsc_bs_value((int)f, c16, h);
 }
 
 void nsc_fmt_decode_ref(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale) {
@@ -55,15 +55,15 @@ static float ef_y(nsc_fmt_t f, const float *src, const nsc_enc_opt *o, float sca
   return o->resid && !o->resid_zero ? nsc_ef_in((int)f, x, o->resid[i]) : x;
 }
 
-/* Counts: the 16-bit formats' overflow and underflow of the value encoded
- * (cast_bits.h), the 8-bit formats' values flushed to zero (wire_bits.h). */
+/* Counts: fp16/bf16's overflow and underflow of the value encoded
+ * (cast_bits.h), the block-scaled formats' values flushed to zero (wire_bits.h). */
 void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                             const nsc_enc_opt *o, nsc_cast_counts *counts) {
   nsc_enc_opt none = {NULL, 0, 0, 0};
   nsc_cast_counts c = {0, 0};
   if (!o) o = &none;
   int sr = o->stochastic;
-  if (!nsc_fmt_is8(f)) {
+  if (!nsc_fmt_blocked(f)) {
     int bf = f == NSC_FMT_BF16;
     uint16_t *d = dst;
     for (size_t i = 0; i < n; i++) {
@@ -80,7 +80,7 @@ void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *d
     }
     return;
   }
-  size_t nb = (n + block - 1) / block;
+  size_t nb = (n + block - 1) / block, cb = nsc_fmt_code_bytes(f);
   uint8_t *codes = (uint8_t *)dst + 2 * nb;
   for (size_t b = 0; b < nb; b++) {
     size_t lo = b * block, hi = lo + block < n ? lo + block : n;
@@ -91,17 +91,17 @@ void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *d
       if (a >= NSC_F32_INF) special = 1;
       else if (a > amax) amax = a;
     }
-    int k = f == NSC_FMT_INT8 ? nsc_int8_k(amax) : nsc_fp8_k(amax);
-    uint32_t lim = f == NSC_FMT_INT8 ? (uint32_t)nsc_int8_lim(amax, k, special) : nsc_fp8_lim(amax, k);
-    uint16_t h = (uint16_t)((k + NSC_W8_BIAS) | (special ? NSC_W8_SPECIAL : 0));
+    int k = nsc_bs_k((int)f, amax);
+    uint32_t lim = nsc_bs_lim((int)f, amax, k, special);
+    uint16_t h = nsc_bs_header(k, special);
     memcpy((uint8_t *)dst + 2 * b, &h, 2);
     for (size_t i = lo; i < hi; i++) {
       float y = ef_y(f, src, o, scale, i);
       uint32_t u = sr ? nsc_sr_bits(o->key, i) : 0;
-      codes[i] = f == NSC_FMT_INT8 ? (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u) : nsc_fp8_code_x(y, k, lim, sr, u);
-      float v = f == NSC_FMT_INT8 ? nsc_int8_value((int8_t)codes[i], h) : nsc_fp8_value(codes[i], h);
-      if (o->resid) o->resid[i] = nsc_ef_resid(y, v);
-      c.underflow += nsc_w8_flushed(f == NSC_FMT_INT8, NSC_F2U(y) & 0x7fffffffu, codes[i]);
+      uint16_t code = (uint16_t)nsc_bs_code_x((int)f, y, k, lim, sr, u);
+      memcpy(codes + cb * i, &code, cb); /* little-endian */
+      if (o->resid) o->resid[i] = nsc_ef_resid(y, nsc_bs_value((int)f, code, h));
+      c.underflow += nsc_bs_flushed((int)f, NSC_F2U(y) & 0x7fffffffu, code);
     }
   }
   if (counts) counts->underflow += c.underflow;

@@ -104,7 +104,7 @@ static void activate(void) {
   nsc_staging_fault_at(nsc_g.cfg.fault_alloc);
   nsc_exchange_fault_at(nsc_g.cfg.fault_oob);
   nsc_totals.enabled = 1;
-  static const char *const wire_names[] = {"off", "fp16", "bf16", "int8", "fp8"};
+  static const char *const wire_names[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"};
   snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s", wire_names[nsc_g.cfg.compress]);
   nsc_log_init(&nsc_g.cfg);
   nsc_g.state = NSC_ACTIVE;

@@ -39,7 +39,7 @@ nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c) {
   if (c->capturing) return NSC_ACT_PASS;
   /* Two-phase needs the data of its first phase before its second: not inside
    * a group, where nothing runs before the outermost end. */
-  if (c->in_group && nsc_policy_wire8(cfg)) return NSC_ACT_PASS;
+  if (c->in_group && nsc_policy_blocked(cfg)) return NSC_ACT_PASS;
   if (c->in_group && cfg->fuse_bytes > 0 && nsc_policy_compressible_kind(cfg, c)) return NSC_ACT_FUSE;
   if (nsc_policy_compressible(cfg, c)) return NSC_ACT_COMPRESS;
   return NSC_ACT_PASS;
@@ -50,10 +50,10 @@ ncclDataType_t nsc_policy_wire_dtype(const nsc_config *cfg) {
   case NSC_COMPRESS_BF16: return ncclBfloat16;
   case NSC_COMPRESS_INT8: return ncclInt8;
   case NSC_COMPRESS_FP8: return ncclFloat8e4m3;
-  default: return ncclFloat16;
+  default: return ncclFloat16; /* fp16, and fp16s's codes */
   }
 }
 
-int nsc_policy_wire8(const nsc_config *cfg) {
-  return cfg->compress == NSC_COMPRESS_INT8 || cfg->compress == NSC_COMPRESS_FP8;
+int nsc_policy_blocked(const nsc_config *cfg) {
+  return cfg->compress == NSC_COMPRESS_INT8 || cfg->compress == NSC_COMPRESS_FP8 || cfg->compress == NSC_COMPRESS_FP16S;
 }

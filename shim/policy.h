@@ -44,12 +44,13 @@ int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c);
 nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c);
 
 /* Wire datatype of the configuration as the log names it (ncclFloat16,
- * ncclBfloat16; ncclInt8 / ncclFloat8e4m3 for the block-scaled formats). */
+ * ncclBfloat16; ncclInt8 / ncclFloat8e4m3 for the 8-bit formats, ncclFloat16
+ * for fp16s's codes). */
 ncclDataType_t nsc_policy_wire_dtype(const nsc_config *cfg);
 
-/* The block-scaled 8-bit formats are configured (NCCLSHIM_COMPRESS=int8|fp8):
+/* A block-scaled format is configured (NCCLSHIM_COMPRESS=int8|fp8|fp16s):
  * NCCL cannot reduce them, so they exist only in the two-phase algorithm. */
-int nsc_policy_wire8(const nsc_config *cfg);
+int nsc_policy_blocked(const nsc_config *cfg);
 
 
 #endif

@@ -6,6 +6,7 @@ nsc_fmt_t nsc_tp_fmt(const nsc_config *cfg) {
   case NSC_COMPRESS_BF16: return NSC_FMT_BF16;
   case NSC_COMPRESS_INT8: return NSC_FMT_INT8;
   case NSC_COMPRESS_FP8: return NSC_FMT_FP8;
+  case NSC_COMPRESS_FP16S: return NSC_FMT_FP16S;
   default: return NSC_FMT_FP16;
   }
 }
@@ -41,7 +42,7 @@ size_t nsc_tp_piece_bytes(const nsc_tp_plan *p, int c, int k) {
  * over all n chunks (each piece of each chunk is a kernel launch per step on
  * a GPU); 0 (or a chunk no longer than that): the whole chunk. */
 static size_t piece_elems(const nsc_config *cfg, nsc_fmt_t f, size_t block, int n, size_t chunk) {
-  size_t unit = nsc_fmt_is8(f) ? block : 64, want = (size_t)cfg->twophase_piece_bytes / 4;
+  size_t unit = nsc_fmt_blocked(f) ? block : 64, want = (size_t)cfg->twophase_piece_bytes / 4;
   if (!want || chunk <= want) return chunk ? chunk : 1;
   want = want / unit * unit;
   if (!want) want = unit;
@@ -78,7 +79,7 @@ int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs) {
 
 nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs, int hier) {
   int fits = nsc_tp_fits(cfg, nranks, count, rs);
-  if (rs || cfg->compress == NSC_COMPRESS_INT8 || cfg->compress == NSC_COMPRESS_FP8)
+  if (rs || nsc_fmt_blocked(nsc_tp_fmt(cfg)))
     return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
   switch (cfg->algo) {
   case NSC_ALGO_RING: return NSC_ALG_RING;

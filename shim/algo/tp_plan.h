@@ -61,9 +61,9 @@ size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs);
 int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs);
 /* How a compressed call is carried out, from its count, the rank count and
  * the configuration only: for an all-reduce of `count` fp32 elements (rs = 0)
- * or a reduce-scatter of `count` per rank (rs = 1). int8/fp8 and every
+ * or a reduce-scatter of `count` per rank (rs = 1). int8/fp8/fp16s and every
  * reduce-scatter: two-phase where nsc_tp_fits (else the caller passes the
- * call through: NCCL cannot reduce 8-bit blocks, and a reduce-scatter has no
+ * call through: NCCL cannot reduce block-scaled runs, and a reduce-scatter has no
  * compressed ring here); NCCLSHIM_ALGO=ring: the ring; twophase: two-phase
  * where it fits; hier: on a communicator that adopted it (hier = 1: agreed
  * at its check, hier.h) two-phase where it fits, which then runs

@@ -432,7 +432,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   else if (tp) r = nsc_twophase(c, be, send, recv, count, op, stream, 0, c->seq);
   else switch (a) {
   case NSC_ACT_COMPRESS:
-    if (nsc_policy_wire8(cfg)) /* too small for two-phase; NCCL cannot reduce 8-bit blocks */
+    if (nsc_policy_blocked(cfg)) /* too small for two-phase; NCCL cannot reduce block-scaled runs */
       r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);
     else
       r = compress(c, be, send, recv, count, op, stream, call.in_group);

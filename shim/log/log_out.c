@@ -466,15 +466,16 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
     int f16 = !strcmp(st.wire, "fp16");
     if (st.underflow && f16)
       fprintf(f, "%s# advice: fp16 flushes |x| < 2^-24 to zero and keeps fewer bits below 6.1e-5 (DDP divides "
-              "gradients by the world size first, so larger jobs see more of it): NCCLSHIM_COMPRESS=bf16 keeps fp32's "
-              "range, or NCCLSHIM_PRESCALE=F with F a power of two below 1 (the cast multiplies by 1/F, the result "
+              "gradients by the world size first, so larger jobs see more of it): NCCLSHIM_COMPRESS=fp16s keeps fp16's "
+              "11 bits under each block's largest value anywhere in fp32's range (two-phase only), NCCLSHIM_COMPRESS=bf16 "
+              "keeps fp32's range with 8 bits, or NCCLSHIM_PRESCALE=F with F a power of two below 1 (the cast multiplies by 1/F, the result "
               "by F) lifts small values into fp16's range\n", pre);
-    int w8 = !strcmp(st.wire, "int8") || !strcmp(st.wire, "fp8");
+    int w8 = !strcmp(st.wire, "int8") || !strcmp(st.wire, "fp8") || !strcmp(st.wire, "fp16s"); /* block-scaled */
     if (st.underflow && w8)
       fprintf(f, "%s# advice: %s blocks share one scale, set by their largest value: values about 2^%d and more below it "
               "are flushed to zero; NCCLSHIM_ERROR_FEEDBACK=1 carries what they lose into the next call, a smaller "
               "NCCLSHIM_BLOCK_ELEMS gives outliers fewer neighbours, NCCLSHIM_COMPRESS=bf16 keeps fp32's range\n",
-              pre, st.wire, !strcmp(st.wire, "int8") ? 8 : 17);
+              pre, st.wire, !strcmp(st.wire, "int8") ? 8 : !strcmp(st.wire, "fp8") ? 17 : 39);
     if (st.overflow && f16)
       fprintf(f, "%s# advice: fp16 overflows beyond 65504 (an Inf: AMP's GradScaler skips that step on every rank, "
               "without it the weights get Inf): NCCLSHIM_COMPRESS=bf16 keeps fp32's range, or NCCLSHIM_PRESCALE=F "

@@ -47,7 +47,7 @@ struct CUmod_st {
   CUcontext ctx;
   const unsigned char *image;
   size_t size;
-  struct CUfunc_st fns[32];
+  struct CUfunc_st fns[64]; /* every kernel of cu_abi.h (36) fits */
   int nfn;
 };
 
@@ -270,6 +270,10 @@ static const cd_kernel kernels[] = {
     {"nsc_k_tp_encx_bf16", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_BF16, 0},
     {"nsc_k_tp_encx_int8", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_INT8, 0},
     {"nsc_k_tp_encx_fp8", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_FP8, 0},
+    {"nsc_k_tp_enc_f16s", 6, {8, 8, 8, 8, 4, 8}, k_tp_enc, NSC_FMT_FP16S, 0},
+    {"nsc_k_tp_dec_f16s", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_FP16S, 0},
+    {"nsc_k_tp_sum_f16s", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_FP16S, 0},
+    {"nsc_k_tp_encx_f16s", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_FP16S, 0},
 };
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
 
@@ -386,7 +390,7 @@ CD_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
   if (!memmem(m->image, m->size, name, len + 1) && !memmem(m->image, m->size, ptx, len + 1))
     return CUDA_ERROR_NOT_FOUND;
   for (size_t i = 0; i < NKERNELS; i++)
-    if (!strcmp(kernels[i].name, name) && m->nfn < 32) {
+    if (!strcmp(kernels[i].name, name) && m->nfn < (int)(sizeof m->fns / sizeof m->fns[0])) {
       struct CUfunc_st *fn = &m->fns[m->nfn++];
       fn->magic = FN_MAGIC;
       fn->k = &kernels[i];

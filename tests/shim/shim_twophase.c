@@ -89,7 +89,7 @@ int hostnccl_get_type_counters(int datatype, uint64_t *allreduce_calls, uint64_t
 
 
 static int limit(void) {
-  if (!strcmp(fmt, "fp16")) return 64;
+  if (!strcmp(fmt, "fp16") || !strcmp(fmt, "fp16s")) return 64;
   if (!strcmp(fmt, "fp8")) return 3;
   return 31;
 }
@@ -249,6 +249,7 @@ static double bound_for(const char *f, const char *algo, int n) {
   if (!strcmp(f, "fp16")) return ldexp(1, -10) + fp32;
   if (!strcmp(f, "bf16")) return ldexp(1, -7) + fp32;
   if (!strcmp(f, "int8")) return 4 / 127.5 + fp32;
+  if (!strcmp(f, "fp16s")) return ldexp(1, -10) + ldexp(1, -38) + fp32; /* two roundings: 2^-11 each, amax 2^-39 below */
   return ldexp(1, -3) + 2 * ldexp(1, -16) + fp32;
 }
 
@@ -530,7 +531,10 @@ static int cmd_group(int nbc) {
 
 /* Relative error of one rounding in the format (8-bit: of the block max). */
 static double rel_step(void) {
-  return !strcmp(fmt, "fp16") ? 0x1p-11 : !strcmp(fmt, "bf16") ? 0x1p-8 : !strcmp(fmt, "int8") ? 1.0 / 63 : 0x1p-3;
+  return !strcmp(fmt, "fp16") || !strcmp(fmt, "fp16s") ? 0x1p-11
+         : !strcmp(fmt, "bf16")                          ? 0x1p-8
+         : !strcmp(fmt, "int8")                          ? 1.0 / 63
+                                                         : 0x1p-3;
 }
 
 static int all_finite(const float *x, size_t n, size_t *first) {
@@ -544,7 +548,7 @@ static int all_finite(const float *x, size_t n, size_t *first) {
 
 static int cmd_limits(void) {
   enum { N = 8192, RC = 4096 };
-  int is8 = !strcmp(fmt, "int8") || !strcmp(fmt, "fp8"), f16 = !strcmp(fmt, "fp16");
+  int is8 = !strcmp(fmt, "int8") || !strcmp(fmt, "fp8") || !strcmp(fmt, "fp16s"), f16 = !strcmp(fmt, "fp16");
   size_t tot = (size_t)RC * nranks > N ? (size_t)RC * nranks : N, bad;
   float *s = calloc(tot, 4), *r = calloc(tot, 4);
   double rel = rel_step();

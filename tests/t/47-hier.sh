@@ -26,7 +26,7 @@ nodes() {
 }
 
 # 1. Exact inputs (sizes 1..300001, in and out of place, Sum and Avg).
-for shape in 2x2:fp16 2x2:bf16 2x2:int8 2x2:fp8 2x4:fp16 2x4:int8 4x2:bf16 3x2:fp16; do
+for shape in 2x2:fp16 2x2:bf16 2x2:int8 2x2:fp8 2x2:fp16s 2x4:fp16 2x4:int8 4x2:bf16 3x2:fp16; do
   nl=${shape%:*} w=${shape#*:}
   check "hier $w on ${nl/x/ nodes x } ranks: exact inputs exact and identical on every rank, only the fp32 tails reach NCCL's all-reduce" \
     nodes "${nl%x*}" "${nl#*x}" "$w" exact

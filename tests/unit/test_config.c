@@ -99,7 +99,7 @@ static void bad_values(void **state) {
   expect_bad("NCCLSHIM_LOG_FILE=", "empty");
   expect_bad("NCCLSHIM_MIN_BYTES=", "empty");
   /* garbage */
-  expect_bad("NCCLSHIM_COMPRESS=fp4", "off|fp16|bf16|int8|fp8");
+  expect_bad("NCCLSHIM_COMPRESS=fp4", "off|fp16|bf16|int8|fp8|fp16s");
   expect_bad("NCCLSHIM_ALGO=tree", "auto|ring|twophase|hier");
   expect_bad("NCCLSHIM_BLOCK_ELEMS=8", "16");
   expect_bad("NCCLSHIM_MIN_BYTES=lots", "[0, ");
@@ -136,7 +136,7 @@ static void bad_values(void **state) {
   expect_bad("NCCLSHIM_ACCUM_STEPS=4x", "[1, 65536]");
   expect_bad("NCCLSHIM_ACCUM_STEPS=4K", "[1, 65536]");
   expect_bad("NCCLSHIM_PRESCALE=2.0x", "finite");
-  expect_bad("NCCLSHIM_COMPRESS=fp16 ", "off|fp16|bf16|int8|fp8");
+  expect_bad("NCCLSHIM_COMPRESS=fp16 ", "off|fp16|bf16|int8|fp8|fp16s");
 }
 
 static void very_long_value(void **state) {
@@ -223,7 +223,7 @@ static void dump_and_markdown(void **state) {
   lines = 0;
   for (char *p = buf; *p; p++) lines += *p == '\n';
   assert_int_equal(lines, NSC_CFG_COUNT + 2);
-  assert_non_null(strstr(buf, "| `NCCLSHIM_COMPRESS` | ENUM | `fp16` | off/fp16/bf16/int8/fp8 |"));
+  assert_non_null(strstr(buf, "| `NCCLSHIM_COMPRESS` | ENUM | `fp16` | off/fp16/bf16/int8/fp8/fp16s |"));
   free(buf);
 }
 

@@ -58,7 +58,7 @@ int main(void) {
     printf("not ok - the kernels load: %s\nBail out!\n", nsc_backend_error());
     return 1;
   }
-  static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8};
+  static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8, NSC_FMT_FP16S};
   static const size_t lens[] = {1, 255, 1000, 70001};
   const size_t maxn = 70001, maxe = 2 * maxn + 2 * maxn;
   float *x = malloc(maxn * 4), *rh = malloc(maxn * 4), *rd = malloc(maxn * 4);
@@ -67,7 +67,7 @@ int main(void) {
   DRV(cuMemAlloc(&dx, maxn * 4));
   DRV(cuMemAlloc(&dr, maxn * 4));
   DRV(cuMemAlloc(&de, maxe));
-  for (int fi = 0; fi < 4; fi++)
+  for (int fi = 0; fi < (int)(sizeof fmts / sizeof fmts[0]); fi++)
     for (int mode = 0; mode < 4; mode++) { /* 0: EF nearest, 1: stochastic only, 2: EF + stochastic, 3: plain */
       int ok = 1;
       for (size_t li = 0; li < 4 && ok; li++) {

@@ -55,7 +55,8 @@ static void fill_random(float *x, size_t n, int specials) {
   }
 }
 
-static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8};
+static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8, NSC_FMT_FP16S};
+#define NF 5 /* fmts; from index 2 the block-scaled ones */
 
 static void same_bits(const float *a, const float *b, size_t n, const char *what) {
   for (size_t i = 0; i < n; i++)
@@ -71,7 +72,7 @@ static void test_fast_equals_reference(void **state) {
   float *x = malloc(maxn * 4), *a = malloc(maxn * 4), *b = malloc(maxn * 4);
   uint8_t *ea = malloc(6 * maxb), *eb = malloc(6 * maxb);
   assert_true(x && a && b && ea && eb);
-  for (int fi = 0; fi < 4; fi++)
+  for (int fi = 0; fi < NF; fi++)
     for (size_t bi = 0; bi < 4; bi++)
       for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
         for (int si = 0; si < 3; si++) {
@@ -136,12 +137,12 @@ static void test_exact_roundtrip(void **state) {
   enum { N = 4096 };
   float x[N], y[N];
   uint8_t e[3 * N];
-  for (int fi = 0; fi < 4; fi++) {
+  for (int fi = 0; fi < NF; fi++) {
     nsc_fmt_t f = fmts[fi];
     for (int pass = 0; pass < 20; pass++) {
       int ex = (int)(rnd() % 240) - 140;
       for (int i = 0; i < N; i++) {
-        int lim = f == NSC_FMT_INT8 ? 127 : f == NSC_FMT_FP8 ? 15 : f == NSC_FMT_BF16 ? 255 : 2047;
+        int lim = f == NSC_FMT_INT8 ? 127 : f == NSC_FMT_FP8 ? 15 : f == NSC_FMT_BF16 ? 255 : 2047; /* fp16(s): 11 bits */
         int v = (int)(rnd() % (2 * lim + 1)) - lim;
         if (f == NSC_FMT_FP8 && (i % 256) == 0) v = 15; /* block range: 4 significant bits suffice */
         x[i] = ldexpf((float)v, ex);
@@ -158,7 +159,7 @@ static void test_block_edges(void **state) {
   enum { N = 512 };
   float x[N], y[N];
   uint8_t e[3 * N];
-  for (int fi = 2; fi < 4; fi++) {
+  for (int fi = 2; fi < NF; fi++) {
     nsc_fmt_t f = fmts[fi];
     /* all zero: header k = 0, codes 0, +0 back */
     memset(x, 0, sizeof x);
@@ -177,20 +178,24 @@ static void test_block_edges(void **state) {
       if (i >= 3 && i <= 5) continue;
       if (i == 300) continue;
       float amax = i < 256 ? 255 * 0.37f : 311 * 0.37f;
-      double bound = f == NSC_FMT_INT8 ? amax / 63.0 : fmax(fabs(x[i]) / 16.0, amax * ldexp(1, -17));
+      double bound = f == NSC_FMT_INT8   ? amax / 63.0
+                     : f == NSC_FMT_FP8  ? fmax(fabs(x[i]) / 16.0, amax * ldexp(1, -17))
+                                         : fmax(fabs(x[i]) * ldexp(1, -11), amax * ldexp(1, -39));
       if (fabs((double)y[i] - x[i]) > bound) fail_msg("%s edge: x[%d] = %g came back %g", nsc_fmt_name(f), i, x[i], y[i]);
     }
     /* subnormal block: int8 keeps subnormal integers m * 2^-149 exact */
     for (int i = 0; i < N; i++) x[i] = u2f((uint32_t)(i % 128)) * ((i & 1) ? -1.f : 1.f);
     roundtrip(f, 256, x, N, y, e);
-    if (f == NSC_FMT_INT8) same_bits(x, y, N, "int8 subnormals");
+    if (f != NSC_FMT_FP8) same_bits(x, y, N, "int8/fp16s subnormals"); /* m * 2^-149, m < 128: exact */
     else for (int i = 0; i < N; i++) assert_true(fabsf(y[i] - x[i]) <= fabsf(x[i]) / 16);
     /* +-FLT_MAX: finite, never Inf */
     for (int i = 0; i < N; i++) x[i] = (i & 1) ? -FLT_MAX : FLT_MAX / 7.0f * (float)(i % 7);
     roundtrip(f, 256, x, N, y, e);
     for (int i = 0; i < N; i++) {
       assert_true(isfinite(y[i]));
-      assert_true(fabs((double)y[i] - x[i]) <= (f == NSC_FMT_INT8 ? FLT_MAX / 127.5 : fabs(x[i]) / 15.0 + FLT_MAX * ldexp(1, -17)));
+      assert_true(fabs((double)y[i] - x[i]) <= (f == NSC_FMT_INT8  ? FLT_MAX / 127.5
+                                                : f == NSC_FMT_FP8 ? fabs(x[i]) / 15.0 + FLT_MAX * ldexp(1, -17)
+                                                                   : fabs(x[i]) * ldexp(1, -10)));
     }
     /* a buffer of 0xff (what a rank that could not stage sends) is NaN throughout */
     memset(e, 0xff, sizeof e);
@@ -207,7 +212,7 @@ static void test_bounds(void **state) {
   enum { N = 256 * 40 };
   static float x[N], y[N];
   static uint8_t e[3 * N];
-  for (int fi = 0; fi < 4; fi++) {
+  for (int fi = 0; fi < NF; fi++) {
     nsc_fmt_t f = fmts[fi];
     fill_random(x, N, 0);
     roundtrip(f, 256, x, N, y, e);
@@ -225,6 +230,12 @@ static void test_bounds(void **state) {
           int k = ilogb(amax) - 6;
           double top = amax >= 0x1p111 ? floor(ldexp(amax, -k)) * ldexp(1, k) : INFINITY;
           bound = ax <= top ? amax / 127.5 : ldexp(1, k);
+          break;
+        }
+        case NSC_FMT_FP16S: { /* relative 2^-11 in fp16's normal range, half a subnormal step below */
+          int k = ilogb(amax) - 14;
+          double top = amax >= 0x1p111 ? floor(ldexp(amax, -k) / 16) * 16 * ldexp(1, k) : INFINITY;
+          bound = ax <= top ? fmax(ax * ldexp(1, -11), ldexp(1, k - 25)) : ldexp(16, k);
           break;
         }
         default: {
@@ -251,7 +262,7 @@ static void test_top_range(void **state) {
   enum { N = 256 * 32 };
   static float x[N], y[N], r[N], yin[N];
   static uint8_t e[3 * N];
-  for (int fi = 2; fi < 4; fi++)
+  for (int fi = 2; fi < NF; fi++)
     for (int opt = 0; opt < 3; opt++) { /* 0 nearest, 1 stochastic, 2 error feedback */
       nsc_fmt_t f = fmts[fi];
       fill_random(x, N, 0);
@@ -269,7 +280,7 @@ static void test_top_range(void **state) {
         for (int b = 0; b < N / 256; b++) {
           double amax = 0;
           for (int i = b * 256; i < (b + 1) * 256; i++) amax = fmax(amax, fabs(yin[i]));
-          int k = ilogb(amax) - (f == NSC_FMT_INT8 ? 6 : 7);
+          int k = ilogb(amax) - (f == NSC_FMT_INT8 ? 6 : f == NSC_FMT_FP8 ? 7 : 14);
           /* below 2^111 up to the next code: half the top step (stochastic: all of it) */
           double above = amax >= 0x1p111 ? 0 : ldexp((f == NSC_FMT_INT8 ? 1 : 16) * (opt == 1 ? 1.0 : 0.5), k);
           tops += amax >= 0x1p111;
@@ -283,10 +294,11 @@ static void test_top_range(void **state) {
     }
   /* two ranks' values whose block maxima add up to FLT_MAX (1 - 2^-20):
    * finite sums (with nearest rounding both would go up past FLT_MAX) */
-  for (int fi = 2; fi < 4; fi++) {
+  for (int fi = 2; fi < NF; fi++) {
     static float a[2][256], s[256];
     static uint8_t ea[2][768];
-    float v0 = fi == 2 ? 0x1.5666p+127f : 0x1.ff8p+126f; /* int8: 85.6 * 2^121; fp8: 255.75 * 2^119 */
+    /* int8: 85.6 * 2^121; fp8: 255.75 * 2^119; fp16s: 12 significant bits (nearest would round up) */
+    float v0 = fi == 2 ? 0x1.5666p+127f : fi == 3 ? 0x1.ff8p+126f : 0x1.fffp+126f;
     for (int q = 0; q < 2; q++) {
       for (int i = 0; i < 256; i++) a[q][i] = q ? (float)((double)FLT_MAX * (1 - 0x1p-20) - v0) : v0;
       nsc_fmt_encode(fmts[fi], 256, a[q], ea[q], 256, 1.0f, NULL);
@@ -315,7 +327,7 @@ static void test_opt_fast_equals_reference(void **state) {
   enum { MAXN = 5000 };
   static float x[MAXN], ra[MAXN], rb[MAXN];
   static uint8_t ea[3 * MAXN], eb[3 * MAXN];
-  for (int fi = 0; fi < 4; fi++)
+  for (int fi = 0; fi < NF; fi++)
     for (size_t li = 0; li < 5; li++)
       for (int mode = 0; mode < 3; mode++) {
         nsc_fmt_t f = fmts[fi];
@@ -338,7 +350,7 @@ static void test_opt_fast_equals_reference(void **state) {
   /* neither option: the plain encode, bit for bit */
   fill_random(x, 1000, 1);
   nsc_enc_opt none = {NULL, 0, 0, 0};
-  for (int fi = 0; fi < 4; fi++) {
+  for (int fi = 0; fi < NF; fi++) {
     nsc_fmt_encode_opt(fmts[fi], 256, x, ea, 1000, 1.0f, &none, NULL);
     nsc_fmt_encode(fmts[fi], 256, x, eb, 1000, 1.0f, NULL);
     assert_memory_equal(ea, eb, nsc_fmt_bytes(fmts[fi], 1000, 256));
@@ -352,7 +364,7 @@ static void test_ef_residual_exact(void **state) {
   enum { N = 4096 };
   static float x[N], r[N], y[N], v[N];
   static uint8_t e[3 * N];
-  for (int fi = 0; fi < 4; fi++) {
+  for (int fi = 0; fi < NF; fi++) {
     nsc_fmt_t f = fmts[fi];
     for (int call = 0; call < 4; call++) {
       fill_random(x, N, 1);
@@ -389,13 +401,15 @@ static void sr_copies(nsc_fmt_t f, float y, size_t n, float *out, uint64_t seed)
 static const struct { nsc_fmt_t f; float lo, hi; } grid[] = {
     {NSC_FMT_FP16, 1.0f, 1.0f + 0x1p-10f}, {NSC_FMT_BF16, 1.0f, 1.0f + 0x1p-7f},
     {NSC_FMT_INT8, 64.0f, 65.0f},          {NSC_FMT_FP8, 128.0f, 144.0f},
+    {NSC_FMT_FP16S, 16384.0f, 16400.0f}, /* k = 0: fp16's step 16 at 2^14 */
 };
+#define NGRID (sizeof grid / sizeof grid[0])
 
 static void test_sr_halfway_binomial(void **state) {
   (void)state;
   enum { M = 65536 };
   static float out[M];
-  for (int g = 0; g < 4; g++)
+  for (size_t g = 0; g < NGRID; g++)
     for (uint64_t seed = 0; seed < 3; seed++) {
       float lo = grid[g].lo, hi = grid[g].hi, y = lo + (hi - lo) / 2;
       sr_copies(grid[g].f, y, M, out, seed);
@@ -414,7 +428,7 @@ static void test_sr_mean_unbiased(void **state) {
   (void)state;
   enum { M = 65536 };
   static float out[M];
-  for (int g = 0; g < 4; g++) {
+  for (size_t g = 0; g < NGRID; g++) {
     float lo = grid[g].lo, hi = grid[g].hi, step = hi - lo, y = lo + step * 0.3125f;
     sr_copies(grid[g].f, y, M, out, 11);
     double mean = 0;
@@ -497,16 +511,17 @@ static void test_flush_counts(void **state) {
   x[4] = 0.0f;
   x[5] = -0.0f;
   x[256] = NAN; /* a special block: its other values are 0.5, none flushed */
-  static uint8_t e[2 * 2 + 512];
-  for (int fi = 2; fi < 4; fi++) {
+  static uint8_t e[2 * 2 + 2 * 512]; /* fp16s: 2-byte codes */
+  for (int fi = 2; fi < NF; fi++) {
     nsc_fmt_t f = fmts[fi];
     nsc_cast_counts fast = {0, 0}, ref = {0, 0}, opt = {0, 0};
     nsc_fmt_encode(f, 256, x, e, 512, 1.0f, &fast);
     nsc_fmt_encode_ref(f, 256, x, e, 512, 1.0f, &ref);
     nsc_enc_opt sr = {NULL, 0, 1, nsc_sr_key(7, 1, 0, 0)};
     nsc_fmt_encode_opt(f, 256, x, e, 512, 1.0f, &sr, &opt);
-    assert_int_equal(fast.underflow, 3);
-    assert_int_equal(ref.underflow, 3);
+    /* fp16s keeps 1e-6 and -3e-7 (2^-14 scale: fp16 normals); only 1e-30 flushes */
+    assert_int_equal(fast.underflow, f == NSC_FMT_FP16S ? 1 : 3);
+    assert_int_equal(ref.underflow, f == NSC_FMT_FP16S ? 1 : 3);
     assert_int_equal(fast.overflow + ref.overflow, 0);
     /* stochastic rounding may round a tiny value up to the smallest code: at most 3 */
     assert_true(opt.underflow <= 3);
@@ -519,6 +534,34 @@ static void test_sizes(void **state) {
   assert_int_equal(nsc_fmt_bytes(NSC_FMT_INT8, 1000, 256), 1000 + 2 * 4);
   assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP8, 256, 256), 258);
   assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP8, 0, 256), 0);
+  assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP16S, 1000, 256), 2000 + 2 * 4);
+}
+
+/* fp16s on what DDP's averaging makes of small gradients (issue 21 part 5):
+ * values log-uniform over 1e-9..1e-2 (23 binades, inside the 28 of fp16's
+ * normals under each block's scale) all keep fp16's 11 bits (relative error
+ * <= 2^-11), where plain fp16 flushes those below 2^-25 and keeps fewer bits
+ * below 6.1e-5, and bf16 has 8 bits. */
+static void test_f16s_small_values(void **state) {
+  (void)state;
+  enum { N = 256 * 64 };
+  static float x[N], y[N], z[N];
+  static uint8_t e[3 * N];
+  for (int i = 0; i < N; i++) {
+    double t = (double)(rnd() % 1000000) / 1e6;
+    x[i] = (float)(pow(10.0, -9.0 + 7.0 * t) * ((i & 1) ? -1 : 1));
+  }
+  roundtrip(NSC_FMT_FP16S, 256, x, N, y, e);
+  roundtrip(NSC_FMT_FP16, 256, x, N, z, e);
+  double worst = 0, worst16 = 0;
+  long flushed16 = 0;
+  for (int i = 0; i < N; i++) {
+    worst = fmax(worst, fabs((double)y[i] - x[i]) / fabs(x[i]));
+    worst16 = fmax(worst16, fabs((double)z[i] - x[i]) / fabs(x[i]));
+    flushed16 += z[i] == 0.0f;
+  }
+  if (worst > ldexp(1, -11)) fail_msg("fp16s: worst relative error %g > 2^-11", worst);
+  assert_true(worst16 > 0.1 && flushed16 > 0); /* plain fp16 loses them: the test can tell */
 }
 
 int main(void) {
@@ -536,6 +579,7 @@ int main(void) {
       cmocka_unit_test(test_sr_mean_unbiased),
       cmocka_unit_test(test_sr_streams_and_ranges),
       cmocka_unit_test(test_top_range),
+      cmocka_unit_test(test_f16s_small_values),
   };
   return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }
