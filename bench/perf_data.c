@@ -60,12 +60,13 @@ double perf_wire_unit(const char *wire) {
   return 0;
 }
 
-/* Per element, two roundings of at most M/127.5 (int8) or 2^-4 M (fp8) each
- * (wire_bits.h); blocks whose largest |x| reaches 2^111 round their top step
+/* Per element, two roundings of at most M/127.5 (int8), 2^-4 M (fp8) or
+ * 2^-11 M + 2^-39 M (fp16s) each (wire_bits.h); blocks whose largest |x| reaches 2^111 round their top step
  * down (up to twice that), which the generated data never comes near. */
 double perf_wire_block_coef(const char *wire) {
   if (strcmp(wire, "int8") == 0) return 2 / 127.5;
   if (strcmp(wire, "fp8") == 0) return 0x1p-3 + 0x1p-16;
+  if (strcmp(wire, "fp16s") == 0) return 0x1p-10 + 0x1p-38;
   return 0;
 }
 

@@ -56,7 +56,7 @@ int perf_op_index(const char *name);   /* -1 if unknown */
 
 /* Unit roundoff of a shim wire type name ("fp16", "bf16"); 0 if unknown. */
 double perf_wire_unit(const char *wire);
-/* The shim's block-scaled formats ("int8", "fp8"): the coefficient c of the
+/* The shim's block-scaled formats ("int8", "fp8", "fp16s"): the coefficient c of the
  * bound perf_check_block holds results to; 0 for any other name. */
 double perf_wire_block_coef(const char *wire);
 

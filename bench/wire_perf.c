@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
   src = malloc(n * 4);
   dst = malloc(n * 4);
   cpy = malloc(n * 4);
-  enc = malloc(SUMS * nsc_fmt_bytes(NSC_FMT_FP16, n, blk));
+  enc = malloc(SUMS * nsc_fmt_bytes(NSC_FMT_FP16S, n, blk));
   if (!src || !dst || !cpy || !enc) return 1;
   uint64_t s = 88172645463325252ull;
   for (size_t i = 0; i < n; i++) {
@@ -79,10 +79,10 @@ int main(int argc, char **argv) {
     float m = (float)(int64_t)(s >> 40) / (float)(1 << 23) - 1.0f;
     src[i] = m * (float)(1 << ((i / blk) % 17)) / 256.0f;
   }
-  memset(enc, 0, SUMS * nsc_fmt_bytes(NSC_FMT_FP16, n, blk));
+  memset(enc, 0, SUMS * nsc_fmt_bytes(NSC_FMT_FP16S, n, blk));
   printf("# wire_perf: %.1f MiB fp32, block %zu, median of %d, 1 thread; GB/s of fp32 bytes per CPU second\n", mib, blk, reps);
   printf("# %-5s %-12s %9s %9s %9s %9s %9s\n", "fmt", "op", "fast", "ref", "memcpy", "fast/ref", "x memcpy");
-  for (int f = 0; f < 4; f++) {
+  for (int f = 0; f < NSC_FMT_COUNT; f++) {
     nsc_fmt_encode((nsc_fmt_t)f, blk, src, enc, n, 1.0f, NULL);
     size_t stride = nsc_fmt_bytes((nsc_fmt_t)f, n, blk);
     for (int j = 1; j < SUMS; j++) memcpy(enc + j * stride, enc, stride);

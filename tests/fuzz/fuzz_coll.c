@@ -51,6 +51,7 @@
 #define MAXM 3  /* error-feedback models */
 #define ACC_SEEDS 16400 /* from here, no short or long pass of a model without find_unused while the shim learns */
 #define NODE_SEEDS 40000 /* from here, emulated nodes (NCCL_HOSTID per rank) and NCCLSHIM_ALGO=hier (issue 21) */
+#define F16S_SEEDS 50000 /* from here, NCCLSHIM_COMPRESS=fp16s (compress 5, issue 21 part 5) */
 #define SPLIT_SEEDS 32000 /* from here, no pass that begins late right after one that ended early (any model) */
 
 /* ---- the program ---------------------------------------------------------- */
@@ -667,6 +668,12 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (want8 && p->compress && !ddp) p->compress = want8;
   if (seed >= EF_SEEDS) draw_ef_classes(p, seed, ddp);
   if (seed >= NODE_SEEDS) draw_nodes(p, seed);
+  if (seed >= F16S_SEEDS && p->compress && !ddp) { /* a generator of its own, as draw_nodes */
+    uint64_t saved = rng;
+    rng = mix64(seed ^ 0xf16df16dull);
+    if (chance(0.3)) p->compress = 5;
+    rng = saved;
+  }
   /* An accumulation agreement's read-back failing on one rank is a known
    * limit (docs/collectives.md: that rank syncs while its peers may skip): not drawn. */
   if (p->fault == F_OOB_END_ONE && p->K > 1) p->fault = F_NONE;
@@ -703,7 +710,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (p->fault != F_NONE) feat(p, "%s", fault_name[p->fault]);
   if (p->fault == F_ALLOC_ONE && p->chunk_bytes < (32 << 20)) feat(p, "alloc-one+chunk");
   if (p->K > 1) feat(p, "accum");
-  if (p->compress >= 3) feat(p, p->compress == 3 ? "int8" : "fp8");
+  if (p->compress >= 3) feat(p, p->compress == 3 ? "int8" : p->compress == 4 ? "fp8" : "fp16s");
   if (p->algo) feat(p, p->algo == 3 ? "algo-hier" : p->algo == 2 ? "algo-twophase" : "algo-ring");
   if (p->nnodes) {
     int cnt[MAXR] = {0}, lo = p->W, hi = 0, used = 0;
@@ -789,7 +796,7 @@ static void filter(prog_t *p, const char *o) {
 
 /* ---- launching and describing ----------------------------------------------- */
 static void print_plan(const prog_t *p) {
-  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8"}, *al[] = {"auto", "ring", "twophase", "hier"};
+  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"}, *al[] = {"auto", "ring", "twophase", "hier"};
   char stg[64] = "";
   if (p->staging) snprintf(stg, sizeof stg, " NCCLSHIM_MAX_STAGING_BYTES=%lld", p->staging);
   printf("FZ_NP=%d\n", p->W);
@@ -832,7 +839,7 @@ static void describe_call(const prog_t *p, const call_t *c, char *o, size_t n) {
 }
 
 static void describe(const prog_t *p) {
-  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8"}, *al[] = {"auto", "ring", "twophase", "hier"};
+  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"}, *al[] = {"auto", "ring", "twophase", "hier"};
   printf("seed %llu: %d ranks, shim: compress=%s algo=%s min_bytes=%lld fuse_bytes=%lld chunk_bytes=%lld "
          "twophase_piece_bytes=%lld accum_steps=%d prescale=%s disable=%d; fault: %s",
          (unsigned long long)p->seed, p->W, cz[p->compress], al[p->algo],
@@ -1176,10 +1183,11 @@ static size_t out_of_bound(const call_t *c, const float *got, size_t *first, dou
    * each input is rounded once and the result once, each by at most q times
    * its block's largest magnitude (int8: half a step of at most 2M/127;
    * fp8 e4m3: 2^-4 relative, and below the block's normal range less), so
-   * |got - exact| <= q (sum_r M_r + M_s), M the largest magnitude of the
+   * |got - exact| <= q (sum_r M_r + M_s) (fp16s likewise, q = 2^-11 + 2^-39), M the largest magnitude of the
    * call's input of rank r and of the exact result (bounds of the blocks'). */
   int w8 = P.compress >= 3;
-  double q = P.compress == 3 ? 1.0 / 127 : 0x1p-4, Msum = 0, Ms = 0;
+  /* fp16s: 2^-11 relative, amax 2^-39 below fp16's normals */
+  double q = P.compress == 3 ? 1.0 / 127 : P.compress == 4 ? 0x1p-4 : 0x1p-11 + 0x1p-39, Msum = 0, Ms = 0;
   size_t lo = c->kind == K_RS ? (size_t)rin * c->count : 0;
   for (int q_ = 0; w8 && q_ < W; q_++) {
     if (P.comm[c->comm].colors != 1 && q_ % 2 != me % 2) continue;
