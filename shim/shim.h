@@ -111,6 +111,9 @@ void nsc_count_call(int action, uint64_t logical, uint64_t wire, int real_calls)
  * (this rank could not allocate: it must still issue every call, poisoned). */
 ncclResult_t nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what,
                              void **p);
+/* The limit alone, nothing reserved: ncclInvalidUsage (with the message)
+ * where nsc_get_staging would refuse `bytes` now, else ncclSuccess. */
+ncclResult_t nsc_staging_refused(const struct nsc_comm *c, size_t bytes, const char *what);
 
 /* algo/twophase.c: a compressed all-reduce (rs = 0; count elements) or
  * reduce-scatter (rs = 1; count per rank) of fp32 Sum/Avg in two phases over

@@ -141,6 +141,16 @@ ncclResult_t nsc_hier(nsc_comm *c, const nsc_backend *be, const float *send, flo
   size_t l = (size_t)c->topo.local_rank;
   ncclRedOp_t inner = op == ncclAvg ? ncclAvg : ncclSum;
   nsc_fmt_t fmt = nsc_tp_fmt(cfg);
+  /* Stage b's staging beyond NCCLSHIM_MAX_STAGING_BYTES: refused before
+   * anything is issued, as flat two-phase is (the same need on every rank:
+   * count, the map, settings), so recvbuff stays untouched (fuzzer seed 43545:
+   * stages a and c had written it) */
+  if (shard) {
+    nsc_tp_plan pb;
+    nsc_tp_plan_init(&pb, cfg, c->hier_xc->nranks, c->hier_xc->rank, shard, 0);
+    ncclResult_t lim = nsc_staging_refused(c->hier_xc, nsc_tp_staging_bytes(&pb, 0), "an all-reduce");
+    if (lim != ncclSuccess) return lim;
+  }
   nsc_rec rec;
   nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE, c, NSC_ACT_COMPRESS, count, ncclFloat32, nsc_policy_wire_dtype(cfg), op,
                     be, s);

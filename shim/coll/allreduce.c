@@ -96,8 +96,7 @@ static ncclResult_t answer_locally(nsc_comm *c, const nsc_backend *be, const voi
  * between ranks (issue 26: a one-rank refusal paired nothing with its
  * peers' exchange). A refusal is then the same on every rank: ncclInvalidUsage
  * with nothing issued. */
-ncclResult_t nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what,
-                             void **p) {
+ncclResult_t nsc_staging_refused(const nsc_comm *c, size_t bytes, const char *what) {
   size_t limit = (size_t)nsc_g.cfg.max_staging_bytes, need = nsc_staging_round(bytes);
   uint64_t gid = nsc_group_id();
   size_t before = gid && c->staging_gid == gid ? c->staging_gneed : 0;
@@ -116,6 +115,15 @@ ncclResult_t nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s,
     nsc_note_error(m);
     return ncclInvalidUsage;
   }
+  return ncclSuccess;
+}
+
+ncclResult_t nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what,
+                             void **p) {
+  size_t limit = (size_t)nsc_g.cfg.max_staging_bytes, need = nsc_staging_round(bytes);
+  uint64_t gid = nsc_group_id();
+  size_t before = gid && c->staging_gid == gid ? c->staging_gneed : 0;
+  if (nsc_staging_refused(c, bytes, what) != ncclSuccess) return ncclInvalidUsage;
   if (gid) {
     c->staging_gid = gid;
     c->staging_gneed = before + need;

@@ -10,7 +10,8 @@
 # communicator, grouped calls, a rank without staging (NaN in the elements its
 # stage carried, on every rank, never a hang), a real call failing at each
 # stage (the same result on every rank, no hang), hier being auto on uneven
-# nodes and on one node, and device buffers on the CUDA driver double. About 30 s.
+# nodes and on one node, device buffers on the CUDA driver double, auto on
+# nodes, and the staging limit refusing before any stage. About 30 s.
 source "$(dirname "$0")/../lib.sh"
 P="$TBIN/shim_twophase"
 export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0 NCCLSHIM_ALGO=hier NCCLSHIM_MIN_BYTES=0
@@ -143,3 +144,11 @@ check_grep "auto on 2x2: rank 0 says it runs hierarchically" "ALGO=auto on commu
   && ! grep -q "hierarchical" "$TMPD/a41.auto" \
   && ok "auto int8 on 4 nodes of 1 rank: flat two-phase (its bits), no sub-communicators" \
   || { not_ok "auto int8 on 4x1 is not flat two-phase"; paste "$TMPD/a41.auto.d" "$TMPD/a41.twophase.d" | sed 's/^/#   /'; }
+
+# 11. Stage b's staging beyond NCCLSHIM_MAX_STAGING_BYTES (fuzzer seed 43545):
+# refused on every rank before any stage is issued, recvbuff intact, no hang.
+for a in hier auto; do
+  check "$a int8, 2x2, a call whose stage between nodes needs more than MAX_STAGING_BYTES=64K: ncclInvalidUsage on every rank, buffer intact" \
+    mpirun_nodes --shim 2 2 -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=$a -x NCCLSHIM_MAX_STAGING_BYTES=64K -- \
+      "$TBIN/shimfault_args" big 100000 f32 limit
+done
