@@ -33,7 +33,7 @@
 #             goals: hier fp16 <= 0.55, int8 <= 0.30)
 #   hier-errors  max |error| / sum |x| of random inputs (as errors) with hier on
 #             2x2, 2x4 and 4x2 emulated nodes against flat two-phase on the same
-#             rank count, fp16/bf16/int8/fp8, with each documented bound
+#             rank count, fp16/bf16/int8/fp8/fp16s, with each documented bound
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -244,7 +244,7 @@ hier_errors() {
   : >"$out"
   for shape in 2x2 2x4 4x2; do
     n=${shape%x*} l=${shape#*x}
-    for w in fp16 bf16 int8 fp8; do
+    for w in fp16 bf16 int8 fp8 fp16s; do
       for a in twophase hier; do
         ctx_nodes "$n" "$l" LD_PRELOAD="$SHIM" NCCLSHIM_ALGO=$a NCCLSHIM_COMPRESS=$w NCCLSHIM_MIN_BYTES=0 NCCLSHIM_BANNER=0 \
           -- "$P" bound 8

@@ -27,6 +27,10 @@
  * and is issued whatever the earlier ones answered (the first failure is the
  * call's result; what a failed stage leaves is NaN, never a wrong value).
  *
+ * Reduce-scatter (nsc_hier_rs, below) likewise, on nodes of consecutive
+ * ranks: an fp32 reduce-scatter inside the node per node's blocks, then a
+ * two-phase reduce-scatter between nodes.
+ *
  * Must not: run inside a group (stage b needs stage a's data), retry a real
  * call, or decide anything from data, timings or local failures. */
 #include "hier.h"
@@ -180,6 +184,81 @@ ncclResult_t nsc_hier(nsc_comm *c, const nsc_backend *be, const float *send, flo
     if (!NSC_OK(t)) be->fill_ones((nsc_stream)s, recv + main, 4 * tail);
     if (NSC_OK(r)) r = t;
   }
+  nsc_log_mark(&rec, NSC_MARK_COLL);
+  nsc_log_mark(&rec, NSC_MARK_END);
+  rec.result = r;
+  if (NSC_OK(r)) nsc_log_commit(&c->log, &rec);
+  else nsc_log_discard(&rec);
+  return r;
+}
+
+/* The reduce-scatter: rank r's result is the sum of every rank's block r
+ * (count elements at r * count). Nodes hold consecutive ranks, so node j's
+ * ranks' blocks lie together (L * count elements from its first rank's):
+ *   a. for each node j, an fp32 ncclReduceScatter of node j's blocks inside
+ *      this node: local rank l gets this node's sum of block (j, l), into
+ *      slot j of an fp32 staging buffer of N * count elements. This rank's
+ *      own node comes first (the same order for every rank of the intra
+ *      communicator, all on one node): it reads the blocks recvbuff may
+ *      alias (in place) before anything is written there;
+ *   b. a two-phase reduce-scatter of the N slots in the wire format among
+ *      the N ranks that hold local index l (slot j for node j), its shard
+ *      written into recvbuff: each node's NICs carry L (N - 1) / N of the
+ *      shards' bytes once, compressed, where flat two-phase carries L times
+ *      that.
+ * Its error feedback is keyed by the user's sendbuff. Avg: Avg in both
+ * stages. Staging for both stages is checked against the limit before
+ * anything is issued (refused alike on every rank); a rank without the
+ * fp32 buffer still issues stage a (into recvbuff, its own node first, so
+ * no peer's input changes) and sends NaN in stage b. */
+ncclResult_t nsc_hier_rs(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
+                         ncclRedOp_t op, cudaStream_t s, uint64_t seq) {
+  const nsc_config *cfg = &nsc_g.cfg;
+  const nsc_topo *t = &c->topo;
+  nsc_comm *xc = c->hier_xc;
+  int N = t->nnodes, own = t->node[t->rank];
+  size_t tbytes = 4 * count * (size_t)N;
+  ncclRedOp_t inner = op == ncclAvg ? ncclAvg : ncclSum;
+  nsc_tp_plan pb;
+  nsc_tp_plan_init(&pb, cfg, N, xc->rank, count, 1);
+  ncclResult_t r = nsc_staging_refused(c, tbytes, "a reduce-scatter");
+  if (r == ncclSuccess) r = nsc_staging_refused(xc, nsc_tp_staging_bytes(&pb, 1), "a reduce-scatter");
+  if (r != ncclSuccess) return r; /* nothing issued anywhere */
+  void *tmp = NULL;
+  r = nsc_get_staging(c, be, s, tbytes, "a reduce-scatter", &tmp);
+  if (r == ncclInvalidUsage) return r;
+  nsc_rec rec;
+  nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE | NSC_KIND_REDUCESCATTER, c, NSC_ACT_COMPRESS, count * (size_t)c->nranks,
+                    ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, s);
+  rec.wire_bytes = 0; /* stage b's encoded input, as flat two-phase counts its own (N chunks, not n) */
+  for (int j = 0; j < N; j++) rec.wire_bytes += nsc_tp_chunk_bytes(&pb, j);
+  rec.seq = seq;
+  nsc_count_call(NSC_ACT_COMPRESS, 4 * count * (size_t)c->nranks, rec.wire_bytes, 0);
+  NSC_COUNT(twophase, 1);
+  nsc_log_mark(&rec, NSC_MARK_CAST_IN);
+  ncclResult_t a = ncclSuccess;
+  for (int q = 0; q < N; q++) {
+    int j = q == 0 ? own : q <= own ? q - 1 : q; /* own node first, then the others in order */
+    int first = 0;
+    while (t->node[first] != j) first++;
+    float *out = tmp ? (float *)tmp + (size_t)j * count : recv;
+    ncclResult_t x = settle(c, c->hier_intra,
+                            nsc_real.ReduceScatter(send + (size_t)first * count, out, count, ncclFloat32, inner,
+                                                   c->hier_intra, s));
+    if (NSC_OK(a) && !NSC_OK(x)) a = x;
+  }
+  ncclResult_t b;
+  if (tmp) {
+    if (!NSC_OK(a)) be->fill_ones((nsc_stream)s, tmp, tbytes); /* stage b sends NaN, never a wrong sum */
+    b = nsc_twophase_keyed(xc, be, tmp, recv, count, inner, s, 1, seq, send);
+    pthread_mutex_lock(&c->lock);
+    nsc_staging_done(&c->staging, (nsc_stream)s);
+    pthread_mutex_unlock(&c->lock);
+  } else {
+    b = nsc_twophase_poisoned(xc, be, recv, count, 1, s);
+  }
+  r = !NSC_OK(a) ? a : !tmp && NSC_OK(b) ? ncclSystemError : b;
+  if (!NSC_OK(r)) be->fill_ones((nsc_stream)s, recv, 4 * count);
   nsc_log_mark(&rec, NSC_MARK_COLL);
   nsc_log_mark(&rec, NSC_MARK_END);
   rec.result = r;

@@ -29,5 +29,10 @@ void nsc_hier_end(struct nsc_comm *c, ncclResult_t (*real_fn)(ncclComm_t));
  * nsc_twophase for an all-reduce on a communicator that adopted hier. */
 ncclResult_t nsc_hier(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
                       ncclRedOp_t op, cudaStream_t s, uint64_t seq);
+/* The reduce-scatter (count per rank), likewise, on a communicator that
+ * adopted hier and whose nodes hold consecutive ranks (topo.contiguous);
+ * called by nsc_twophase. */
+ncclResult_t nsc_hier_rs(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
+                         ncclRedOp_t op, cudaStream_t s, uint64_t seq);
 
 #endif

@@ -184,10 +184,25 @@ static void point_drop(lanes *l, point *pt) {
   pt->ok = pt->taken = 0;
 }
 
+ncclResult_t nsc_twophase_poisoned(nsc_comm *c, const nsc_backend *be, float *recv, size_t count, int rs,
+                                   cudaStream_t s) {
+  nsc_tp_plan p;
+  nsc_tp_plan_init(&p, &nsc_g.cfg, c->nranks, c->rank, count, rs);
+  return poisoned(c, be, &p, recv, 4 * count, rs, s);
+}
+
 ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
                           ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq) {
+  if (c->hier_on) { /* between nodes only (hier.c) */
+    if (!rs) return nsc_hier(c, be, send, recv, count, op, s, seq);
+    if (c->topo.contiguous) return nsc_hier_rs(c, be, send, recv, count, op, s, seq);
+  }
+  return nsc_twophase_keyed(c, be, send, recv, count, op, s, rs, seq, send);
+}
+
+ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
+                                ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq, const void *ef_send) {
   const nsc_config *cfg = &nsc_g.cfg;
-  if (!rs && c->hier_on) return nsc_hier(c, be, send, recv, count, op, s, seq); /* between nodes only */
   nsc_tp_plan p;
   nsc_tp_plan_init(&p, cfg, c->nranks, c->rank, count, rs);
   int n = p.n, r = p.rank, np = p.npieces;
@@ -196,7 +211,7 @@ ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send,
   for (int j = 0; j < n; j++) enc_bytes += nsc_tp_chunk_bytes(&p, j);
   void *stage = NULL;
   /* before staging: a call that fails here still takes its place in the sequence */
-  nsc_ef_slot *ef = ef_slot(c, be, st, &p, send, recv, count, rs);
+  nsc_ef_slot *ef = ef_slot(c, be, st, &p, ef_send, recv, count, rs);
   ncclResult_t res = nsc_get_staging(c, be, s, nsc_tp_staging_bytes(&p, rs), rs ? "a reduce-scatter" : "an all-reduce", &stage);
   if (res == ncclInvalidUsage) return res; /* the limit: the same on every rank, nothing issued anywhere */
   if (res != ncclSuccess) return poisoned(c, be, &p, recv, 4 * count, rs, s);

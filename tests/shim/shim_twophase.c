@@ -39,7 +39,9 @@
  *                           and "realcalls <rank> <n>", the shim's real calls;
  *                           with SHIMTEST_DEVICE=1 the all-reduces only, on
  *                           device buffers of the CUDA driver double (on host
- *                           memory likewise with TP_DIGEST_NO_RS set)
+ *                           memory likewise with TP_DIGEST_NO_RS set; only the
+ *                           reduce-scatters with TP_DIGEST_RS_ONLY set; with the
+ *                           shim's real calls and wire bytes)
  *   shim_twophase limits    values near the top of fp32's range (issue 26):
  *                           Avg of 3e38 on every rank (all-reduce and
  *                           reduce-scatter) finite, as NCCL's Avg (it scales
@@ -291,13 +293,16 @@ static int cmd_digest(void) {
   uint64_t h = 0xcbf29ce484222325ull;
   const char *dev = getenv("SHIMTEST_DEVICE");
   int rs = !(dev && !strcmp(dev, "1")) && !getenv("TP_DIGEST_NO_RS"); /* devmirror.h mirrors all-reduces only */
+  int ar = !getenv("TP_DIGEST_RS_ONLY");
   for (int round = 0; round < 3; round++) {
+    if (!ar) goto rs_only;
     fill_random(s, N, rank);
     NCCL_OK(ncclAllReduce(s, r, N, ncclFloat32, ncclSum, comm, NULL));
     h = fnv(h, r, N * 4);
     NCCL_OK(ncclAllReduce(r, r, N, ncclFloat32, ncclAvg, comm, NULL));
     h = fnv(h, r, N * 4);
     if (!rs) continue;
+  rs_only:
     fill_random(s, (size_t)RC * nranks, rank);
     NCCL_OK(ncclReduceScatter(s, r, RC, ncclFloat32, ncclSum, comm, NULL));
     h = fnv(h, r, RC * 4);
@@ -306,7 +311,8 @@ static int cmd_digest(void) {
   }
   ncclshim_stats_t st;
   stats(&st);
-  printf("digest %d %016llx\nrealcalls %d %llu\n", rank, (unsigned long long)h, rank, (unsigned long long)st.real_calls);
+  printf("digest %d %016llx\nrealcalls %d %llu\nwirebytes %d %llu\n", rank, (unsigned long long)h, rank,
+         (unsigned long long)st.real_calls, rank, (unsigned long long)st.wire_bytes);
   free(s);
   free(r);
   return fails != 0;

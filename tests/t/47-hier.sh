@@ -81,9 +81,10 @@ check "hier int8, 2x2, staging fails on one rank: NaN where its stage went, on e
 # 7. A real call failing (HOSTNCCL_FAIL_CALL=N on every rank) at each stage of
 # the all-reduce (1-4: the check, the hier agreement and their confirmations;
 # then the reduce-scatter inside the node, the two-phase sends and receives,
-# the all-gather, the tail) and in the reduce-scatter after it: every rank
+# the all-gather, the tail) and in the reduce-scatter after it (its fp32
+# reduce-scatters inside the node, its two-phase between nodes): every rank
 # prints the same result line, nobody hangs.
-for n in 5 6 7 9 10 11 12 13; do
+for n in 5 6 7 9 10 11 12 13 14; do
   nodes 2 2 int8 fault HOSTNCCL_FAIL_CALL=$n >"$TMPD/fault.$n" 2>&1
   rc=$?
   lines=$(grep '^rc ' "$TMPD/fault.$n" | sort | uniq -c | wc -l)
@@ -152,3 +153,40 @@ for a in hier auto; do
     mpirun_nodes --shim 2 2 -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=$a -x NCCLSHIM_MAX_STAGING_BYTES=64K -- \
       "$TBIN/shimfault_args" big 100000 f32 limit
 done
+
+# 12. Reduce-scatter (FSDP2, ZeRO) on nodes of consecutive ranks: an fp32
+# reduce-scatter inside the node per node's blocks, two-phase between nodes.
+# Exact inputs exact (in and out of place, Sum, and Avg on powers of two);
+# int8 with error feedback: the bits of flat two-phase differ, fewer wire
+# bytes, the same bits at every piece size; a map whose nodes are not
+# consecutive ranks runs flat two-phase (its bits).
+for shape in 2x2:int8 2x4:fp16 4x2:bf16 2x2:fp16s; do
+  nl=${shape%:*} w=${shape#*:}
+  check "hier reduce-scatter $w on ${nl/x/ nodes x } ranks: exact inputs exact, in and out of place, Sum/Avg" \
+    nodes "${nl%x*}" "${nl#*x}" "$w" rs
+done
+for a in hier twophase; do
+  for pb in 0 4096; do
+    nodes 2 2 int8 digest NCCLSHIM_ALGO=$a NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_TWOPHASE_PIECE_BYTES=$pb \
+      TP_DIGEST_RS_ONLY=1 >"$TMPD/rs.$a.$pb" 2>&1 || echo "exit $?" >>"$TMPD/rs.$a.$pb"
+    grep '^digest' "$TMPD/rs.$a.$pb" | sort >"$TMPD/rsd.$a.$pb"
+  done
+done
+wh=$(awk '$1 == "wirebytes" && $2 == 0 {print $3}' "$TMPD/rs.hier.0")
+wf=$(awk '$1 == "wirebytes" && $2 == 0 {print $3}' "$TMPD/rs.twophase.0")
+[ "$(wc -l <"$TMPD/rsd.hier.0")" = 4 ] && cmp -s "$TMPD/rsd.hier.0" "$TMPD/rsd.hier.4096" \
+  && ! cmp -s "$TMPD/rsd.hier.0" "$TMPD/rsd.twophase.0" && [ -n "$wh" ] && [ -n "$wf" ] && [ "$wh" -lt "$wf" ] \
+  && ok "hier reduce-scatter int8 + error feedback, 2x2: not flat two-phase's bits, $wh < $wf wire bytes on rank 0, the same bits in 4 KiB pieces" \
+  || { not_ok "hier reduce-scatter is not hierarchical or differs between piece sizes ($wh, $wf)"; tail -n 3 "$TMPD"/rs.* | sed 's/^/#   /'; }
+for a in hier twophase; do
+  ctx=()
+  for id in a b a b; do
+    [ ${#ctx[@]} -gt 0 ] && ctx+=(:)
+    ctx+=(-np 1 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=$a
+      -x TP_DIGEST_RS_ONLY=1 -x NCCL_HOSTID=$id "$P" digest)
+  done
+  mpirun_checked "${ctx[@]}" 2>&1 | grep '^digest' | sort >"$TMPD/strided.$a"
+done
+[ "$(wc -l <"$TMPD/strided.hier")" = 4 ] && cmp -s "$TMPD/strided.hier" "$TMPD/strided.twophase" \
+  && ok "hier reduce-scatter on nodes of ranks 0,2 and 1,3 (not consecutive): flat two-phase's bits" \
+  || { not_ok "hier reduce-scatter on a strided map differs from flat"; paste "$TMPD/strided.hier" "$TMPD/strided.twophase" | sed 's/^/#   /'; }
