@@ -13,7 +13,8 @@
 # and NCCL_HOSTID (as in NCCL) naming nodes that are not node-contiguous or
 # hold different numbers of ranks; torchrun's multi-node mode (one agent per
 # emulated node) with real PyTorch DDP, without the shim and with hier fp16
-# and int8 + error feedback. About 45 s.
+# and int8 + error feedback, and FSDP2 without it and through the
+# hierarchical reduce-scatter. About 70 s.
 source "$(dirname "$0")/../lib.sh"
 API="$TBIN/test_hostnccl_api"
 FAB=(-x HOSTNCCL_LINK_GBPS=0.5 -x HOSTNCCL_INTRA_GBPS=50)
@@ -74,9 +75,12 @@ check_grep "NCCL_HOSTID a a b: 2 nodes of 1..2 ranks (uneven)" "\(3 ranks, 2 nod
 # ---- torchrun's multi-node mode: one agent per emulated node, each in its own
 # UTS namespace, rendezvous on 127.0.0.1; real PyTorch DDP over the host NCCL
 # (sockets) on 2 nodes x 2 ranks: no shim (the reference), the shim's
-# hierarchical all-reduce in fp16, and in int8 with error feedback.
+# hierarchical all-reduce in fp16, and in int8 with error feedback; FSDP2
+# (reduce-scatters) without the shim and through the hierarchical
+# reduce-scatter in fp16.
 # torch_nodes NAME [VAR=value ...]: one such job (the shim preloaded when a
-# variable is given), its record in $TMPD/NAME.json, rank 0's output in NAME.log.
+# variable is given; TCASE: train.py's case, default "a --steps 4"), its
+# record in $TMPD/NAME.json, rank 0's output in NAME.log.
 torch_nodes() {
   local name=$1 k pre=()
   shift
@@ -87,7 +91,7 @@ torch_nodes() {
       HOSTNCCL_LIB="$HOSTNCCL_DIR/libnccl.so.2" OMP_NUM_THREADS=1 \
       timeout "${TEST_TIMEOUT:-180}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "emunode$k" \
       "$TORCH_VENV/bin/torchrun" --nnodes 2 --node-rank $k --nproc-per-node 2 --master-addr 127.0.0.1 \
-      --master-port $port "$ROOT/tests/torch/train.py" --out "$TMPD/$name.json" --case "a --steps 4" \
+      --master-port $port "$ROOT/tests/torch/train.py" --out "$TMPD/$name.json" --case "${TCASE:-a --steps 4}" \
       >"$TMPD/$name.$k.log" 2>&1 &
   done
   wait
@@ -97,14 +101,23 @@ unset NCCLSHIM_COMPRESS NCCLSHIM_ALGO NCCLSHIM_MIN_BYTES
 torch_nodes tplain
 torch_nodes thier16 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=hier NCCLSHIM_MIN_BYTES=4096
 torch_nodes thier8 NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=hier NCCLSHIM_MIN_BYTES=4096 NCCLSHIM_ERROR_FEEDBACK=1
-for t in tplain thier16 thier8; do
-  check "torchrun on 2 emulated nodes ($t): DDP trains 4 steps on 4 ranks, replicas equal" \
+TCASE="a --steps 4 --fsdp" torch_nodes fplain
+TCASE="a --steps 4 --fsdp" torch_nodes fhier16 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=hier NCCLSHIM_MIN_BYTES=4096
+for t in tplain thier16 thier8 fplain fhier16; do
+  check "torchrun on 2 emulated nodes ($t): trains 4 steps on 4 ranks (DDP; f*: FSDP2), replicas equal" \
     python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["a"]; sys.exit(not (a["replicas_equal"] and a["world"] == 4 and len(a["loss"]) == 4))' "$TMPD/$t.json"
 done
-for t in thier16 thier8; do
+for t in thier16 thier8 fhier16; do
+  ref=tplain; [ $t = fhier16 ] && ref=fplain
   check_grep "$t: the shim finds 2 nodes x 2 ranks and runs hier" "ALGO=hier on communicator .*: 2 nodes x 2 ranks" "$TMPD/$t.log"
   d=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["a"]["loss"]; b=json.load(open(sys.argv[2]))["a"]["loss"]
-print("%.2e" % max(abs(x - y) / abs(y) for x, y in zip(a, b)))' "$TMPD/$t.json" "$TMPD/tplain.json" 2>/dev/null)
+print("%.2e" % max(abs(x - y) / abs(y) for x, y in zip(a, b)))' "$TMPD/$t.json" "$TMPD/$ref.json" 2>/dev/null)
   check "$t: every step's loss within 1 % of the fp32 reference (max relative difference ${d:-none})" \
     python3 -c 'import sys; sys.exit(not (sys.argv[1] != "" and float(sys.argv[1]) <= 0.01))' "${d:-}"
 done
+# FSDP2's reduce-scatters went hierarchical: stage b's encoded input is N
+# fp16 shards of count, a quarter of the logical 4 * count * n bytes at N = 2,
+# n = 4 (flat two-phase: half).
+lw=$(awk '$2 == "compressed" {print $5, $6; exit}' "$TMPD/fhier16.log")
+check "fhier16: FSDP2's reduce-scatters hierarchical (summary logical, wire bytes: ${lw:-none}; wire = logical / 4)" \
+  awk -v l="${lw% *}" -v w="${lw#* }" 'BEGIN { exit !(l > 0 && w * 4 == l) }'
