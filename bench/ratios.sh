@@ -28,7 +28,8 @@
 #   hier      allreduce_perf on 2 emulated nodes x 4 ranks (and 4 x 2), a 0.5 Gb/s
 #             NIC per node (or per rank), 50 Gb/s inside a node, 16 and 64 MiB: no
 #             shim (the host NCCL's fp32 ring), flat two-phase fp16, hier fp16
-#             and int8, each time / t_bound = 2(N-1)/N * S / NIC rate, with the
+#             and int8, and auto fp16 (the default: hier on these nodes), each
+#             time / t_bound = 2(N-1)/N * S / NIC rate, with the
 #             bytes through the busiest NIC per call (modelled from the algorithm;
 #             goals: hier fp16 <= 0.55, int8 <= 0.30)
 #   hier-errors  max |error| / sum |x| of random inputs (as errors) with hier on
@@ -217,7 +218,7 @@ hier() {
     n=${shape%%x*} l=${shape#*x} l=${l%%:*} per=${shape#*:}
     rm -f "$TMP"/h-*.out
     for ((r = 0; r < ROUNDS; r++)); do
-      for v in plain:0:off:none flat:1:fp16:twophase hier16:1:fp16:hier hier8:1:int8:hier; do
+      for v in plain:0:off:none flat:1:fp16:twophase hier16:1:fp16:hier hier8:1:int8:hier auto16:1:fp16:auto; do
         IFS=: read -r name pre fmt algo <<<"$v"
         local px=()
         [ "$pre" = 1 ] && px=(LD_PRELOAD="$SHIM" NCCLSHIM_COMPRESS=$fmt NCCLSHIM_ALGO=$algo)
@@ -227,15 +228,16 @@ hier() {
       done
     done
     echo "# $n nodes x $l ranks, NIC per $per at 0.5 Gb/s, 50 Gb/s inside: out-of-place time / t_bound (t_bound = 2(N-1)/N*S/NIC), median of $ROUNDS alternated runs; MiB through the busiest NIC per call (modelled)"
-    printf '%10s %18s %18s %18s %18s\n' size "no shim (ring)" "flat fp16" "hier fp16" "hier int8"
+    printf '%10s %18s %18s %18s %18s %10s\n' size "no shim (ring)" "flat fp16" "hier fp16" "hier int8" "auto fp16"
     join <(ap_times h-plain) <(ap_times h-flat) | join - <(ap_times h-hier16) | join - <(ap_times h-hier8) |
+      join - <(ap_times h-auto16) |
       awk -v N="$n" -v L="$l" -v per="$per" '{
         S = $1; k = per == "node" ? 1 : L; n = N * L;   # k: NICs per node, of 0.5 Gb/s each
         tb = 2 * (N - 1) / N * S * 8 / (0.5e9 * k) * 1e6; # through the node NICs together, in us
         ring = 2 * (n - 1) / n * S;  # rank-order ring: one rank per node crosses, 2(n-1) steps of S/n
         flat = 2 * L * (N - 1) / N * S * 0.5 / k; h16 = 2 * (N - 1) / N * S * 0.5 / k; h8 = 2 * (N - 1) / N * S * (0.25 + 0.5 / 256) / k
-        printf "%10d %9.3f %6.1fMiB %9.3f %6.1fMiB %9.3f %6.1fMiB %9.3f %6.1fMiB\n", S, $2 / tb, ring / 1048576, $3 / tb, flat / 1048576,
-               $4 / tb, h16 / 1048576, $5 / tb, h8 / 1048576 }'
+        printf "%10d %9.3f %6.1fMiB %9.3f %6.1fMiB %9.3f %6.1fMiB %9.3f %6.1fMiB %10.3f\n", S, $2 / tb, ring / 1048576, $3 / tb,
+               flat / 1048576, $4 / tb, h16 / 1048576, $5 / tb, h8 / 1048576, $6 / tb }'
   done
 }
 
