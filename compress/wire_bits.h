@@ -281,26 +281,33 @@ NSC_HD uint32_t nsc_sr_neighbour(uint32_t code, uint32_t sign, uint32_t mag, int
   return (code & sign) | (up ? mag + 1u : mag - 1u);
 }
 
+/* The neighbour of code c (value v, nearest to the scaled value t != v) that
+ * stochastic rounding may take, into *o; 0 when there is none (it would pass
+ * the block's limit lim). sign: the code's sign bit. */
+NSC_HD int nsc_sr_other(float t, float v, uint32_t c, uint32_t sign, uint32_t lim, uint32_t *o) {
+  int up = (t < 0.0f ? -t : t) > (v < 0.0f ? -v : v);
+  uint32_t mag = c & (sign - 1u);
+  if (up && mag >= lim) return 0;
+  *o = nsc_sr_neighbour(c, sign, mag, up, t < 0.0f);
+  return 1;
+}
+
 NSC_HD uint8_t nsc_fp8_code_x(float y, int k, uint32_t lim, int sr, uint32_t u24) {
   uint8_t c = nsc_fp8_code(y, k, lim);
   if (!sr || (c & 0x7eu) == 0x7eu) return c;
   float t = nsc_ldexp2(y, -k), v = nsc_e4m3_value(c);
-  if (t == v) return c;
-  int up = (t < 0.0f ? -t : t) > (v < 0.0f ? -v : v);
-  if (up && (c & 0x7fu) >= lim) return c;
-  uint8_t o = (uint8_t)nsc_sr_neighbour(c, 0x80u, c & 0x7fu, up, t < 0.0f);
-  return nsc_sr_take(t, v, nsc_e4m3_value(o), u24) ? o : c;
+  uint32_t o;
+  if (t == v || !nsc_sr_other(t, v, c, 0x80u, lim, &o)) return c;
+  return nsc_sr_take(t, v, nsc_e4m3_value((uint8_t)o), u24) ? (uint8_t)o : c;
 }
 
 NSC_HD uint16_t nsc_f16s_code_x(float y, int k, uint32_t lim, int sr, uint32_t u24) {
   uint16_t c = nsc_f16s_code(y, k, lim);
   if (!sr || (c & 0x7c00u) == 0x7c00u) return c;
   float t = nsc_ldexp2(y, -k), v = nsc_f16_bits_value(c);
-  if (t == v) return c;
-  int up = (t < 0.0f ? -t : t) > (v < 0.0f ? -v : v);
-  if (up && (c & 0x7fffu) >= lim) return c;
-  uint16_t o = (uint16_t)nsc_sr_neighbour(c, 0x8000u, c & 0x7fffu, up, t < 0.0f);
-  return nsc_sr_take(t, v, nsc_f16_bits_value(o), u24) ? o : c;
+  uint32_t o;
+  if (t == v || !nsc_sr_other(t, v, c, 0x8000u, lim, &o)) return c;
+  return nsc_sr_take(t, v, nsc_f16_bits_value((uint16_t)o), u24) ? (uint16_t)o : c;
 }
 
 /* ---- the block-scaled formats together: f 2 int8, 3 fp8, 4 fp16s

@@ -127,6 +127,16 @@ void nsc_hier_end(nsc_comm *c, ncclResult_t (*real_fn)(ncclComm_t)) {
   if (c && c->hier_on) end_parts(c, real_fn);
 }
 
+/* The call's log record ends with its result (committed on success). */
+static ncclResult_t rec_end(nsc_comm *c, nsc_rec *rec, ncclResult_t r) {
+  nsc_log_mark(rec, NSC_MARK_COLL);
+  nsc_log_mark(rec, NSC_MARK_END);
+  rec->result = r;
+  if (NSC_OK(r)) nsc_log_commit(&c->log, rec);
+  else nsc_log_discard(rec);
+  return r;
+}
+
 /* A real call's result; on a nonblocking communicator polled (never the
  * stream) until it is enqueued. */
 static ncclResult_t settle(nsc_comm *c, ncclComm_t on, ncclResult_t r) {
@@ -184,12 +194,7 @@ ncclResult_t nsc_hier(nsc_comm *c, const nsc_backend *be, const float *send, flo
     if (!NSC_OK(t)) be->fill_ones((nsc_stream)s, recv + main, 4 * tail);
     if (NSC_OK(r)) r = t;
   }
-  nsc_log_mark(&rec, NSC_MARK_COLL);
-  nsc_log_mark(&rec, NSC_MARK_END);
-  rec.result = r;
-  if (NSC_OK(r)) nsc_log_commit(&c->log, &rec);
-  else nsc_log_discard(&rec);
-  return r;
+  return rec_end(c, &rec, r);
 }
 
 /* The reduce-scatter: rank r's result is the sum of every rank's block r
@@ -259,10 +264,5 @@ ncclResult_t nsc_hier_rs(nsc_comm *c, const nsc_backend *be, const float *send, 
   }
   r = !NSC_OK(a) ? a : !tmp && NSC_OK(b) ? ncclSystemError : b;
   if (!NSC_OK(r)) be->fill_ones((nsc_stream)s, recv, 4 * count);
-  nsc_log_mark(&rec, NSC_MARK_COLL);
-  nsc_log_mark(&rec, NSC_MARK_END);
-  rec.result = r;
-  if (NSC_OK(r)) nsc_log_commit(&c->log, &rec);
-  else nsc_log_discard(&rec);
-  return r;
+  return rec_end(c, &rec, r);
 }
