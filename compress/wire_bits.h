@@ -30,7 +30,7 @@
  * FLT_MAX (1 - n 2^-24) / (1 + e) otherwise, e = 2^-7 (int8), 2^-4 (fp8).
  * Power-of-two scales are exact: values that are small integers times a power
  * of two within the block's range come back exact (what the exactness tests
- * use), and -k, k never leave [-156, 156].
+ * use), and -k, k never leave [-156, 156] (fp16s: [-163, 163]).
  *
  * Arithmetic: fp32 multiplies by powers of two and round-to-nearest-even to an
  * integer (rintf; __fmul_rn and rintf on the GPU): the defaults every
@@ -81,7 +81,7 @@ NSC_HD uint32_t nsc_w8_flushed(int int8, uint32_t a, uint8_t c) {
 
 /* 2^e for e in [-126, 127]. */
 NSC_HD float nsc_pow2(int e) { return NSC_U2F((uint32_t)(e + 127) << 23); }
-/* The two factors x is multiplied by for x * 2^e, |e| <= 156: the first
+/* The two factors x is multiplied by for x * 2^e, |e| <= 163: the first
  * product never rounds where it matters, so the result is x * 2^e rounded
  * once (results below the codes' resolution aside). */
 NSC_HD int nsc_pow2_split(int e) { return e / 2; }

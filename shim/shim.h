@@ -128,9 +128,11 @@ ncclResult_t nsc_twophase_keyed(struct nsc_comm *c, const nsc_backend *be, const
                                 size_t count, ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq, const void *ef_send);
 /* A rank without the input a two-phase call needs still issues every message
  * its peers expect, NaN (0xff) from and into recvbuff (4 * count bytes, the
- * call's receive size): returns ncclSystemError or the failing call's. */
+ * call's receive size), and takes its place in the error-feedback sequence
+ * (ef_send names the bucket, as in nsc_twophase_keyed; its residuals are
+ * dropped): returns ncclSystemError or the failing call's. */
 ncclResult_t nsc_twophase_poisoned(struct nsc_comm *c, const nsc_backend *be, float *recv, size_t count, int rs,
-                                   cudaStream_t s);
+                                   cudaStream_t s, const void *ef_send);
 
 /* Issue the real collective(s) on a wire buffer — one, or one per chunk of ce
  * elements — and queue (or run) its cast-back. A poisoned cast-back (a local

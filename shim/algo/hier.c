@@ -162,7 +162,9 @@ ncclResult_t nsc_hier(nsc_comm *c, const nsc_backend *be, const float *send, flo
   if (shard) {
     nsc_tp_plan pb;
     nsc_tp_plan_init(&pb, cfg, c->hier_xc->nranks, c->hier_xc->rank, shard, 0);
-    ncclResult_t lim = nsc_staging_refused(c->hier_xc, nsc_tp_staging_bytes(&pb, 0), "an all-reduce");
+    /* checked on the caller's communicator (its message names it): outside
+     * any group, as stage b runs, the need alone decides on both */
+    ncclResult_t lim = nsc_staging_refused(c, nsc_tp_staging_bytes(&pb, 0), "an all-reduce");
     if (lim != ncclSuccess) return lim;
   }
   nsc_rec rec;
@@ -226,8 +228,8 @@ ncclResult_t nsc_hier_rs(nsc_comm *c, const nsc_backend *be, const float *send, 
   ncclRedOp_t inner = op == ncclAvg ? ncclAvg : ncclSum;
   nsc_tp_plan pb;
   nsc_tp_plan_init(&pb, cfg, N, xc->rank, count, 1);
-  ncclResult_t r = nsc_staging_refused(c, tbytes, "a reduce-scatter");
-  if (r == ncclSuccess) r = nsc_staging_refused(xc, nsc_tp_staging_bytes(&pb, 1), "a reduce-scatter");
+  /* the limit bounds the call: the fp32 buffer and stage b's staging together */
+  ncclResult_t r = nsc_staging_refused(c, tbytes + nsc_staging_round(nsc_tp_staging_bytes(&pb, 1)), "a reduce-scatter");
   if (r != ncclSuccess) return r; /* nothing issued anywhere */
   void *tmp = NULL;
   r = nsc_get_staging(c, be, s, tbytes, "a reduce-scatter", &tmp);
@@ -238,8 +240,10 @@ ncclResult_t nsc_hier_rs(nsc_comm *c, const nsc_backend *be, const float *send, 
   rec.wire_bytes = 0; /* stage b's encoded input, as flat two-phase counts its own (N chunks, not n) */
   for (int j = 0; j < N; j++) rec.wire_bytes += nsc_tp_chunk_bytes(&pb, j);
   rec.seq = seq;
-  nsc_count_call(NSC_ACT_COMPRESS, 4 * count * (size_t)c->nranks, rec.wire_bytes, 0);
-  NSC_COUNT(twophase, 1);
+  if (tmp) { /* as flat two-phase: counted once it has its staging */
+    nsc_count_call(NSC_ACT_COMPRESS, 4 * count * (size_t)c->nranks, rec.wire_bytes, 0);
+    NSC_COUNT(twophase, 1);
+  }
   nsc_log_mark(&rec, NSC_MARK_CAST_IN);
   ncclResult_t a = ncclSuccess;
   for (int q = 0; q < N; q++) {
@@ -260,7 +264,7 @@ ncclResult_t nsc_hier_rs(nsc_comm *c, const nsc_backend *be, const float *send, 
     nsc_staging_done(&c->staging, (nsc_stream)s);
     pthread_mutex_unlock(&c->lock);
   } else {
-    b = nsc_twophase_poisoned(xc, be, recv, count, 1, s);
+    b = nsc_twophase_poisoned(xc, be, recv, count, 1, s, send);
   }
   r = !NSC_OK(a) ? a : !tmp && NSC_OK(b) ? ncclSystemError : b;
   if (!NSC_OK(r)) be->fill_ones((nsc_stream)s, recv, 4 * count);

@@ -185,9 +185,11 @@ static void point_drop(lanes *l, point *pt) {
 }
 
 ncclResult_t nsc_twophase_poisoned(nsc_comm *c, const nsc_backend *be, float *recv, size_t count, int rs,
-                                   cudaStream_t s) {
+                                   cudaStream_t s, const void *ef_send) {
   nsc_tp_plan p;
   nsc_tp_plan_init(&p, &nsc_g.cfg, c->nranks, c->rank, count, rs);
+  nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, &p, ef_send, recv, count, rs); /* its place in the sequence */
+  if (ef) ef->have = 0;
   return poisoned(c, be, &p, recv, 4 * count, rs, s);
 }
 

@@ -474,8 +474,10 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
     if (st.underflow && w8)
       fprintf(f, "%s# advice: %s blocks share one scale, set by their largest value: values about 2^%d and more below it "
               "are flushed to zero; NCCLSHIM_ERROR_FEEDBACK=1 carries what they lose into the next call, a smaller "
-              "NCCLSHIM_BLOCK_ELEMS gives outliers fewer neighbours, NCCLSHIM_COMPRESS=bf16 keeps fp32's range\n",
-              pre, st.wire, !strcmp(st.wire, "int8") ? 8 : !strcmp(st.wire, "fp8") ? 17 : 39);
+              "NCCLSHIM_BLOCK_ELEMS gives outliers fewer neighbours%s\n",
+              pre, st.wire, !strcmp(st.wire, "int8") ? 8 : !strcmp(st.wire, "fp8") ? 17 : 39,
+              !strcmp(st.wire, "fp16s") ? "" : ", and at 2 bytes per value NCCLSHIM_COMPRESS=fp16s keeps 11 bits over 39 "
+              "binades under each block's largest value, bf16 8 bits over fp32's range");
     if (st.overflow && f16)
       fprintf(f, "%s# advice: fp16 overflows beyond 65504 (an Inf: AMP's GradScaler skips that step on every rank, "
               "without it the weights get Inf): NCCLSHIM_COMPRESS=bf16 keeps fp32's range, or NCCLSHIM_PRESCALE=F "

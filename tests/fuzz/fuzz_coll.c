@@ -666,14 +666,16 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
     p->npass = T;
   }
   if (want8 && p->compress && !ddp) p->compress = want8;
-  if (seed >= EF_SEEDS) draw_ef_classes(p, seed, ddp);
-  if (seed >= NODE_SEEDS) draw_nodes(p, seed);
+  /* fp16s before the classes of issue 26, whose extreme inputs are drawn for
+   * the format (fp32's range for it) */
   if (seed >= F16S_SEEDS && p->compress && !ddp) { /* a generator of its own, as draw_nodes */
     uint64_t saved = rng;
     rng = mix64(seed ^ 0xf16df16dull);
     if (chance(0.3)) p->compress = 5;
     rng = saved;
   }
+  if (seed >= EF_SEEDS) draw_ef_classes(p, seed, ddp);
+  if (seed >= NODE_SEEDS) draw_nodes(p, seed);
   /* An accumulation agreement's read-back failing on one rank is a known
    * limit (docs/collectives.md: that rank syncs while its peers may skip): not drawn. */
   if (p->fault == F_OOB_END_ONE && p->K > 1) p->fault = F_NONE;
@@ -1183,11 +1185,11 @@ static size_t out_of_bound(const call_t *c, const float *got, size_t *first, dou
    * each input is rounded once and the result once, each by at most q times
    * its block's largest magnitude (int8: half a step of at most 2M/127;
    * fp8 e4m3: 2^-4 relative, and below the block's normal range less), so
-   * |got - exact| <= q (sum_r M_r + M_s) (fp16s likewise, q = 2^-11 + 2^-39), M the largest magnitude of the
+   * |got - exact| <= q (sum_r M_r + M_s) (fp16s likewise, q = 2^-10 + 2^-39), M the largest magnitude of the
    * call's input of rank r and of the exact result (bounds of the blocks'). */
   int w8 = P.compress >= 3;
-  /* fp16s: 2^-11 relative, amax 2^-39 below fp16's normals */
-  double q = P.compress == 3 ? 1.0 / 127 : P.compress == 4 ? 0x1p-4 : 0x1p-11 + 0x1p-39, Msum = 0, Ms = 0;
+  /* fp16s: 2^-11 relative, amax 2^-39 below fp16's normals; 2^-10 in a top block */
+  double q = P.compress == 3 ? 1.0 / 127 : P.compress == 4 ? 0x1p-4 : 0x1p-10 + 0x1p-39, Msum = 0, Ms = 0;
   size_t lo = c->kind == K_RS ? (size_t)rin * c->count : 0;
   for (int q_ = 0; w8 && q_ < W; q_++) {
     if (P.comm[c->comm].colors != 1 && q_ % 2 != me % 2) continue;
@@ -1333,8 +1335,10 @@ static int check_call(pend_t *e, int tag) {
     /* hier (asked for, or auto's choice on several nodes): NaN only in the
      * elements the failed rank's stage between nodes carried
      * (docs/collectives.md); every other element as without a fault. No NaN
-     * at all: hier was not adopted (uneven nodes, one node), judged below as
-     * any other failure (seed 43022). */
+     * at all: hier was not adopted (uneven nodes, one node, a split that
+     * failed for want of host memory) or the call did not take it: judged
+     * below as any other failure (seed 43022). That a failed stage does
+     * leave NaN is 47-hier's to check, where the fault is placed. */
     memcpy(patched, e->recv, e->rbytes);
     for (size_t i = 0; i < c->count; i++)
       if (isnan(((float *)patched)[i])) memcpy(patched + 4 * i, ref + 4 * i, 4);
