@@ -77,6 +77,7 @@ all:
 include compress/module.mk
 include shim/module.mk
 include tests/hostnccl/module.mk
+include tests/simt/module.mk
 include tests/cudadrv/module.mk
 include $(sort $(wildcard bench/*.mk))
 include $(sort $(wildcard tests/*.mk))

@@ -121,7 +121,9 @@ int nsc_nvrtc_image(int major, int minor, void **image, char *desc, size_t dlen,
   }
   char opt_arch[40];
   snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s_%d", sass ? "sm" : "compute", arch);
-  const char *opts[] = {opt_arch, "-std=c++17"};
+  /* --fmad=false as the fatbin (compress/module.mk): no a*b+c contracted into
+   * an FMA, so results stay those of the host reference and of tests/simt. */
+  const char *opts[] = {opt_arch, "-std=c++17", "--fmad=false"};
   pthread_mutex_lock(&nv_lock);
   void *prog = NULL;
   int rc = nv.CreateProgram(&prog, nsc_kernels_src, "ncclshim_kernels.cu", 0, NULL, NULL);

@@ -27,14 +27,22 @@ typedef unsigned long long u64;
 __device__ __forceinline__ uint16_t d_to_f16(float y) {
   uint32_t u = __float_as_uint(y), a = u & 0x7fffffffu;
   unsigned short h;
+#if defined(__CUDA_ARCH__)
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(y));
+#else
+  h = simt_cvt_rn_f16_f32(y); /* tests/simt: the instruction as the PTX ISA defines it */
+#endif
   uint16_t nan = (uint16_t)(((u >> 16) & 0x8000u) | 0x7e00u | ((a >> 13) & 0x3ffu));
   return a > NSC_F32_INF ? nan : (uint16_t)h;
 }
 
 __device__ __forceinline__ float d_from_f16(uint16_t h) {
   float f;
+#if defined(__CUDA_ARCH__)
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+#else
+  f = simt_cvt_f32_f16(h);
+#endif
   uint32_t nan = (((uint32_t)h & 0x8000u) << 16) | 0x7fc00000u | (((uint32_t)h & 0x3ffu) << 13);
   return ((uint32_t)h & 0x7fffu) > 0x7c00u ? __uint_as_float(nan) : f;
 }
@@ -115,6 +123,21 @@ template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
 
+// Vector loads and stores: on the host build (tests/simt) each checks its
+// alignment and faults when it is wrong, as the GPU does.
+template <typename V> __device__ __forceinline__ V ld_vec(const V *p, size_t i) {
+#if !defined(__CUDA_ARCH__)
+  simt_vec_access(p + i, sizeof(V));
+#endif
+  return p[i];
+}
+template <typename V> __device__ __forceinline__ void st_vec(V *p, size_t i, const V &v) {
+#if !defined(__CUDA_ARCH__)
+  simt_vec_access(p + i, sizeof(V));
+#endif
+  p[i] = v;
+}
+
 // dst[i] = op(src[i]) for i < n (n <= NSC_K_TILE), by the whole block.
 template <typename In, typename Out, int V, typename Op>
 __device__ __forceinline__ void map_tile(const In *src, Out *dst, size_t n, Op &op) {
@@ -127,13 +150,13 @@ __device__ __forceinline__ void map_tile(const In *src, Out *dst, size_t n, Op &
     constexpr int PER = NSC_K_TILE / (V * NSC_K_BLOCK);
     VI in[PER];
 #pragma unroll
-    for (int k = 0; k < PER; k++) in[k] = reinterpret_cast<const VI *>(src)[t + k * NSC_K_BLOCK];
+    for (int k = 0; k < PER; k++) in[k] = ld_vec(reinterpret_cast<const VI *>(src), t + k * NSC_K_BLOCK);
 #pragma unroll
     for (int k = 0; k < PER; k++) {
       VO out;
 #pragma unroll
       for (int j = 0; j < V; j++) out.v[j] = op(in[k].v[j]);
-      reinterpret_cast<VO *>(dst)[t + k * NSC_K_BLOCK] = out;
+      st_vec(reinterpret_cast<VO *>(dst), t + k * NSC_K_BLOCK, out);
     }
     return;
   }
@@ -141,11 +164,11 @@ __device__ __forceinline__ void map_tile(const In *src, Out *dst, size_t n, Op &
   if (aligned) {
     size_t nv = n / V;
     for (size_t i = t; i < nv; i += NSC_K_BLOCK) {
-      VI in = reinterpret_cast<const VI *>(src)[i];
+      VI in = ld_vec(reinterpret_cast<const VI *>(src), i);
       VO out;
 #pragma unroll
       for (int j = 0; j < V; j++) out.v[j] = op(in.v[j]);
-      reinterpret_cast<VO *>(dst)[i] = out;
+      st_vec(reinterpret_cast<VO *>(dst), i, out);
     }
     first = nv * V;
   }

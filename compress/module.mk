@@ -22,7 +22,7 @@ KERNELS_FATBIN := $(B)/obj/compress/kernels.fatbin
 NVCC_GENCODE := -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
   -gencode arch=compute_86,code=sm_86 -gencode arch=compute_89,code=sm_89 \
   -gencode arch=compute_90,code=[sm_90,compute_90]
-NVCC_FLAGS := -O3 -std=c++17 -Icompress -Xptxas=-Werror -Werror all-warnings
+NVCC_FLAGS := -O3 -std=c++17 --fmad=false -Icompress -Xptxas=-Werror -Werror all-warnings
 
 # kernels.mode records how the fatbin was made (nvcc and flags, or none), so
 # a build that finds nvcc after one that did not (or the reverse) remakes it.

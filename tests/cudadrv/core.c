@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cudadrv.h"
+#include "simt_kernels.h"
 
 #define CTX_MAGIC 0x43545831
 cudadrv_stats cd_stats;
@@ -49,12 +50,23 @@ void cd_count_illegal(const char *fmt, ...) {
   cd_note("illegal access: %s", buf);
 }
 
+static simt_counts simt_base; /* at the last reset */
+
 CD_EXPORT int cudadrv_get_stats(cudadrv_stats *out) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   *out = cd_stats;
+  simt_counts c;
+  simt_get_counts(&c);
+  out->kernel_blocks = c.blocks - simt_base.blocks;
+  out->kernel_barriers = c.barriers - simt_base.barriers;
+  out->kernel_shuffles = c.shuffles - simt_base.shuffles;
+  out->kernel_vec_accesses = c.vec_accesses - simt_base.vec_accesses;
   return 0;
 }
-CD_EXPORT void cudadrv_reset_stats(void) { memset(&cd_stats, 0, sizeof cd_stats); }
+CD_EXPORT void cudadrv_reset_stats(void) {
+  memset(&cd_stats, 0, sizeof cd_stats);
+  simt_get_counts(&simt_base);
+}
 
 CD_EXPORT void cudadrv_region(int enter) { region_depth += enter ? 1 : (region_depth > 0 ? -1 : 0); }
 

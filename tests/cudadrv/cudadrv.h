@@ -57,7 +57,7 @@ typedef struct cd_op {
   struct cd_op *next;
   const char *api;                /* for messages */
   union {
-    struct { const struct CUfunc_st *fn; unsigned char *params; } k;
+    struct { const struct CUfunc_st *fn; unsigned char *params; unsigned grid, block; } k;
     struct { CUdeviceptr dst, src; size_t bytes; void *staged; } copy;
     struct { CUdeviceptr dst; unsigned value; unsigned width; size_t n; } set;
     struct { struct CUevent_st *ev; uint64_t gen; } rec;
@@ -158,12 +158,13 @@ CUresult cd_alloc_device(int dev, CUcontext ctx, size_t bytes, struct CUmemPoolH
 typedef struct cd_kernel cd_kernel;
 struct CUfunc_st {
   int magic;
-  const cd_kernel *k;
+  const cd_kernel *k;             /* the double's contract for it */
+  const struct simt_kernel_ *sk;  /* the kernel compiled for the CPU (tests/simt) */
   struct CUmod_st *mod;
 };
 size_t cd_kernel_params_size(const struct CUfunc_st *f);
 /* Copies the launch's parameters (the kernel's own signature) into buf. */
 void cd_kernel_pack(const struct CUfunc_st *f, void **params, unsigned char *buf);
-void cd_kernel_run(const struct CUfunc_st *f, const unsigned char *params);
+void cd_kernel_run(const struct CUfunc_st *f, const unsigned char *params, unsigned grid, unsigned block);
 
 #endif

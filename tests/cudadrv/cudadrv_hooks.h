@@ -29,6 +29,11 @@ typedef struct {
   uint64_t graph_allocs;       /* cuMemAllocAsync on a capturing stream (information) */
   uint64_t launches;           /* kernels run (information) */
   uint64_t host_ops;           /* cudadrv_enqueue work run (information) */
+  /* The kernels run as compress/kernels.cu compiled for the CPU (tests/simt),
+   * information: thread blocks run, __syncthreads and shuffles executed (per
+   * thread), aligned vector loads and stores. A kernel fault (misaligned
+   * vector access, barrier deadlock) counts in illegal_accesses. */
+  uint64_t kernel_blocks, kernel_barriers, kernel_shuffles, kernel_vec_accesses;
 } cudadrv_stats;
 
 /* Copies the counters; returns 0. */

@@ -5,25 +5,29 @@
  * output), copied as the driver does (the shim frees NVRTC's image at once).
  * CUDADRV_NO_FATBIN=1 rejects fatbins with CUDA_ERROR_NO_BINARY_FOR_GPU (a
  * device or driver the fatbin has no code for), so the NVRTC path can be
- * tested. cuModuleGetFunction finds a kernel
- * only if its name is in that image and the double has a host implementation
- * of it (the kernels of compress/kernels.cu). cuLaunchKernel copies the
- * launch's parameters at call time with the sizes of the kernel's own
- * signature (compress/cu_abi.h), as the driver does, and the stream's worker
- * runs the host implementation on them: the scalar reference casts of
- * compress/cast_scalar.c, so results are bit-identical to the host. A
- * kernel's pointers go through cd_view: any access outside a live allocation
- * is an illegal access (counted, reported), as is a launch with a block size
- * other than the kernels' NSC_K_BLOCK, and overlapping cast operands.
+ * tested. cuModuleGetFunction finds a kernel only if its name is in that
+ * image and compress/kernels.cu has it: kernels run as that very source
+ * compiled for the CPU (tests/simt: a fiber per thread, barriers, lockstep
+ * shuffles, faulting misaligned accesses), not as host references.
+ * cuLaunchKernel copies the launch's parameters at call time with the layout
+ * of the compiled kernel's own signature, as the driver does; the double's
+ * contract per kernel (the parameter sizes it expects, which must agree)
+ * says what each operand's extent is. The stream's worker checks those
+ * extents — any access outside a live allocation is an illegal access
+ * (counted, reported), as are overlapping cast operands and a block size
+ * other than the kernels' NSC_K_BLOCK — maps device pointers to host views,
+ * and runs the kernel on the launch's grid. A kernel fault is an illegal
+ * access too.
  *
- * Must not: run a kernel at launch time, or accept an image that is not a
- * fatbin. */
+ * Must not: run a kernel at launch time, run a host reference in place of a
+ * kernel, or accept an image that is not a fatbin, cubin or PTX. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cast_impl.h"
 #include "cu_abi.h"
 #include "cudadrv.h"
+#include "simt_kernels.h"
 #include "wire.h"
 
 #define MOD_MAGIC 0x4d4f4455
@@ -31,14 +35,23 @@
 #define FATBIN_MAGIC 0xBA55ED50u
 #define MAXP 7
 
-typedef void (*krun)(const cd_kernel *k, const unsigned char *const *p);
+/* One launch as the stream's worker runs it. */
+typedef struct {
+  const struct CUfunc_st *fn;
+  unsigned grid, block;
+} cd_launch;
 
+typedef void (*krun)(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l);
+
+/* The double's contract for a kernel: the parameter sizes it expects (the
+ * compiled kernel's own layout must agree, or the kernel is not found) and
+ * what each operand's extent is, checked before the kernel runs. */
 struct cd_kernel {
   const char *name;
   int np;
   size_t sz[MAXP];
   krun run;
-  int wire;  /* nsc_wire_t or scale kind */
+  int wire;  /* nsc_wire_t, nsc_fmt_t or scale kind */
   int large; /* segment table size */
 };
 
@@ -66,86 +79,104 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb) {
   return (const char *)a < (const char *)b + nb && (const char *)b < (const char *)a + na;
 }
 
-static void add_counts(uint64_t cnt_ptr, const nsc_cast_counts *c, const char *k) {
-  if (!cnt_ptr) return;
-  uint64_t *h = cd_view((CUdeviceptr)cnt_ptr, 16, k, 0);
-  if (!h) return;
-  if (c->overflow) __atomic_add_fetch(&h[0], c->overflow, __ATOMIC_RELAXED);
-  if (c->underflow) __atomic_add_fetch(&h[1], c->underflow, __ATOMIC_RELAXED);
+/* Runs the real kernel (compiled for the CPU) on host views: args[i] points
+ * at parameter i with device pointers already replaced by their views. */
+static void run_real(const cd_launch *l, void **args) {
+  const char *why = simt_launch(l->fn->sk, l->grid, l->block, (void *const *)args);
+  if (why) cd_count_illegal("%s: %s", l->fn->k->name, why);
 }
 
-static void k_to(const cd_kernel *k, const unsigned char *const *p) {
+/* The counters operand (2 x u64) as a host pointer; 0 stays NULL. Returns -1
+ * on a bad pointer (counted). */
+static int counters_view(uint64_t dp, const char *k, uint64_t **out) {
+  *out = dp ? cd_view((CUdeviceptr)dp, 16, k, 0) : NULL;
+  return dp && !*out ? -1 : 0;
+}
+
+static void k_to(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l) {
   uint64_t n = u64_at(p[2]);
   const float *src = cd_view((CUdeviceptr)u64_at(p[0]), n * 4, k->name, 0);
   uint16_t *dst = cd_view((CUdeviceptr)u64_at(p[1]), n * 2, k->name, 0);
-  if (!src || !dst) return;
+  float scale = f32_at(p[3]);
+  uint64_t *cnt;
+  if (!src || !dst || counters_view(u64_at(p[4]), k->name, &cnt)) return;
   if (overlap(src, n * 4, dst, n * 2)) {
     cd_count_illegal("%s: source and destination overlap", k->name);
     return;
   }
-  nsc_cast_counts c = {0, 0};
-  nsc_cast_impl_scalar.to_wire[k->wire](src, dst, n, f32_at(p[3]), &c, 0);
-  add_counts(u64_at(p[4]), &c, k->name);
+  run_real(l, (void *[]){&src, &dst, &n, &scale, &cnt});
 }
 
-static void k_from(const cd_kernel *k, const unsigned char *const *p) {
+static void k_from(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l) {
   uint64_t n = u64_at(p[2]);
   const uint16_t *src = cd_view((CUdeviceptr)u64_at(p[0]), n * 2, k->name, 0);
   float *dst = cd_view((CUdeviceptr)u64_at(p[1]), n * 4, k->name, 0);
+  float scale = f32_at(p[3]);
   if (!src || !dst) return;
   if (overlap(src, n * 2, dst, n * 4)) {
     cd_count_illegal("%s: source and destination overlap", k->name);
     return;
   }
-  nsc_cast_impl_scalar.from_wire[k->wire](src, dst, n, f32_at(p[3]), 0);
+  run_real(l, (void *[]){&src, &dst, &n, &scale});
 }
 
 static uint64_t tiles(uint64_t n) { return (n + NSC_K_TILE - 1) / NSC_K_TILE; }
 
-/* Both segment kernels; the table is the small or large layout (same header). */
-static void k_seg(const cd_kernel *k, const unsigned char *const *p, int to) {
-  const unsigned char *t = p[0];
-  uint32_t nseg;
-  uint64_t ntiles;
-  memcpy(&nseg, t, 4);
-  memcpy(&ntiles, t + 8, 8);
-  const nsc_kseg *s = (const nsc_kseg *)(t + offsetof(nsc_ksegtab_large, s));
-  uint32_t cap = k->large ? NSC_KSEG_LARGE : NSC_KSEG_SMALL;
+/* Both segment kernels; the table is the small or large layout (same
+ * header). The kernel gets a copy whose segment pointers are host views. */
+static void k_seg(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l, int to) {
+  size_t tsize = k->large ? sizeof(nsc_ksegtab_large) : sizeof(nsc_ksegtab_small);
+  nsc_ksegtab_large *tab = malloc(sizeof *tab); /* room for either layout */
+  if (!tab) return;
+  memcpy(tab, p[0], tsize);
+  uint32_t cap = k->large ? NSC_KSEG_LARGE : NSC_KSEG_SMALL, nseg = tab->nseg;
+  uint64_t tsum = 0, wend = 0;
   if (nseg > cap) {
     cd_count_illegal("%s: %u segments in a table of %u", k->name, nseg, cap);
-    return;
+    goto out;
   }
-  uint64_t tsum = 0;
   for (uint32_t i = 0; i < nseg; i++) {
-    if (s[i].tile0 != tsum) {
+    if (tab->s[i].tile0 != tsum) {
       cd_count_illegal("%s: segment %u has tile0 %llu, the prefix sum is %llu", k->name, i,
-                       (unsigned long long)s[i].tile0, (unsigned long long)tsum);
-      return;
+                       (unsigned long long)tab->s[i].tile0, (unsigned long long)tsum);
+      goto out;
     }
-    tsum += tiles(s[i].count);
+    tsum += tiles(tab->s[i].count);
+    if (tab->s[i].off + tab->s[i].count > wend) wend = tab->s[i].off + tab->s[i].count;
   }
-  if (tsum != ntiles) {
-    cd_count_illegal("%s: table says %llu tiles, segments have %llu", k->name, (unsigned long long)ntiles,
+  if (tsum != tab->ntiles) {
+    cd_count_illegal("%s: table says %llu tiles, segments have %llu", k->name, (unsigned long long)tab->ntiles,
                      (unsigned long long)tsum);
-    return;
+    goto out;
   }
-  uint64_t wire = u64_at(p[1]);
-  float scale = f32_at(p[2]);
-  nsc_cast_counts c = {0, 0};
+  uint64_t wire_dp = u64_at(p[1]);
+  uint16_t *wire = wend ? cd_view((CUdeviceptr)wire_dp, wend * 2, k->name, 0) : (uint16_t *)(uintptr_t)wire_dp;
+  if (wend && !wire) goto out;
   for (uint32_t i = 0; i < nseg; i++) {
-    if (!s[i].count) continue;
-    uint16_t *w = cd_view((CUdeviceptr)(wire + s[i].off * 2), s[i].count * 2, k->name, 0);
-    float *f = cd_view((CUdeviceptr)(to ? s[i].src : s[i].dst), s[i].count * 4, k->name, 0);
-    if (!w || !f) return;
-    if (to) nsc_cast_impl_scalar.to_wire[k->wire](f, w, s[i].count, scale, &c, 0);
-    else nsc_cast_impl_scalar.from_wire[k->wire](w, f, s[i].count, scale, 0);
+    if (!tab->s[i].count) continue;
+    uint64_t *side = to ? &tab->s[i].src : &tab->s[i].dst;
+    float *f = cd_view((CUdeviceptr)*side, tab->s[i].count * 4, k->name, 0);
+    if (!f) goto out;
+    if (overlap(f, tab->s[i].count * 4, wire + tab->s[i].off, tab->s[i].count * 2)) {
+      cd_count_illegal("%s: segment %u overlaps the wire buffer", k->name, i);
+      goto out;
+    }
+    *side = (uint64_t)(uintptr_t)f;
   }
-  if (to) add_counts(u64_at(p[3]), &c, k->name);
+  float scale = f32_at(p[2]);
+  if (to) {
+    uint64_t *cnt;
+    if (!counters_view(u64_at(p[3]), k->name, &cnt)) run_real(l, (void *[]){tab, &wire, &scale, &cnt});
+  } else {
+    run_real(l, (void *[]){tab, &wire, &scale});
+  }
+out:
+  free(tab);
 }
-static void k_seg_to(const cd_kernel *k, const unsigned char *const *p) { k_seg(k, p, 1); }
-static void k_seg_from(const cd_kernel *k, const unsigned char *const *p) { k_seg(k, p, 0); }
+static void k_seg_to(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l) { k_seg(k, p, l, 1); }
+static void k_seg_from(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l) { k_seg(k, p, l, 0); }
 
-static void k_scale(const cd_kernel *k, const unsigned char *const *p) {
+static void k_scale(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l) {
   uint64_t n = u64_at(p[2]);
   size_t es = k->wire == 'd' ? 8 : k->wire == 'f' ? 4 : 2;
   const void *src = cd_view((CUdeviceptr)u64_at(p[0]), n * es, k->name, 0);
@@ -155,55 +186,34 @@ static void k_scale(const cd_kernel *k, const unsigned char *const *p) {
     cd_count_illegal("%s: source and destination overlap (not in place)", k->name);
     return;
   }
-  if (k->wire == 'd') {
-    double f;
-    memcpy(&f, p[3], 8);
-    const double *s = src;
-    double *d = dst;
-    for (uint64_t i = 0; i < n; i++) d[i] = s[i] * f;
-  } else if (k->wire == 'f') {
-    float f = f32_at(p[3]);
-    const float *s = src;
-    float *d = dst;
-    for (uint64_t i = 0; i < n; i++) d[i] = s[i] * f;
-  } else {
-    float f = f32_at(p[3]);
-    const uint16_t *s = src;
-    uint16_t *d = dst;
-    int bf = k->wire == 'b';
-    for (uint64_t i = 0; i < n; i++) {
-      float x = (bf ? nsc_bf16_to_f32_ref(s[i]) : nsc_f16_to_f32_ref(s[i])) * f;
-      d[i] = bf ? nsc_f32_to_bf16_ref(x) : nsc_f32_to_f16_ref(x);
-    }
-  }
+  run_real(l, (void *[]){&src, &dst, &n, (void *)p[3]});
 }
 
-/* Two-phase wire formats (compress/wire.h): each kernel's host
- * implementation is the scalar reference with the same arguments. wire =
- * nsc_fmt_t. */
+/* Two-phase wire formats (compress/wire.h); wire = nsc_fmt_t. */
 static int tp_block_ok(const cd_kernel *k, uint64_t block) {
   if (block == 0) cd_count_illegal("%s: block size 0", k->name);
   return block != 0;
 }
-static void k_tp_enc(const cd_kernel *k, const unsigned char *const *p) {
+static void k_tp_enc(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l) {
   uint64_t n = u64_at(p[2]), block = u64_at(p[3]);
   if (!tp_block_ok(k, block)) return;
   const float *src = cd_view((CUdeviceptr)u64_at(p[0]), n * 4, k->name, 0);
   void *dst = cd_view((CUdeviceptr)u64_at(p[1]), nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block), k->name, 0);
-  if (!src || !dst) return;
-  nsc_cast_counts c = {0, 0};
-  nsc_fmt_encode_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[4]), &c);
-  add_counts(u64_at(p[5]), &c, k->name);
+  float scale = f32_at(p[4]);
+  uint64_t *cnt;
+  if (!src || !dst || counters_view(u64_at(p[5]), k->name, &cnt)) return;
+  run_real(l, (void *[]){&src, &dst, &n, &block, &scale, &cnt});
 }
-static void k_tp_dec(const cd_kernel *k, const unsigned char *const *p) {
+static void k_tp_dec(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l) {
   uint64_t n = u64_at(p[2]), block = u64_at(p[3]);
   if (!tp_block_ok(k, block)) return;
   const void *src = cd_view((CUdeviceptr)u64_at(p[0]), nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block), k->name, 0);
   float *dst = cd_view((CUdeviceptr)u64_at(p[1]), n * 4, k->name, 0);
+  float scale = f32_at(p[4]);
   if (!src || !dst) return;
-  nsc_fmt_decode_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[4]));
+  run_real(l, (void *[]){&src, &dst, &n, &block, &scale});
 }
-static void k_tp_sum(const cd_kernel *k, const unsigned char *const *p) {
+static void k_tp_sum(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l) {
   uint64_t stride = u64_at(p[1]), m = u64_at(p[2]), n = u64_at(p[4]), block = u64_at(p[5]);
   if (!tp_block_ok(k, block)) return;
   size_t one = nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block);
@@ -214,27 +224,31 @@ static void k_tp_sum(const cd_kernel *k, const unsigned char *const *p) {
   }
   const void *base = cd_view((CUdeviceptr)u64_at(p[0]), (m - 1) * stride + one, k->name, 0);
   float *dst = cd_view((CUdeviceptr)u64_at(p[3]), n * 4, k->name, 0);
+  float post = f32_at(p[6]);
   if (!base || !dst) return;
-  nsc_fmt_decode_sum_ref((nsc_fmt_t)k->wire, block, base, stride, (int)m, dst, n, f32_at(p[6]));
+  run_real(l, (void *[]){&base, &stride, &m, &dst, &n, &block, &post});
 }
 
-/* tp_encx_*: nsc_fmt_encode_opt_ref with the options of the nsc_kencopt
- * parameter; the residuals are read and written through a view too. */
-static void k_tp_encx(const cd_kernel *k, const unsigned char *const *p) {
+/* tp_encx_*: the residuals are viewed too (only with NSC_KENC_EF: the kernel
+ * gets NULL otherwise, and must not touch them), and so are the counters. */
+static void k_tp_encx(const cd_kernel *k, const unsigned char *const *p, const cd_launch *l) {
   uint64_t n = u64_at(p[3]), block = u64_at(p[4]);
   if (!tp_block_ok(k, block)) return;
   nsc_kencopt o;
   memcpy(&o, p[6], sizeof o);
+  size_t wb = nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block);
   const float *src = cd_view((CUdeviceptr)u64_at(p[0]), n * 4, k->name, 0);
   float *resid = o.flags & NSC_KENC_EF ? cd_view((CUdeviceptr)u64_at(p[1]), n * 4, k->name, 0) : NULL;
-  void *dst = cd_view((CUdeviceptr)u64_at(p[2]), nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block), k->name, 0);
-  if (!src || !dst || ((o.flags & NSC_KENC_EF) && !resid)) return;
-  if (resid && (overlap(resid, n * 4, src, n * 4) || overlap(resid, n * 4, dst, nsc_fmt_bytes((nsc_fmt_t)k->wire, n, block))))
+  void *dst = cd_view((CUdeviceptr)u64_at(p[2]), wb, k->name, 0);
+  float scale = f32_at(p[5]);
+  uint64_t *cnt;
+  if (!src || !dst || ((o.flags & NSC_KENC_EF) && !resid) || counters_view(o.counters, k->name, &cnt)) return;
+  if (resid && (overlap(resid, n * 4, src, n * 4) || overlap(resid, n * 4, dst, wb))) {
     cd_count_illegal("%s: residuals overlap an operand", k->name);
-  nsc_enc_opt eo = {resid, (o.flags & NSC_KENC_ZERO) != 0, (o.flags & NSC_KENC_SR) != 0, o.key};
-  nsc_cast_counts c = {0, 0};
-  nsc_fmt_encode_opt_ref((nsc_fmt_t)k->wire, block, src, dst, n, f32_at(p[5]), &eo, &c);
-  add_counts(o.counters, &c, k->name);
+    return;
+  }
+  o.counters = (uint64_t)(uintptr_t)cnt;
+  run_real(l, (void *[]){&src, &resid, &dst, &n, &block, &scale, &o});
 }
 
 #define TAB_S sizeof(nsc_ksegtab_small)
@@ -277,24 +291,34 @@ static const cd_kernel kernels[] = {
 };
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
 
-static size_t off_of(const cd_kernel *k, int i) {
-  size_t o = 0;
-  for (int j = 0; j < i; j++) o += (k->sz[j] + 7) & ~(size_t)7;
-  return o;
-}
-size_t cd_kernel_params_size(const struct CUfunc_st *f) { return off_of(f->k, f->k->np); }
+size_t cd_kernel_params_size(const struct CUfunc_st *f) { return f->sk->total; }
 
 void cd_kernel_pack(const struct CUfunc_st *f, void **params, unsigned char *buf) {
-  for (int i = 0; i < f->k->np; i++) memcpy(buf + off_of(f->k, i), params[i], f->k->sz[i]);
+  for (int i = 0; i < f->sk->np; i++) memcpy(buf + f->sk->off[i], params[i], f->sk->size[i]);
 }
 
-void cd_kernel_run(const struct CUfunc_st *f, const unsigned char *params) {
+void cd_kernel_run(const struct CUfunc_st *f, const unsigned char *params, unsigned grid, unsigned block) {
   const unsigned char *p[MAXP];
-  for (int i = 0; i < f->k->np; i++) p[i] = params + off_of(f->k, i);
+  for (int i = 0; i < f->sk->np; i++) p[i] = params + f->sk->off[i];
+  cd_launch l = {f, grid, block};
   cd_exec_dev = f->mod->ctx->dev;
-  f->k->run(f->k, p);
+  f->k->run(f->k, p, &l);
   cd_exec_dev = -1;
   cd_count(&cd_stats.launches);
+}
+
+/* The compiled kernel's signature against the contract: same count and
+ * sizes, or the double could not read its parameters. */
+static const simt_kernel *compiled(const cd_kernel *k) {
+  const simt_kernel *sk = simt_kernel_find(k->name);
+  if (!sk) {
+    cd_note("%s: not in the kernels compiled for the CPU (tests/simt)", k->name);
+    return NULL;
+  }
+  int same = sk->np == k->np;
+  for (int i = 0; same && i < k->np; i++) same = sk->size[i] == k->sz[i];
+  if (!same) cd_count_illegal("%s: the compiled kernel's parameters differ from the double's contract", k->name);
+  return same ? sk : NULL;
 }
 
 #define READY() do { CUresult r_ = cd_ready(); if (r_ != CUDA_SUCCESS) return r_; } while (0)
@@ -392,8 +416,11 @@ CD_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
   for (size_t i = 0; i < NKERNELS; i++)
     if (!strcmp(kernels[i].name, name) && m->nfn < (int)(sizeof m->fns / sizeof m->fns[0])) {
       struct CUfunc_st *fn = &m->fns[m->nfn++];
+      const simt_kernel *sk = compiled(&kernels[i]);
+      if (!sk) return CUDA_ERROR_NOT_FOUND;
       fn->magic = FN_MAGIC;
       fn->k = &kernels[i];
+      fn->sk = sk;
       fn->mod = m;
       *f = fn;
       return CUDA_SUCCESS;
@@ -417,6 +444,8 @@ CD_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsign
                      f->k->name, bx * by * bz, shmem, NSC_K_BLOCK);
   cd_op *op = cd_op_new(OP_KERNEL, f->k->name);
   op->u.k.fn = f;
+  op->u.k.grid = gx;
+  op->u.k.block = bx * by * bz;
   op->u.k.params = malloc(cd_kernel_params_size(f));
   cd_kernel_pack(f, params, op->u.k.params);
   return cd_enqueue(s, op);

@@ -8,10 +8,11 @@ CUDADRV_OBJS := $(CUDADRV_SRCS:%.c=$(B)/obj/%.o)
 CUDADRV_DIR  := $(B)/lib/cudadrv
 CUDADRV_LIB  := $(CUDADRV_DIR)/libcuda.so.1
 
-$(CUDADRV_OBJS): EXTRA_CFLAGS := -fvisibility=hidden -Itests/cudadrv -Icompress -I$(CUDA_HOME)/include
+$(CUDADRV_OBJS): EXTRA_CFLAGS := -fvisibility=hidden -Itests/cudadrv -Itests/simt -Icompress -I$(CUDA_HOME)/include
 
-# The kernels' host implementations are the scalar reference casts and wire formats.
-CUDADRV_REFS := $(B)/obj/compress/cast_scalar.o $(B)/obj/compress/wire_ref.o
+# Kernels run as compress/kernels.cu compiled for the CPU (tests/simt); the
+# wire reference gives the double the formats' buffer sizes.
+CUDADRV_REFS := $(SIMT_OBJS) $(B)/obj/compress/wire_ref.o $(B)/obj/compress/cast_scalar.o
 $(CUDADRV_LIB): $(CUDADRV_OBJS) $(CUDADRV_REFS) tests/cudadrv/cudadrv.map
 	@mkdir -p $(@D)
 	$(CC) -shared -o $@ $(CUDADRV_OBJS) $(CUDADRV_REFS) -Wl,-soname,libcuda.so.1 \

@@ -59,7 +59,7 @@ int cd_is_capture_alloc(CUdeviceptr p);
 
 void cd_op_run(cd_op *op) {
   switch (op->kind) {
-  case OP_KERNEL: cd_kernel_run(op->u.k.fn, op->u.k.params); break;
+  case OP_KERNEL: cd_kernel_run(op->u.k.fn, op->u.k.params, op->u.k.grid, op->u.k.block); break;
   case OP_COPY: {
     void *d = cd_view(op->u.copy.dst, op->u.copy.bytes, op->api, 1);
     const void *s = op->u.copy.staged ? op->u.copy.staged : cd_view(op->u.copy.src, op->u.copy.bytes, op->api, 1);

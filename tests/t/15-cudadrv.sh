@@ -14,6 +14,14 @@ if [ ! -x "$TBIN/test_cudadrv" ] || [ ! -e "$CUDADRV_DIR/libcuda.so.1" ]; then
   not_ok "test_cudadrv and libcuda.so.1 are built (make test-build)"
   exit 1
 fi
+# The execution model the double runs the kernels on (tests/simt).
+if [ -x "$TBIN/test_simt" ]; then
+  timeout "${TEST_TIMEOUT:-120}" "$TBIN/test_simt" >"$TMPD/simt.out" 2>&1
+  sed -n 's/^\(ok\|not ok\) - /\1 - simt: /p' "$TMPD/simt.out"
+  grep -q '^[1-9][0-9]* passed, 0 failed$' "$TMPD/simt.out" || { not_ok "test_simt"; tail -n 5 "$TMPD/simt.out" | sed 's/^/#   /'; }
+else
+  not_ok "test_simt is built (make test-build)"
+fi
 timeout "${TEST_TIMEOUT:-120}" "$TBIN/test_cudadrv" 2>"$TMPD/cudadrv.err"
 rc=$?
 [ $rc -eq 0 ] || { not_ok "test_cudadrv exited $rc"; sed 's/^/#   /' "$TMPD/cudadrv.err" | tail -n 20; }

@@ -1,12 +1,18 @@
-/* test_ef_cuda.c — the error-feedback / stochastic encode of the CUDA
- * backend (compress/kernels.cu tp_encx_*, launched by cu_kernels.c) on the
- * CUDA driver test double, whose host implementation of each kernel is the
- * reference (nsc_fmt_encode_opt_ref), against the host's fast path
- * (nsc_fmt_encode_opt): encoded bytes and residuals bit for bit, for every
- * format, with and without error feedback (first call: residuals read as
- * zero; then carried), nearest and stochastic, and the plain encode
- * (tp_enc_*, which shares the 8-bit kernel body), on inputs with Inf, NaN,
- * zeros and subnormals, lengths that end inside a block, scale 1 and not.
+/* test_ef_cuda.c — the two-phase kernels of the CUDA backend
+ * (compress/kernels.cu tp_enc_*, tp_encx_*, tp_dec_*, tp_sum_*, launched by
+ * cu_kernels.c) on the CUDA driver test double, which runs kernels.cu itself
+ * compiled for the CPU (tests/simt), bit for bit against the scalar
+ * reference (nsc_fmt_encode_opt_ref, nsc_fmt_decode_ref,
+ * nsc_fmt_decode_sum_ref) and the host's fast path:
+ *   - encode: bytes, residuals and the underflow counter, every format, with
+ *     and without error feedback (first call: residuals read as zero; then
+ *     carried), nearest and stochastic, and the plain encode;
+ *   - decode (times a scale) and decode-and-sum of 1 or 3 contributions
+ *     (times post), every format;
+ * on inputs with Inf, NaN, zeros and subnormals, lengths that end inside a
+ * block and more wire blocks than the grid has thread blocks, wire blocks of
+ * 16 and 256, and operands at element offsets 0..3 from an allocation (the
+ * pieces and shards of real calls start anywhere).
  * The double counts any access outside the buffers (exit 86 then).
  *
  *   test_ef_cuda     (TAP lines; exit 1 on any failure)
@@ -42,6 +48,59 @@ static void fill(float *x, size_t n) {
   }
 }
 
+/* Decode (times a scale) and decode-and-sum of m = 1 or 3 contributions
+ * (times post) of every format against the references, wire and result at
+ * element offsets from their allocations. x and w are host scratch of the
+ * sizes main allocates; dx, dw device scratch. */
+static void dec_and_sum(const nsc_backend *be, CUstream s, const nsc_fmt_t *fmts, int nf, float *x, uint8_t *w,
+                        CUdeviceptr dx, CUdeviceptr dw) {
+  static const size_t lens[] = {1, 255, 4097, 70001};
+  for (int fi = 0; fi < nf; fi++) {
+    nsc_fmt_t f = fmts[fi];
+    int ok = 1;
+    for (size_t li = 0; li < 4 && ok; li++)
+      for (int m = 1; m <= 3 && ok; m += 2) {
+        size_t n = lens[li], block = li & 1 ? 256 : 16, one = nsc_fmt_bytes(f, n, block);
+        size_t stride = (one + 3) & ~(size_t)3, ow = (li + (size_t)m) % 2, od = (li + 1) % 4;
+        float post = li == 2 ? 0.5f : 1.0f;
+        for (int j = 0; j < m; j++) {
+          fill(x, n);
+          nsc_fmt_encode_ref(f, block, x, w + ow * 2 + (size_t)j * stride, n, 1.0f, NULL);
+        }
+        float *want = malloc(n * 4), *got = malloc(n * 4);
+        DRV(cuMemcpyHtoD(dw, w, ow * 2 + (size_t)m * stride));
+        CUdeviceptr pw = dw + ow * 2, pd = dx + od * 4;
+        const char *what = m == 1 ? "decode" : "decode-and-sum";
+        int rc = m == 1 ? be->fmt_decode((nsc_stream)s, f, block, (const void *)(uintptr_t)pw, (float *)(uintptr_t)pd,
+                                         n, post)
+                        : be->fmt_decode_sum((nsc_stream)s, f, block, (const void *)(uintptr_t)pw, stride, m,
+                                             (float *)(uintptr_t)pd, n, post);
+        if (m == 1) nsc_fmt_decode_ref(f, block, w + ow * 2, want, n, post);
+        else nsc_fmt_decode_sum_ref(f, block, w + ow * 2, stride, m, want, n, post);
+        if (rc) {
+          printf("# %s %s: launch failed: %s\n", nsc_fmt_name(f), what, nsc_backend_error());
+          ok = 0;
+        } else {
+          DRV(cuStreamSynchronize(s));
+          DRV(cuMemcpyDtoH(got, pd, n * 4));
+          if (memcmp(want, got, n * 4)) {
+            size_t i = 0;
+            while (i < n && !memcmp(want + i, got + i, 4)) i++;
+            printf("# %s %s n %zu m %d block %zu: element %zu is %a, the reference %a\n", nsc_fmt_name(f), what, n, m,
+                   block, i, (double)got[i], (double)want[i]);
+            ok = 0;
+          }
+        }
+        free(want);
+        free(got);
+      }
+    char d[160];
+    snprintf(d, sizeof d, "%s: decode and decode-and-sum (1 and 3 contributions) = reference, misaligned operands",
+             nsc_fmt_name(f));
+    report(ok, d);
+  }
+}
+
 int main(void) {
   DRV(cuInit(0));
   CUcontext ctx;
@@ -60,13 +119,14 @@ int main(void) {
   }
   static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8, NSC_FMT_FP16S};
   static const size_t lens[] = {1, 255, 1000, 70001};
-  const size_t maxn = 70001, maxe = 2 * maxn + 2 * maxn;
-  float *x = malloc(maxn * 4), *rh = malloc(maxn * 4), *rd = malloc(maxn * 4);
-  uint8_t *eh = malloc(maxe), *ed = malloc(maxe);
+  const size_t maxn = 70001 + 8, maxe = 8 * maxn; /* three wire runs of 70001 at most */
+  float *x = malloc(maxn * 4), *rh = malloc(maxn * 4), *rd = malloc(maxn * 4), *rf = malloc(maxn * 4);
+  uint8_t *eh = malloc(maxe), *ed = malloc(maxe), *ef_ = malloc(maxe);
   CUdeviceptr dx, dr, de;
   DRV(cuMemAlloc(&dx, maxn * 4));
   DRV(cuMemAlloc(&dr, maxn * 4));
   DRV(cuMemAlloc(&de, maxe));
+
   for (int fi = 0; fi < (int)(sizeof fmts / sizeof fmts[0]); fi++)
     for (int mode = 0; mode < 4; mode++) { /* 0: EF nearest, 1: stochastic only, 2: EF + stochastic, 3: plain */
       int ok = 1;
@@ -75,28 +135,41 @@ int main(void) {
         size_t n = lens[li], block = li == 3 ? 256 : 16, eb = nsc_fmt_bytes(f, n, block);
         float scale = li == 2 ? 0.25f : 1.0f;
         int ef = mode == 0 || mode == 2;
+        /* element offsets of source, residuals and wire from their allocations */
+        size_t ox = (li + (size_t)mode) % 4, orr = (li + 1) % 4, ow = li % 2;
+        CUdeviceptr px = dx + ox * 4, pr = dr + orr * 4, pe = de + ow * 2;
         for (int call = 0; call < 3 && ok; call++) {
           fill(x, n);
-          DRV(cuMemcpyHtoD(dx, x, n * 4));
+          DRV(cuMemcpyHtoD(px, x, n * 4));
           nsc_enc_opt oh = {ef ? rh : NULL, call == 0, mode == 1 || mode == 2, nsc_sr_key(5, (uint64_t)call, 1, (uint32_t)li)};
-          nsc_enc_opt od = oh;
-          od.resid = ef ? (float *)(uintptr_t)dr : NULL;
-          nsc_fmt_encode_opt(f, block, x, eh, n, scale, &oh, NULL);
-          if (be->fmt_encode_opt((nsc_stream)s, f, block, (const float *)(uintptr_t)dx, (void *)(uintptr_t)de, n,
-                                 scale, &od)) {
+          nsc_enc_opt of = oh, od = oh;
+          if (ef) {
+            memcpy(rf, rh, n * 4);
+            of.resid = rf;
+          }
+          od.resid = ef ? (float *)(uintptr_t)pr : NULL;
+          nsc_cast_counts ch = {0, 0};
+          nsc_fmt_encode_opt_ref(f, block, x, eh, n, scale, &oh, &ch);
+          nsc_fmt_encode_opt(f, block, x, ef_, n, scale, &of, NULL);
+          int rc = mode == 3 ? be->fmt_encode((nsc_stream)s, f, block, (const float *)(uintptr_t)px,
+                                              (void *)(uintptr_t)pe, n, scale)
+                             : be->fmt_encode_opt((nsc_stream)s, f, block, (const float *)(uintptr_t)px,
+                                                  (void *)(uintptr_t)pe, n, scale, &od);
+          if (rc) {
             printf("# launch failed: %s\n", nsc_backend_error());
             ok = 0;
             break;
           }
           DRV(cuStreamSynchronize(s));
-          DRV(cuMemcpyDtoH(ed, de, eb));
-          if (memcmp(eh, ed, eb)) {
-            printf("# %s mode %d n %zu call %d: encoded bytes differ\n", nsc_fmt_name(f), mode, n, call);
+          DRV(cuMemcpyDtoH(ed, pe, eb));
+          if (memcmp(eh, ed, eb) || memcmp(eh, ef_, eb)) {
+            printf("# %s mode %d n %zu call %d: encoded bytes differ (kernel %d, fast path %d)\n", nsc_fmt_name(f),
+                   mode, n, call, !!memcmp(eh, ed, eb), !!memcmp(eh, ef_, eb));
             ok = 0;
           }
           if (ef) {
-            DRV(cuMemcpyDtoH(rd, dr, n * 4));
-            if (memcmp(rh, rd, n * 4)) {
+            DRV(cuMemcpyDtoH(rd, pr, n * 4));
+            if (memcmp(rh, rd, n * 4) || memcmp(rh, rf, n * 4)) {
               printf("# %s mode %d n %zu call %d: residuals differ\n", nsc_fmt_name(f), mode, n, call);
               ok = 0;
             }
@@ -111,10 +184,11 @@ int main(void) {
                            : "no options (tp_enc_* / to_* casts)");
       report(ok, what);
     }
+  dec_and_sum(be, s, fmts, (int)(sizeof fmts / sizeof fmts[0]), x, eh, dx, de);
   cuMemFree(dx);
   cuMemFree(dr);
   cuMemFree(de);
   cuStreamDestroy(s);
-  free(x); free(rh); free(rd); free(eh); free(ed);
+  free(x); free(rh); free(rd); free(rf); free(eh); free(ed); free(ef_);
   return failures != 0;
 }
