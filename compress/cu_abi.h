@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #define NSC_K_BLOCK 256   /* threads per block, every kernel */
+#define NSC_K_WARPS (NSC_K_BLOCK / 32) /* block-scaled encodes: a warp per wire block */
 #define NSC_K_TILE 4096   /* elements per tile: the unit a block takes at a time */
 #define NSC_K_BLOCKS_PER_SM 8
 

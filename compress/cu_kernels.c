@@ -31,6 +31,11 @@ static CUresult launch(const nsc_cuctx *c, CUstream s, int k, uint64_t ntiles, v
 }
 
 static uint64_t tiles(uint64_t n) { return (n + NSC_K_TILE - 1) / NSC_K_TILE; }
+/* Block-scaled encodes: a warp per wire block, NSC_K_WARPS per CTA. */
+static uint64_t enc_ctas(uint64_t n, uint64_t block) {
+  uint64_t nb = (n + block - 1) / block;
+  return (nb + NSC_K_WARPS - 1) / NSC_K_WARPS;
+}
 
 CUresult nsc_cuk_to_wire(nsc_cuctx *c, CUstream s, nsc_wire_t w, const float *src, void *dst,
                          size_t n, float scale, const char **what) {
@@ -121,9 +126,8 @@ CUresult nsc_cuk_fmt_encode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block,
   uint64_t n64 = n, b64 = block;
   CUdeviceptr cnt = c->counters_dev; /* values flushed to zero: underflows */
   void *params[] = {&ps, &pd, &n64, &b64, &scale, &cnt};
-  /* one CTA per block of elements */
   int k = f == NSC_FMT_INT8 ? NSC_K_tp_enc_int8 : f == NSC_FMT_FP8 ? NSC_K_tp_enc_fp8 : NSC_K_tp_enc_f16s;
-  return launch(c, s, k, (n + block - 1) / block, params, what);
+  return launch(c, s, k, enc_ctas(n, block), params, what);
 }
 
 static const int dec_kernel[NSC_FMT_COUNT] = {NSC_K_tp_dec_f16, NSC_K_tp_dec_bf16, NSC_K_tp_dec_int8, NSC_K_tp_dec_fp8,
@@ -163,6 +167,6 @@ CUresult nsc_cuk_fmt_encode_opt(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t bl
   k.flags = (o->resid ? NSC_KENC_EF : 0u) | (o->resid && o->resid_zero ? NSC_KENC_ZERO : 0u) |
             (o->stochastic ? NSC_KENC_SR : 0u);
   void *params[] = {&ps, &pr, &pd, &n64, &b64, &scale, &k};
-  /* block-scaled: one CTA per block of elements; fp16/bf16: element-wise */
-  return launch(c, s, encx_kernel[f], nsc_fmt_blocked(f) ? (n + block - 1) / block : tiles(n), params, what);
+  /* block-scaled: a warp per block of elements; fp16/bf16: element-wise */
+  return launch(c, s, encx_kernel[f], nsc_fmt_blocked(f) ? enc_ctas(n, block) : tiles(n), params, what);
 }

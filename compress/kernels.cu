@@ -11,7 +11,9 @@
 // Work is cut into tiles of NSC_K_TILE elements; blocks take tiles in a
 // grid-stride loop (size_t indices, any count). A tile whose pointers are
 // aligned moves 16-byte (or 8-byte) vectors, with all of a thread's loads in
-// flight before its stores; any other tile goes element by element.
+// flight before its stores; a tile whose pointers are misaligned by the same
+// number of elements peels a scalar head and moves vectors after it; only
+// pointers misaligned differently go element by element.
 //
 // Built with `nvcc -fatbin` only (compress/module.mk); launched through the
 // driver API by cu_kernels.c. Must not: allocate, synchronise, use the CUDA
@@ -160,17 +162,31 @@ __device__ __forceinline__ void map_tile(const In *src, Out *dst, size_t n, Op &
     }
     return;
   }
-  size_t first = 0;
-  if (aligned) {
-    size_t nv = n / V;
+  // Otherwise peel a scalar head up to the first element where both src and
+  // dst are vector-aligned (they usually are together: chunks and shards start
+  // at element offsets), vectorise from there, finish with a scalar tail.
+  // Pointers whose offsets differ modulo V stay scalar.
+  size_t head = 0;
+  bool vec = aligned;
+  if (!aligned && (uintptr_t)src % sizeof(In) == 0 && (uintptr_t)dst % sizeof(Out) == 0) {
+    size_t h = (V - ((uintptr_t)src / sizeof(In)) % V) % V;
+    vec = h < n && (uintptr_t)(src + h) % sizeof(VI) == 0 && (uintptr_t)(dst + h) % sizeof(VO) == 0;
+    head = vec ? h : 0;
+  }
+  for (size_t i = t; i < head; i += NSC_K_BLOCK) dst[i] = op(src[i]);
+  size_t first = head;
+  if (vec) {
+    const VI *vs = reinterpret_cast<const VI *>(src + head);
+    VO *vd = reinterpret_cast<VO *>(dst + head);
+    size_t nv = (n - head) / V;
     for (size_t i = t; i < nv; i += NSC_K_BLOCK) {
-      VI in = ld_vec(reinterpret_cast<const VI *>(src), i);
+      VI in = ld_vec(vs, i);
       VO out;
 #pragma unroll
       for (int j = 0; j < V; j++) out.v[j] = op(in.v[j]);
-      st_vec(reinterpret_cast<VO *>(dst), i, out);
+      st_vec(vd, i, out);
     }
-    first = nv * V;
+    first = head + nv * V;
   }
   for (size_t i = first + t; i < n; i += NSC_K_BLOCK) dst[i] = op(src[i]);
 }
@@ -400,45 +416,42 @@ __device__ void encx16(const float *__restrict__ src, float *__restrict__ resid,
   if (o.counters) block_count(ov, uf, (u64 *)o.counters);
 }
 
-// One CTA per block of `block` elements (grid-stride over blocks): the
-// largest finite |y| by a shared atomicMax, then one code per element (one
-// byte, fp16s two). The plain encode (tp_enc_*) is this with no options.
+// One warp per wire block of `block` elements (grid-stride over blocks, so
+// a CTA encodes NSC_K_WARPS blocks at a time and no __syncthreads is needed):
+// the largest finite |y| and "holds Inf/NaN" by xor-shuffle reductions, lane
+// 0 writes the header, then one code per element (one byte, fp16s two). The
+// plain encode (tp_enc_*) is this with no options.
 template <int F>
 __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, uint8_t *__restrict__ dst, u64 n,
                       u64 block, float scale, nsc_kencopt o) {
-  __shared__ unsigned s_amax;
-  __shared__ int s_spec;
   unsigned fl = o.flags, uf = 0;
   int sr = (fl & NSC_KENC_SR) != 0;
+  const unsigned lane = threadIdx.x & 31u, wpb = blockDim.x >> 5;
+  const u64 nwarps = (u64)gridDim.x * wpb;
   u64 nb = (n + block - 1) / block;
   uint8_t *codes = dst + 2 * nb;
-  for (u64 b = blockIdx.x; b < nb; b += gridDim.x) {
+  for (u64 b = (u64)blockIdx.x * wpb + (threadIdx.x >> 5); b < nb; b += nwarps) { /* warp-uniform */
     u64 lo = b * block, hi = lo + block < n ? lo + block : n;
-    if (threadIdx.x == 0) {
-      s_amax = 0;
-      s_spec = 0;
-    }
-    __syncthreads();
-    unsigned am = 0;
-    int sp = 0;
-    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    unsigned am = 0, sp = 0;
+    for (u64 i = lo + lane; i < hi; i += 32) {
       unsigned a = __float_as_uint(encx_y(F, src, resid, i, scale, fl)) & 0x7fffffffu;
       if (a >= NSC_F32_INF) sp = 1;
       else am = a > am ? a : am;
     }
-    atomicMax(&s_amax, am);
-    if (sp) s_spec = 1;
-    __syncthreads();
-    unsigned amax = s_amax;
-    int special = s_spec;
-    int k = nsc_bs_k(F, amax);
-    uint32_t lim = nsc_bs_lim(F, amax, k, special);
-    uint16_t h = nsc_bs_header(k, special);
-    if (threadIdx.x == 0) {
+#pragma unroll
+    for (int k = 16; k > 0; k >>= 1) {
+      unsigned oa = __shfl_xor_sync(0xffffffffu, am, k), os = __shfl_xor_sync(0xffffffffu, sp, k);
+      am = oa > am ? oa : am;
+      sp |= os;
+    }
+    int k = nsc_bs_k(F, am);
+    uint32_t lim = nsc_bs_lim(F, am, k, (int)sp);
+    uint16_t h = nsc_bs_header(k, (int)sp);
+    if (lane == 0) {
       dst[2 * b] = (uint8_t)(h & 0xffu);
       dst[2 * b + 1] = (uint8_t)(h >> 8);
     }
-    for (u64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    for (u64 i = lo + lane; i < hi; i += 32) {
       float y = encx_y(F, src, resid, i, scale, fl);
       uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
       uint32_t c = nsc_bs_code_x(F, y, k, lim, sr, u);
@@ -447,7 +460,6 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
       uf += nsc_bs_flushed(F, __float_as_uint(y) & 0x7fffffffu, c);
       if (fl & NSC_KENC_EF) resid[i] = nsc_ef_resid(y, nsc_bs_value(F, c, h));
     }
-    __syncthreads();
   }
   if (o.counters) block_count(0, uf, (u64 *)o.counters); /* every thread of the CTA reaches it */
 }

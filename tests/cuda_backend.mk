@@ -23,7 +23,8 @@ TEST_BINS += $(NVRTC_STUB)
 # linked (for its counters): a communicator's first all-reduces captured into
 # a graph, fusion growth that must not wait, communicators ended with their
 # exchanges in flight.
-SHIM_CUDA_PROGS := $(B)/tests/shim_cuda_capture $(B)/tests/shim_cuda_grow $(B)/tests/shim_cuda_abort
+SHIM_CUDA_PROGS := $(B)/tests/shim_cuda_capture $(B)/tests/shim_cuda_grow $(B)/tests/shim_cuda_abort \
+  $(B)/tests/shim_cuda_streams
 SHIM_CUDA_OBJS := $(SHIM_CUDA_PROGS:$(B)/tests/%=$(B)/obj/tests/shim/%.o)
 $(SHIM_CUDA_OBJS): CC_FOR := $(MPICC)
 $(SHIM_CUDA_OBJS): EXTRA_CFLAGS := $(SHIM_INC) $(NCCL_INC) -Itests/shim -Itests/cudadrv

@@ -206,7 +206,13 @@ CUresult cd_stream(CUstream h, struct CUstream_st **out) {
   pthread_mutex_lock(&reg_lock);
   for (size_t i = nreg; i-- > 0 && !found;) found = reg[i] == h;
   pthread_mutex_unlock(&reg_lock);
-  if (!found || h->magic != STREAM_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+  if (found && h->magic != STREAM_MAGIC) {
+    /* A real driver may have given the handle to a new stream by now (or
+     * freed it): any use after cuStreamDestroy is undefined there. */
+    cd_count_illegal("stream %p used after cuStreamDestroy", (void *)h);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  if (!found) return CUDA_ERROR_INVALID_HANDLE;
   *out = h;
   return CUDA_SUCCESS;
 }

@@ -8,7 +8,9 @@
 #   0. the driver: present, and new enough for the kernels this build has
 #      (a fatbin needs a driver of at least the toolkit version that built it)
 #   1. kernels: every CUDA kernel bit for bit against the host reference
-#      (tests/check_kernels), and the plain cast kernels' bandwidth against a
+#      (tests/check_kernels: casts, segments, scale; tests/gpu_ef_cuda: the
+#      two-phase encode/decode/sum of every format with error feedback and
+#      stochastic rounding), and the plain cast kernels' bandwidth against a
 #      device-to-device copy (goal >= 0.9 of the copy's bytes per second)
 #   2. PyTorch's NCCL, one process (tests/gpu/shim_torch.py), with and without
 #      the shim: results bit-exact (fp16 on the wire, pipelined for 256 MiB),
@@ -108,8 +110,8 @@ if [ -x "$B/tests/check_kernels" ]; then
        >"$OUT/kernels.txt" 2>&1; then ok "kernels bit-exact against the host reference"
   else not_ok "kernels (see $OUT/kernels.txt)"; tail -5 "$OUT/kernels.txt" | sed 's/^/#   /'; fi
   grep -h "CUDA kernels\|^# .*sm_" "$OUT/kernels.txt" | head -2 | sed 's/^/#   /'
-  sed -n '/^# bandwidth/,$p' "$OUT/kernels.txt" | head -14 | sed 's/^/#   /'
-  for k in "to_wire fp16" "to_wire bf16" "from_wire fp16" "from_wire bf16"; do
+  sed -n '/^# bandwidth/,$p' "$OUT/kernels.txt" | head -19 | sed 's/^/#   /'
+  for k in "to_wire fp16" "to_wire bf16" "from_wire fp16" "from_wire bf16" "to_wire fp16 underflow"; do
     r=$(awk -v k="$k" 'index($0, "  " k " ") == 1 && $NF ~ /^[0-9]+\.[0-9]+$/ {print $NF; exit}' "$OUT/kernels.txt")
     if [ -z "$r" ]; then not_ok "$k: no bandwidth row in $OUT/kernels.txt"
     elif [ "$DOUBLE" = 1 ]; then ok "$k: bandwidth row read ($r x a copy on the double; the goal is judged on a GPU only)"
@@ -118,6 +120,17 @@ if [ -x "$B/tests/check_kernels" ]; then
   done
 else
   not_ok "tests/check_kernels not built (make gpu-check builds it: it needs only cuda.h, from the toolkit or pip's nvidia/cu13/include)"
+fi
+# The two-phase kernels: encode (error feedback, stochastic rounding, plain),
+# decode and decode-and-sum of every format, misaligned operands, bit for bit
+# against the scalar reference (tests/unit/test_ef_cuda.c).
+if [ -x "$B/tests/gpu_ef_cuda" ]; then
+  if LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}${NVRTC_DIR:+:$NVRTC_DIR}" timeout 300 "$B/tests/gpu_ef_cuda" \
+       >"$OUT/wire_kernels.txt" 2>&1; then
+    ok "two-phase kernels bit-exact against the reference: $(grep -c '^ok' "$OUT/wire_kernels.txt") checks (every format, error feedback, stochastic rounding, misaligned)"
+  else not_ok "two-phase kernels (see $OUT/wire_kernels.txt)"; grep -v '^ok' "$OUT/wire_kernels.txt" | tail -5 | sed 's/^/#   /'; fi
+else
+  not_ok "tests/gpu_ef_cuda not built (make gpu-check builds it)"
 fi
 fi
 

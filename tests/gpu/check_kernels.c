@@ -34,6 +34,7 @@
 
 #include "backend.h"
 #include "cast.h"
+#include "wire.h"
 #include "../tap.h"
 
 static int quick;
@@ -472,7 +473,8 @@ static float time_ms(bench_fn fn, void *arg, int reps) {
 }
 
 typedef struct {
-  int op; /* 0 memcpy, 1 to_wire, 2 from_wire, 3 scale, 4 seg_to, 5 seg_from */
+  int op; /* 0 memcpy, 1 to_wire, 2 from_wire, 3 scale, 4 seg_to, 5 seg_from,
+           * 6 two-phase encode of format kind, 7 its decode-and-sum of 2 runs */
   nsc_wire_t w;
   char kind;
   void *a, *b;
@@ -489,6 +491,11 @@ static void run_op(void *p) {
   case 2: BE(be->from_wire(st, a->w, a->b, a->a, a->n, 1.0f)); break;
   case 3: BE(be->scale(st, a->kind, a->a, a->a, a->n, 0.5)); break;
   case 4: BE(be->seg_to_wire(st, a->w, a->segs, a->nseg, a->b, 1.0f)); break;
+  case 6: BE(be->fmt_encode(st, (nsc_fmt_t)a->kind, 256, a->a, a->b, a->n, 1.0f)); break;
+  case 7:
+    BE(be->fmt_decode_sum(st, (nsc_fmt_t)a->kind, 256, a->b, nsc_fmt_bytes((nsc_fmt_t)a->kind, a->n, 256), 2, a->a,
+                          a->n, 1.0f));
+    break;
   default: BE(be->seg_from_wire(st, a->w, a->segs, a->nseg, a->b, 1.0f)); break;
   }
 }
@@ -498,10 +505,13 @@ static int bw_asked;
 
 static void bandwidth(void) {
   size_t n = bw_mib << 18, bytes = n * 4;
-  float *x = dmalloc(bytes), *y = dmalloc(bytes);
+  float *x = dmalloc(bytes), *y = dmalloc(bytes), *z = dmalloc(bytes);
   uint16_t *wv = dmalloc(n * 2);
+  uint8_t *w2 = dmalloc(2 * nsc_fmt_bytes(NSC_FMT_FP16S, n, 256));
   dset(x, 0x3c, bytes);
+  dset(z, 0x01, bytes); /* 2.4e-38: every element underflows fp16 (and is counted) */
   dset(wv, 0x3c, n * 2);
+  dset(w2, 0x3c, 2 * nsc_fmt_bytes(NSC_FMT_FP16S, n, 256));
   enum { NSEG = 64 };
   nsc_seg segs[NSEG];
   for (int i = 0; i < NSEG; i++)
@@ -520,6 +530,7 @@ static void bandwidth(void) {
   } rows[] = {
       {"to_wire fp16", {1, NSC_WIRE_FP16, 0, x, wv, n, NULL, 0}, 6.0 * (double)n},
       {"to_wire bf16", {1, NSC_WIRE_BF16, 0, x, wv, n, NULL, 0}, 6.0 * (double)n},
+      {"to_wire fp16 underflow", {1, NSC_WIRE_FP16, 0, z, wv, n, NULL, 0}, 6.0 * (double)n},
       {"from_wire fp16", {2, NSC_WIRE_FP16, 0, y, wv, n, NULL, 0}, 6.0 * (double)n},
       {"from_wire bf16", {2, NSC_WIRE_BF16, 0, y, wv, n, NULL, 0}, 6.0 * (double)n},
       {"seg_to_wire fp16 x64", {4, NSC_WIRE_FP16, 0, NULL, wv, 0, segs, NSEG}, 6.0 * (double)n},
@@ -528,6 +539,10 @@ static void bandwidth(void) {
       {"scale fp64", {3, 0, 'd', y, NULL, n / 2, NULL, 0}, 8.0 * (double)n},
       {"scale fp16", {3, 0, 'h', wv, NULL, n, NULL, 0}, 4.0 * (double)n},
       {"scale bf16", {3, 0, 'b', wv, NULL, n, NULL, 0}, 4.0 * (double)n},
+      {"tp encode int8", {6, 0, NSC_FMT_INT8, x, w2, n, NULL, 0}, 5.0 * (double)n},
+      {"tp encode fp16s", {6, 0, NSC_FMT_FP16S, x, w2, n, NULL, 0}, 6.0 * (double)n},
+      {"tp encode int8 underflow", {6, 0, NSC_FMT_INT8, z, w2, n, NULL, 0}, 5.0 * (double)n},
+      {"tp decode-sum int8 x2", {7, 0, NSC_FMT_INT8, y, w2, n, NULL, 0}, 6.0 * (double)n},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     float t = time_ms(run_op, &rows[i].a, 21);
@@ -537,6 +552,8 @@ static void bandwidth(void) {
   RT(D.cuMemFree(DP(x)));
   RT(D.cuMemFree(DP(y)));
   RT(D.cuMemFree(DP(wv)));
+  RT(D.cuMemFree(DP(z)));
+  RT(D.cuMemFree(DP(w2)));
 }
 
 int main(int argc, char **argv) {

@@ -215,16 +215,15 @@ extern "C" void simt_syncthreads(void) {
   to_main();
 }
 
-extern "C" uint64_t simt_shfl_down(unsigned mask, uint64_t bits, unsigned delta, int width) {
+extern "C" uint64_t simt_shfl(int mode, unsigned mask, uint64_t bits, unsigned arg, int width) {
   count(&counts.shuffles, 1);
   fiber *f = S->cur;
   unsigned tid = f->lane.tid.x, lane = tid % 32;
   warp *w = &S->w[tid / 32];
   unsigned full = w->lanes == 32 ? 0xffffffffu : (1u << w->lanes) - 1u;
-  if (mask != full)
-    fault("__shfl_down_sync with mask %#x in a warp of %u lanes (every lane must take part)", mask, w->lanes);
-  if (width <= 0 || width > 32 || (width & (width - 1)))
-    fault("__shfl_down_sync with width %d", width);
+  const char *name = mode ? "__shfl_xor_sync" : "__shfl_down_sync";
+  if (mask != full) fault("%s with mask %#x in a warp of %u lanes (every lane must take part)", name, mask, w->lanes);
+  if (width <= 0 || width > 32 || (width & (width - 1))) fault("%s with width %d", name, width);
   unsigned par = w->gen & 1u;
   w->slot[par][lane] = bits;
   if (++w->arrived == w->lanes) {
@@ -236,7 +235,9 @@ extern "C" uint64_t simt_shfl_down(unsigned mask, uint64_t bits, unsigned delta,
     f->state = T_WARP;
     to_main();
   }
-  unsigned seg = lane / (unsigned)width * (unsigned)width, src = lane + delta;
+  /* down: lane + delta within the lane's segment of `width`; xor: lane ^
+   * mask, not in a later segment; otherwise (or past the warp) its own value */
+  unsigned seg = lane / (unsigned)width * (unsigned)width, src = mode ? lane ^ arg : lane + arg;
   return src < seg + (unsigned)width && src < w->lanes ? w->slot[par][src] : bits;
 }
 

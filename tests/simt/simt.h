@@ -57,7 +57,8 @@ extern thread_local simt_lane *simt_cur;
 
 extern "C" {
 void simt_syncthreads(void);
-uint64_t simt_shfl_down(unsigned mask, uint64_t bits, unsigned delta, int width);
+/* mode 0: __shfl_down_sync (arg = delta), 1: __shfl_xor_sync (arg = lane mask) */
+uint64_t simt_shfl(int mode, unsigned mask, uint64_t bits, unsigned arg, int width);
 void simt_vec_access(const void *p, size_t bytes); /* faults when misaligned */
 uint16_t simt_cvt_rn_f16_f32(float x);
 float simt_cvt_f32_f16(uint16_t h);
@@ -65,13 +66,19 @@ float simt_cvt_f32_f16(uint16_t h);
 
 static inline void __syncthreads(void) { simt_syncthreads(); }
 
-template <typename T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+template <typename T> static inline T simt_shfl_t(int mode, unsigned mask, T v, unsigned arg, int width) {
   static_assert(sizeof(T) <= 8, "shuffles move up to 64 bits");
   uint64_t bits = 0;
   memcpy(&bits, &v, sizeof v);
-  bits = simt_shfl_down(mask, bits, delta, width);
+  bits = simt_shfl(mode, mask, bits, arg, width);
   memcpy(&v, &bits, sizeof v);
   return v;
+}
+template <typename T> static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  return simt_shfl_t(0, mask, v, delta, width);
+}
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, unsigned lane_mask, int width = 32) {
+  return simt_shfl_t(1, mask, v, lane_mask, width);
 }
 
 template <typename T> static inline T atomicAdd(T *p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }

@@ -295,6 +295,48 @@ static void t_perthread(void) {
   nsc_staging_release(&pst);
 }
 
+/* Issue 23, defect 5: chunks and shards start at any element, and the cast
+ * kernels then must still move vectors after a scalar head (the double runs
+ * the real kernels on tests/simt, which counts vector accesses and faults on
+ * misaligned ones). Source and wire buffer 1..3 elements past an allocation:
+ * exact, and vectors for all but at most 3 + 3 elements of each 4096-element
+ * tile (its head and tail; before the fix: none); offsets that differ modulo
+ * the vector width: scalar, exact. */
+static void t_vectors(void) {
+  CUstream s;
+  DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  enum { N = 3 * 4096 + 37 };
+  CUdeviceptr x, w;
+  DRV(cuMemAlloc(&x, (N + 8) * 4));
+  DRV(cuMemAlloc(&w, (N + 8) * 2));
+  float *h = malloc((N + 8) * 4);
+  uint16_t *want = malloc(N * 2), *got = malloc(N * 2);
+  for (int i = 0; i < N + 8; i++) h[i] = (float)(i % 1000) * 0.37f - 150.0f;
+  DRV(cuMemcpyHtoD(x, h, (N + 8) * 4));
+  static const int offs[][2] = {{1, 1}, {2, 2}, {3, 3}, {1, 2}, {3, 0}};
+  for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++) {
+    int os = offs[k][0], ow = offs[k][1], same = os == ow;
+    cudadrv_stats before = stats();
+    int rc = be->to_wire((nsc_stream)s, NSC_WIRE_FP16, (const float *)(uintptr_t)(x + 4 * (size_t)os),
+                         (void *)(uintptr_t)(w + 2 * (size_t)ow), N, 1.0f);
+    DRV(cuStreamSynchronize(s));
+    cudadrv_stats after = stats();
+    DRV(cuMemcpyDtoH(got, w + 2 * (size_t)ow, N * 2));
+    for (int i = 0; i < N; i++) want[i] = nsc_f32_to_f16_ref(h[os + i]);
+    uint64_t vec = after.kernel_vec_accesses - before.kernel_vec_accesses;
+    char msg[200];
+    snprintf(msg, sizeof msg, "vectors: fp16 cast, source %d and wire %d elements past their allocations: exact, %s (%llu vector accesses)",
+             os, ow, same ? "vectorised after a scalar head" : "scalar (offsets differ modulo 4)", (unsigned long long)vec);
+    report(!rc && !memcmp(want, got, N * 2) && (same ? vec >= 2 * ((N - 8 * ((N + 4095) / 4096)) / 4) : vec == 0), msg);
+  }
+  free(h);
+  free(want);
+  free(got);
+  cuMemFree(x);
+  cuMemFree(w);
+  cuStreamDestroy(s);
+}
+
 int main(int argc, char **argv) {
   setup();
   for (int i = 1; i < argc; i++) {
@@ -306,6 +348,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "relaxed")) t_relaxed();
     else if (!strcmp(c, "nopools")) t_nopools();
     else if (!strcmp(c, "perthread")) t_perthread();
+    else if (!strcmp(c, "vectors")) t_vectors();
     else {
       fprintf(stderr, "unknown check %s\n", c);
       return 2;
