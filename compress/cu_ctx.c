@@ -141,6 +141,7 @@ static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what
     TRY(cu->cuEventCreate(&c->oob_ev[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate(exchange)");
     TRY(cu->cuStreamCreate(&c->oob_stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate(exchange)");
   }
+  TRY(cu->cuStreamCreate(&c->rel_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate(release)");
   /* Last: kernels that do not load leave the entry usable for the rest. */
   c->kload = load_module(cu, c, &c->kload_what);
   for (int k = 0; c->kload == CUDA_SUCCESS && k < NSC_K_COUNT; k++)

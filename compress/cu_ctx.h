@@ -63,6 +63,7 @@ struct nsc_cuctx {
   CUdeviceptr oob_dev;      /* the same size on the device */
   CUevent oob_ev[NSC_CU_OOB_SLOTS];
   CUstream oob_stream[NSC_CU_OOB_SLOTS]; /* the private stream of each slot */
+  CUstream rel_stream; /* frees memory after a release point (backend.h), never a caller's stream */
   pthread_mutex_t lock; /* everything below */
   uint64_t oob_busy;    /* bit per slot */
   uint64_t oob_ended;   /* bit per slot: its copy back is enqueued (atomic, read without the lock) */

@@ -11,9 +11,12 @@ void nsc_ef_init(nsc_ef *e) {
   e->limit = NSC_EF_FIRST_LIMIT;
 }
 
+/* Frees after the slot's release point, never on its stream (which the
+ * caller may have destroyed since). */
 static void drop_buffers(nsc_ef *e, nsc_ef_slot *sl) {
-  if (sl->in) sl->be->release(sl->s, sl->in);
-  if (sl->out) sl->be->release(sl->s, sl->out);
+  if (sl->in) nsc_release_after(sl->be, sl->pt, sl->in);
+  if (sl->out) nsc_release_after(sl->be, sl->pt, sl->out);
+  nsc_point_free(sl->be, &sl->pt);
   e->bytes -= sl->bytes;
   sl->in = sl->out = NULL;
   sl->in_n = sl->out_n = sl->bytes = 0;
@@ -30,6 +33,10 @@ static void drop_slots(nsc_ef *e) {
   free(e->slot);
   e->slot = NULL;
   e->len = e->pos = 0;
+}
+
+void nsc_ef_used(nsc_ef_slot *sl, nsc_stream s) {
+  if (sl && sl->in) nsc_point(sl->be, s, &sl->pt);
 }
 
 void nsc_ef_free(nsc_ef *e) {
@@ -258,5 +265,6 @@ int nsc_ef_buffers(nsc_ef *e, nsc_ef_slot *sl, const nsc_backend *be, nsc_stream
   sl->bytes = bytes;
   sl->have = 0;
   e->bytes += bytes;
+  nsc_point(be, s, &sl->pt); /* after the allocations */
   return 0;
 }

@@ -104,7 +104,8 @@ typedef struct {
 typedef struct {
   nsc_ef_sig sig;
   const nsc_backend *be;
-  nsc_stream s;
+  nsc_stream s; /* compared only: the stream may be destroyed by the time the buffers are freed */
+  void *pt;     /* release point after the buffers' last use (backend.h) */
   float *in;    /* this rank's input residuals: every element it encodes */
   float *out;   /* all-reduce: the residuals of the chunk it owns */
   size_t in_n, out_n, bytes;
@@ -137,8 +138,12 @@ typedef struct {
 
 /* A zeroed nsc_ef is an initialised one too. */
 void nsc_ef_init(nsc_ef *e);
-/* Releases every buffer (stream-ordered on the stream it was last used on). */
+/* Releases every buffer after its slot's release point (never on a stream
+ * the caller may have destroyed). */
 void nsc_ef_free(nsc_ef *e);
+/* After a call's last use of sl's buffers on s (NULL sl: nothing): moves the
+ * slot's release point there. */
+void nsc_ef_used(nsc_ef_slot *sl, nsc_stream s);
 /* The slot of this call, or NULL (learning, or out of host memory: no
  * feedback). Advances the learned sequence. */
 nsc_ef_slot *nsc_ef_next(nsc_ef *e, const nsc_ef_sig *sig);

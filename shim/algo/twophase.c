@@ -308,6 +308,7 @@ out:
     L.bad = 1;
   }
   if (ef) ef->have = NSC_OK(res) && !L.bad; /* a failed call leaves no residuals to carry */
+  nsc_ef_used(ef, st); /* after the join: the side stream's encodes are behind st */
   if (NSC_OK(res) && L.bad) {
     be->fill_ones(st, recv, 4 * count);
     nsc_warn("two-phase %s: a cast on rank %d failed (%s); its result is NaN", rs ? "reduce-scatter" : "all-reduce",

@@ -65,9 +65,26 @@ typedef struct nsc_backend {
                double factor);
   /* Set `bytes` bytes at p to 0xff (NaN in fp16, bf16 and fp32), on s. */
   int (*fill_ones)(nsc_stream s, void *p, size_t bytes);
-  /* Staging memory usable in stream order on s. */
+  /* Staging memory usable in stream order on s. release(s, p) only for a
+   * stream of the current call: a stream the caller may have destroyed since
+   * must never be named again (a real driver may have reused its handle). */
   int (*alloc)(nsc_stream s, size_t bytes, void **p);
   void (*release)(nsc_stream s, void *p);
+  /* Release points, for memory kept across calls (staging arenas, the
+   * fusion block, error-feedback residuals), whose last stream may be gone
+   * when it is freed. point(s, &pt) marks the end of what is enqueued on s
+   * so far (the first call makes *pt, later ones move it; -1 and *pt
+   * unchanged when it cannot, e.g. s is being captured); release_at(pt, p)
+   * frees p once the point is reached, without naming s (CUDA: a stream
+   * wait on the point's event and a stream-ordered free on the context's
+   * own stream; host: after the codec thread drained); point_free(pt) gives
+   * the point back (pt may be NULL). */
+  int (*point)(nsc_stream s, void **pt);
+  void (*release_at)(void *pt, void *p);
+  void (*point_free)(void *pt);
+  /* `waiter` waits for point pt (a stream wait on its event; host: the
+   * caller's thread waits for the codec thread). Non-zero on failure. */
+  int (*wait_point)(nsc_stream waiter, void *pt);
   /* *yes = 1 when s is being captured into a CUDA graph. */
   int (*capturing)(nsc_stream s, int *yes);
   /* Timing marks; elapsed() returns 1 when both marks are complete and sets
@@ -112,6 +129,23 @@ typedef struct nsc_backend {
   /* Which casts run: "host (avx2)", "fatbin", "NVRTC 13.2, sm_90 CUBIN". */
   const char *(*kernels)(void);
 } nsc_backend;
+
+/* Free p, last used before point pt. A CUDA pt of NULL (no point could be
+ * made) keeps p rather than free it under queued work; a stand-in backend
+ * without points releases on no stream. */
+static inline void nsc_release_after(const nsc_backend *be, void *pt, void *p) {
+  if (!p) return;
+  if (be->release_at) be->release_at(pt, p);
+  else be->release(NULL, p);
+}
+/* Move pt to the end of what is enqueued on s (stand-ins: nothing). */
+static inline void nsc_point(const nsc_backend *be, nsc_stream s, void **pt) {
+  if (be && be->point) (void)be->point(s, pt);
+}
+static inline void nsc_point_free(const nsc_backend *be, void **pt) {
+  if (be && be->point_free && *pt) be->point_free(*pt);
+  *pt = NULL;
+}
 
 /* The host backend (always available). */
 extern const nsc_backend nsc_backend_host;

@@ -184,6 +184,63 @@ static void c_release(nsc_stream s, void *p) {
   if (p && nsc_cuctx_of((CUstream)s, &c, &what) == CUDA_SUCCESS) dev_free(c, (CUstream)s, p);
 }
 
+static int c_capturing(nsc_stream s, int *yes);
+
+/* A release point is a pooled event of the stream's context, re-recorded at
+ * every point() (the event outlives the stream it was recorded on; waiting
+ * for it names no stream). Not while s is being captured: the point stays
+ * where the last uncaptured call left it. */
+static int c_point(nsc_stream s, void **pt) {
+  int cap = 0;
+  if (c_capturing(s, &cap) || cap) return -1;
+  WITH_CTX(s);
+  nsc_cuev *e = *pt;
+  if (e && e->owner != c) { /* the object moved to another context's stream */
+    nsc_cuev_put(e);
+    *pt = e = NULL;
+  }
+  if (!e) CU_DO(nsc_cuev_get(c, &e, &what));
+  *pt = e;
+  int pushed;
+  CU_DO(nsc_cuctx_enter(c, &pushed, &what));
+  CUresult r = cu()->cuEventRecord(e->ev, (CUstream)s);
+  nsc_cuctx_leave(pushed);
+  return r == CUDA_SUCCESS ? 0 : fail(r, "cuEventRecord(release point)");
+}
+
+static void c_release_at(void *pt, void *p) {
+  nsc_cuev *e = pt;
+  if (!p) return;
+  if (!e) { /* never enqueued anything we could mark: keep it rather than free it under queued work */
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      nsc_backend_set_error("CUDA backend: staging without a release point kept until exit");
+    return;
+  }
+  nsc_cuctx *c = e->owner;
+  const char *what = NULL;
+  int pushed, mode = nsc_cu_relax();
+  if (c->pools && nsc_cuctx_enter(c, &pushed, &what) == CUDA_SUCCESS) {
+    if (cu()->cuStreamWaitEvent(c->rel_stream, e->ev, 0) == CUDA_SUCCESS)
+      cu()->cuMemFreeAsync((CUdeviceptr)(uintptr_t)p, c->rel_stream);
+    nsc_cuctx_leave(pushed);
+  }
+  nsc_cu_unrelax(mode);
+}
+
+static void c_point_free(void *pt) { nsc_cuev_put(pt); }
+
+static int c_wait_point(nsc_stream waiter, void *pt) {
+  nsc_cuev *e = pt;
+  if (!e) return 0;
+  WITH_CTX(waiter);
+  int pushed;
+  CU_DO(nsc_cuctx_enter(c, &pushed, &what));
+  CUresult r = cu()->cuStreamWaitEvent((CUstream)waiter, e->ev, 0);
+  nsc_cuctx_leave(pushed);
+  return r == CUDA_SUCCESS ? 0 : fail(r, "cuStreamWaitEvent(release point)");
+}
+
 static int c_capturing(nsc_stream s, int *yes) {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   int mode = nsc_cu_relax();
@@ -385,6 +442,10 @@ static const nsc_backend cuda_backend = {
     .fill_ones = c_fill_ones,
     .alloc = c_alloc,
     .release = c_release,
+    .point = c_point,
+    .release_at = c_release_at,
+    .point_free = c_point_free,
+    .wait_point = c_wait_point,
     .capturing = c_capturing,
     .mark = c_mark,
     .wait_mark = c_wait_mark,

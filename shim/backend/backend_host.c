@@ -162,6 +162,26 @@ static void h_release(nsc_stream s, void *p) {
   free(p);
 }
 
+/* Host memory: the codec thread is the only thing that may still read it,
+ * so a point is "everything queued so far" and release_at waits for that
+ * (the thread never blocks on a caller's stream). */
+static int h_point(nsc_stream s, void **pt) {
+  (void)s;
+  *pt = (void *)&nsc_backend_host; /* any non-NULL token */
+  return 0;
+}
+static void h_release_at(void *pt, void *p) {
+  (void)pt;
+  nsc_hs_wait(nsc_hs_tail());
+  free(p);
+}
+static void h_point_free(void *pt) { (void)pt; }
+static int h_wait_point(nsc_stream waiter, void *pt) {
+  (void)pt;
+  if (!nsc_hs_is(waiter)) nsc_hs_wait(nsc_hs_tail());
+  return 0;
+}
+
 static int h_capturing(nsc_stream s, int *yes) {
   (void)s;
   *yes = 0;
@@ -263,6 +283,10 @@ const nsc_backend nsc_backend_host = {
     .fill_ones = h_fill_ones,
     .alloc = h_alloc,
     .release = h_release,
+    .point = h_point,
+    .release_at = h_release_at,
+    .point_free = h_point_free,
+    .wait_point = h_wait_point,
     .capturing = h_capturing,
     .mark = h_mark,
     .wait_mark = h_wait_mark,

@@ -72,6 +72,25 @@ static void free_blocks(const nsc_backend *be, nsc_stream s, nsc_block *b) {
   }
 }
 
+/* Moves arena a's release point to the end of what is enqueued on s (its
+ * stream, alive: the current call's). The point is made outside the lock and
+ * installed under it; a concurrent maker's extra one is given back. */
+static void arena_point(nsc_staging *st, nsc_arena *a, const nsc_backend *be, nsc_stream s) {
+  lock(st);
+  void *pt = a->pt;
+  unlock(st);
+  if (pt) {
+    nsc_point(be, s, &pt); /* re-recorded in place */
+    return;
+  }
+  nsc_point(be, s, &pt);
+  lock(st);
+  void *extra = a->pt ? pt : NULL;
+  if (!a->pt) a->pt = pt;
+  unlock(st);
+  if (extra) nsc_point_free(be, &extra);
+}
+
 size_t nsc_staging_round(size_t bytes) {
   size_t want = (bytes + ALIGN - 1) / ALIGN * ALIGN;
   return want ? want : ALIGN;
@@ -107,6 +126,7 @@ int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t
       return NSC_STAGING_NOMEM;
     }
     b->cap = cap;
+    arena_point(st, a, be, s); /* the allocation is on s: a point covers it from the start */
     lock(st);
     b->next = a->blocks;
     a->blocks = b;
@@ -124,10 +144,12 @@ int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t
 void nsc_staging_done(nsc_staging *st, nsc_stream s) {
   nsc_block *old = NULL;
   const nsc_backend *be = NULL;
+  nsc_arena *used = NULL;
   uintptr_t t = thread_of(s);
   lock(st);
   for (nsc_arena *a = st->arenas; a; a = a->next) {
     if (a->stream != s || a->thread != t || a->live == 0) continue;
+    used = a;
     if (--a->live == 0) {
       a->used = 0;
       a->need = 0;
@@ -142,6 +164,7 @@ void nsc_staging_done(nsc_staging *st, nsc_stream s) {
   }
   unlock(st);
   if (old) free_blocks(be, s, old);
+  if (used) arena_point(st, used, used->be, s); /* arenas live until the communicator ends */
 }
 
 int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p) {
@@ -152,6 +175,7 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
     return -1;
   }
   st->fwant += want;
+  st->gstream = s;
   if (st->fdisabled || !st->fblock || st->fused + want > st->fcap) {
     unlock(st);
     return -1;
@@ -159,10 +183,13 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
   *p = (char *)st->fblock + st->fused;
   st->fused += want;
   nsc_stream prev = st->fstream;
+  void *pt = st->fpt;
   st->fstream = s;
   unlock(st);
   if (prev == s) return 0;
-  return be->join(s, prev) ? 1 : 0;
+  if (prev) return be->join(s, prev) ? 1 : 0; /* an earlier take of this group */
+  /* the group's first take: after the block's uses (and making) so far */
+  return pt && be->wait_point && be->wait_point(s, pt) ? 1 : 0;
 }
 
 int nsc_staging_fuse_fresh(nsc_staging *st, nsc_stream s) {
@@ -194,9 +221,11 @@ int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream 
   if (have) return 1;
   void *p = NULL;
   if (backend_alloc(st, be, s, bytes, &p)) return 0;
+  void *pt = NULL;
+  nsc_point(be, s, &pt); /* the first take waits for the allocation */
   lock(st);
   st->fbe = be;
-  st->fstream = s;
+  st->fpt = pt;
   st->fblock = p;
   st->freserved = bytes;
   unlock(st);
@@ -204,8 +233,6 @@ int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream 
 }
 
 void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok) {
-  (void)be;
-  (void)s;
   void *drop = NULL;
   lock(st);
   if (ok && st->fblock) {
@@ -217,7 +244,18 @@ void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream 
     st->fdisabled = 1;
   }
   unlock(st);
-  if (drop) st->fbe->release(st->fstream, drop);
+  if (drop) be->release(s, drop); /* s: the checking call's stream */
+}
+
+/* Frees blocks after the fusion block's release point (never naming a
+ * stream of an earlier group); not under the lock. */
+static void free_after_point(nsc_staging *st, nsc_block *b) {
+  while (b) {
+    nsc_block *n = b->next;
+    nsc_release_after(st->fbe, st->fpt, b->p);
+    free(b);
+    b = n;
+  }
 }
 
 /* Blocks replaced while cast-backs were parked; not under the lock. */
@@ -226,7 +264,7 @@ static void free_retired(nsc_staging *st) {
   nsc_block *b = st->fretired;
   st->fretired = NULL;
   unlock(st);
-  free_blocks(st->fbe, st->fstream, b);
+  free_after_point(st, b);
 }
 
 /* Applies a grown block's agreement (all: every rank got it); not under the
@@ -259,7 +297,7 @@ static int apply_agreement(nsc_staging *st, int all, int parked) {
   st->gtok = NULL;
   unlock(st);
   free(node);
-  if (drop) st->fbe->release(st->fstream, drop);
+  if (drop) nsc_release_after(st->fbe, st->fpt, drop);
   return all;
 }
 
@@ -268,20 +306,29 @@ void nsc_staging_fuse_resolve(nsc_staging *st) {
 }
 
 int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreement *ag, int parked) {
+  /* This group's streams, alive now; forgotten once settled. */
+  lock(st);
+  nsc_stream fs = st->fstream, s = st->gstream;
+  st->fstream = st->gstream = NULL;
+  unlock(st);
+  if (fs && st->fbe) nsc_point(st->fbe, fs, &st->fpt); /* the block's uses so far */
   if (!parked) free_retired(st);
   int grown = 0;
   if (st->gtok) grown = apply_agreement(st, st->gag->finish(st->gtok, 1, st->gag->arg) == 1, parked);
   lock(st);
   size_t want = st->fwant;
   st->fused = st->fwant = 0;
-  int skip = st->fdisabled || !st->fbe || want <= st->fcap || want > limit;
+  int skip = st->fdisabled || !st->fbe || !s || want <= st->fcap || want > limit;
   const nsc_backend *be = st->fbe;
-  nsc_stream s = st->fstream;
   unlock(st);
   if (skip) return grown;
   void *p = NULL;
   nsc_block *node = calloc(1, sizeof *node);
   int ok = node && backend_alloc(st, be, s, want, &p) == 0;
+  if (ok) { /* the point covers the grown block's allocation too */
+    if (fs && fs != s) be->join(fs, s);
+    nsc_point(be, fs ? fs : s, &st->fpt);
+  }
   void *tok = ag->start(ok, be, s, ag->arg);
   lock(st);
   st->gblock = p;
@@ -306,12 +353,23 @@ void nsc_staging_release(nsc_staging *st) {
   st->fretired = NULL;
   unlock(st);
   if (tok) st->gag->finish(tok, -1, st->gag->arg);
-  if (g) st->fbe->release(st->fstream, g);
-  if (f) st->fbe->release(st->fstream, f);
-  if (ret) free_blocks(st->fbe, st->fstream, ret);
+  /* Every stream named here may be destroyed by now: frees go after the
+   * release points, which name none. */
+  if (st->fbe) {
+    nsc_release_after(st->fbe, st->fpt, g);
+    nsc_release_after(st->fbe, st->fpt, f);
+    free_after_point(st, ret);
+    nsc_point_free(st->fbe, &st->fpt);
+  }
+  st->fstream = st->gstream = NULL;
   while (a) {
     nsc_arena *n = a->next;
-    free_blocks(a->be, a->stream, a->blocks);
+    for (nsc_block *b = a->blocks, *bn; b; b = bn) {
+      bn = b->next;
+      nsc_release_after(a->be, a->pt, b->p);
+      free(b);
+    }
+    nsc_point_free(a->be, &a->pt);
     free(a);
     a = n;
   }

@@ -61,6 +61,7 @@ typedef struct nsc_arena {
   size_t need;       /* bytes handed out in all blocks since the last reset */
   size_t peak;
   int live;
+  void *pt; /* release point (backend.h) after the arena's last use: the stream may be gone when it is freed */
   struct nsc_arena *next;
 } nsc_arena;
 
@@ -76,7 +77,14 @@ typedef struct {
    * stream order: a use on another stream than the last one first waits for
    * it (a join through the backend). */
   const nsc_backend *fbe;
-  nsc_stream fstream; /* stream of the block's last use (or allocation) */
+  /* The streams of the current group only (cleared at each settle: a later
+   * group must never name a stream its caller may have destroyed since):
+   * fstream, the last take's (a take on another stream joins it); gstream,
+   * the last take attempted, fitting or not (a grown block is made there).
+   * fpt, the release point after the block's uses up to the last settle: a
+   * group's first take waits for it, frees happen after it. */
+  nsc_stream fstream, gstream;
+  void *fpt;
   void *fblock;
   size_t fcap;      /* agreed and allocated */
   size_t freserved; /* allocated at the first call, before agreement */

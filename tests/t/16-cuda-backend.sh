@@ -72,6 +72,16 @@ check_grep "... the rank without kernels says so, once" "rank 0 cannot run the C
 check "fusion growth: ncclGroupEnd never waits for the agreement; applied a group later; exact" \
   with NCCLSHIM_LOG=off TEST_TIMEOUT=60 mpirun_shim 2 "$TBIN/shim_cuda_grow"
 
+# Issue 23, defect 7: streams destroyed after use (4 epochs, a stream each),
+# their staging, fusion block and error-feedback residuals kept across
+# epochs and freed at the communicator's end: the double counts any use of a
+# destroyed stream as an illegal access (exit 86); every sum exact.
+for cfg in "NCCLSHIM_COMPRESS=fp16" "NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_ERROR_FEEDBACK=1" \
+           "NCCLSHIM_COMPRESS=fp16s NCCLSHIM_ALGO=twophase NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_TWOPHASE_PIECE_BYTES=65536"; do
+  check "streams destroyed after use, never named again ($cfg), 3 ranks" \
+    with $cfg NCCLSHIM_LOG=off TEST_TIMEOUT=90 mpirun_shim 3 "$TBIN/shim_cuda_streams"
+done
+
 # Communicators destroyed or aborted (alternately) with an accumulation
 # agreement and a fusion-growth agreement in flight, 40 in a row (a context
 # has 32 exchange slots): each gives its slots back once their collectives
