@@ -6,8 +6,8 @@
  * which cuModuleLoadData does into the current context, so the entry's
  * context is pushed for it when it is not the current one.
  *
- * A context's setup (module load or NVRTC compilation, pinned counters and
- * exchange slots) runs once, in relaxed capture mode, normally when a
+ * A context's setup (module load or NVRTC compilation, counters, exchange
+ * slots, the private streams) runs once, in relaxed capture mode, normally when a
  * communicator is created on it (nsc_cuctx_for from nsc_backend_prepare);
  * it is the only place that allocates with cuMemAlloc/cuMemHostAlloc.
  * Exchange slots are taken and given back under the entry's lock; an
@@ -15,6 +15,7 @@
  * later nsc_cuctx_oob_get once its event completed.
  *
  * Must not: synchronise a stream, free an entry, or exit. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,6 @@ static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what
   memset(host, 0, 64 + oob);
   c->counters = host;
   c->oob_host = (unsigned char *)host + 64;
-  TRY(cu->cuMemHostGetDevicePointer(&c->counters_dev, host, 0), "cuMemHostGetDevicePointer");
   TRY(cu->cuMemAlloc(&c->oob_dev, oob), "cuMemAlloc(exchange slots)");
   /* A stream per slot: exchanges of different communicators (threads) on one
    * context must not queue behind each other, in orders that can differ
@@ -142,10 +142,32 @@ static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what
     TRY(cu->cuStreamCreate(&c->oob_stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate(exchange)");
   }
   TRY(cu->cuStreamCreate(&c->rel_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate(release)");
+  /* Kernels count in device memory (one atomic per block and counter, none
+   * over PCIe); nsc_cuctx_counts copies them out. Zeroed here, at setup (a
+   * communicator's creation, blocking anyway), before any kernel can add to
+   * them: the memset's event is polled to completion. */
+  TRY(cu->cuStreamCreate(&c->count_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate(counters)");
+  TRY(cu->cuEventCreate(&c->count_ev, CU_EVENT_DISABLE_TIMING), "cuEventCreate(counters)");
+  TRY(cu->cuMemAlloc(&c->counters_dev, 16), "cuMemAlloc(counters)");
+  TRY(cu->cuMemsetD8Async(c->counters_dev, 0, 16, c->count_stream), "cuMemsetD8Async(counters)");
+  TRY(cu->cuEventRecord(c->count_ev, c->count_stream), "cuEventRecord(counters)");
+  CUresult q;
+  while ((q = cu->cuEventQuery(c->count_ev)) == CUDA_ERROR_NOT_READY) sched_yield();
+  TRY(q, "cuEventQuery(counters)");
   /* Last: kernels that do not load leave the entry usable for the rest. */
   c->kload = load_module(cu, c, &c->kload_what);
   for (int k = 0; c->kload == CUDA_SUCCESS && k < NSC_K_COUNT; k++)
     if ((c->kload = cu->cuModuleGetFunction(&c->fn[k], c->mod, names[k])) != CUDA_SUCCESS) c->kload_what = names[k];
+  /* Grids fill the device once: as many blocks per multiprocessor as the
+   * driver says fit (registers decide: ptxas gives the 8-bit encoders 40
+   * per thread, 6 blocks of 256), NSC_K_BLOCKS_PER_SM when it cannot say. */
+  for (int k = 0; k < NSC_K_COUNT; k++) {
+    int n = 0;
+    if (c->kload != CUDA_SUCCESS || !cu->cuOccupancyMaxActiveBlocksPerMultiprocessor ||
+        cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, c->fn[k], NSC_K_BLOCK, 0) != CUDA_SUCCESS || n < 1)
+      n = NSC_K_BLOCKS_PER_SM;
+    c->bps[k] = n;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -224,13 +246,27 @@ CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what) {
 }
 
 void nsc_cuctx_counts(uint64_t *overflow, uint64_t *underflow) {
+  static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
+  const nsc_cu_api *cu = nsc_cu_driver();
   int n = __atomic_load_n(&ntable, __ATOMIC_ACQUIRE);
   *overflow = *underflow = 0;
-  for (int i = 0; i < n; i++)
-    if (table[i]->counters) {
-      *overflow += table[i]->counters[0];
-      *underflow += table[i]->counters[1];
+  pthread_mutex_lock(&copy_lock);
+  for (int i = 0; i < n; i++) {
+    nsc_cuctx *c = table[i];
+    if (!c->counters || !c->counters_dev) continue;
+    const char *what = NULL;
+    int pushed, mode = nsc_cu_relax(); /* queries beside another thread's global capture */
+    if (nsc_cuctx_enter(c, &pushed, &what) == CUDA_SUCCESS) {
+      if (cu->cuMemcpyDtoHAsync((void *)c->counters, c->counters_dev, 16, c->count_stream) == CUDA_SUCCESS &&
+          cu->cuEventRecord(c->count_ev, c->count_stream) == CUDA_SUCCESS)
+        while (cu->cuEventQuery(c->count_ev) == CUDA_ERROR_NOT_READY) sched_yield();
+      nsc_cuctx_leave(pushed);
     }
+    nsc_cu_unrelax(mode);
+    *overflow += c->counters[0];
+    *underflow += c->counters[1];
+  }
+  pthread_mutex_unlock(&copy_lock);
 }
 
 CUresult nsc_cuctx_side_stream(nsc_cuctx *c, CUstream s, CUstream *side, const char **what) {

@@ -55,10 +55,13 @@ struct nsc_cuctx {
   CUmodule mod;
   CUfunction fn[NSC_K_COUNT];
   int sms;   /* multiprocessors, for grid sizes */
+  int bps[NSC_K_COUNT]; /* resident blocks per multiprocessor of each kernel (the driver's occupancy) */
   int pools; /* cuMemAllocAsync usable */
   char kernels[128]; /* where the module came from ("fatbin", "NVRTC 13.2, sm_90 CUBIN") */
-  volatile uint64_t *counters; /* host view: [0] overflow, [1] underflow */
-  CUdeviceptr counters_dev;
+  volatile uint64_t *counters; /* pinned host mirror: [0] overflow, [1] underflow */
+  CUdeviceptr counters_dev;    /* device memory the kernels add to (issue 23, defect 4) */
+  CUstream count_stream;       /* private: copies the counters to the mirror */
+  CUevent count_ev;
   unsigned char *oob_host;  /* NSC_CU_OOB_SLOTS * NSC_CU_OOB_BYTES, pinned */
   CUdeviceptr oob_dev;      /* the same size on the device */
   CUevent oob_ev[NSC_CU_OOB_SLOTS];
@@ -97,7 +100,11 @@ CUresult nsc_cuctx_for(CUcontext ctx, nsc_cuctx **out, const char **what);
 CUresult nsc_cuctx_enter(const nsc_cuctx *c, int *pushed, const char **what);
 void nsc_cuctx_leave(int pushed);
 
-/* Totals over all contexts; may lag kernels still running (never waits). */
+/* Totals over all contexts: each context's device counters copied to its
+ * pinned mirror on a private stream, waited for by polling that copy's
+ * event (a few microseconds; never the callers' streams, so the totals may
+ * lag kernels still running). For summaries and ncclshim_get_stats, never
+ * inside a collective. */
 void nsc_cuctx_counts(uint64_t *overflow, uint64_t *underflow);
 
 

@@ -29,7 +29,7 @@
  * NULL when absent. */
 #define NSC_CU_OPTIONAL(X) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuCtxGetId) \
   X(cuThreadExchangeStreamCaptureMode) X(cuDeviceGet) X(cuDevicePrimaryCtxGetState) \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 #define NSC_CU_FIELD(f) __typeof__(f) *f;
 typedef struct {

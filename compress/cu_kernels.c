@@ -1,16 +1,18 @@
 /* cu_kernels.c — the launchers of cu_kernels.h: grid sizes, parameter
  * blocks, segment tables.
  *
- * Grids: one block per tile up to NSC_K_BLOCKS_PER_SM blocks per SM (enough
- * resident warps to saturate memory); blocks loop over the remaining tiles.
+ * Grids: one block per tile (block-scaled encodes: per NSC_K_WARPS wire
+ * blocks) up to what is resident at once, the driver's occupancy of each
+ * kernel times the multiprocessors (enough warps to saturate memory);
+ * blocks loop over the remaining work.
  *
  * Must not: synchronise, allocate device memory, or launch for empty work. */
 #include <string.h>
 
 #include "cu_kernels.h"
 
-static unsigned grid_for(const nsc_cuctx *c, uint64_t ntiles) {
-  uint64_t cap = (uint64_t)(c->sms > 0 ? c->sms : 1) * NSC_K_BLOCKS_PER_SM;
+static unsigned grid_for(const nsc_cuctx *c, int k, uint64_t ntiles) {
+  uint64_t cap = (uint64_t)(c->sms > 0 ? c->sms : 1) * (uint64_t)c->bps[k];
   return (unsigned)(ntiles < cap ? (ntiles ? ntiles : 1) : cap);
 }
 
@@ -23,7 +25,7 @@ static CUresult launch(const nsc_cuctx *c, CUstream s, int k, uint64_t ntiles, v
   int pushed;
   CUresult r = nsc_cuctx_enter(c, &pushed, what);
   if (r != CUDA_SUCCESS) return r;
-  r = nsc_cu_driver()->cuLaunchKernel(c->fn[k], grid_for(c, ntiles), 1, 1, NSC_K_BLOCK, 1, 1,
+  r = nsc_cu_driver()->cuLaunchKernel(c->fn[k], grid_for(c, k, ntiles), 1, 1, NSC_K_BLOCK, 1, 1,
                                       0, s, params, NULL);
   nsc_cuctx_leave(pushed);
   if (r != CUDA_SUCCESS) *what = "cuLaunchKernel";

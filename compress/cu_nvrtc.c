@@ -104,6 +104,40 @@ static void log_into(void *prog, char *why, size_t wlen, int rc) {
   free(log);
 }
 
+/* Images already compiled, per compute capability, for the process: every
+ * context of a device (and every device of one kind) compiles once. Under
+ * nv_lock. */
+#define NV_CACHE 8
+static struct {
+  int cc;
+  void *image;
+  size_t size;
+  char desc[80];
+} cache[NV_CACHE];
+static int ncache;
+
+/* A copy of the cached image for cc (the caller frees it), or 0. */
+static int cached(int cc, void **image, char *desc, size_t dlen) {
+  for (int i = 0; i < ncache; i++)
+    if (cache[i].cc == cc && (*image = malloc(cache[i].size))) {
+      memcpy(*image, cache[i].image, cache[i].size);
+      snprintf(desc, dlen, "%s", cache[i].desc);
+      return 1;
+    }
+  return 0;
+}
+
+static void remember(int cc, const void *image, size_t size, const char *desc) {
+  void *copy;
+  if (ncache == NV_CACHE || !(copy = malloc(size))) return;
+  memcpy(copy, image, size);
+  cache[ncache].cc = cc;
+  cache[ncache].image = copy;
+  cache[ncache].size = size;
+  snprintf(cache[ncache].desc, sizeof cache[ncache].desc, "%s", desc);
+  ncache++;
+}
+
 int nsc_nvrtc_image(int major, int minor, void **image, char *desc, size_t dlen, char *why,
                     size_t wlen) {
   *image = NULL;
@@ -126,6 +160,7 @@ int nsc_nvrtc_image(int major, int minor, void **image, char *desc, size_t dlen,
   const char *opts[] = {opt_arch, "-std=c++17", "--fmad=false"};
   pthread_mutex_lock(&nv_lock);
   void *prog = NULL;
+  if (cached(major * 10 + minor, image, desc, dlen)) goto out;
   int rc = nv.CreateProgram(&prog, nsc_kernels_src, "ncclshim_kernels.cu", 0, NULL, NULL);
   if (rc) {
     snprintf(why, wlen, "nvrtcCreateProgram failed (%d)", rc);
@@ -147,6 +182,7 @@ int nsc_nvrtc_image(int major, int minor, void **image, char *desc, size_t dlen,
   }
   snprintf(desc, dlen, "NVRTC %d.%d, %s_%d %s", vmaj, vmin, sass ? "sm" : "compute", arch,
            sass ? "CUBIN" : "PTX");
+  remember(major * 10 + minor, *image, n, desc);
 out:
   if (prog) nv.DestroyProgram(&prog);
   pthread_mutex_unlock(&nv_lock);

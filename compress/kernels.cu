@@ -6,7 +6,8 @@
 // even conversion (exact on subnormals, +-Inf on overflow) with NaNs rewritten
 // to the reference's quiet NaN; products that are NaN are made x86's NaN.
 // Overflow/underflow are counted by the same ranges, summed per block and
-// added with one atomicAdd per block and counter.
+// added with one atomicAdd per block and counter, into device memory (cu_ctx.c
+// copies the totals out when they are read).
 //
 // Work is cut into tiles of NSC_K_TILE elements; blocks take tiles in a
 // grid-stride loop (size_t indices, any count). A tile whose pointers are

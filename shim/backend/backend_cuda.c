@@ -10,8 +10,11 @@
  * call fails alike on every rank through the poisoned path), never
  * cuMemAlloc/cuMemFree, which synchronise and are illegal under capture.
  * Timing marks are pooled events, read with cuEventElapsedTime only once
- * complete. Counters live in host-mapped memory and are read without any
- * synchronisation. The driver calls capture may forbid (queries, stream
+ * complete. Counters live in device memory (kernels add one atomic per
+ * block) and are copied out on a private stream when read (summaries,
+ * ncclshim_get_stats), never inside a collective. Memory kept across calls
+ * is freed after a release point (an event behind its last use) on the
+ * context's own stream, never on a caller's stream that may be gone. The driver calls capture may forbid (queries, stream
  * creation, allocation) run with the thread in relaxed capture mode, so they
  * never invalidate another thread's capture.
  *

@@ -63,7 +63,7 @@ typedef struct cd_op {
     struct { struct CUevent_st *ev; uint64_t gen; } rec;
     struct { struct CUstream_st *s; uint64_t seq; } wait;
     struct { void (*fn)(void *); void *arg; void (*release)(void *); int *refs; } host;
-    struct { CUdeviceptr p; } free;
+    struct { CUdeviceptr p; uint64_t gen; } free;
     struct { struct CUgraphExec_st *exec; } graph;
   } u;
 } cd_op;
@@ -150,6 +150,8 @@ void *cd_view(CUdeviceptr p, size_t bytes, const char *api, int host_ok);
  * and VMM memory only where cuMemSetAccess allowed that device. */
 extern __thread int cd_exec_dev;
 int cd_is_pinned_or_device(const void *p);     /* known to the double */
+int cd_is_host_memory(uintptr_t p);            /* pinned or registered host memory */
+int cd_free_async_run(CUdeviceptr p, uint64_t gen); /* a queued cuMemFreeAsync runs */
 CUresult cd_free_device(CUdeviceptr p, int async);
 CUresult cd_alloc_device(int dev, CUcontext ctx, size_t bytes, struct CUmemPoolHandle_st *pool,
                          CUdeviceptr *out);

@@ -34,6 +34,11 @@ typedef struct {
    * thread), aligned vector loads and stores. A kernel fault (misaligned
    * vector access, barrier deadlock) counts in illegal_accesses. */
   uint64_t kernel_blocks, kernel_barriers, kernel_shuffles, kernel_vec_accesses;
+  /* Kernel launches whose counters operand (atomics, one per block) was
+   * host memory: each atomic crosses PCIe on a GPU (issue 23, defect 4). */
+  uint64_t kernel_host_atomics;
+  uint64_t kernel_max_grid; /* the largest grid launched (blocks) */
+  uint64_t pool_reuses;     /* cuMemAllocAsync handed out a block freed on its stream, before the free ran */
 } cudadrv_stats;
 
 /* Copies the counters; returns 0. */

@@ -50,6 +50,9 @@ typedef struct {
   unsigned long long id;
   struct CUmemPoolHandle_st *pool;
   phys *ph;
+  size_t ext;                /* K_DEVICE: the arena extent's length */
+  struct CUstream_st *freeing; /* a cuMemFreeAsync on this stream has not run yet */
+  uint64_t gen;              /* reuses of the block (a queued free of an older gen is void) */
 } alloc_rec;
 
 typedef struct {
@@ -223,6 +226,14 @@ CD_EXPORT int cudadrv_host_view(const void *p, size_t bytes, void **host) {
   return *host ? 0 : -1;
 }
 
+int cd_is_host_memory(uintptr_t p) {
+  pthread_mutex_lock(&lock);
+  alloc_rec *r = tab_find(p);
+  int yes = r && (r->kind == K_PINNED || r->kind == K_REGISTERED);
+  pthread_mutex_unlock(&lock);
+  return yes;
+}
+
 int cd_is_pinned_or_device(const void *p) {
   pthread_mutex_lock(&lock);
   int yes = tab_find((uintptr_t)p) != NULL;
@@ -239,7 +250,7 @@ CUresult cd_alloc_device(int dev, CUcontext ctx, size_t bytes, struct CUmemPoolH
   uintptr_t off;
   if (!arena_init(dev) && (off = extent_take(&arenas[dev], len, ALIGN))) {
     alloc_rec a = {.base = (uintptr_t)arenas[dev].dev + off, .size = bytes, .kind = K_DEVICE,
-                   .dev = dev, .ar = dev, .ctx = ctx, .pool = pool};
+                   .dev = dev, .ar = dev, .ctx = ctx, .pool = pool, .ext = len};
     tab_add(&a);
     *out = (CUdeviceptr)a.base;
     r = CUDA_SUCCESS;
@@ -255,7 +266,7 @@ CUresult cd_free_device(CUdeviceptr p, int async) {
   CUresult res = CUDA_ERROR_INVALID_VALUE;
   if (r && r->base == (uintptr_t)p && r->kind == K_DEVICE) {
     arena *a = &arenas[r->ar];
-    extent_give(a, r->base - (uintptr_t)a->dev, (r->size + ALIGN - 1) & ~(size_t)(ALIGN - 1));
+    extent_give(a, r->base - (uintptr_t)a->dev, r->ext);
     tab_del(r);
     res = CUDA_SUCCESS;
   } else if (!async && r && r->base == (uintptr_t)p && r->kind == K_MANAGED) {
@@ -265,6 +276,24 @@ CUresult cd_free_device(CUdeviceptr p, int async) {
   }
   pthread_mutex_unlock(&lock);
   return res;
+}
+
+/* The queued cuMemFreeAsync of p (generation gen) runs: frees the block
+ * unless it was handed out again since (then the free is void). 0, or -1
+ * when p is no live allocation. */
+int cd_free_async_run(CUdeviceptr p, uint64_t gen) {
+  pthread_mutex_lock(&lock);
+  alloc_rec *r = tab_find((uintptr_t)p);
+  int rc = -1;
+  if (r && r->base == (uintptr_t)p && r->kind == K_DEVICE && r->gen != gen) rc = 0; /* reused */
+  else if (r && r->base == (uintptr_t)p && r->kind == K_DEVICE) {
+    arena *a = &arenas[r->ar];
+    extent_give(a, r->base - (uintptr_t)a->dev, r->ext);
+    tab_del(r);
+    rc = 0;
+  }
+  pthread_mutex_unlock(&lock);
+  return rc;
 }
 
 /* Flags an allocation as made during capture (freed with its graph). */
@@ -410,6 +439,25 @@ static CUresult alloc_async(CUdeviceptr *p, size_t bytes, struct CUmemPoolHandle
   if (r != CUDA_SUCCESS) return r;
   if (!pool) pool = pool_of_dev(s->ctx->dev);
   if (pool->magic != POOL_MAGIC) return CUDA_ERROR_INVALID_VALUE;
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  /* As a real pool does: a block freed on this stream is handed out again
+   * at once, before its free ran, since the stream orders the two; work on
+   * other streams that still uses it without a join sees it overwritten. */
+  if (!s->cap) {
+    pthread_mutex_lock(&lock);
+    alloc_rec *hit = NULL;
+    for (size_t i = 0; i < ntab && !hit; i++)
+      if (tab[i].kind == K_DEVICE && tab[i].freeing == s && tab[i].pool == pool && tab[i].ext >= bytes) hit = &tab[i];
+    if (hit) {
+      hit->freeing = NULL;
+      hit->gen++;
+      hit->size = bytes;
+      *p = (CUdeviceptr)hit->base;
+      cd_stats.pool_reuses++;
+    }
+    pthread_mutex_unlock(&lock);
+    if (hit) return CUDA_SUCCESS;
+  }
   if ((r = cd_alloc_device(pool->dev, s->ctx, bytes, pool, p)) != CUDA_SUCCESS) return r;
   if (s->cap) {
     cd_count(&cd_stats.graph_allocs);
@@ -436,11 +484,17 @@ CD_EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream h) {
   if (r != CUDA_SUCCESS) return r;
   pthread_mutex_lock(&lock);
   alloc_rec *a = tab_find((uintptr_t)p);
-  int ok = a && a->base == (uintptr_t)p && a->kind == K_DEVICE;
+  int ok = a && a->base == (uintptr_t)p && a->kind == K_DEVICE && !a->freeing;
+  uint64_t gen = 0;
+  if (ok && !s->cap && !a->from_capture) { /* reusable at once on s (a captured free belongs to the graph) */
+    a->freeing = s;
+    gen = a->gen;
+  } else if (ok) gen = a->gen;
   pthread_mutex_unlock(&lock);
   if (!ok) return CUDA_ERROR_INVALID_VALUE;
   cd_op *op = cd_op_new(OP_FREE, "cuMemFreeAsync");
   op->u.free.p = p;
+  op->u.free.gen = gen;
   return cd_enqueue(s, op);
 }
 

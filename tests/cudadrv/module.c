@@ -89,6 +89,7 @@ static void run_real(const cd_launch *l, void **args) {
 /* The counters operand (2 x u64) as a host pointer; 0 stays NULL. Returns -1
  * on a bad pointer (counted). */
 static int counters_view(uint64_t dp, const char *k, uint64_t **out) {
+  if (dp && cd_is_host_memory((uintptr_t)dp)) cd_count(&cd_stats.kernel_host_atomics);
   *out = dp ? cd_view((CUdeviceptr)dp, 16, k, 0) : NULL;
   return dp && !*out ? -1 : 0;
 }
@@ -428,6 +429,20 @@ CD_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
   return CUDA_ERROR_NOT_FOUND;
 }
 
+/* Occupancy as a GPU of this double's kind would report it for the shim's
+ * kernels: registers decide, and the double assumes 40 per thread (what
+ * ptxas reports for the widest of them), 65536 per multiprocessor, at most
+ * 2048 threads and 32 blocks: 6 blocks of 256 threads. */
+CD_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int block, size_t dyn) {
+  READY();
+  if (!n || !f || f->magic != FN_MAGIC || block <= 0 || block > 1024) return CUDA_ERROR_INVALID_VALUE;
+  int by_regs = 65536 / (40 * block), by_threads = 2048 / block;
+  *n = by_regs < by_threads ? by_regs : by_threads;
+  if (*n > 32) *n = 32;
+  if (dyn) *n = 0; /* the kernels use no dynamic shared memory: a caller asking for some is wrong */
+  return CUDA_SUCCESS;
+}
+
 CD_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                   unsigned bz, unsigned shmem, CUstream h, void **params, void **extra) {
   READY();
@@ -445,6 +460,9 @@ CD_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsign
   cd_op *op = cd_op_new(OP_KERNEL, f->k->name);
   op->u.k.fn = f;
   op->u.k.grid = gx;
+  for (uint64_t m = __atomic_load_n(&cd_stats.kernel_max_grid, __ATOMIC_RELAXED);
+       gx > m && !__atomic_compare_exchange_n(&cd_stats.kernel_max_grid, &m, gx, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);) {
+  }
   op->u.k.block = bx * by * bz;
   op->u.k.params = malloc(cd_kernel_params_size(f));
   cd_kernel_pack(f, params, op->u.k.params);

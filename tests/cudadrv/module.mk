@@ -17,7 +17,7 @@ $(CUDADRV_LIB): $(CUDADRV_OBJS) $(CUDADRV_REFS) tests/cudadrv/cudadrv.map
 	@mkdir -p $(@D)
 	$(CC) -shared -o $@ $(CUDADRV_OBJS) $(CUDADRV_REFS) -Wl,-soname,libcuda.so.1 \
 	  -Wl,--version-script=tests/cudadrv/cudadrv.map -Wl,-z,defs -Wl,-z,noexecstack \
-	  $(LDFLAGS_BASE) -lpthread -ldl
+	  $(LDFLAGS_BASE) -lpthread -ldl -lm
 
 # The unit test links the double directly (its hooks too) and loads the
 # shim's fatbin from compress/fatbin.o.

@@ -97,7 +97,7 @@ void cd_op_run(cd_op *op) {
     cd_count(&cd_stats.host_ops);
     break;
   case OP_FREE:
-    if (!cd_is_capture_alloc(op->u.free.p) && cd_free_device(op->u.free.p, 1) != CUDA_SUCCESS)
+    if (!cd_is_capture_alloc(op->u.free.p) && cd_free_async_run(op->u.free.p, op->u.free.gen))
       cd_count_illegal("cuMemFreeAsync of %p: not a live allocation when it ran", (void *)(uintptr_t)op->u.free.p);
     break;
   case OP_GRAPH: cd_graph_run(op->u.graph.exec); break;

@@ -439,6 +439,27 @@ static void test_memory(void) {
   CK(cuStreamSynchronize(s));
   CK(cuMemGetInfo(&fr1, &tot));
   check(fr1 == fr0 + (1 << 20), "cuMemFreeAsync returns the memory in stream order");
+  /* As a real pool: a block freed on s is handed out again by the next
+   * allocation on s at call time (before the free ran: s orders them), not
+   * by one on another stream. */
+  {
+    CUstream s2;
+    CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr a, b, c;
+    CK(cuMemAllocAsync(&a, 4096, s));
+    CK(cuMemFreeAsync(a, s));
+    CK(cuMemAllocAsync(&c, 4096, s2));
+    CK(cuMemAllocAsync(&b, 2048, s));
+    uint64_t reuses = stats().pool_reuses;
+    CK(cuStreamSynchronize(s));
+    check(b == a && c != a && reuses == 1 && stats().illegal_accesses == 0,
+          "a block freed on a stream is reused at once by that stream's next allocation, not by another stream's");
+    CK(cuMemFreeAsync(b, s));
+    CK(cuMemFreeAsync(c, s2));
+    CK(cuStreamSynchronize(s));
+    CK(cuStreamSynchronize(s2));
+    CK(cuStreamDestroy(s2));
+  }
   CK(cuMemUnmap(vmm, gran));
   CK(cuMemRelease(hnd));
   CK(cuMemAddressFree(vmm, gran));

@@ -91,12 +91,21 @@ else
     ok "CUDA driver $drv_mm; this build has no fatbin: kernels are compiled at run time by NVRTC"
   else
     tk=$(${mode%% *} --version 2>/dev/null | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')
+    # CUDA's minor-version compatibility: a driver of the toolkit's major
+    # version loads its SASS whatever the minor; only PTX (a device with no
+    # SASS in the fatbin, JIT-compiled) needs a driver at least as new.
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
+    [ "$DOUBLE" = 1 ] && cc=90
+    sass=0; case " $(echo "$mode" | grep -o 'sm_[0-9]*' | tr -d 'sm_' | tr '\n' ' ') " in *" $cc "*) sass=1 ;; esac
     if [ -z "$tk" ]; then not_ok "cannot tell which toolkit built the fatbin (${mode%% *} --version)"
     elif awk -v d="$drv_mm" -v t="$tk" 'BEGIN{split(d,a,".");split(t,b,".");exit !(a[1]>b[1]||(a[1]==b[1]&&a[2]>=b[2]))}'; then
       ok "CUDA driver $drv_mm runs a fatbin built by the CUDA $tk toolkit"
+    elif [ "$sass" = 1 ] && [ "${drv_mm%%.*}" = "${tk%%.*}" ]; then
+      ok "CUDA driver $drv_mm loads the SASS (sm_$cc) of a fatbin built by the CUDA $tk toolkit (minor-version compatibility)"
     else
-      not_ok "CUDA driver $drv_mm is older than the CUDA $tk toolkit that built the fatbin: the kernels will not load" \
-             "(update the driver, or rebuild with an older toolkit or without nvcc so NVRTC compiles them)"
+      not_ok "CUDA driver $drv_mm is older than the CUDA $tk toolkit that built the fatbin and the device (sm_${cc:-?}) needs its PTX" \
+             "(or another major version): the kernels will not load (update the driver, or rebuild with an older toolkit or" \
+             "without nvcc so NVRTC compiles them)"
     fi
   fi
 fi

@@ -21,7 +21,7 @@ run() { # label, env..., -- checks...
   cat "$TMPD/$label.out"
   [ $rc -eq 0 ] || { not_ok "$label: test_cuda_backend exited $rc"; sed 's/^/#   /' "$TMPD/$label.err" | tail -n 8; }
 }
-run fatbin -- classify kernels=fatbin oobctx oobsync relaxed perthread vectors
+run fatbin -- classify kernels=fatbin oobctx oobsync relaxed perthread vectors counters
 run nopools CUDADRV_NO_POOLS=1 -- nopools
 
 # libnvrtc: on the library path, or from pip PyTorch's CUDA wheel when one is

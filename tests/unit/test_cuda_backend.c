@@ -28,6 +28,8 @@
 
 #include "backend.h"
 #include "cast.h"
+#include "cast_bits.h"
+#include "wire.h"
 #include "cudadrv_hooks.h"
 #include "staging.h"
 #include "tap_drv.h"
@@ -337,6 +339,72 @@ static void t_vectors(void) {
   cuStreamDestroy(s);
 }
 
+/* Issue 23, defect 4: the kernels count overflows and underflows in device
+ * memory (one atomic per block and counter), not in pinned host memory where
+ * each atomic crosses PCIe; the counts still come out exact. */
+static void t_counters(void) {
+  CUstream s;
+  DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  enum { N = 100003 };
+  CUdeviceptr x, w;
+  DRV(cuMemAlloc(&x, N * 4));
+  DRV(cuMemAlloc(&w, N * 2));
+  float *h = malloc(N * 4);
+  for (int i = 0; i < N; i++) h[i] = i % 3 == 0 ? 1e-30f : i % 3 == 1 ? 1e6f : 0.5f; /* underflow, overflow, fine */
+  DRV(cuMemcpyHtoD(x, h, N * 4));
+  nsc_cast_counts c0, c1;
+  be->counts(&c0);
+  cudadrv_stats before = stats();
+  int rc = be->to_wire((nsc_stream)s, NSC_WIRE_FP16, (const float *)(uintptr_t)x, (void *)(uintptr_t)w, N, 1.0f);
+  rc |= be->fmt_encode((nsc_stream)s, NSC_FMT_INT8, 256, (const float *)(uintptr_t)x, (void *)(uintptr_t)w, N / 4, 1.0f);
+  DRV(cuStreamSynchronize(s));
+  cudadrv_stats after = stats();
+  be->counts(&c1);
+  /* what the scalar references count: fp16 33334 Inf and 33334 zeros; int8
+   * flushes the 1e-30 and 0.5 beside 1e6 in each block */
+  nsc_cast_counts rf = {0, 0}, r8 = {0, 0};
+  uint16_t *t16 = malloc(N * 2);
+  uint8_t *t8 = malloc(nsc_fmt_bytes(NSC_FMT_INT8, N / 4, 256));
+  for (int i = 0; i < N; i++) {
+    uint32_t a;
+    memcpy(&a, &h[i], 4);
+    a &= 0x7fffffffu;
+    rf.overflow += nsc_bits_is_overflow(a, NSC_F16_OVF_LO);
+    rf.underflow += nsc_bits_is_underflow(a, NSC_F16_UNF_HI);
+  }
+  nsc_fmt_encode_ref(NSC_FMT_INT8, 256, h, t8, N / 4, 1.0f, &r8);
+  uint64_t wo = rf.overflow + r8.overflow, wu = rf.underflow + r8.underflow;
+  char msg[240];
+  snprintf(msg, sizeof msg, "counters: %llu launches counted into host memory (want 0); overflow/underflow %llu/%llu (the references: %llu/%llu)",
+           (unsigned long long)(after.kernel_host_atomics - before.kernel_host_atomics),
+           (unsigned long long)(c1.overflow - c0.overflow), (unsigned long long)(c1.underflow - c0.underflow),
+           (unsigned long long)wo, (unsigned long long)wu);
+  report(!rc && after.kernel_host_atomics == before.kernel_host_atomics && c1.overflow - c0.overflow == wo &&
+             c1.underflow - c0.underflow == wu && wo == 33334,
+         msg);
+  /* Defect 8: grids from the driver's occupancy (the double: 6 blocks of 256
+   * per multiprocessor, 132 of them), not 8 per multiprocessor. */
+  enum { BIG = 132 * 8 * 4096 };
+  CUdeviceptr bx, bw;
+  DRV(cuMemAlloc(&bx, (size_t)BIG * 4));
+  DRV(cuMemAlloc(&bw, (size_t)BIG * 2));
+  /* (every launch of the process is capped alike, so the largest is this one) */
+  rc = be->to_wire((nsc_stream)s, NSC_WIRE_BF16, (const float *)(uintptr_t)bx, (void *)(uintptr_t)bw, BIG, 1.0f);
+  DRV(cuStreamSynchronize(s));
+  cudadrv_stats g = stats();
+  snprintf(msg, sizeof msg, "occupancy: a cast of %d tiles launches %llu blocks (132 SMs x 6 resident, the driver's occupancy)",
+           132 * 8, (unsigned long long)g.kernel_max_grid);
+  report(!rc && g.kernel_max_grid == 132 * 6, msg);
+  cuMemFree(bx);
+  cuMemFree(bw);
+  free(t16);
+  free(t8);
+  free(h);
+  cuMemFree(x);
+  cuMemFree(w);
+  cuStreamDestroy(s);
+}
+
 int main(int argc, char **argv) {
   setup();
   for (int i = 1; i < argc; i++) {
@@ -349,6 +417,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "nopools")) t_nopools();
     else if (!strcmp(c, "perthread")) t_perthread();
     else if (!strcmp(c, "vectors")) t_vectors();
+    else if (!strcmp(c, "counters")) t_counters();
     else {
       fprintf(stderr, "unknown check %s\n", c);
       return 2;
