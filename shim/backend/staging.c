@@ -176,6 +176,7 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
   }
   st->fwant += want;
   st->gstream = s;
+  st->ghave = 1;
   if (st->fdisabled || !st->fblock || st->fused + want > st->fcap) {
     unlock(st);
     return -1;
@@ -183,11 +184,13 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
   *p = (char *)st->fblock + st->fused;
   st->fused += want;
   nsc_stream prev = st->fstream;
+  int had = st->fhave;
   void *pt = st->fpt;
   st->fstream = s;
+  st->fhave = 1;
   unlock(st);
-  if (prev == s) return 0;
-  if (prev) return be->join(s, prev) ? 1 : 0; /* an earlier take of this group */
+  if (had && prev == s) return 0;
+  if (had) return be->join(s, prev) ? 1 : 0; /* an earlier take of this group */
   /* the group's first take: after the block's uses (and making) so far */
   return pt && be->wait_point && be->wait_point(s, pt) ? 1 : 0;
 }
@@ -309,16 +312,18 @@ int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreem
   /* This group's streams, alive now; forgotten once settled. */
   lock(st);
   nsc_stream fs = st->fstream, s = st->gstream;
+  int fhave = st->fhave, ghave = st->ghave;
   st->fstream = st->gstream = NULL;
+  st->fhave = st->ghave = 0;
   unlock(st);
-  if (fs && st->fbe) nsc_point(st->fbe, fs, &st->fpt); /* the block's uses so far */
+  if (fhave && st->fbe) nsc_point(st->fbe, fs, &st->fpt); /* the block's uses so far */
   if (!parked) free_retired(st);
   int grown = 0;
   if (st->gtok) grown = apply_agreement(st, st->gag->finish(st->gtok, 1, st->gag->arg) == 1, parked);
   lock(st);
   size_t want = st->fwant;
   st->fused = st->fwant = 0;
-  int skip = st->fdisabled || !st->fbe || !s || want <= st->fcap || want > limit;
+  int skip = st->fdisabled || !st->fbe || !ghave || want <= st->fcap || want > limit;
   const nsc_backend *be = st->fbe;
   unlock(st);
   if (skip) return grown;
@@ -326,8 +331,8 @@ int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreem
   nsc_block *node = calloc(1, sizeof *node);
   int ok = node && backend_alloc(st, be, s, want, &p) == 0;
   if (ok) { /* the point covers the grown block's allocation too */
-    if (fs && fs != s) be->join(fs, s);
-    nsc_point(be, fs ? fs : s, &st->fpt);
+    if (fhave && fs != s) be->join(fs, s);
+    nsc_point(be, fhave ? fs : s, &st->fpt);
   }
   void *tok = ag->start(ok, be, s, ag->arg);
   lock(st);
@@ -362,6 +367,7 @@ void nsc_staging_release(nsc_staging *st) {
     nsc_point_free(st->fbe, &st->fpt);
   }
   st->fstream = st->gstream = NULL;
+  st->fhave = st->ghave = 0;
   while (a) {
     nsc_arena *n = a->next;
     for (nsc_block *b = a->blocks, *bn; b; b = bn) {

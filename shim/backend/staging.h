@@ -84,6 +84,7 @@ typedef struct {
    * fpt, the release point after the block's uses up to the last settle: a
    * group's first take waits for it, frees happen after it. */
   nsc_stream fstream, gstream;
+  int fhave, ghave; /* fstream / gstream set (NULL is a stream: the legacy one) */
   void *fpt;
   void *fblock;
   size_t fcap;      /* agreed and allocated */

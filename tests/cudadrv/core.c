@@ -70,6 +70,12 @@ CD_EXPORT void cudadrv_reset_stats(void) {
 
 CD_EXPORT void cudadrv_region(int enter) { region_depth += enter ? 1 : (region_depth > 0 ? -1 : 0); }
 
+void cd_poll_result(const char *api, CUresult r) {
+  if (region_depth <= 0 || r != CUDA_ERROR_NOT_READY) return;
+  cd_count(&cd_stats.region_polls);
+  if (getenv("CUDADRV_POLL_NOTES")) cd_note("%s found device work not done during a user's collective", api);
+}
+
 void cd_sync_call(const char *api) {
   if (region_depth <= 0) return;
   cd_count(&cd_stats.region_syncs);
@@ -81,8 +87,11 @@ static void report(void) {
   cudadrv_stats s;
   cudadrv_get_stats(&s);
   if (getenv("CUDADRV_STATS") && !strcmp(getenv("CUDADRV_STATS"), "1"))
-    cd_note("stats: %llu kernel launches, %llu host operations, %llu graph allocations",
-            (unsigned long long)s.launches, (unsigned long long)s.host_ops, (unsigned long long)s.graph_allocs);
+    cd_note("stats: %llu kernel launches (%llu blocks, largest grid %llu), %llu host operations, %llu graph allocations, "
+            "%llu pool blocks reused at once, %llu queries found device work not done inside user collectives",
+            (unsigned long long)s.launches, (unsigned long long)s.kernel_blocks, (unsigned long long)s.kernel_max_grid,
+            (unsigned long long)s.host_ops, (unsigned long long)s.graph_allocs, (unsigned long long)s.pool_reuses,
+            (unsigned long long)s.region_polls);
   if (!s.capture_violations && !s.region_syncs && !s.illegal_accesses) return;
   cd_note("FAIL %llu capture violation(s), %llu synchronising call(s) in user collectives, "
           "%llu illegal access(es)",

@@ -31,6 +31,9 @@ void cd_count(uint64_t *field);          /* atomic ++ of a cudadrv_stats field *
 extern cudadrv_stats cd_stats;
 /* A synchronising call: counted when the thread is inside a cudadrv_region. */
 void cd_sync_call(const char *api);
+/* A non-blocking query's answer: NOT_READY inside a cudadrv_region counts in
+ * region_polls (a host that polls there is waiting for the device). */
+void cd_poll_result(const char *api, CUresult r);
 /* A potentially unsafe call during capture (allocation, module load, sync,
  * query): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the offending captures
  * invalidated when this thread's mode forbids it. */

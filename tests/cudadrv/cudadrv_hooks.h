@@ -39,6 +39,11 @@ typedef struct {
   uint64_t kernel_host_atomics;
   uint64_t kernel_max_grid; /* the largest grid launched (blocks) */
   uint64_t pool_reuses;     /* cuMemAllocAsync handed out a block freed on its stream, before the free ran */
+  /* Non-blocking queries (cuEventQuery, cuStreamQuery) that found device
+   * work not done inside a cudadrv_region (information): a host polling
+   * there waits for the device (issue 23, defect 2). CUDADRV_POLL_NOTES=1
+   * prints each. */
+  uint64_t region_polls;
 } cudadrv_stats;
 
 /* Copies the counters; returns 0. */

@@ -358,7 +358,9 @@ CD_EXPORT CUresult cuStreamQuery(CUstream h) {
   CUresult r = stream_wait_check(s, "cuStreamQuery");
   if (r != CUDA_SUCCESS) return r;
   uint64_t e;
-  return pending(s, &e) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  r = pending(s, &e) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  cd_poll_result("cuStreamQuery", r);
+  return r;
 }
 
 CD_EXPORT CUresult cuStreamSynchronize(CUstream h) {
@@ -469,6 +471,7 @@ CD_EXPORT CUresult cuEventQuery(CUevent e) {
   pthread_mutex_lock(&e->lock);
   r = e->done_gen == e->gen ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
   pthread_mutex_unlock(&e->lock);
+  cd_poll_result("cuEventQuery", r);
   return r;
 }
 

@@ -174,6 +174,12 @@ if shim:
     for s, what in (("big", "256 MiB, pipelined"), ("small", "4 MiB, one piece")):
         check(shim["exact_small_" + s], "with the shim, %s: values exact in fp16 come back bit for bit" % what)
         check(shim["exact_rand_" + s], "with the shim, %s: random values come back as fp32(fp16(x)) bit for bit" % what)
+if shim:
+    check(shim.get("graph_exact") is True, "with the shim, an all_reduce captured into a CUDA graph replays exactly")
+    bh, bg = shim.get("busy_host_ms"), shim.get("busy_gpu_ms")
+    check(bh is not None and bg is not None and bg > 50 and bh < 0.1 * bg,
+          "with the shim, a compressed all_reduce issued while the GPU is busy for %s ms returns in %s ms "
+          "(no hidden wait: < 10 %% of it)" % (bg and round(bg, 1), bh and round(bh, 2)))
 if plain and shim:
     # Two casts move 12 bytes per element (4 read + 2 written, then 2 + 4); a
     # copy of the fp32 buffer moves 8. At the goal bandwidth the casts cost
@@ -252,6 +258,16 @@ elif $PY -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     && ok "DDP training with the shim preloaded" || not_ok "DDP training with the shim"
   $PY "$ROOT/tests/gpu/ddp_compare.py" "$OUT" && ok "shim intercepted the bucket all-reduces; loss curves match" \
     || not_ok "DDP comparison (see above)"
+  # Two ranks on the one GPU: NCCL accepts them when their host ids differ
+  # (each its own "node", over NCCL's network transport), which runs the
+  # two-phase path and fusion on real NCCL; not the hierarchical path (it
+  # needs several ranks on a node).
+  T2="$PY -m torch.distributed.run --standalone --nproc_per_node=2 $ROOT/tests/gpu/ddp_train.py --steps 20 --one-gpu"
+  LD_PRELOAD="$SHIM" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_MIN_BYTES=4096 \
+    NCCLSHIM_LOG=summary timeout 300 $T2 --out "$OUT/loss-2r.txt" >"$OUT/ddp-2r.log" 2>&1 \
+    && grep -q "active on communicator" "$OUT/ddp-2r.log" \
+    && ok "DDP on 2 ranks sharing the GPU (NCCL_HOSTID per rank), int8 two-phase with error feedback on real NCCL" \
+    || { not_ok "DDP on 2 ranks sharing the GPU (see $OUT/ddp-2r.log)"; tail -5 "$OUT/ddp-2r.log" | sed 's/^/#   /'; }
 fi
 fi
 

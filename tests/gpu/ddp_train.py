@@ -1,6 +1,9 @@
 """ddp_train.py — a small DDP training run for the GPU check: a 4-layer MLP on
 synthetic data (fixed seed), SGD with momentum, gradient accumulation off,
---steps optimizer steps; writes one loss per line to --out."""
+--steps optimizer steps; writes one loss per line to --out. --one-gpu: every
+rank on GPU 0, each with its own NCCL_HOSTID (NCCL refuses two ranks of one
+host on one GPU; with different host ids they talk over its network
+transport)."""
 import argparse
 import os
 
@@ -11,10 +14,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=50)
 p.add_argument("--out", required=True)
+p.add_argument("--one-gpu", action="store_true")
 a = p.parse_args()
+if a.one_gpu:
+    os.environ["NCCL_HOSTID"] = "gpucheck-rank%s" % os.environ.get("RANK", "0")
 dist.init_process_group("nccl")
 rank = dist.get_rank()
-torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+torch.cuda.set_device(0 if a.one_gpu else int(os.environ.get("LOCAL_RANK", 0)))
 torch.manual_seed(1234)
 model = torch.nn.Sequential(
     torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024), torch.nn.ReLU(),

@@ -15,7 +15,13 @@ bytes, and the bit-exactness of the results:
                the wire gives on one rank, bit for bit (pipelined when the
                buffer is larger than NCCLSHIM_CHUNK_BYTES, 32 MiB by default);
   stats:       the shim's ncclshim_get_stats (None when it is not loaded), so
-               the caller can tell "compressed" from "forwarded".
+               the caller can tell "compressed" from "forwarded";
+  busy_host_ms: the host time of a compressed all_reduce (16 MiB) issued
+               while the stream is busy with a ~200 ms sleep kernel, and
+               busy_gpu_ms the sleep's own length: a call that waits for the
+               GPU anywhere (a hidden wait, issue 23) takes about that long;
+  graph_exact: an all_reduce captured into a CUDA graph and replayed twice
+               gives the input (1 rank; a captured call is forwarded untouched).
 Without the shim (or with NCCLSHIM_DISABLE=1) the results must be the input,
 bit for bit. Must not: assert anything itself (check.sh decides), or use more
 than one GPU.
@@ -25,6 +31,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 
 def parse_size(s):
@@ -104,6 +111,40 @@ def main():
         res["exact_rand_" + name] = bool(torch.equal(x.view(torch.int32), want.view(torch.int32)))
         res["unchanged_rand_" + name] = bool(torch.equal(x.view(torch.int32), r.view(torch.int32)))
         del k, x, r, want
+    # Host time of a call while the GPU is busy: nothing may wait for it.
+    x = torch.randn(4 << 20, device="cuda")
+    dist.all_reduce(x)
+    torch.cuda.synchronize()
+    cycles = 4 * 10**8  # about 200 ms at an H200's 1.98 GHz
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(cycles)
+    b.record()
+    t0 = time.perf_counter()
+    dist.all_reduce(x)
+    res["busy_host_ms"] = (time.perf_counter() - t0) * 1e3
+    torch.cuda.synchronize()
+    res["busy_gpu_ms"] = a.elapsed_time(b)
+    # Capture and replay.
+    k = torch.randint(-1024, 1025, (1 << 20,), device="cuda", generator=g).float() * 0.0625
+    x = k.clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        dist.all_reduce(x)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dist.all_reduce(x)
+    ok = True
+    for _ in range(2):
+        x.copy_(k)
+        graph.replay()
+        torch.cuda.synchronize()
+        ok = ok and bool(torch.equal(x.view(torch.int32), k.view(torch.int32)))
+    res["graph_exact"] = ok
+    del graph, x, k
     res["stats"] = shim_stats()
     dist.destroy_process_group()
     try:

@@ -96,7 +96,7 @@ check "device buffers, default settings: every call not compressed is bit-identi
 ! cmp -s "$TMPD/plain" "$TMPD/dev" && ok "device buffers, default settings: the fp32 Sum/Avg cases were compressed" \
   || { not_ok "device buffers: nothing was compressed"; tail -n 5 "$TMPD/dev.err" | sed 's/^/#   /'; }
 check_grep "device buffers: the shim's casts ran as kernels on the double" \
-  '^cudadrv: stats: [1-9][0-9]* kernel launches, [1-9][0-9]* host operations' "$TMPD/dev.err"
+  '^cudadrv: stats: [1-9][0-9]* kernel launches \([1-9][0-9]* blocks, largest grid [0-9]*\), [1-9][0-9]* host operations' "$TMPD/dev.err"
 for w in fp16 bf16; do
   check "device buffers: exact inputs bit-exact, $w, 3 ranks" with NCCLSHIM_COMPRESS=$w dev_shim 3 "$P" exact
 done
