@@ -3,7 +3,7 @@
  * current on a fresh thread), the stream-capture mode rules, the counters of
  * cudadrv_hooks.h with their report at exit, and cuGetProcAddress.
  *
- * Devices: CUDADRV_DEVICES of them (default 2, at most 8), sm_90,
+ * Devices: CUDADRV_DEVICES of them (default 2, at most 8), sm_90 (CUDADRV_SM),
  * 132 SMs; CUDADRV_NO_POOLS=1 makes them report no memory-pool support.
  * CUDADRV_STATS=1 prints the information counters at exit.
  *
@@ -219,14 +219,27 @@ CD_EXPORT CUresult cuDeviceTotalMem(size_t *bytes, CUdevice d) {
   return CUDA_SUCCESS;
 }
 
+/* The devices' compute capability as major * 10 + minor: CUDADRV_SM (e.g.
+ * 100 for a device newer than any SASS of the fatbin, 70 for one older than
+ * all of it), default 90. */
+int cd_device_sm(void) {
+  static int sm;
+  if (!sm) {
+    const char *e = getenv("CUDADRV_SM");
+    int v = e ? atoi(e) : 90;
+    sm = v >= 30 && v <= 200 ? v : 90;
+  }
+  return sm;
+}
+
 CD_EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   READY();
   if (d < 0 || d >= ndev) return CUDA_ERROR_INVALID_DEVICE;
   if ((int)a <= 0 || a >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
   switch (a) {
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
-  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = cd_device_sm() / 10; break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = cd_device_sm() % 10; break;
   case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
   case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
   case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *v = d + 1; break;

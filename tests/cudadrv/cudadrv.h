@@ -49,6 +49,7 @@ struct CUctx_st {
   struct CUstream_st *legacy;
 };
 CUcontext cd_current(void);
+int cd_device_sm(void);                  /* compute capability, major * 10 + minor (CUDADRV_SM) */
 CUcontext cd_primary(int dev);           /* NULL for a bad ordinal */
 int cd_ctx_valid(CUcontext c);
 

@@ -3,9 +3,10 @@
  * cuModuleLoadData accepts a fatbin (the shim's embedded one: magic
  * 0xBA55ED50, its size from the header), an ELF cubin or PTX text (NVRTC's
  * output), copied as the driver does (the shim frees NVRTC's image at once).
- * CUDADRV_NO_FATBIN=1 rejects fatbins with CUDA_ERROR_NO_BINARY_FOR_GPU (a
- * device or driver the fatbin has no code for), so the NVRTC path can be
- * tested. cuModuleGetFunction finds a kernel only if its name is in that
+ * A fatbin without SASS or PTX this device runs (CUDADRV_SM, default 90)
+ * is rejected with CUDA_ERROR_NO_BINARY_FOR_GPU, as the driver does;
+ * CUDADRV_NO_FATBIN=1 rejects every fatbin (a driver older than the
+ * toolkit), so the NVRTC path can be tested. cuModuleGetFunction finds a kernel only if its name is in that
  * image and compress/kernels.cu has it: kernels run as that very source
  * compiled for the CPU (tests/simt: a fiber per thread, barriers, lockstep
  * shuffles, faulting misaligned accesses), not as host references.
@@ -327,6 +328,28 @@ static const simt_kernel *compiled(const cd_kernel *k) {
 /* The images the driver takes: a fatbin (magic, header size, payload size),
  * an ELF cubin (sized by its section headers), or NUL-terminated PTX text
  * (what NVRTC produces). Kernel names are then looked up inside. */
+/* Whether a fatbin has code this device runs, as the driver decides: SASS
+ * for sm_XY runs on the same major with minor >= Y; PTX for compute_XY is
+ * compiled for any device of XY or newer. Entries: u16 kind (1 PTX, 2 ELF),
+ * u16, u32 header size, u64 payload size, ..., u32 arch at offset 28. */
+static int fatbin_runs_here(const unsigned char *img, size_t hsize, uint64_t fsize) {
+  int sm = cd_device_sm();
+  for (uint64_t off = hsize; off + 32 <= hsize + fsize;) {
+    uint16_t kind;
+    uint32_t ehs, arch;
+    uint64_t size;
+    memcpy(&kind, img + off, 2);
+    memcpy(&ehs, img + off + 4, 4);
+    memcpy(&size, img + off + 8, 8);
+    memcpy(&arch, img + off + 28, 4);
+    if (kind == 2 && (int)arch / 10 == sm / 10 && (int)arch % 10 <= sm % 10) return 1;
+    if (kind == 1 && (int)arch <= sm) return 1;
+    if (!ehs) break;
+    off += ehs + size;
+  }
+  return 0;
+}
+
 static CUresult image_size(const unsigned char *img, size_t *size) {
   uint32_t magic;
   memcpy(&magic, img, 4);
@@ -337,6 +360,7 @@ static CUresult image_size(const unsigned char *img, size_t *size) {
     uint64_t fsize;
     memcpy(&hsize, img + 6, 2);
     memcpy(&fsize, img + 8, 8);
+    if (!fatbin_runs_here(img, hsize, fsize)) return CUDA_ERROR_NO_BINARY_FOR_GPU;
     *size = hsize + fsize;
     return CUDA_SUCCESS;
   }

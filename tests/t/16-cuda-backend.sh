@@ -35,6 +35,12 @@ if [ -n "$NVRTC_DIR" ]; then
 else
   echo "# skip - no libnvrtc.so.13 here (pip PyTorch's nvidia/cu13/lib): the NVRTC path is not run"
 fi
+# The double checks that an image has code for the device: a device newer
+# than every SASS of the fatbin (sm_100) loads its compute_90 PTX; one older
+# than all of it (sm_70, which CUDA 13 no longer targets) gets no kernels, and
+# without an NVRTC that can compile for it the backend says so and forwards.
+run sm100 CUDADRV_SM=100 -- kernels=fatbin
+run sm70 CUDADRV_SM=70 -- kernels=none
 # Neither a usable fatbin nor a working NVRTC (a stand-in that cannot
 # compile): the kernels cannot load; device memory still never reaches host code.
 run nokernels CUDADRV_NO_FATBIN=1 LD_PRELOAD="$TBIN/stub/libnvrtc.so.13" -- kernels=none
