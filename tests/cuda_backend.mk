@@ -33,3 +33,12 @@ $(SHIM_CUDA_PROGS): $(B)/tests/%: $(B)/obj/tests/shim/%.o $(HOSTNCCL_LIB) $(CUDA
 	$(MPICC) -o $@ $< -L$(B)/lib/hostnccl -lnccl -L$(CUDADRV_DIR) -l:libcuda.so.1 \
 	  -Wl,-rpath,$(abspath $(CUDADRV_DIR)) $(LDFLAGS_BASE) -lpthread -lm -ldl
 TEST_BINS += $(SHIM_CUDA_PROGS)
+
+# One thread driving every device (ncclCommInitAll), no MPI: issue 23, defect 1.
+SHIM_CUDA_MULTIDEV := $(B)/tests/shim_cuda_multidev
+$(B)/obj/tests/shim/shim_cuda_multidev.o: EXTRA_CFLAGS := $(NCCL_INC)
+$(SHIM_CUDA_MULTIDEV): $(B)/obj/tests/shim/shim_cuda_multidev.o $(HOSTNCCL_LIB) $(CUDADRV_LIB)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< -L$(B)/lib/hostnccl -lnccl -L$(CUDADRV_DIR) -l:libcuda.so.1 \
+	  -Wl,-rpath,$(abspath $(CUDADRV_DIR)) $(LDFLAGS_BASE) -lpthread
+TEST_BINS += $(SHIM_CUDA_MULTIDEV)

@@ -431,6 +431,18 @@ static int c_usable(nsc_stream s) {
 
 static const char *c_kernels(void) { return nsc_cuctx_kernels(); }
 
+void *nsc_backend_thread_ctx(void) {
+  const nsc_cu_api *d = nsc_cu_driver();
+  CUcontext ctx = NULL;
+  if (d && d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = NULL;
+  return ctx;
+}
+
+void nsc_backend_adopt_ctx(void *ctx) {
+  const nsc_cu_api *d = nsc_cu_driver();
+  if (d && ctx) (void)d->cuCtxPushCurrent((CUcontext)ctx); /* a fresh thread: nothing to pop later */
+}
+
 static const nsc_backend cuda_backend = {
     .name = "cuda",
     .to_wire = c_to_wire,

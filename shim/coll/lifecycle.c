@@ -6,6 +6,8 @@
  *
  * Must not: hold a lock of ours across a real call (the watchdog may abort a
  * communicator from another thread at any time), or retry a real call. */
+#include <pthread.h>
+
 #include "comm.h"
 #include "hier.h"
 #include "core.h"
@@ -119,6 +121,77 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
   return r;
 }
 
+/* One communicator's share of a group's after-work, run on a thread. */
+typedef struct {
+  nsc_work *w;
+  int in_progress, ok;
+  group_comms g;
+  void *ctx;
+  ncclResult_t r;
+} part;
+
+static void *run_part(void *arg) {
+  part *p = arg;
+  nsc_backend_adopt_ctx(p->ctx);
+  p->r = run_after(p->w, p->in_progress, p->ok, &p->g);
+  return NULL;
+}
+
+static int blocking_kind(const nsc_work *w) {
+  return w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE;
+}
+
+/* After a group spanning several communicators whose after-work waits for
+ * their peers (a check, an agreement, a two-phase call: each issues
+ * collectives of the shim's own and waits for their answers), each
+ * communicator's share runs at once, in its order, on a thread of its own
+ * (the first on this one): one thread driving several devices
+ * (ncclCommInitAll, nccl-tests -g N) holds every rank of a clique, and one
+ * communicator's wait would otherwise keep the others' collectives from
+ * being issued (issue 23, defect 1: a deadlock at the first group). What is
+ * issued on each communicator is unchanged. */
+static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_comms *g) {
+  enum { MAXP = NSC_GROUP_COMMS };
+  struct nsc_comm *cs[MAXP];
+  int nc = 0, blocking = 0;
+  for (nsc_work *x = w; x; x = x->next) {
+    blocking |= blocking_kind(x);
+    int k = 0;
+    while (k < nc && cs[k] != x->c) k++;
+    if (k == nc) {
+      if (nc == MAXP) return run_after(w, in_progress, ok, g);
+      cs[nc++] = x->c;
+    }
+  }
+  if (!blocking || nc <= 1) return run_after(w, in_progress, ok, g);
+  part parts[MAXP];
+  nsc_work *tail[MAXP];
+  void *ctx = nsc_backend_thread_ctx();
+  for (int k = 0; k < nc; k++) {
+    parts[k] = (part){.w = NULL, .in_progress = in_progress, .ok = ok, .g = *g, .ctx = ctx, .r = ncclSuccess};
+    tail[k] = NULL;
+  }
+  for (nsc_work *x = w, *n; x; x = n) {
+    n = x->next;
+    x->next = NULL;
+    int k = 0;
+    while (cs[k] != x->c) k++;
+    if (tail[k]) tail[k]->next = x;
+    else parts[k].w = x;
+    tail[k] = x;
+  }
+  pthread_t th[MAXP];
+  int started[MAXP] = {0};
+  for (int k = 1; k < nc; k++) started[k] = pthread_create(&th[k], NULL, run_part, &parts[k]) == 0;
+  ncclResult_t r = run_after(parts[0].w, in_progress, ok, &parts[0].g);
+  for (int k = 1; k < nc; k++) {
+    if (started[k]) pthread_join(th[k], NULL);
+    else parts[k].r = run_after(parts[k].w, in_progress, ok, &parts[k].g); /* no thread: in order, as before */
+    if (r == ncclSuccess) r = parts[k].r;
+  }
+  return r;
+}
+
 ncclResult_t nsc_group_end(void) {
   int st = nsc_activate();
   if (st == NSC_FAILED) {
@@ -136,7 +209,7 @@ ncclResult_t nsc_group_end(void) {
   ncclResult_t fr = nsc_fuse_flush(&w, touched, &nt, 16); /* fused collectives join the open group */
   w = concat(w, nsc_group_take());
   ncclResult_t r = nsc_real.GroupEnd();
-  ncclResult_t ar = run_after(w, r == ncclInProgress, NSC_OK(r), &g);
+  ncclResult_t ar = run_after_all(w, r == ncclInProgress, NSC_OK(r), &g);
   /* Outside any group now: fusion space is settled alike on every rank,
    * whatever this rank's group end answered. */
   for (int i = 0; i < nt; i++) {

@@ -278,7 +278,8 @@ static ncclResult_t run_collective(const hn_op *op) {
   }
 }
 
-ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
+/* One communicator's part of a batch. */
+static ncclResult_t run_batch(const hn_op *ops, size_t n) {
   ncclResult_t res = ncclSuccess;
   hn_req *reqs = NULL;
   int nreq = 0, capreq = 0;
@@ -314,6 +315,66 @@ ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
 
   for (size_t i = 0; i < n; i++) hn_comm_leave(ops[i].comm);
   free(reqs);
+  return res;
+}
+
+typedef struct {
+  hn_op *ops;
+  size_t n;
+  ncclResult_t r;
+} part;
+
+static void *run_part(void *arg) {
+  part *p = arg;
+  p->r = run_batch(p->ops, p->n);
+  return NULL;
+}
+
+/* A batch (a group) spanning several communicators runs each one's part at
+ * once, as NCCL's group does: with several ranks of one clique in this
+ * process (ncclCommInitAll) a part waits for another part's rank, and two
+ * processes may list the same communicators in different orders. Each
+ * part keeps its operations' order; one runs on the calling thread, the
+ * others on threads of their own. */
+ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
+  enum { MAXC = 64 };
+  ncclComm_t comms[MAXC];
+  size_t nc = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t k = 0;
+    while (k < nc && comms[k] != ops[i].comm) k++;
+    if (k == nc) {
+      if (nc == MAXC) return run_batch(ops, n); /* more than any test makes: in order */
+      comms[nc++] = ops[i].comm;
+    }
+  }
+  if (nc <= 1) return run_batch(ops, n);
+  hn_op *sorted = malloc(n * sizeof *sorted);
+  part parts[MAXC];
+  pthread_t th[MAXC];
+  int started[MAXC] = {0};
+  if (!sorted) return hn_err(ncclSystemError, "hostnccl: out of host memory");
+  size_t at = 0;
+  for (size_t k = 0; k < nc; k++) {
+    parts[k].ops = sorted + at;
+    parts[k].n = 0;
+    parts[k].r = ncclSuccess;
+    for (size_t i = 0; i < n; i++)
+      if (ops[i].comm == comms[k]) sorted[at + parts[k].n++] = ops[i];
+    at += parts[k].n;
+  }
+  for (size_t k = 1; k < nc; k++) started[k] = pthread_create(&th[k], NULL, run_part, &parts[k]) == 0;
+  ncclResult_t res = ncclSuccess;
+  for (size_t k = 1; k < nc; k++)
+    if (!started[k] && res == ncclSuccess) res = hn_err(ncclSystemError, "hostnccl: no thread for a group's part");
+  if (res == ncclSuccess) res = run_batch(parts[0].ops, parts[0].n);
+  else for (size_t k = 1; k < nc; k++) if (started[k]) hn_comm_fail(comms[k], res); /* its peers give up too */
+  for (size_t k = 1; k < nc; k++)
+    if (started[k]) {
+      pthread_join(th[k], NULL);
+      if (res == ncclSuccess && parts[k].r != ncclSuccess) res = parts[k].r;
+    }
+  free(sorted);
   return res;
 }
 

@@ -487,6 +487,61 @@ ncclResult_t pncclCommInitRank(ncclComm_t *newcomm, int nranks, ncclUniqueId com
 }
 HN_ALIAS(ncclCommInitRank);
 
+/* ncclCommInitAll: the ndev ranks of one clique in this process, rank i for
+ * devlist[i] (the host NCCL moves host-visible bytes, so the device only
+ * names the rank), over the socket transport: one thread per rank runs
+ * ncclCommInitRank, since the rendezvous needs every rank at once (as NCCL's
+ * own ncclCommInitAll does). Several ranks of a process then share its
+ * emulated links (fabric.c models one rank per process: leave
+ * HOSTNCCL_LINK_GBPS unset). On failure every communicator made is
+ * destroyed and the first error returned. */
+typedef struct {
+  ncclComm_t *out;
+  int n, rank;
+  ncclUniqueId id;
+  ncclResult_t r;
+} initall_arg;
+
+static void *initall_one(void *p) {
+  initall_arg *a = p;
+  a->r = pncclCommInitRank(a->out, a->n, a->id, a->rank);
+  return NULL;
+}
+
+ncclResult_t pncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
+  (void)devlist;
+  HN_CHECK(hn_init());
+  if (!comms || ndev < 1) return hn_err(ncclInvalidArgument, "ncclCommInitAll: comms NULL or ndev %d", ndev);
+  for (int i = 0; i < ndev; i++) comms[i] = NULL;
+  ncclUniqueId id;
+  HN_CHECK(hn_sock_unique_id(&id));
+  initall_arg *a = calloc((size_t)ndev, sizeof *a);
+  pthread_t *t = calloc((size_t)ndev, sizeof *t);
+  int *started = calloc((size_t)ndev, sizeof *started);
+  ncclResult_t res = a && t && started ? ncclSuccess : hn_err(ncclSystemError, "hostnccl: out of host memory");
+  for (int i = 0; res == ncclSuccess && i < ndev; i++) {
+    a[i] = (initall_arg){&comms[i], ndev, i, id, ncclSuccess};
+    if (pthread_create(&t[i], NULL, initall_one, &a[i])) res = hn_err(ncclSystemError, "ncclCommInitAll: no thread");
+    else started[i] = 1;
+  }
+  for (int i = 0; i < ndev; i++)
+    if (started && started[i]) {
+      pthread_join(t[i], NULL);
+      if (res == ncclSuccess && a[i].r != ncclSuccess) res = a[i].r;
+    }
+  if (res != ncclSuccess)
+    for (int i = 0; i < ndev; i++)
+      if (comms[i]) {
+        pncclCommDestroy(comms[i]);
+        comms[i] = NULL;
+      }
+  free(a);
+  free(t);
+  free(started);
+  return res;
+}
+HN_ALIAS(ncclCommInitAll);
+
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                             ncclConfig_t *config) {
   const char *fn = "ncclCommSplit";

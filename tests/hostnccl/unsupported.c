@@ -23,7 +23,6 @@ ncclResult_t hn_unsupported(const char *fn) {
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 UNSUPPORTED(ncclMemAlloc, (void **ptr, size_t size));
 UNSUPPORTED(ncclMemFree, (void *ptr));
-UNSUPPORTED(ncclCommInitAll, (ncclComm_t *comm, int ndev, const int *devlist));
 UNSUPPORTED(ncclCommRevoke, (ncclComm_t comm, int revokeFlags));
 UNSUPPORTED(ncclCommShrink, (ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
                              ncclConfig_t *config, int shrinkFlags));
