@@ -153,6 +153,10 @@ static inline void nsc_point_free(const nsc_backend *be, void **pt) {
  * context's). */
 void *nsc_backend_thread_ctx(void);
 void nsc_backend_adopt_ctx(void *ctx);
+/* The CUDA context a call's stream belongs to (the current one for the
+ * NULL, legacy and per-thread handles); NULL for the host backend or when
+ * the driver cannot say. */
+void *nsc_backend_stream_ctx(const nsc_backend *be, nsc_stream s);
 
 /* The host backend (always available). */
 extern const nsc_backend nsc_backend_host;

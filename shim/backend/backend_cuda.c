@@ -236,6 +236,11 @@ static void c_point_free(void *pt) { nsc_cuev_put(pt); }
 static int c_wait_point(nsc_stream waiter, void *pt) {
   nsc_cuev *e = pt;
   if (!e) return 0;
+  int cap = 0; /* a captured stream may not wait for an event recorded outside the capture */
+  if (c_capturing(waiter, &cap) || cap) {
+    nsc_backend_set_error("CUDA backend: a stream being captured cannot wait for a release point");
+    return -1;
+  }
   WITH_CTX(waiter);
   int pushed;
   CU_DO(nsc_cuctx_enter(c, &pushed, &what));
@@ -431,18 +436,6 @@ static int c_usable(nsc_stream s) {
 
 static const char *c_kernels(void) { return nsc_cuctx_kernels(); }
 
-void *nsc_backend_thread_ctx(void) {
-  const nsc_cu_api *d = nsc_cu_driver();
-  CUcontext ctx = NULL;
-  if (d && d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = NULL;
-  return ctx;
-}
-
-void nsc_backend_adopt_ctx(void *ctx) {
-  const nsc_cu_api *d = nsc_cu_driver();
-  if (d && ctx) (void)d->cuCtxPushCurrent((CUcontext)ctx); /* a fresh thread: nothing to pop later */
-}
-
 static const nsc_backend cuda_backend = {
     .name = "cuda",
     .to_wire = c_to_wire,
@@ -475,6 +468,29 @@ static const nsc_backend cuda_backend = {
     .usable = c_usable,
     .kernels = c_kernels,
 };
+
+void *nsc_backend_thread_ctx(void) {
+  const nsc_cu_api *d = nsc_cu_driver();
+  CUcontext ctx = NULL;
+  if (d && d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = NULL;
+  return ctx;
+}
+
+void *nsc_backend_stream_ctx(const nsc_backend *be, nsc_stream s) {
+  const nsc_cu_api *d = nsc_cu_driver();
+  CUcontext ctx = NULL;
+  if (!d || be != &cuda_backend) return NULL;
+  int mode = nsc_cu_relax();
+  if (d->cuStreamGetCtx((CUstream)s, &ctx) != CUDA_SUCCESS) ctx = NULL;
+  nsc_cu_unrelax(mode);
+  return ctx;
+}
+
+void nsc_backend_adopt_ctx(void *ctx) {
+  const nsc_cu_api *d = nsc_cu_driver();
+  if (d && ctx) (void)d->cuCtxPushCurrent((CUcontext)ctx); /* a fresh thread: nothing to pop later */
+}
+
 
 const nsc_backend *nsc_backend_cuda(void) {
   if (nsc_cu_driver()) return &cuda_backend;

@@ -62,6 +62,16 @@ static nsc_arena *arena_for(nsc_staging *st, const nsc_backend *be, nsc_stream s
   return a;
 }
 
+/* Frees blocks after arena a's release point (never naming a stream). */
+static void free_after_arena_point(nsc_arena *a, nsc_block *b) {
+  while (b) {
+    nsc_block *n = b->next;
+    nsc_release_after(a->be, a->pt, b->p);
+    free(b);
+    b = n;
+  }
+}
+
 /* Not under the lock: the blocks are detached from every arena. */
 static void free_blocks(const nsc_backend *be, nsc_stream s, nsc_block *b) {
   while (b) {
@@ -77,16 +87,14 @@ static void free_blocks(const nsc_backend *be, nsc_stream s, nsc_block *b) {
  * installed under it; a concurrent maker's extra one is given back. */
 static void arena_point(nsc_staging *st, nsc_arena *a, const nsc_backend *be, nsc_stream s) {
   lock(st);
-  void *pt = a->pt;
+  void *old = a->pt;
   unlock(st);
-  if (pt) {
-    nsc_point(be, s, &pt); /* re-recorded in place */
-    return;
-  }
-  nsc_point(be, s, &pt);
+  void *pt = old;
+  nsc_point(be, s, &pt); /* re-recorded in place, or a new point (the first, or another context's) */
+  void *extra = NULL;
   lock(st);
-  void *extra = a->pt ? pt : NULL;
-  if (!a->pt) a->pt = pt;
+  if (a->pt == old) a->pt = pt;
+  else if (pt != a->pt) extra = pt; /* another thread installed one meanwhile */
   unlock(st);
   if (extra) nsc_point_free(be, &extra);
 }
@@ -141,7 +149,13 @@ int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t
   return NSC_STAGING_OK;
 }
 
-void nsc_staging_done(nsc_staging *st, nsc_stream s) {
+static void done(nsc_staging *st, nsc_stream s, int mark);
+void nsc_staging_done(nsc_staging *st, nsc_stream s) { done(st, s, 1); }
+void nsc_staging_dropped(nsc_staging *st, nsc_stream s) { done(st, s, 0); }
+
+/* mark: move the arena's release point behind the call's use (not for work
+ * dropped unissued, whose stream may be gone by then). */
+static void done(nsc_staging *st, nsc_stream s, int mark) {
   nsc_block *old = NULL;
   const nsc_backend *be = NULL;
   nsc_arena *used = NULL;
@@ -163,8 +177,9 @@ void nsc_staging_done(nsc_staging *st, nsc_stream s) {
     break;
   }
   unlock(st);
-  if (old) free_blocks(be, s, old);
-  if (used) arena_point(st, used, used->be, s); /* arenas live until the communicator ends */
+  if (old && mark) free_blocks(be, s, old);
+  else if (old) free_after_arena_point(used, old);
+  if (used && mark) arena_point(st, used, used->be, s); /* arenas live until the communicator ends */
 }
 
 int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p) {
@@ -193,6 +208,20 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
   if (had) return be->join(s, prev) ? 1 : 0; /* an earlier take of this group */
   /* the group's first take: after the block's uses (and making) so far */
   return pt && be->wait_point && be->wait_point(s, pt) ? 1 : 0;
+}
+
+void nsc_staging_fuse_used(nsc_staging *st, nsc_stream s) {
+  lock(st);
+  const nsc_backend *be = st->fbe;
+  void *old = st->fpt;
+  unlock(st);
+  if (!be) return;
+  if (old && be->wait_point) (void)be->wait_point(s, old); /* the new point covers the earlier uses */
+  void *pt = old;
+  nsc_point(be, s, &pt);
+  lock(st);
+  if (st->fpt == old) st->fpt = pt;
+  unlock(st);
 }
 
 int nsc_staging_fuse_fresh(nsc_staging *st, nsc_stream s) {
@@ -316,7 +345,7 @@ int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreem
   st->fstream = st->gstream = NULL;
   st->fhave = st->ghave = 0;
   unlock(st);
-  if (fhave && st->fbe) nsc_point(st->fbe, fs, &st->fpt); /* the block's uses so far */
+  if (fhave && st->fbe) nsc_staging_fuse_used(st, fs); /* the block's uses so far */
   if (!parked) free_retired(st);
   int grown = 0;
   if (st->gtok) grown = apply_agreement(st, st->gag->finish(st->gtok, 1, st->gag->arg) == 1, parked);
@@ -330,10 +359,7 @@ int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreem
   void *p = NULL;
   nsc_block *node = calloc(1, sizeof *node);
   int ok = node && backend_alloc(st, be, s, want, &p) == 0;
-  if (ok) { /* the point covers the grown block's allocation too */
-    if (fhave && fs != s) be->join(fs, s);
-    nsc_point(be, fhave ? fs : s, &st->fpt);
-  }
+  if (ok) nsc_staging_fuse_used(st, s); /* the point covers the grown block's allocation too */
   void *tok = ag->start(ok, be, s, ag->arg);
   lock(st);
   st->gblock = p;

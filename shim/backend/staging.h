@@ -112,6 +112,9 @@ int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t
 /* One region on stream s is no longer needed by the host side (its cast-back
  * is enqueued); when none is live the arena is reset. */
 void nsc_staging_done(nsc_staging *st, nsc_stream s);
+/* The same for work dropped before it was issued (a failed group end, a
+ * communicator's end): its stream is never named (it may be gone). */
+void nsc_staging_dropped(nsc_staging *st, nsc_stream s);
 /* Fusion: a wire buffer of `bytes` from the communicator's agreed fusion
  * block, for use on stream s; -1 when it does not fit (the caller forwards
  * the members in fp32 and the block grows by an agreement after the group,
@@ -128,6 +131,10 @@ int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, 
  * cast-backs that read it). Nothing to do (0) unless the group's first take.
  * Allocates: not under the communicator's lock. */
 int nsc_staging_fuse_fresh(nsc_staging *st, nsc_stream s);
+/* After a use of the fusion block on s (a fused cast-back, parked or not,
+ * and each settle): its release point moves behind that use and still
+ * covers the earlier ones (s first waits for the old point). */
+void nsc_staging_fuse_used(nsc_staging *st, nsc_stream s);
 /* After the outermost group end, whatever it answered: first the agreement
  * started at the previous settle is read (waiting, which by then costs
  * nothing: a whole group has run since) and applied: the new block replaces

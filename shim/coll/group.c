@@ -123,6 +123,7 @@ ncclResult_t nsc_work_run(nsc_work *w) {
     }
     if (w->fail_late) r = ncclSystemError; /* the call answered before it was poisoned */
     nsc_log_mark(&w->rec, NSC_MARK_END);
+    if (w->c && w->from_fuse_block) nsc_staging_fuse_used(&w->c->staging, w->stream); /* backend calls: not under the lock */
     if (w->c) {
       pthread_mutex_lock(&w->c->lock);
       if (w->wirebuf && !w->from_fuse_block) nsc_staging_done(&w->c->staging, w->stream);
@@ -159,7 +160,7 @@ void nsc_work_drop(nsc_work *w) {
   if (w->kind == NSC_W_AGREE && w->c) w->c->agree_queued = 0; /* issued or not, the next group may queue one */
   if (w->c && w->wirebuf && !w->from_fuse_block) {
     pthread_mutex_lock(&w->c->lock);
-    nsc_staging_done(&w->c->staging, w->stream);
+    nsc_staging_dropped(&w->c->staging, w->stream); /* unissued: its stream is not named again */
     pthread_mutex_unlock(&w->c->lock);
   }
   nsc_log_discard(&w->rec);

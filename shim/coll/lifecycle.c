@@ -7,6 +7,9 @@
  * Must not: hold a lock of ours across a real call (the watchdog may abort a
  * communicator from another thread at any time), or retry a real call. */
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "comm.h"
 #include "hier.h"
@@ -121,19 +124,23 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
   return r;
 }
 
-/* One communicator's share of a group's after-work, run on a thread. */
+/* One device's share of a group's after-work, run on a thread of its own. */
 typedef struct {
   nsc_work *w;
   int in_progress, ok;
   group_comms g;
   void *ctx;
   ncclResult_t r;
+  char err[512]; /* the message the part noted for ncclGetLastError */
 } part;
 
 static void *run_part(void *arg) {
   part *p = arg;
+  nsc_in_shim = 1; /* as on the caller's thread: NCCL calling back in goes straight through */
   nsc_backend_adopt_ctx(p->ctx);
+  nsc_forget_error();
   p->r = run_after(p->w, p->in_progress, p->ok, &p->g);
+  snprintf(p->err, sizeof p->err, "%s", nsc_noted_error());
   return NULL;
 }
 
@@ -141,54 +148,70 @@ static int blocking_kind(const nsc_work *w) {
   return w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE;
 }
 
-/* After a group spanning several communicators whose after-work waits for
- * their peers (a check, an agreement, a two-phase call: each issues
- * collectives of the shim's own and waits for their answers), each
- * communicator's share runs at once, in its order, on a thread of its own
- * (the first on this one): one thread driving several devices
- * (ncclCommInitAll, nccl-tests -g N) holds every rank of a clique, and one
- * communicator's wait would otherwise keep the others' collectives from
- * being issued (issue 23, defect 1: a deadlock at the first group). What is
- * issued on each communicator is unchanged. */
+#define PER_THREAD_STREAM ((nsc_stream)0x2) /* CU_STREAM_PER_THREAD */
+
+/* After a group whose after-work waits for peers (a check, an agreement, a
+ * two-phase call: each issues collectives of the shim's own and waits for
+ * their answers) on communicators of several devices, each device's share
+ * runs at once, in queue order, on a thread of its own made current on that
+ * device's context: one thread driving several devices (ncclCommInitAll,
+ * nccl-tests -g N) holds every rank of a clique, and one device's wait would
+ * otherwise keep the others' collectives from being issued (issue 23,
+ * defect 1: a deadlock at the first group). A process with one device (one
+ * context) keeps its order: everything on the caller's thread, as before, so
+ * no two ranks can order its communicators differently. Work on the
+ * per-thread stream stays there too (its handle names the caller's stream).
+ * A group end that answered ncclInProgress is waited for first, here, once
+ * for all parts. What is issued on each communicator is unchanged. */
 static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_comms *g) {
-  enum { MAXP = NSC_GROUP_COMMS };
-  struct nsc_comm *cs[MAXP];
-  int nc = 0, blocking = 0;
-  for (nsc_work *x = w; x; x = x->next) {
+  enum { MAXP = 8 };
+  void *keys[MAXP];
+  int np = 0, blocking = 0, serial = 0;
+  for (nsc_work *x = w; x && !serial; x = x->next) {
     blocking |= blocking_kind(x);
-    int k = 0;
-    while (k < nc && cs[k] != x->c) k++;
-    if (k == nc) {
-      if (nc == MAXP) return run_after(w, in_progress, ok, g);
-      cs[nc++] = x->c;
+    if (x->stream == PER_THREAD_STREAM) serial = 1;
+    void *k = x->be ? nsc_backend_stream_ctx(x->be, x->stream) : NULL;
+    int i = 0;
+    while (i < np && keys[i] != k) i++;
+    if (i == np) {
+      if (np == MAXP) serial = 1;
+      else keys[np++] = k;
     }
   }
-  if (!blocking || nc <= 1) return run_after(w, in_progress, ok, g);
-  part parts[MAXP];
-  nsc_work *tail[MAXP];
-  void *ctx = nsc_backend_thread_ctx();
-  for (int k = 0; k < nc; k++) {
-    parts[k] = (part){.w = NULL, .in_progress = in_progress, .ok = ok, .g = *g, .ctx = ctx, .r = ncclSuccess};
-    tail[k] = NULL;
-  }
+  if (serial || !blocking || np <= 1) return run_after(w, in_progress, ok, g);
+  if (in_progress) wait_group(g); /* once, before any part issues its own collectives */
+  part *parts = calloc((size_t)np, sizeof *parts);
+  pthread_t th[MAXP];
+  int started[MAXP] = {0};
+  if (!parts) return run_after(w, in_progress, ok, g); /* in order, as before */
+  nsc_work *tail[MAXP] = {0};
+  for (int k = 0; k < np; k++) parts[k] = (part){.in_progress = in_progress, .ok = ok, .g = *g, .ctx = keys[k]};
   for (nsc_work *x = w, *n; x; x = n) {
     n = x->next;
     x->next = NULL;
+    void *key = x->be ? nsc_backend_stream_ctx(x->be, x->stream) : NULL;
     int k = 0;
-    while (cs[k] != x->c) k++;
+    while (k < np - 1 && keys[k] != key) k++;
     if (tail[k]) tail[k]->next = x;
     else parts[k].w = x;
     tail[k] = x;
   }
-  pthread_t th[MAXP];
-  int started[MAXP] = {0};
-  for (int k = 1; k < nc; k++) started[k] = pthread_create(&th[k], NULL, run_part, &parts[k]) == 0;
-  ncclResult_t r = run_after(parts[0].w, in_progress, ok, &parts[0].g);
-  for (int k = 1; k < nc; k++) {
+  for (int k = 0; k < np; k++) started[k] = pthread_create(&th[k], NULL, run_part, &parts[k]) == 0;
+  ncclResult_t r = ncclSuccess;
+  const char *err = NULL;
+  for (int k = 0; k < np; k++) {
     if (started[k]) pthread_join(th[k], NULL);
-    else parts[k].r = run_after(parts[k].w, in_progress, ok, &parts[k].g); /* no thread: in order, as before */
-    if (r == ncclSuccess) r = parts[k].r;
+    else { /* no thread: on this one, in order (one thread per device is then all that can work) */
+      nsc_warn("no thread for device %d's share of a group's work: it runs after the others'", k);
+      parts[k].r = run_after(parts[k].w, in_progress, ok, &parts[k].g);
+    }
+    if (r == ncclSuccess && parts[k].r != ncclSuccess) {
+      r = parts[k].r;
+      err = parts[k].err;
+    }
   }
+  if (err && !strncmp(err, "ncclshim: ", 10)) nsc_note_error(err + 10);
+  free(parts);
   return r;
 }
 
