@@ -16,7 +16,13 @@ $(FAKE_NVTX): $(B)/obj/tests/log/fake_nvtx.o
 	@mkdir -p $(@D)
 	$(CC) -shared -o $@ $< -Wl,-soname,libnvToolsExt.so.1 $(LDFLAGS_BASE)
 
-TEST_BINS += $(LOGTEST) $(FAKE_NVTX)
+# The same counters as an NVTX3 tool (NVTX_INJECTION64_PATH), for pip PyTorch's way.
+FAKE_NVTX_INJECT := $(B)/tests/log/libfake_nvtx_inject.so
+$(FAKE_NVTX_INJECT): $(B)/obj/tests/log/fake_nvtx_inject.o $(B)/obj/tests/log/fake_nvtx.o
+	@mkdir -p $(@D)
+	$(CC) -shared -o $@ $^ $(LDFLAGS_BASE)
+
+TEST_BINS += $(LOGTEST) $(FAKE_NVTX) $(FAKE_NVTX_INJECT)
 
 # The log's hot path against a fake device backend (cmocka, no NCCL/MPI/GPU):
 # the log's own objects plus stubs in the test for what they call elsewhere.

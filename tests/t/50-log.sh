@@ -103,6 +103,15 @@ bad=$(cat "$TMPD"/nvtx.* 2>/dev/null | grep -vc "^started 30 ended 30 bad 0 shim
 [ "$(cat "$TMPD"/nvtx.* 2>/dev/null | wc -l)" -eq 2 ] && [ "$bad" -eq 0 ] \
   && ok "NVTX: 30 ranges per rank (one per record), all ended, all named ncclshim" \
   || not_ok "NVTX counts: $(cat "$TMPD"/nvtx.* 2>/dev/null | tr '\n' ';')"
+# NVTX3 (header-only, pip PyTorch): no libnvToolsExt, a tool named in
+# NVTX_INJECTION64_PATH; the shim hands it its export tables and the tool
+# fills in the range slots (the fake one counts as the NVTX2 stand-in does).
+NCCLSHIM_LOG=summary FAKE_NVTX_OUT="$TMPD/nvtx3" NVTX_INJECTION64_PATH="$TBIN/log/libfake_nvtx_inject.so" \
+  mpirun_shim 2 "$P" -i 5 >/dev/null 2>&1
+bad=$(cat "$TMPD"/nvtx3.* 2>/dev/null | grep -vc "^started 30 ended 30 bad 0 shim 30$")
+[ "$(cat "$TMPD"/nvtx3.* 2>/dev/null | wc -l)" -eq 2 ] && [ "$bad" -eq 0 ] \
+  && ok "NVTX3 injection (NVTX_INJECTION64_PATH): 30 ranges per rank, all ended, all named ncclshim" \
+  || not_ok "NVTX3 injection counts: $(cat "$TMPD"/nvtx3.* 2>/dev/null | tr '\n' ';')"
 NCCLSHIM_LOG=off FAKE_NVTX_OUT="$TMPD/nvoff" mpirun_shim 2 "$P" -i 2 -N "$TBIN/log/libnvToolsExt.so.1" >/dev/null 2>&1
 [ "$(cat "$TMPD"/nvoff.* 2>/dev/null | grep -c '^started 0 ended 0 ')" -eq 2 ] && ok "NVTX: no range with NCCLSHIM_LOG=off" \
   || not_ok "NVTX with LOG=off: $(cat "$TMPD"/nvoff.* 2>/dev/null | tr '\n' ';')"
