@@ -330,12 +330,13 @@ static void *run_part(void *arg) {
   return NULL;
 }
 
-/* A batch (a group) spanning several communicators runs each one's part at
- * once, as NCCL's group does: with several ranks of one clique in this
- * process (ncclCommInitAll) a part waits for another part's rank, and two
- * processes may list the same communicators in different orders. Each
- * part keeps its operations' order; one runs on the calling thread, the
- * others on threads of their own. */
+/* A batch (a group) holding several ranks of one clique (ncclCommInitAll:
+ * socket communicators of one id in this process) runs each communicator's
+ * part at once, as NCCL's group does, since one part waits for another's
+ * rank; each part keeps its operations' order, one on the calling thread,
+ * the others on threads of their own. Any other batch runs in order on the
+ * calling thread, as before (one rank per process: nothing to wait for
+ * here, and no thread made per group end). */
 ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
   enum { MAXC = 64 };
   ncclComm_t comms[MAXC];
@@ -348,7 +349,11 @@ ncclResult_t hn_run_ops(const hn_op *ops, size_t n) {
       comms[nc++] = ops[i].comm;
     }
   }
-  if (nc <= 1) return run_batch(ops, n);
+  int clique = 0; /* two communicators of one clique in this process */
+  for (size_t a = 0; a < nc && !clique; a++)
+    for (size_t b = a + 1; b < nc && !clique; b++)
+      clique = comms[a]->sock && comms[b]->sock && comms[a]->nonce == comms[b]->nonce;
+  if (nc <= 1 || !clique) return run_batch(ops, n);
   hn_op *sorted = malloc(n * sizeof *sorted);
   part parts[MAXC];
   pthread_t th[MAXC];
