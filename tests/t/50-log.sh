@@ -176,11 +176,6 @@ check_grep "report over two communicators lists both" "^# communicator 1: 4 rank
 kill_run() {
   local name=$1 sig=$2 np=$3 k=$4 lines=$5 last=$(($3 - 1)); shift 5
   rm -f "$TMPD/$name".pid.*
-  # Once one rank died, mpirun sends the others SIGTERM and, after
-  # odls_base_sigkill_timeout (1 s by default), SIGKILL: a rank still writing
-  # its logs (slow under ASan on 2 busy cores) would die mid-write. Batch
-  # systems give 30 s (Slurm's KillWait); so does this test.
-  OMPI_MCA_odls_base_sigkill_timeout=30 \
   NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/$name.%r.jsonl" NCCLSHIM_TRACE_FILE="$TMPD/$name.%r.trace.json" \
     mpirun_shim "$np" "$P" -i "${KILL_ITERS:-10}" -n "${KILL_COMMS:-2}" -k "$TMPD/$name.pid:$k" "$@" >"$TMPD/$name.out" 2>"$TMPD/$name.err" &
   local mp=$! n=0 r
