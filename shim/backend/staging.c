@@ -62,11 +62,12 @@ static nsc_arena *arena_for(nsc_staging *st, const nsc_backend *be, nsc_stream s
   return a;
 }
 
-/* Frees blocks after arena a's release point (never naming a stream). */
-static void free_after_arena_point(nsc_arena *a, nsc_block *b) {
+/* Frees a list of blocks after release point pt (never naming a stream:
+ * the one they were used on may be gone); not under the lock. */
+static void free_after(const nsc_backend *be, void *pt, nsc_block *b) {
   while (b) {
     nsc_block *n = b->next;
-    nsc_release_after(a->be, a->pt, b->p);
+    nsc_release_after(be, pt, b->p);
     free(b);
     b = n;
   }
@@ -178,7 +179,7 @@ static void done(nsc_staging *st, nsc_stream s, int mark) {
   }
   unlock(st);
   if (old && mark) free_blocks(be, s, old);
-  else if (old) free_after_arena_point(used, old);
+  else if (old) free_after(used->be, used->pt, old);
   if (used && mark) arena_point(st, used, used->be, s); /* arenas live until the communicator ends */
 }
 
@@ -279,16 +280,6 @@ void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream 
   if (drop) be->release(s, drop); /* s: the checking call's stream */
 }
 
-/* Frees blocks after the fusion block's release point (never naming a
- * stream of an earlier group); not under the lock. */
-static void free_after_point(nsc_staging *st, nsc_block *b) {
-  while (b) {
-    nsc_block *n = b->next;
-    nsc_release_after(st->fbe, st->fpt, b->p);
-    free(b);
-    b = n;
-  }
-}
 
 /* Blocks replaced while cast-backs were parked; not under the lock. */
 static void free_retired(nsc_staging *st) {
@@ -296,7 +287,7 @@ static void free_retired(nsc_staging *st) {
   nsc_block *b = st->fretired;
   st->fretired = NULL;
   unlock(st);
-  free_after_point(st, b);
+  free_after(st->fbe, st->fpt, b);
 }
 
 /* Applies a grown block's agreement (all: every rank got it); not under the
@@ -389,18 +380,14 @@ void nsc_staging_release(nsc_staging *st) {
   if (st->fbe) {
     nsc_release_after(st->fbe, st->fpt, g);
     nsc_release_after(st->fbe, st->fpt, f);
-    free_after_point(st, ret);
+    free_after(st->fbe, st->fpt, ret);
     nsc_point_free(st->fbe, &st->fpt);
   }
   st->fstream = st->gstream = NULL;
   st->fhave = st->ghave = 0;
   while (a) {
     nsc_arena *n = a->next;
-    for (nsc_block *b = a->blocks, *bn; b; b = bn) {
-      bn = b->next;
-      nsc_release_after(a->be, a->pt, b->p);
-      free(b);
-    }
+    free_after(a->be, a->pt, a->blocks);
     nsc_point_free(a->be, &a->pt);
     free(a);
     a = n;
