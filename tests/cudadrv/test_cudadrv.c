@@ -50,6 +50,11 @@ static void sleep_ms(void *arg) {
   struct timespec t = {0, (long)(intptr_t)arg * 1000000L};
   nanosleep(&t, NULL);
 }
+/* A host function holding its stream until the test opens the gate, so that
+ * work queued behind it has provably not run yet. */
+static void gate_wait(void *arg) {
+  while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE)) sleep_ms((void *)(intptr_t)1);
+}
 
 /* ---- devices and contexts ---- */
 static void *fresh_thread(void *arg) {
@@ -446,11 +451,14 @@ static void test_memory(void) {
     CUstream s2;
     CK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
     CUdeviceptr a, b, c;
+    int gate = 0;
     CK(cuMemAllocAsync(&a, 4096, s));
+    CK(cuLaunchHostFunc(s, gate_wait, &gate)); /* the free below has not run at the allocations */
     CK(cuMemFreeAsync(a, s));
     CK(cuMemAllocAsync(&c, 4096, s2));
     CK(cuMemAllocAsync(&b, 2048, s));
     uint64_t reuses = stats().pool_reuses;
+    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
     CK(cuStreamSynchronize(s));
     check(b == a && c != a && reuses == 1 && stats().illegal_accesses == 0,
           "a block freed on a stream is reused at once by that stream's next allocation, not by another stream's");
