@@ -125,6 +125,21 @@ static CUresult init_entry(const nsc_cu_api *cu, nsc_cuctx *c, const char **what
       cu->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, c->dev) ==
           CUDA_SUCCESS)
     c->pools = v != 0;
+  /* Staging comes from a pool of the shim's own, never from the device's
+   * default pool, whose settings are the program's (PyTorch's cudaMallocAsync
+   * backend keeps everything freed there): ours releases what it frees at
+   * once (threshold 0), and it frees only blocks replaced at an agreement. */
+  if (c->pools && cu->cuMemPoolCreate && cu->cuMemPoolSetAttribute && cu->cuMemAllocFromPoolAsync) {
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = c->dev;
+    cuuint64_t zero = 0;
+    if (cu->cuMemPoolCreate(&c->pool, &props) != CUDA_SUCCESS) c->pool = NULL;
+    else (void)cu->cuMemPoolSetAttribute(c->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero);
+  }
   /* Counters (64 bytes), then the exchange slots, in one pinned block. */
   const size_t oob = (size_t)NSC_CU_OOB_SLOTS * NSC_CU_OOB_BYTES;
   void *host = NULL;

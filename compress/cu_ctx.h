@@ -57,6 +57,7 @@ struct nsc_cuctx {
   int sms;   /* multiprocessors, for grid sizes */
   int bps[NSC_K_COUNT]; /* resident blocks per multiprocessor of each kernel (the driver's occupancy) */
   int pools; /* cuMemAllocAsync usable */
+  CUmemoryPool pool; /* the shim's own pool on the device (release threshold 0), or NULL: the default pool */
   char kernels[128]; /* where the module came from ("fatbin", "NVRTC 13.2, sm_90 CUBIN") */
   volatile uint64_t *counters; /* pinned host mirror: [0] overflow, [1] underflow */
   CUdeviceptr counters_dev;    /* device memory the kernels add to (issue 23, defect 4) */

@@ -27,7 +27,8 @@
 /* Optional (stream-ordered allocation 11.2+, context ids 12.0+, capture modes
  * 10.1+; primary contexts, only for preparing ncclCommInitAll's devices);
  * NULL when absent. */
-#define NSC_CU_OPTIONAL(X) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuCtxGetId) \
+#define NSC_CU_OPTIONAL(X) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemPoolCreate) X(cuMemPoolSetAttribute) \
+  X(cuMemAllocFromPoolAsync) X(cuCtxGetId) \
   X(cuThreadExchangeStreamCaptureMode) X(cuDeviceGet) X(cuDevicePrimaryCtxGetState) \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 

@@ -48,7 +48,6 @@ typedef struct nsc_comm {
   /* 0 = not yet checked, 1 = checked and usable, -1 = configuration mismatch */
   int checked;
   int nonblocking;         /* a real call answered ncclInProgress: no pipelining */
-  int fuse_grow;           /* a fused buffer did not fit: settle after the group */
   int check_queued;        /* a check waits for the end of the current group */
   int untouched;           /* some rank cannot run the kernels: forward every call */
   char mismatch_msg[256];
@@ -57,17 +56,20 @@ typedef struct nsc_comm {
   ncclComm_t hier_intra, hier_cross; /* ... its sub-communicators: this node's ranks, one rank per node */
   struct nsc_comm *hier_xc;          /* ... the shim's entry for hier_cross (internal) */
   int internal;            /* a sub-communicator of the shim's own: no log records, no counters */
+  struct nsc_comm *parent; /* ... the user's communicator it serves: its staging is the parent's */
   int key_rank;            /* ... its rank in the parent (stochastic rounding's key) */
   uint64_t seq;            /* intercepted all-reduces on this communicator */
   nsc_accum accum;
   nsc_agree agree[NSC_ACC_INFLIGHT]; /* accumulation: agreements in flight, oldest first */
   int nagree;
   int agree_queued;        /* ... one is queued for the current group's end */
-  nsc_staging staging;
+  nsc_staging staging;     /* the agreed staging block (backend/staging.h) */
   uint64_t staging_gid;    /* the user group whose compressed members took staging_gneed */
   size_t staging_gneed;    /* ... bytes of staging so far (agreed: the group's calls) */
   nsc_ef ef;               /* error feedback: the buckets' residuals (algo/ef.h) */
-  nsc_fuse_agreement fuse_agreement; /* how its fusion blocks grow (check.c) */
+  nsc_staging_agreement staging_agreement; /* how its staging block grows (check.c) */
+  uint64_t settle_gid;     /* the user group after which its staging is settled (coll/allreduce.c) */
+  struct nsc_comm *settle_next; /* ... the calling thread's list of them */
   nsc_comm_log log;
   pthread_mutex_t lock;    /* guards pending, staging, log, accum and agree of this entry */
   pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */

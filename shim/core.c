@@ -101,7 +101,7 @@ static void activate(void) {
     return;
   }
   nsc_cast_set_threads((int)nsc_g.cfg.cast_threads);
-  nsc_staging_fault_at(nsc_g.cfg.fault_alloc);
+  nsc_staging_fault_at(nsc_g.cfg.fault_alloc, nsc_g.cfg.fault_stage);
   nsc_exchange_fault_at(nsc_g.cfg.fault_oob);
   nsc_totals.enabled = 1;
   static const char *const wire_names[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"};

@@ -59,19 +59,24 @@ ncclResult_t nsc_exchange_end(struct nsc_xchg *x, int64_t *vals);
 int nsc_cast_fault(void);
 /* Testing (NCCLSHIM_FAULT_OOB): the n-th exchange buffer of this process fails. */
 void nsc_exchange_fault_at(long long n);
-/* After the outermost group end, whatever it answered: reset the
- * communicator's per-group fusion counts, apply the growth agreed after the
- * previous group, and, when a fused buffer did not fit, start the agreement
- * on a bigger fusion block (applied at the next settle; the same on every
- * rank: it depends on the call sequence only). */
-void nsc_fuse_settle(struct nsc_comm *c);
+/* After a call outside any group that could take staging, and after the
+ * outermost group end (whatever it answered) for every communicator whose
+ * calls in the group could: reset the staging block's per-group counts,
+ * apply the growth agreed at the previous settle, and, when a take did not
+ * fit, start the agreement on a bigger block (applied at the next settle;
+ * the same on every rank: it depends on the call sequence only). */
+void nsc_staging_settle_comm(struct nsc_comm *c);
+/* Inside a user group: c's staging is settled after the outermost group end
+ * (nsc_staging_settle_group, which does it for every communicator noted). */
+void nsc_staging_note(struct nsc_comm *c);
+void nsc_staging_settle_group(void);
 /* Fail message for a communicator whose ranks disagree. */
 ncclResult_t nsc_mismatch(struct nsc_comm *c);
 
 /* fuse.c: at the outermost group end, before the real one: pack the queued
  * FUSE members into wire buffers and issue their collectives; the list comes
  * back with CASTBACK items in their place. */
-ncclResult_t nsc_fuse_flush(nsc_work **list, struct nsc_comm **touched, int *ntouched, int max);
+ncclResult_t nsc_fuse_flush(nsc_work **list);
 
 /* accumulate.c: accumulation's view of one call (call, buffers, accumulable
  * or not): 1 = sync, 0 = answer locally; *agree = 1 when an agreement must be
@@ -91,6 +96,13 @@ void nsc_accum_release(struct nsc_comm *c);
 /* allreduce.c helpers shared with fuse.c */
 ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,
                          ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, int action);
+/* reducescatter.c: a reduce-scatter forwarded untouched (rc per rank). */
+ncclResult_t nsc_forward_rs(struct nsc_comm *c, const void *send, void *recv, size_t rc, ncclDataType_t dt,
+                            ncclRedOp_t op, cudaStream_t s);
+/* An fp32 all-reduce (rs = 0) or reduce-scatter (rs = 1, count per rank)
+ * that found no room in the agreed staging: forwarded as plain NCCL. */
+ncclResult_t nsc_forward_plain(struct nsc_comm *c, const void *send, void *recv, size_t count, ncclRedOp_t op,
+                               cudaStream_t s, int rs);
 /* The start of every intercepted collective: activation, the communicator's
  * entry (a reference the caller puts back) and the call count. OK: go on with
  * *c; FORWARD: not active, call the real function untouched; RETURN: fail
@@ -105,12 +117,23 @@ void nsc_rec_init_kind(nsc_rec *r, int kind, struct nsc_comm *c, int action, siz
                        ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s);
 #define nsc_rec_init(r, ...) nsc_rec_init_kind((r), NSC_KIND_ALLREDUCE, __VA_ARGS__)
 void nsc_count_call(int action, uint64_t logical, uint64_t wire, int real_calls);
-/* Staging of `bytes` on stream s of c: ncclSuccess, ncclInvalidUsage (beyond
+/* Staging of `bytes` on stream s of c, from its agreed block (an internal
+ * communicator's is its parent's): NSC_STAGE_OK; NSC_STAGE_REFUSED (beyond
  * NCCLSHIM_MAX_STAGING_BYTES for this call and its user group's earlier
- * compressed calls: the same on every rank) or ncclSystemError
- * (this rank could not allocate: it must still issue every call, poisoned). */
-ncclResult_t nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what,
-                             void **p);
+ * compressed calls: ncclInvalidUsage on every rank, message noted);
+ * NSC_STAGE_PLAIN (the agreed block has no room: the call is forwarded in
+ * fp32 on every rank); NSC_STAGE_POISON (handed out, but this rank cannot
+ * use it: it must still issue every call, poisoned). */
+enum { NSC_STAGE_OK, NSC_STAGE_REFUSED, NSC_STAGE_PLAIN, NSC_STAGE_POISON };
+int nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what,
+                    void **p);
+/* The take alone (no limit): 0, -1 (no room), 1 (poison); fusion's. */
+int nsc_staging_take_comm(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p);
+/* Whether takes of `bytes` in all fit c's block now (a call of several
+ * pieces decides once; when not, it is forwarded in fp32 and the block grows). */
+int nsc_staging_room(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes);
+/* A region of c's staging is no longer read after what is enqueued on s. */
+void nsc_staging_done_on(struct nsc_comm *c, cudaStream_t s);
 /* The limit alone, nothing reserved: ncclInvalidUsage (with the message)
  * where nsc_get_staging would refuse `bytes` now, else ncclSuccess. */
 ncclResult_t nsc_staging_refused(const struct nsc_comm *c, size_t bytes, const char *what);

@@ -43,6 +43,13 @@ $(B)/tests/test_host_stream: $(B)/obj/tests/unit/test_host_stream.o $(B)/obj/shi
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -lm -ldl
 TEST_BINS += $(B)/tests/test_host_stream
 
+# A communicator's staging block (shim/backend/staging.h) on a counting backend.
+$(B)/obj/tests/unit/test_staging.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
+$(B)/tests/test_staging: $(B)/obj/tests/unit/test_staging.o $(B)/obj/shim/backend/staging.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread
+TEST_BINS += $(B)/tests/test_staging
+
 # The node map (shim/topo/topo.h): built from node keys, described.
 $(B)/obj/tests/unit/test_topo.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 $(B)/tests/test_topo: $(B)/obj/tests/unit/test_topo.o $(B)/obj/shim/topo/topo.o

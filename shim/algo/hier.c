@@ -116,6 +116,7 @@ void nsc_hier_adopt(nsc_comm *c, int all) {
   }
   nsc_comm *x = c->hier_xc;
   x->internal = 1;
+  x->parent = c; /* the parent outlives it: it holds the reference (end_parts) */
   x->key_rank = c->rank;
   x->rank = c->topo.node[c->rank];
   x->nranks = c->topo.nnodes;
@@ -166,6 +167,11 @@ ncclResult_t nsc_hier(nsc_comm *c, const nsc_backend *be, const float *send, flo
      * any group, as stage b runs, the need alone decides on both */
     ncclResult_t lim = nsc_staging_refused(c, nsc_tp_staging_bytes(&pb, 0), "an all-reduce");
     if (lim != ncclSuccess) return lim;
+    /* Stage b takes from this communicator's agreed block: without room
+     * there, the whole call is plain NCCL on every rank (never a partly
+     * hierarchical fp32 sum, whose order would differ). */
+    if (!nsc_staging_room(c, be, s, nsc_tp_staging_bytes(&pb, 0)))
+      return nsc_forward_plain(c, send, recv, count, op, s, 0);
   }
   nsc_rec rec;
   nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE, c, NSC_ACT_COMPRESS, count, ncclFloat32, nsc_policy_wire_dtype(cfg), op,
@@ -231,9 +237,12 @@ ncclResult_t nsc_hier_rs(nsc_comm *c, const nsc_backend *be, const float *send, 
   /* the limit bounds the call: the fp32 buffer and stage b's staging together */
   ncclResult_t r = nsc_staging_refused(c, tbytes + nsc_staging_round(nsc_tp_staging_bytes(&pb, 1)), "a reduce-scatter");
   if (r != ncclSuccess) return r; /* nothing issued anywhere */
+  /* Both stages take from the agreed block: without room for both, plain
+   * NCCL on every rank. */
+  if (!nsc_staging_room(c, be, s, nsc_staging_round(tbytes) + nsc_staging_round(nsc_tp_staging_bytes(&pb, 1))))
+    return nsc_forward_plain(c, send, recv, count, op, s, 1);
   void *tmp = NULL;
-  r = nsc_get_staging(c, be, s, tbytes, "a reduce-scatter", &tmp);
-  if (r == ncclInvalidUsage) return r;
+  if (nsc_get_staging(c, be, s, tbytes, "a reduce-scatter", &tmp) != NSC_STAGE_OK) tmp = NULL; /* poisoned below */
   nsc_rec rec;
   nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE | NSC_KIND_REDUCESCATTER, c, NSC_ACT_COMPRESS, count * (size_t)c->nranks,
                     ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, s);
@@ -260,9 +269,7 @@ ncclResult_t nsc_hier_rs(nsc_comm *c, const nsc_backend *be, const float *send, 
   if (tmp) {
     if (!NSC_OK(a)) be->fill_ones((nsc_stream)s, tmp, tbytes); /* stage b sends NaN, never a wrong sum */
     b = nsc_twophase_keyed(xc, be, tmp, recv, count, inner, s, 1, seq, send);
-    pthread_mutex_lock(&c->lock);
-    nsc_staging_done(&c->staging, (nsc_stream)s);
-    pthread_mutex_unlock(&c->lock);
+    nsc_staging_done_on(c, s);
   } else {
     b = nsc_twophase_poisoned(xc, be, recv, count, 1, s, send);
   }

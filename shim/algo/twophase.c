@@ -214,9 +214,16 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float 
   void *stage = NULL;
   /* before staging: a call that fails here still takes its place in the sequence */
   nsc_ef_slot *ef = ef_slot(c, be, st, &p, ef_send, recv, count, rs);
-  ncclResult_t res = nsc_get_staging(c, be, s, nsc_tp_staging_bytes(&p, rs), rs ? "a reduce-scatter" : "an all-reduce", &stage);
-  if (res == ncclInvalidUsage) return res; /* the limit: the same on every rank, nothing issued anywhere */
-  if (res != ncclSuccess) return poisoned(c, be, &p, recv, 4 * count, rs, s);
+  ncclResult_t res = ncclSuccess;
+  switch (nsc_get_staging(c, be, s, nsc_tp_staging_bytes(&p, rs), rs ? "a reduce-scatter" : "an all-reduce", &stage)) {
+  case NSC_STAGE_REFUSED: return ncclInvalidUsage; /* the limit: the same on every rank, nothing issued anywhere */
+  case NSC_STAGE_PLAIN: /* no room in the agreed block: fp32 on every rank, nothing of this call's to feed back */
+    if (ef) ef->have = 0;
+    nsc_ef_used(ef, st);
+    return nsc_forward_plain(c, send, recv, count, op, s, rs);
+  case NSC_STAGE_POISON: return poisoned(c, be, &p, recv, 4 * count, rs, s);
+  default: break;
+  }
 
   nsc_rec rec;
   nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE | (rs ? NSC_KIND_REDUCESCATTER : 0), c, NSC_ACT_COMPRESS, p.count, ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, s);
@@ -317,9 +324,7 @@ out:
   }
   nsc_log_mark(&rec, NSC_MARK_COLL);
   nsc_log_mark(&rec, NSC_MARK_END);
-  pthread_mutex_lock(&c->lock);
-  nsc_staging_done(&c->staging, st);
-  pthread_mutex_unlock(&c->lock);
+  nsc_staging_done_on(c, s);
   rec.result = res;
   if (NSC_OK(res) && !c->internal) nsc_log_commit(&c->log, &rec);
   else nsc_log_discard(&rec);

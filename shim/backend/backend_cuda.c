@@ -4,10 +4,11 @@
  * nsc_backend_for(), which sends device memory here and the rest to the host
  * backend.
  *
- * Staging memory is stream-ordered (cuMemAllocAsync/cuMemFreeAsync from the
- * device's default memory pool, which PyTorch's caching allocator neither
- * sees nor can reclaim); a device without memory pools has no staging (the
- * call fails alike on every rank through the poisoned path), never
+ * Staging memory is stream-ordered (cuMemAllocFromPoolAsync/cuMemFreeAsync
+ * from a memory pool of the shim's own with release threshold 0, which
+ * PyTorch's caching allocator neither sees nor can reclaim; the default pool
+ * when a pool cannot be made); a device without memory pools has no staging
+ * (compression stops alike on every rank at the agreement), never
  * cuMemAlloc/cuMemFree, which synchronise and are illegal under capture.
  * Timing marks are pooled events, read with cuEventElapsedTime only once
  * complete. Counters live in device memory (kernels add one atomic per
@@ -158,7 +159,8 @@ static int dev_alloc(nsc_cuctx *c, CUstream s, size_t bytes, void **p) {
                           "allocation), so there is no staging memory", (int)c->dev);
     return -1;
   }
-  IN_CTX(cu()->cuMemAllocAsync(&d, bytes, s), "cuMemAllocAsync");
+  if (c->pool) IN_CTX(cu()->cuMemAllocFromPoolAsync(&d, bytes, c->pool, s), "cuMemAllocFromPoolAsync");
+  else IN_CTX(cu()->cuMemAllocAsync(&d, bytes, s), "cuMemAllocAsync");
   *p = (void *)(uintptr_t)d;
   return 0;
 }

@@ -1,28 +1,41 @@
-/* staging.h — wire-type staging memory per (communicator, stream).
+/* staging.h — a communicator's staging: one block of memory whose size every
+ * rank agreed on, from which every compressed call takes its wire buffers
+ * (fused groups, single calls, two-phase and hierarchical stages).
  *
- * Each stream has an arena: a bump allocator over one block, reused only in
- * stream order (everything the shim enqueues on a stream runs in order, so the
- * next call may reuse the block once the previous call's cast-back has been
- * enqueued). Several live regions (calls inside one group) take successive
- * pieces; when the block is too small a further block is added and, once
- * nothing is live, the arena is rebuilt as one block grown geometrically.
+ * Issue 23, defect 3: memory is allocated only at points every rank reaches
+ * together — the communicator's first call (its configuration check) and
+ * the settle after a call or group that wanted more than the block holds —
+ * and a block counts only once every rank has said it got it. So:
+ *   - whether a call is compressed depends on the agreed size and the call
+ *     sequence alone (rule 1): a call that does not fit is forwarded in fp32
+ *     on every rank (bit-identical to plain NCCL), and the block grows by an
+ *     agreement started at the next settle and applied at the one after;
+ *   - a rank that cannot get memory at an agreement (beside a caching
+ *     allocator holding the device) makes every rank stop compressing on
+ *     that communicator, with one message: plain fp32, identical everywhere.
  *
- * NCCLSHIM_MAX_STAGING_BYTES is not decided here: what a call may have
- * depends on what every rank agrees on (the call, the settings, the user
- * group it is in: nsc_get_staging in coll/allreduce.c), never on which
- * streams the calls use or which regions are still live, both of which
- * differ between ranks. Here it only caps how far an arena grows.
+ * Takes between two settles are successive pieces of the block (one group's
+ * calls, on any streams); a settle hands the whole block to the next group.
+ * The block is used in stream order: a take on another stream than the
+ * previous take first waits for it (a join), and a group's first take waits
+ * for the release point (backend.h) behind every earlier use. Work that is
+ * still parked (a nonblocking communicator's cast-back not yet enqueued)
+ * reads the block outside any stream order: the next group first moves to
+ * a fresh block (nsc_staging_fresh) and retires the old one.
  *
- * Arenas are keyed by (backend, stream handle), and for CU_STREAM_PER_THREAD
- * (one handle, a different stream on every thread) by the calling thread too;
- * the fusion block is the communicator's, whatever the streams.
+ * Streams are named only while the group that used them is running: the
+ * block is freed after its release point, never on a stream (a stream may
+ * be destroyed by then). CU_STREAM_PER_THREAD is a different stream on
+ * every thread: it is told apart by the calling thread too.
  *
- * Locking: the staging has a lock of its own and never calls the backend's
- * alloc/release while holding it, so callers must not hold the communicator's
- * lock around the calls that allocate (get, fuse_reserve, fuse_settle): the
- * watchdog's poll and abort paths need that lock, and an allocation (on a GPU:
- * cuMemAllocAsync from the device's default pool, which PyTorch's caching
- * allocator does not see) must never keep them waiting. */
+ * NCCLSHIM_MAX_STAGING_BYTES is not decided here (nsc_staging_refused in
+ * coll/allreduce.c refuses a call beyond it on every rank); here it caps
+ * how far the block grows.
+ *
+ * Locking: a spin lock for field updates (never held across a backend call)
+ * and one that serialises moves of the release point (backend event calls,
+ * never NCCL). Callers must not hold the communicator's lock around calls
+ * that allocate (reserve, fresh, settle): the watchdog needs that lock. */
 #ifndef NSC_STAGING_H
 #define NSC_STAGING_H
 
@@ -31,7 +44,7 @@
 
 #include "backend.h"
 
-/* Growing the fusion block needs every rank's word, and waiting for it
+/* Growing the block needs every rank's word, and waiting for it
  * would wait for the communicator's earlier work: the agreement is started
  * after one group and its answer read at the settle after the next one.
  * start(ok) issues it (NULL: it could not be issued, which counts as
@@ -44,7 +57,7 @@ typedef struct {
   void *(*start)(int ok, const nsc_backend *be, nsc_stream s, void *arg);
   int (*finish)(void *tok, int wait, void *arg);
   void *arg;
-} nsc_fuse_agreement;
+} nsc_staging_agreement;
 
 typedef struct nsc_block {
   void *p;
@@ -52,30 +65,12 @@ typedef struct nsc_block {
   struct nsc_block *next;
 } nsc_block;
 
-typedef struct nsc_arena {
-  nsc_stream stream;
-  uintptr_t thread; /* the owning thread for CU_STREAM_PER_THREAD, else 0 */
-  const nsc_backend *be;
-  nsc_block *blocks; /* first = current; further ones only while live > 0 */
-  size_t used;       /* bytes handed out in the current block */
-  size_t need;       /* bytes handed out in all blocks since the last reset */
-  size_t peak;
-  int live;
-  void *pt; /* release point (backend.h) after the arena's last use: the stream may be gone when it is freed */
-  struct nsc_arena *next;
-} nsc_arena;
-
 typedef struct {
-  nsc_arena *arenas;
   int lock;             /* a spin lock (zero = free): held for a few field updates only */
+  int plock;            /* the same, held while the release point moves (backend event calls) */
   uint64_t failed;      /* allocations that failed (faults included) */
-  /* Fusion has a block of its own per communicator, whatever streams the
-   * callers use, whose size every rank agreed on (see nsc_staging_fuse_*): a
-   * fused collective is issued only when its wire buffer fits there, so
-   * neither a failed allocation on one rank nor the callers' choice of
-   * streams can make ranks issue different collectives. The block is used in
-   * stream order: a use on another stream than the last one first waits for
-   * it (a join through the backend). */
+  /* The block (f...: it began as fusion's) and the memory kind it is of: a
+   * take of another kind never fits. */
   const nsc_backend *fbe;
   /* The streams of the current group only (cleared at each settle: a later
    * group must never name a stream its caller may have destroyed since):
@@ -84,6 +79,7 @@ typedef struct {
    * fpt, the release point after the block's uses up to the last settle: a
    * group's first take waits for it, frees happen after it. */
   nsc_stream fstream, gstream;
+  uintptr_t fthread; /* fstream's thread for CU_STREAM_PER_THREAD, else 0 */
   int fhave, ghave; /* fstream / gstream set (NULL is a stream: the legacy one) */
   void *fpt;
   void *fblock;
@@ -91,78 +87,71 @@ typedef struct {
   size_t freserved; /* allocated at the first call, before agreement */
   size_t fused;     /* handed out in the current group */
   size_t fwant;     /* asked for in the current group, fitting or not */
-  int fdisabled;    /* an agreement failed: no fusion on this communicator */
+  int fdisabled;    /* an agreement failed: nothing is compressed on this communicator */
   nsc_block *fretired; /* replaced blocks that parked cast-backs may still read */
   void *gblock;     /* a grown block waiting for its agreement (gtok) */
   size_t gcap;
   nsc_block *gnode; /* taken with gblock: retires the replaced block if cast-backs are parked */
   void *gtok;
-  const nsc_fuse_agreement *gag;
+  const nsc_staging_agreement *gag;
 } nsc_staging;
 
-enum { NSC_STAGING_OK = 0, NSC_STAGING_NOMEM = -2 };
-
-/* Bytes a request of `bytes` takes from an arena (alignment). */
+/* Bytes a request of `bytes` takes from the block (alignment). */
 size_t nsc_staging_round(size_t bytes);
-/* Reserve `bytes` on stream s (an arena grows geometrically up to `cap`, or
- * to what this request needs). Returns NSC_STAGING_OK or NSC_STAGING_NOMEM
- * (this rank only). */
-int nsc_staging_get(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes,
-                    size_t cap, void **p);
-/* One region on stream s is no longer needed by the host side (its cast-back
- * is enqueued); when none is live the arena is reset. */
-void nsc_staging_done(nsc_staging *st, nsc_stream s);
-/* The same for work dropped before it was issued (a failed group end, a
- * communicator's end): its stream is never named (it may be gone). */
-void nsc_staging_dropped(nsc_staging *st, nsc_stream s);
-/* Fusion: a wire buffer of `bytes` from the communicator's agreed fusion
- * block, for use on stream s; -1 when it does not fit (the caller forwards
- * the members in fp32 and the block grows by an agreement after the group,
- * applied a group later). Only the agreed size and the call sequence, the
- * same on every rank, decide. Returns 1 (the buffer is handed out all the
- * same) when s could not be made to wait for the block's previous stream:
- * the caller poisons it. */
-int nsc_staging_fuse_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p);
-/* Before a group's first take while parked cast-backs still read the block:
- * this rank moves to a fresh block of the agreed size (the old one is retired
- * until a settle without parked work). Capacity and the call sequence stay
- * what decides, so what is issued is unchanged. Returns 0, or -1 when the
- * allocation failed (the block is kept: the caller poisons the parked
- * cast-backs that read it). Nothing to do (0) unless the group's first take.
- * Allocates: not under the communicator's lock. */
-int nsc_staging_fuse_fresh(nsc_staging *st, nsc_stream s);
-/* After a use of the fusion block on s (a fused cast-back, parked or not,
- * and each settle): its release point moves behind that use and still
- * covers the earlier ones (s first waits for the old point). */
-void nsc_staging_fuse_used(nsc_staging *st, nsc_stream s);
-/* After the outermost group end, whatever it answered: first the agreement
- * started at the previous settle is read (waiting, which by then costs
- * nothing: a whole group has run since) and applied: the new block replaces
- * the old one, or fusion is disabled on the communicator, on every rank
- * alike. Then, when this group wanted more fusion space than agreed (and not
- * more than limit), a block of that size is allocated and its agreement
- * started. Resets the per-group counts. Returns 1 if a grown block was
- * applied. parked: cast-backs of a nonblocking communicator still wait (they
- * may read a block being replaced): a replaced block is kept until a settle
- * without. */
-int nsc_staging_fuse_settle(nsc_staging *st, size_t limit, const nsc_fuse_agreement *ag, int parked);
+/* A wire buffer of `bytes` from the block, for use on stream s: 0, or -1
+ * when it does not fit (the caller forwards the call in fp32; the block
+ * grows by an agreement after the group, applied a group later). Only the
+ * agreed size and the call sequence, the same on every rank, decide.
+ * Returns 1 (the buffer is handed out all the same) when s could not be
+ * made to wait for the block's earlier use: the caller poisons it. */
+int nsc_staging_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p);
+/* Whether takes of `bytes` in all would fit now (for a call that takes
+ * several pieces: it decides once); when not, the want is counted as a
+ * take's is, so the block grows for it. */
+int nsc_staging_fits(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes);
+/* Before the first take of a group while parked cast-backs still read the
+ * block: this rank moves to a fresh block of the agreed size (the old one is
+ * retired until a settle without parked work). Capacity and the call
+ * sequence stay what decides, so what is issued is unchanged. Returns 0, or
+ * -1 when the allocation failed (the block is kept: the caller poisons the
+ * parked cast-backs that read it). Nothing to do (0) unless the group's
+ * first take. Allocates: not under the communicator's lock. */
+int nsc_staging_fresh(nsc_staging *st, nsc_stream s);
+/* After a use of the block on s (a cast-back, parked or not, and each
+ * settle): its release point moves behind that use and still covers the
+ * earlier ones (s first waits for the old point). Safe beside the owner's
+ * calls (a thread finishing nonblocking work). */
+void nsc_staging_used(nsc_staging *st, nsc_stream s);
+/* After every call or outermost group that took (or tried to): first the
+ * agreement started at the previous settle is read (waiting only if its
+ * answer is not there yet) and applied: the new block replaces the old one,
+ * or compression stops on the communicator, on every rank alike. Then,
+ * when this group wanted more than agreed (and not more than limit), a
+ * block of that size is allocated and its agreement started. Resets the
+ * per-group counts. Returns 1 if a grown block was applied. parked:
+ * cast-backs of a nonblocking communicator still wait (they may read a
+ * block being replaced): a replaced block is kept until a settle without. */
+int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreement *ag, int parked);
 /* Apply every agreement still waiting for its answer, waiting for it (by
  * polling). For a captured call: work of the communicator left running on a
  * private stream must not overlap the graph's collectives when it is
  * launched (capture is alike on every rank, so the point is the same). */
-void nsc_staging_fuse_resolve(nsc_staging *st);
-/* At a communicator's first call: allocate an initial fusion block for
- * stream s (returns 1 if this rank got it); nsc_staging_fuse_agreed() then
- * applies what every rank agreed (ok = all got it): keep it, or free it and
- * disable fusion on the communicator. */
-int nsc_staging_fuse_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes);
-void nsc_staging_fuse_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok);
-/* Free every arena (communicator destroy/abort); an agreement still
+void nsc_staging_resolve(nsc_staging *st);
+/* At a communicator's first call: allocate the initial block on stream s
+ * (returns 1 if this rank got it); nsc_staging_agreed() then applies what
+ * every rank agreed (ok = all got it): keep it, or free it and stop
+ * compressing on the communicator. */
+int nsc_staging_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes);
+void nsc_staging_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok);
+/* 1 when an agreement failed: nothing is compressed on the communicator. */
+int nsc_staging_disabled(nsc_staging *st);
+/* Free the block (communicator destroy/abort); an agreement still
  * unanswered is abandoned without waiting (its exchange slot comes back
  * once its collective has completed). */
 void nsc_staging_release(nsc_staging *st);
 
-/* Testing: make the n-th allocation of this process fail (0 = never). */
-void nsc_staging_fault_at(long long n);
+/* Testing: make the n-th allocation of this process fail, and the t-th
+ * take fail to wait for the block's earlier use (0 = never). */
+void nsc_staging_fault_at(long long n, long long t);
 
 #endif

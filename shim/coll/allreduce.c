@@ -118,22 +118,89 @@ ncclResult_t nsc_staging_refused(const nsc_comm *c, size_t bytes, const char *wh
   return ncclSuccess;
 }
 
-ncclResult_t nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what,
-                             void **p) {
-  size_t limit = (size_t)nsc_g.cfg.max_staging_bytes, need = nsc_staging_round(bytes);
+/* The communicator whose staging block c's calls take from. */
+static nsc_comm *owner(nsc_comm *c) { return c->parent ? c->parent : c; }
+
+/* Before a group's first take while a parked cast-back (its group not yet
+ * reported complete) still reads the block: this rank moves to a fresh one
+ * (staging.h); when it cannot, the parked work fails, never the call. */
+static void fresh_if_parked(nsc_comm *o, cudaStream_t s) {
+  pthread_mutex_lock(&o->lock);
+  int busy = 0;
+  for (nsc_work *x = o->pending ? o->pending->head : NULL; x && !busy; x = x->next) busy = x->wirebuf != NULL;
+  pthread_mutex_unlock(&o->lock);
+  /* Allocates: not under o->lock (the watchdog's paths need it). */
+  if (!busy || !nsc_staging_fresh(&o->staging, (nsc_stream)s)) return;
+  nsc_warn("staging: no fresh block on rank %d (%s); the unfinished compressed collectives of communicator %p fail",
+           o->rank, nsc_backend_error(), (void *)o->comm);
+  __atomic_add_fetch(&o->log.staging_failed, 1, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&o->lock);
+  for (nsc_work *x = o->pending ? o->pending->head : NULL; x; x = x->next)
+    if (x->wirebuf) x->poison = x->fail_late = 1; /* its poll answers the failure (seed 11062) */
+  pthread_mutex_unlock(&o->lock);
+}
+
+int nsc_staging_take_comm(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p) {
+  nsc_comm *o = owner(c);
+  fresh_if_parked(o, s);
+  /* Not under o->lock: the backend's joins and waits. */
+  return nsc_staging_take(&o->staging, be, (nsc_stream)s, bytes, p);
+}
+
+int nsc_get_staging(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what, void **p) {
+  size_t need = nsc_staging_round(bytes);
   uint64_t gid = nsc_group_id();
   size_t before = gid && c->staging_gid == gid ? c->staging_gneed : 0;
-  if (nsc_staging_refused(c, bytes, what) != ncclSuccess) return ncclInvalidUsage;
+  if (nsc_staging_refused(c, bytes, what) != ncclSuccess) return NSC_STAGE_REFUSED;
   if (gid) {
     c->staging_gid = gid;
     c->staging_gneed = before + need;
   }
-  /* Not under c->lock: staging allocates outside its own lock, and the
-   * watchdog's paths need c->lock. */
-  int rc = nsc_staging_get(&c->staging, be, (nsc_stream)s, bytes, limit, p);
-  if (rc == NSC_STAGING_NOMEM && __atomic_add_fetch(&c->log.staging_failed, 1, __ATOMIC_RELAXED))
-    nsc_warn("staging allocation of %zu bytes failed on rank %d: %s", bytes, c->rank, nsc_backend_error());
-  return rc == NSC_STAGING_OK ? ncclSuccess : ncclSystemError;
+  int rc = nsc_staging_take_comm(c, be, s, bytes, p);
+  if (rc < 0) return NSC_STAGE_PLAIN;
+  if (rc > 0) {
+    nsc_warn("staging on rank %d cannot wait for its earlier use (%s): %s contributes NaN", c->rank,
+             nsc_backend_error(), what);
+    return NSC_STAGE_POISON;
+  }
+  return NSC_STAGE_OK;
+}
+
+int nsc_staging_room(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes) {
+  return nsc_staging_fits(&owner(c)->staging, be, (nsc_stream)s, bytes);
+}
+
+void nsc_staging_done_on(nsc_comm *c, cudaStream_t s) { nsc_staging_used(&owner(c)->staging, (nsc_stream)s); }
+
+ncclResult_t nsc_forward_plain(nsc_comm *c, const void *send, void *recv, size_t count, ncclRedOp_t op,
+                               cudaStream_t s, int rs) {
+  return rs ? nsc_forward_rs(c, send, recv, count, ncclFloat32, op, s)
+            : nsc_forward(c, send, recv, count, ncclFloat32, op, s, NSC_ACT_PASS);
+}
+
+/* Communicators whose staging is settled after this thread's outermost
+ * group end, linked through the entries (one reference each). */
+static __thread nsc_comm *to_settle;
+
+void nsc_staging_note(nsc_comm *c) {
+  uint64_t gid = nsc_group_id();
+  if (!gid || c->settle_gid == gid) return;
+  c->settle_gid = gid;
+  nsc_comm_ref(c);
+  c->settle_next = to_settle;
+  to_settle = c;
+}
+
+void nsc_staging_settle_group(void) {
+  nsc_comm *c = to_settle;
+  to_settle = NULL;
+  while (c) {
+    nsc_comm *n = c->settle_next;
+    c->settle_next = NULL;
+    nsc_staging_settle_comm(c);
+    nsc_comm_put(c);
+    c = n;
+  }
 }
 
 int nsc_cast_fault(void) {
@@ -284,9 +351,7 @@ static ncclResult_t pipelined(nsc_comm *c, nsc_work *w, const float *send, size_
     if (NSC_OK(r)) r = ncclSystemError;
   }
   nsc_log_mark(&w->rec, NSC_MARK_END);
-  pthread_mutex_lock(&c->lock);
-  nsc_staging_done(&c->staging, s);
-  pthread_mutex_unlock(&c->lock);
+  nsc_staging_done_on(c, (cudaStream_t)s);
   w->rec.result = r;
   if (NSC_OK(r)) nsc_log_commit(&c->log, &w->rec);
   else nsc_log_discard(&w->rec);
@@ -299,16 +364,14 @@ static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *sen
                              ncclRedOp_t op, cudaStream_t s, int in_group) {
   nsc_wire_t wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
   void *stage = NULL;
-  ncclResult_t r = nsc_get_staging(c, be, s, count * 2, "an all-reduce", &stage);
-  if (r == ncclSystemError) return poisoned(c, be, recv, count, op, s, in_group);
-  if (r != ncclSuccess) return r;
-  nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
-  if (!w) {
-    pthread_mutex_lock(&c->lock);
-    nsc_staging_done(&c->staging, (nsc_stream)s);
-    pthread_mutex_unlock(&c->lock);
-    return poisoned(c, be, recv, count, op, s, in_group);
+  switch (nsc_get_staging(c, be, s, count * 2, "an all-reduce", &stage)) {
+  case NSC_STAGE_REFUSED: return ncclInvalidUsage;
+  case NSC_STAGE_PLAIN: return nsc_forward(c, send, recv, count, ncclFloat32, op, s, NSC_ACT_PASS);
+  case NSC_STAGE_POISON: return poisoned(c, be, recv, count, op, s, in_group);
+  default: break;
   }
+  nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
+  if (!w) return poisoned(c, be, recv, count, op, s, in_group); /* the block is reset at the settle */
   w->be = be;
   w->stream = (nsc_stream)s;
   w->wire = wire;
@@ -430,11 +493,15 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
                            "untouched and always sync (decisions would be frozen into the graph)");
     /* No fusion agreement of ours may still be running when the graph's
      * collectives are launched. */
-    nsc_staging_fuse_resolve(&c->staging);
+    nsc_staging_resolve(&c->staging);
     a = nsc_policy_transform(cfg, &call);
     acc = nsc_policy_accumulable(cfg, &call);
   }
   if (call.capturing) tp = 0;
+  /* Calls that may take staging settle it: after the call, or after the
+   * outermost group end (decided by the call alone, as the takes are). */
+  int stages = !call.capturing && (tp || a == NSC_ACT_COMPRESS || a == NSC_ACT_FUSE);
+  if (stages && call.in_group) nsc_staging_note(c);
   if (!nsc_accum_feed(c, &call, send, recv, acc, &agree)) r = answer_locally(c, be, send, recv, count, dt, op, stream);
   else if (tp && call.in_group) r = nsc_twophase_defer(c, be, send, recv, count, op, (nsc_stream)stream, 0);
   else if (tp) r = nsc_twophase(c, be, send, recv, count, op, stream, 0, c->seq);
@@ -449,6 +516,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   default: r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS); break;
   }
   /* Issued whatever this call returned: every rank issues it here. */
+  if (stages && !call.in_group) nsc_staging_settle_comm(c);
   if (agree) nsc_accum_after(c, be, stream, call.in_group, r);
 out:
   nsc_comm_put(c);

@@ -4,7 +4,7 @@
  *
  * The configuration check is one ncclInt64 Max all-reduce of [h, -h] for the
  * hash h of each setting that changes which collectives are issued, plus the
- * fusion-block slot, a kernels slot, a status slot and one slot per rank for
+ * staging-block slot, a kernels slot, a status slot and one slot per rank for
  * its node key (topo/topo.h: rank i's key in slot i, 0 in the others, so the
  * maxima are every rank's key and every rank builds the same node map), on
  * a private buffer and stream (never
@@ -220,9 +220,9 @@ enum { ST_OK = -2, ST_POISON = -1, ST_BAD_SETTING = 1 }; /* all-ones bytes read 
  * with the settings' hashes and this rank's key filled in; *node becomes the
  * agreed map's (and NULL) on success. */
 static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, int64_t *vals, int nslots, int **node,
-                              size_t fuse0, int want_fuse) {
+                              size_t stage0, int want_stage) {
   int got = 1;
-  if (want_fuse) got = nsc_staging_fuse_reserve(&c->staging, be, s, fuse0); /* allocates: not under c->lock */
+  if (want_stage) got = nsc_staging_reserve(&c->staging, be, s, stage0); /* allocates: not under c->lock */
   vals[SLOT_FUSE] = got ? 0 : 1;
   int usable = be->usable(s);
   vals[SLOT_KERNELS] = usable ? 0 : 1; /* a rank that cannot run the kernels: all forward untouched */
@@ -245,14 +245,14 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
              "this call fails on every rank and the next one checks again", (void *)c->comm);
     res = ncclSystemError;
   }
-  if (want_fuse) {
+  if (want_stage) {
     int all = res == ncclSuccess && vals[SLOT_FUSE] == 0;
-    pthread_mutex_lock(&c->lock);
-    nsc_staging_fuse_agreed(&c->staging, be, s, all);
-    pthread_mutex_unlock(&c->lock);
+    nsc_staging_agreed(&c->staging, be, s, all);
+    if (!got) __atomic_add_fetch(&c->log.staging_failed, 1, __ATOMIC_RELAXED);
     if (res == ncclSuccess && !all && (c->rank == 0 || !got))
-      nsc_warn("fusion disabled on communicator %p: a rank could not allocate its fusion buffer "
-               "(grouped all-reduces are compressed one by one)", (void *)c->comm);
+      nsc_warn("compression stopped on communicator %p: %s its %zu bytes of staging (%s); every call on it is "
+               "forwarded in fp32, on every rank", (void *)c->comm, got ? "a rank could not allocate" :
+               "this rank could not allocate", stage0, got ? "that rank said why" : nsc_backend_error());
   }
   if (res != ncclSuccess) return res; /* passed up unchanged; the next call checks again */
   if (nsc_topo_build(&c->topo, vals + NSLOTS, c->nranks, c->rank, *node) == 0) {
@@ -310,12 +310,11 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   c->nranks = n;
   c->rank = r;
   nsc_log_comm_open(&c->log, (uint64_t)(uintptr_t)c->comm, r, n);
-  /* The same exchange agrees on an initial fusion block for this stream:
-   * every rank keeps it only if every rank got it. */
-  size_t fuse0 = (size_t)nsc_g.cfg.fuse_bytes / 2;
-  if (fuse0 > ((size_t)4 << 20)) fuse0 = (size_t)4 << 20;
-  if (fuse0 > (size_t)nsc_g.cfg.max_staging_bytes) fuse0 = (size_t)nsc_g.cfg.max_staging_bytes;
-  int want_fuse = nsc_g.cfg.compress != NSC_COMPRESS_OFF && fuse0 > 0 && !nsc_g.bad_setting;
+  /* The same exchange agrees on the initial staging block (allocated on
+   * this stream): every rank keeps it only if every rank got it. */
+  size_t stage0 = (size_t)nsc_g.cfg.staging_bytes;
+  if (stage0 > (size_t)nsc_g.cfg.max_staging_bytes) stage0 = (size_t)nsc_g.cfg.max_staging_bytes;
+  int want_stage = nsc_g.cfg.compress != NSC_COMPRESS_OFF && stage0 > 0 && !nsc_g.bad_setting;
   /* Then one slot per rank for the node keys: rank i's key in slot
    * NSLOTS + i, 0 elsewhere (keys are positive), so the maxima are the map. */
   enum { STACK_RANKS = 256 };
@@ -336,7 +335,7 @@ ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
       vals[i] = nsc_config_row_hash(&nsc_g.cfg, i);
       vals[NSC_CFG_COUNT + i] = -vals[i];
     }
-    res = check_run(c, be, s, vals, nslots, &node, fuse0, want_fuse);
+    res = check_run(c, be, s, vals, nslots, &node, stage0, want_stage);
   }
   if (vals != stack_vals) free(vals);
   free(node);
@@ -350,7 +349,7 @@ ncclResult_t nsc_mismatch(nsc_comm *c) {
   return ncclInvalidUsage;
 }
 
-/* Fusion block growth: every rank reports whether its allocation succeeded;
+/* Staging block growth: every rank reports whether its allocation succeeded;
  * all see the same maximum of the failures, so all keep or drop alike (a
  * rank without an exchange buffer sends all-ones: v[1] != -2 on every rank).
  * The answer is read at the communicator's next settle (staging.h), never
@@ -408,7 +407,7 @@ static int agree_finish(void *tok, int wait, void *arg) {
   }
   /* Read at a settle (wait), alike on every rank: confirm that every rank
    * read the answer, so that a read-back failing on one rank disables
-   * fusion on all. Not during a capture (alike on every rank: nothing of
+   * compression on all. Not during a capture (alike on every rank: nothing of
    * ours is issued there) nor when its communicator ends (wait < 0: the
    * peers end it too, and nothing may be issued on it any more). */
   int capturing = 0;
@@ -418,20 +417,22 @@ static int agree_finish(void *tok, int wait, void *arg) {
     if (g->r == ncclSuccess) g->r = cr;
   }
   int all = g->r == ncclSuccess && g->v[0] == 0 && g->v[1] == -2;
+  if (!g->ok) __atomic_add_fetch(&g->c->log.staging_failed, 1, __ATOMIC_RELAXED);
   if (!all && (g->c->rank == 0 || !g->ok))
-    nsc_warn("fusion disabled on communicator %p: %s", (void *)g->c->comm,
-             g->r != ncclSuccess ? "the agreement on its buffer failed"
-                                 : "a rank could not allocate the fusion buffer (fused groups are forwarded in fp32)");
+    nsc_warn("compression stopped on communicator %p: %s; every call on it is forwarded in fp32, on every rank",
+             (void *)g->c->comm, g->r != ncclSuccess ? "the agreement on its grown staging failed"
+                                 : g->ok ? "a rank could not allocate its grown staging (that rank said why)"
+                                         : "this rank could not allocate its grown staging");
   nsc_coll_free(g);
   return all;
 }
 
-void nsc_fuse_settle(nsc_comm *c) {
+void nsc_staging_settle_comm(nsc_comm *c) {
   pthread_mutex_lock(&c->lock);
-  c->fuse_grow = 0;
-  int parked = c->pending && c->pending->head;
+  int parked = 0;
+  for (nsc_work *x = c->pending ? c->pending->head : NULL; x && !parked; x = x->next) parked = x->wirebuf != NULL;
   pthread_mutex_unlock(&c->lock);
   /* Not under the communicator's lock: agreeing calls into NCCL. */
-  c->fuse_agreement = (nsc_fuse_agreement){agree_start, agree_finish, c};
-  nsc_staging_fuse_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, &c->fuse_agreement, parked);
+  c->staging_agreement = (nsc_staging_agreement){agree_start, agree_finish, c};
+  nsc_staging_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, &c->staging_agreement, parked);
 }

@@ -13,7 +13,10 @@
  * other members' streams are joined to it with events (home waits for them
  * before the cast-in, they wait for home after the cast-back), as NCCL
  * itself joins the streams of one group. A local failure (a cast, a join,
- * host memory) poisons the bucket: the same collective is issued on NaN. */
+ * host memory) poisons the bucket: the same collective is issued on NaN.
+ * A bucket's wire buffer comes from the communicator's agreed staging block
+ * (backend/staging.h); one that does not fit is forwarded member by member
+ * in fp32, alike on every rank, and the block grows after the group. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,23 +55,7 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
   nsc_seg *segs = nsc_coll_calloc((size_t)n, sizeof *segs);
   nsc_stream *joins = nsc_coll_calloc((size_t)n, sizeof *joins);
   void *stage = NULL;
-  pthread_mutex_lock(&c->lock);
-  /* A parked cast-back (its group not yet reported complete) still reads the
-   * block: this group's cast-in must not overwrite it. */
-  int busy = 0;
-  for (nsc_work *x = c->pending ? c->pending->head : NULL; x && !busy; x = x->next)
-    busy = x->from_fuse_block && x->wirebuf;
-  pthread_mutex_unlock(&c->lock);
-  /* Allocates: not under c->lock (the watchdog's paths need it). */
-  if (busy && nsc_staging_fuse_fresh(&c->staging, home)) {
-    nsc_warn("fusion: no fresh fusion block on rank %d (%s); the unfinished fused collectives of communicator "
-             "%p fail", c->rank, nsc_backend_error(), (void *)c->comm);
-    pthread_mutex_lock(&c->lock);
-    for (nsc_work *x = c->pending ? c->pending->head : NULL; x; x = x->next)
-      if (x->from_fuse_block) x->poison = x->fail_late = 1; /* its poll answers the failure (seed 11062) */
-    pthread_mutex_unlock(&c->lock);
-  }
-  int rc = nsc_staging_fuse_take(&c->staging, be, home, T * 2, &stage);
+  int rc = nsc_staging_take_comm(c, be, (cudaStream_t)home, T * 2, &stage);
   if (rc < 0) {
     /* Not (yet) agreed space for this fused buffer: forwarded in fp32 this
      * time, alike on every rank; the block grows after the group. */
@@ -76,7 +63,6 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
     free(joins);
     if (w) nsc_work_drop(w);
     forward_members(m0, &r);
-    c->fuse_grow = 1;
     return r;
   }
   int bad = rc > 0 || !w || !segs || !joins, nj = 0;
@@ -117,7 +103,6 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
   w->wire = wire;
   w->op = m0->op;
   w->wirebuf = stage;
-  w->from_fuse_block = 1;
   w->count = T;
   w->segs = segs;
   w->nseg = n;
@@ -141,7 +126,7 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
 
 /* Allocates nothing: the members stay in their linked list (done, bnext),
  * so that what is issued can never depend on host memory. */
-ncclResult_t nsc_fuse_flush(nsc_work **list, nsc_comm **touched, int *ntouched, int max) {
+ncclResult_t nsc_fuse_flush(nsc_work **list) {
   /* Split the list: FUSE members out (in order), everything else stays. */
   nsc_work *m = NULL, **mt = &m, *keep = NULL, **tail = &keep;
   for (nsc_work *w = *list, *next; w; w = next) {
@@ -181,15 +166,6 @@ ncclResult_t nsc_fuse_flush(nsc_work **list, nsc_comm **touched, int *ntouched, 
       nb++;
       T += j->count;
       j->done = 1;
-    }
-    /* Remember the communicator (with a reference) for the settling after
-     * the group; more communicators than `max` in one group are settled at
-     * their next group. */
-    int seen = 0;
-    for (int t = 0; t < *ntouched; t++) seen |= touched[t] == i->c;
-    if (!seen && *ntouched < max && i->c) {
-      nsc_comm_ref(i->c);
-      touched[(*ntouched)++] = i->c;
     }
     if (nb) {
       ncclResult_t rr = issue_bucket(head, nb, T, home);

@@ -9,6 +9,7 @@
 #include "comm.h"
 #include "core.h"
 #include "msg.h"
+#include "shim.h"
 
 static __thread int depth;
 static __thread uint64_t gid; /* the outermost group this thread is in */
@@ -123,11 +124,8 @@ ncclResult_t nsc_work_run(nsc_work *w) {
     }
     if (w->fail_late) r = ncclSystemError; /* the call answered before it was poisoned */
     nsc_log_mark(&w->rec, NSC_MARK_END);
-    if (w->c && w->from_fuse_block) nsc_staging_fuse_used(&w->c->staging, w->stream); /* backend calls: not under the lock */
+    if (w->c && w->wirebuf) nsc_staging_done_on(w->c, (cudaStream_t)w->stream); /* backend calls: not under the lock */
     if (w->c) {
-      pthread_mutex_lock(&w->c->lock);
-      if (w->wirebuf && !w->from_fuse_block) nsc_staging_done(&w->c->staging, w->stream);
-      pthread_mutex_unlock(&w->c->lock);
       w->rec.result = w->poison ? ncclSystemError : r;
       nsc_log_commit(&w->c->log, &w->rec);
     }
@@ -158,11 +156,8 @@ ncclResult_t nsc_twophase_defer(struct nsc_comm *c, const nsc_backend *be, const
 
 void nsc_work_drop(nsc_work *w) {
   if (w->kind == NSC_W_AGREE && w->c) w->c->agree_queued = 0; /* issued or not, the next group may queue one */
-  if (w->c && w->wirebuf && !w->from_fuse_block) {
-    pthread_mutex_lock(&w->c->lock);
-    nsc_staging_dropped(&w->c->staging, w->stream); /* unissued: its stream is not named again */
-    pthread_mutex_unlock(&w->c->lock);
-  }
+  /* Unissued: its staging is simply not used (the block is reset at the
+   * settle) and its stream is not named again. */
   nsc_log_discard(&w->rec);
   work_free(w);
 }

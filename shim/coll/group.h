@@ -33,7 +33,6 @@ typedef struct nsc_work {
   nsc_wire_t wire;
   ncclRedOp_t op;
   void *wirebuf;            /* staging region (CASTBACK) */
-  int from_fuse_block;      /* wirebuf is in the agreed fusion block (not an arena region) */
   int poison;               /* CASTBACK of a rank that failed locally: fill dst (or the
                              * segments' dsts) with all-ones (NaN) instead of casting back */
   int fail_late;            /* poisoned after its call had answered (a parked cast-back whose

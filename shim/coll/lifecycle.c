@@ -227,18 +227,13 @@ ncclResult_t nsc_group_end(void) {
   group_comms g = {.waited = 0};
   g.n = nsc_group_comms(g.comms);
   nsc_work *w = nsc_group_take();
-  nsc_comm *touched[16];
-  int nt = 0;
-  ncclResult_t fr = nsc_fuse_flush(&w, touched, &nt, 16); /* fused collectives join the open group */
+  ncclResult_t fr = nsc_fuse_flush(&w); /* fused collectives join the open group */
   w = concat(w, nsc_group_take());
   ncclResult_t r = nsc_real.GroupEnd();
   ncclResult_t ar = run_after_all(w, r == ncclInProgress, NSC_OK(r), &g);
-  /* Outside any group now: fusion space is settled alike on every rank,
+  /* Outside any group now: staging is settled alike on every rank,
    * whatever this rank's group end answered. */
-  for (int i = 0; i < nt; i++) {
-    nsc_fuse_settle(touched[i]);
-    nsc_comm_put(touched[i]);
-  }
+  nsc_staging_settle_group();
   if (!NSC_OK(r)) return r;
   /* A fused collective this rank could not prepare (it went out on NaN) is
    * this rank's failure whether the group end said ncclSuccess or

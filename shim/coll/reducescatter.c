@@ -26,7 +26,7 @@
 
 /* Forwarded untouched; logged as a pass-through record of the whole buffer
  * (rc per rank, nranks ranks), as the two-phase record counts it. */
-static ncclResult_t forward(nsc_comm *c, const void *send, void *recv, size_t rc, ncclDataType_t dt,
+ncclResult_t nsc_forward_rs(nsc_comm *c, const void *send, void *recv, size_t rc, ncclDataType_t dt,
                             ncclRedOp_t op, cudaStream_t s) {
   size_t count = rc * (size_t)(c->nranks > 0 ? c->nranks : 1), bytes = count * nsc_dtype_size(dt);
   if (!nsc_log_on()) {
@@ -71,9 +71,10 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
     if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
     if (tp && !call.capturing) {
       c->seq++;
+      nsc_staging_note(c); /* it takes staging after the real group end */
       r = nsc_twophase_defer(c, be, send, recv, rc, op, (nsc_stream)stream, 1);
     } else {
-      r = forward(c, send, recv, rc, dt, op, stream);
+      r = nsc_forward_rs(c, send, recv, rc, dt, op, stream);
     }
     goto out;
   }
@@ -83,7 +84,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
      * capture is alike on every rank. */
     if (c->checked == 0 && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
     if (call.capturing) {
-      r = forward(c, send, recv, rc, dt, op, stream);
+      r = nsc_forward_rs(c, send, recv, rc, dt, op, stream);
       goto out;
     }
     r = nsc_check_comm(c, be, (nsc_stream)stream);
@@ -96,9 +97,10 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
   if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
   if (tp && !call.capturing) {
     r = nsc_twophase(c, be, send, recv, rc, op, stream, 1, c->seq);
+    nsc_staging_settle_comm(c); /* whatever it answered: every rank took or tried alike */
     goto out;
   }
-  r = forward(c, send, recv, rc, dt, op, stream);
+  r = nsc_forward_rs(c, send, recv, rc, dt, op, stream);
 out:
   nsc_comm_put(c);
   return r;

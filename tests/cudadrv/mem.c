@@ -77,6 +77,8 @@ static int nresv;
 static unsigned long long next_buf = 1;
 static struct CUmemPoolHandle_st default_pool[8], *cur_pool[8];
 
+static uintptr_t extent_take(arena *a, size_t len, size_t align);
+
 size_t cd_device_bytes(void) {
   const char *e = getenv("CUDADRV_DEVICE_GB");
   long gb = e ? atol(e) : 64;
@@ -98,6 +100,12 @@ static int arena_init(int dev) {
   a->fr[0] = (extent){ALIGN, a->size - ALIGN}; /* offset 0 never handed out */
   a->host = h;
   a->dev = d;
+  /* CUDADRV_HELD_MB: what a caching allocator (PyTorch's) already holds of
+   * this device, never given back: allocations beyond the rest fail with
+   * CUDA_ERROR_OUT_OF_MEMORY, as beside a real training job. */
+  const char *held = getenv("CUDADRV_HELD_MB");
+  size_t hb = held ? (size_t)strtoull(held, NULL, 10) << 20 : 0;
+  if (hb) (void)extent_take(a, hb < a->size - 2 * ALIGN ? hb : a->size - 2 * ALIGN, ALIGN);
   return 0;
 }
 

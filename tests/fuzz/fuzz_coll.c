@@ -533,9 +533,11 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (p->fault == F_PRESCALE_BAD) p->prescale = "1e-40";
   if ((p->fault == F_ALLOC_ONE || p->fault == F_PRESCALE_BAD) && p->compress == 0) p->compress = 1;
   if (p->fault == F_ALLOC_ONE && p->chunk_bytes < (32 << 20)) {
-    /* Only calls of >= 64K floats are staged, all pipelined: the failing
-     * allocation (the fusion block at the check, or the first staging) is
-     * then one of a pipelined call. */
+    /* Only calls of >= 64K floats are staged, all pipelined. Staging is
+     * allocated only at agreements (the initial block at the check, growth
+     * after a call or group, a fresh block while cast-backs are parked): a
+     * failure there stops compression on every rank of that communicator,
+     * except the fresh block's, which fails the parked calls on that rank. */
     p->min_bytes = 262144;
     p->chunk_bytes = 65536;
     p->fn = 1 + (p->fn - 1) % 2;

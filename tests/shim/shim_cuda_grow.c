@@ -1,4 +1,4 @@
-/* shim_cuda_grow.c — growing the fusion block never waits (issue 13, defect
+/* shim_cuda_grow.c — growing the staging block never waits (issue 13, defect
  * 6), on the CUDA driver test double with the shim preloaded over the host
  * NCCL, 2 ranks, device buffers.
  *

@@ -54,7 +54,7 @@
  *                           one input in one group (and two outside) must
  *                           round independently: at most 90 % of their
  *                           elements agree (about 2/3 when independent)
- *   shim_twophase poison    with NCCLSHIM_FAULT_ALLOC on some ranks only: those
+ *   shim_twophase poison    with NCCLSHIM_FAULT_STAGE on some ranks only: those
  *                           return ncclSystemError, every rank's result is NaN
  *                           in every element (hier: in the same elements on
  *                           every rank, those the failed stage carried; every
@@ -366,7 +366,7 @@ static int cmd_fault(void) {
 
 static int cmd_poison(void) {
   enum { N = 100003 };
-  const char *fa = getenv("NCCLSHIM_FAULT_ALLOC");
+  const char *fa = getenv("NCCLSHIM_FAULT_STAGE");
   int faulty = fa && *fa && strcmp(fa, "0") != 0;
   float *s = malloc(N * 4), *r = malloc(N * 4);
   for (size_t i = 0; i < N; i++) s[i] = exact_val(rank, i);

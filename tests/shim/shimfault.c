@@ -15,12 +15,17 @@
  *       after ncclCommGetAsyncError reports success (single, queued, grouped,
  *       finalize)
  *   shimfault faultalloc single|group
- *       run with NCCLSHIM_FAULT_ALLOC on some ranks only (MPMD): a rank whose
- *       staging allocation fails returns ncclSystemError, every rank's result
- *       of that call (group: of the members that allocation was for) is NaN
- *       in every element, nobody hangs, the next call is exact everywhere;
- *       also with NCCLSHIM_FAULT_CAST (a cast fails) and, pipelined
+ *       run with NCCLSHIM_FAULT_CAST on some ranks only (MPMD): a rank whose
+ *       cast fails returns ncclSystemError, every rank's result of that call
+ *       (group: of the members that cast was for) is NaN in every element,
+ *       nobody hangs, the next call is exact everywhere; pipelined
  *       (NCCLSHIM_CHUNK_BYTES), per chunk: from the failed chunk on NaN
+ *   shimfault stagefail single|group [FAULTY]
+ *       staging is allocated only where every rank agrees (issue 23, defect
+ *       3): with NCCLSHIM_FAULT_ALLOC on some ranks (MPMD) compression stops
+ *       on every rank, every call succeeds and is exact, no rank compresses
+ *       any more; without, calls that outgrow NCCLSHIM_STAGING_BYTES are
+ *       forwarded twice, then compressed once the block has grown
  *   The same collectives on every rank (the host NCCL aborts on a mismatch):
  *   shimfault nbmix       blocking on even ranks, nonblocking on odd ones
  *   shimfault streams     group members on two streams here, one elsewhere
@@ -352,8 +357,8 @@ static int exact_or_nan(const float *x, int salt, int faulty) {
   return nan_chunks > 0;
 }
 
-static int cmd_faultalloc(int grouped) {
-  int faulty = env_set("NCCLSHIM_FAULT_ALLOC") || env_set("NCCLSHIM_FAULT_CAST");
+static int cmd_faultalloc(int grouped) { /* cast faults: allocation faults are stagefail's */
+  int faulty = env_set("NCCLSHIM_FAULT_CAST");
   enum { M = 3 };
   float *s[M], *r[M];
   for (int q = 0; q < M; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
@@ -397,11 +402,58 @@ static int cmd_faultalloc(int grouped) {
   return 0;
 }
 
+/* ---- stagefail ------------------------------------------------------------------ */
+
+static uint64_t compressed_so_far(void) {
+  int (*get)(ncclshim_stats_t *) = (int (*)(ncclshim_stats_t *))dlsym(RTLD_DEFAULT, "ncclshim_get_stats");
+  ncclshim_stats_t st;
+  memset(&st, 0, sizeof st);
+  EXPECT(get && get(&st) == 0, "ncclshim_get_stats found and answered");
+  return st.compressed + st.fused;
+}
+
+/* Five rounds of one call (group: three members) of N fp32 elements, exact
+ * inputs; the shim's compressed count after each round, the same on every
+ * rank: with a fault anywhere, nothing is ever compressed; without, rounds
+ * 1 and 2 go in fp32 when the calls outgrow the initial block
+ * (NCCLSHIM_STAGING_BYTES below their need: `grow` = 1) and rounds 3.. are
+ * compressed. */
+static int cmd_stagefail(int grouped, int grow) {
+  int mine = env_set("NCCLSHIM_FAULT_ALLOC"), any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  enum { M = 3, ROUNDS = 5 };
+  float *s[M], *r[M];
+  for (int q = 0; q < M; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
+  int n = grouped ? M : 1;
+  /* A small first call outside any group: the check (and the initial
+   * block) before the rounds, grouped or not. */
+  NCCL_OK(ncclAllReduce(s[0], r[0], 16, ncclFloat32, ncclSum, comm, NULL));
+  uint64_t c0 = compressed_so_far();
+  for (int round = 1; round <= ROUNDS; round++) {
+    for (int q = 0; q < n; q++) sf_fill(s[q], N, rank, 90 + q + 3 * round), sf_poison(r[q], N);
+    if (grouped) NCCL_OK(ncclGroupStart());
+    for (int q = 0; q < n; q++) NCCL_OK(ncclAllReduce(s[q], r[q], N, ncclFloat32, ncclSum, comm, NULL));
+    if (grouped) NCCL_OK(ncclGroupEnd());
+    for (int q = 0; q < n; q++) sf_check(r[q], N, 90 + q + 3 * round, nranks, 0, "a round after a staging fault");
+    uint64_t c = compressed_so_far() - c0, lo = 0, hi = 0;
+    MPI_Allreduce(&c, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&c, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    EXPECT(lo == hi, "round %d: ranks compressed differently (%llu..%llu)", round, (unsigned long long)lo,
+           (unsigned long long)hi);
+    uint64_t want = any ? 0 : (uint64_t)n * (uint64_t)(grow ? (round > 2 ? round - 2 : 0) : round);
+    EXPECT(c == want, "round %d: %llu compressed so far, expected %llu (%s)", round, (unsigned long long)c,
+           (unsigned long long)want, any ? "a rank could not get staging" : grow ? "growing" : "no fault");
+  }
+  if (rank == 0) printf("stagefail: %s, fault %s: every round exact\n", grouped ? "group" : "single", any ? "yes" : "no");
+  for (int q = 0; q < M; q++) free(s[q]), free(r[q]);
+  return 0;
+}
+
 /* ---- the same collectives on every rank ---------------------------------------- */
 
 /* A communicator blocking on even ranks and nonblocking on odd ones: the same
  * program, where on a real NCCL ncclSuccess vs ncclInProgress is timing.
- * Run with NCCLSHIM_FUSE_BYTES=256K (initial fusion block 128 KiB) and
+ * Run with NCCLSHIM_FUSE_BYTES=256K, NCCLSHIM_STAGING_BYTES=128K (the initial block) and
  * NCCLSHIM_CHUNK_BYTES=64K: a grouped first call (deferred check), a group
  * that outgrows the fusion block (forwarded, then grown by an agreement read
  * at the next group end, so the grown block serves from the group after
@@ -557,6 +609,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "failgroup")) cmd_failgroup();
   else if (!strcmp(cmd, "inprogress")) cmd_inprogress();
   else if (!strcmp(cmd, "faultalloc") && argc == 3) cmd_faultalloc(!strcmp(argv[2], "group"));
+  else if (!strcmp(cmd, "stagefail") && argc >= 3)
+    cmd_stagefail(!strcmp(argv[2], "group"), argc > 3 && !strcmp(argv[3], "grow"));
   else if (!strcmp(cmd, "nbmix")) cmd_nbmix();
   else if (!strcmp(cmd, "streams")) cmd_streams();
   else if (!strcmp(cmd, "groupmix")) cmd_groupmix();

@@ -71,12 +71,26 @@ check_grep "... the rank without kernels says so, once" "rank 0 cannot run the C
 [ "$(grep -c 'cannot run the CUDA kernels' "$TMPD/nokernels.err")" -eq 1 ] && ok "... and only once" \
   || not_ok "... said $(grep -c 'cannot run the CUDA kernels' "$TMPD/nokernels.err") times"
 
+# Issue 23, defect 3: beside a caching allocator holding most of rank 1's
+# device (CUDADRV_HELD_MB: 1008 of 1024 MiB), the initial staging block
+# (32 MiB) cannot be had there; the check agrees on it, so compression stops
+# on both ranks and the run is bit-identical to plain NCCL, with one message.
+timeout "${TEST_TIMEOUT:-180}" mpirun \
+  -np 1 $XD -x LD_PRELOAD="$SHIM" "$P" hash : \
+  -np 1 $XD -x CUDADRV_DEVICE_GB=1 -x CUDADRV_HELD_MB=1008 -x LD_PRELOAD="$SHIM" "$P" hash >"$TMPD/held" 2>"$TMPD/held.err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(wc -l <"$TMPD/held")" -eq "$(wc -l <"$TMPD/plain")" ] && cmp -s "$TMPD/plain" "$TMPD/held" \
+  && ok "one rank's device nearly full (a caching allocator's 1008 of 1024 MiB): compression stops on every rank, bit-identical to plain NCCL ($(wc -l <"$TMPD/plain") cases)" \
+  || { not_ok "one rank's device nearly full: rc $rc, outputs differ from plain NCCL"; tail -n 6 "$TMPD/held.err" | sed 's/^/#   /'; }
+check_grep "... that rank says why, naming the bytes" "compression stopped on communicator .* this rank could not allocate its 33554432 bytes of staging" "$TMPD/held.err"
+check_grep "... and rank 0, whose device had room, stops too and says why" "compression stopped on communicator .* a rank could not allocate its 33554432 bytes of staging" "$TMPD/held.err"
+
 # Defect 6: a group that outgrows the agreed fusion block starts an agreement
 # on a bigger one and returns without waiting for it (rank 1 makes its group
 # only after rank 0's ncclGroupEnd returned: waiting would hang); it applies a
 # group later; every result exact (2 ranks, device buffers).
 check "fusion growth: ncclGroupEnd never waits for the agreement; applied a group later; exact" \
-  with NCCLSHIM_LOG=off TEST_TIMEOUT=60 mpirun_shim 2 "$TBIN/shim_cuda_grow"
+  with NCCLSHIM_LOG=off NCCLSHIM_STAGING_BYTES=4M TEST_TIMEOUT=60 mpirun_shim 2 "$TBIN/shim_cuda_grow"
 
 # Issue 23, defect 7: streams destroyed after use (4 epochs, a stream each),
 # their staging, fusion block and error-feedback residuals kept across

@@ -84,13 +84,14 @@ for n in 2 3 8 10 14; do
     || { not_ok "real call $n fails: exit $rc"; sed 's/^/#   /' "$TMPD/fault.$n" | tail -5; }
 done
 
-# 6. One rank cannot get staging: it still sends every message (0xff), fails
+# 6. One rank cannot use its staging (NCCLSHIM_FAULT_STAGE: its stream cannot
+# wait for the block's earlier use): it still sends every message (0xff), fails
 # with ncclSystemError; every rank's result is NaN throughout; the next call is exact.
 X="-x LD_LIBRARY_PATH=$HOSTNCCL_DIR -x LD_PRELOAD=$SHIM"
 for w in fp16 int8; do
   check "staging fails on rank 1 of 3 ($w): it returns ncclSystemError, all results NaN, no hang, next call exact" \
     with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase timeout "${TEST_TIMEOUT:-180}" mpirun -np 1 $X "$P" poison : \
-      -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$P" poison : -np 1 $X "$P" poison
+      -np 1 $X -x NCCLSHIM_FAULT_STAGE=1 "$P" poison : -np 1 $X "$P" poison
 done
 
 # 7. NCCLSHIM_ALGO and NCCLSHIM_BLOCK_ELEMS change the collectives, error
@@ -186,9 +187,9 @@ for n in 3 20 27 44 50 51 90 114 115; do
     || { not_ok "pieces: real call $n fails: exit $rc"; sed 's/^/#   /' "$TMPD/pfault.$n" | tail -5; }
 done
 for w in fp16 int8; do
-  check "pieces: staging fails on rank 1 of 3 ($w): every piece's messages sent, all NaN, no hang, next call exact" \
+  check "pieces: staging unusable on rank 1 of 3 ($w): every piece's messages sent, all NaN, no hang, next call exact" \
     with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 timeout "${TEST_TIMEOUT:-180}" \
-      mpirun -np 1 $X "$P" poison : -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$P" poison : -np 1 $X "$P" poison
+      mpirun -np 1 $X "$P" poison : -np 1 $X -x NCCLSHIM_FAULT_STAGE=1 "$P" poison : -np 1 $X "$P" poison
 done
 check "NCCLSHIM_TWOPHASE_PIECE_BYTES differing between ranks: caught by the configuration check" \
   sh -c 'NCCLSHIM_COMPRESS=int8 LD_LIBRARY_PATH="$1" LD_PRELOAD="$2" timeout 120 mpirun -np 1 -x NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 \

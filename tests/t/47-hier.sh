@@ -73,9 +73,9 @@ check "hier fp16, 2x2, in a user's group on a nonblocking communicator: exact, i
 # elements its stage between nodes carried are NaN on every rank, the others exact.
 X=(-x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_MIN_BYTES=65536 "${LINK[@]}")
 U='hostname "$0" && exec "$@"'
-check "hier int8, 2x2, staging fails on one rank: NaN where its stage went, on every rank; no hang; next call exact" \
+check "hier int8, 2x2, staging unusable on one rank (FAULT_STAGE=1): NaN where its stage went, on every rank; no hang; next call exact" \
   mpirun_checked -np 1 "${X[@]}" unshare --uts sh -c "$U" emunode0 "$P" poison : \
-    -np 1 "${X[@]}" -x NCCLSHIM_FAULT_ALLOC=2 unshare --uts sh -c "$U" emunode0 "$P" poison : \
+    -np 1 "${X[@]}" -x NCCLSHIM_FAULT_STAGE=1 unshare --uts sh -c "$U" emunode0 "$P" poison : \
     -np 2 "${X[@]}" unshare --uts sh -c "$U" emunode1 "$P" poison
 
 # 7. A real call failing (HOSTNCCL_FAIL_CALL=N on every rank) at each stage of

@@ -57,46 +57,54 @@ for fb in 64M 0; do
     with NCCLSHIM_FUSE_BYTES=$fb mpirun_shim 2 "$F" inprogress
 done
 check "control without the shim: the nonblocking program's results right once the poll reports success (plain NCCL may complete before it)" mpirun_host 2 "$F" inprogress
-check "staging allocation fails on rank 0 of 2: it returns ncclSystemError, peer gets NaN, no hang, next call exact" \
-  mpmd -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc single : -np 1 $X "$F" faultalloc single
-check "staging allocation fails on rank 1 of 3 only: the same" \
-  mpmd -np 1 $X "$F" faultalloc single : -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc single : -np 1 $X "$F" faultalloc single
-check "staging allocation fails on one rank inside a group, fusion off: failed member NaN everywhere, others exact" \
-  mpmd -np 1 $X -x NCCLSHIM_FUSE_BYTES=0 -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc group : \
-    -np 1 $X -x NCCLSHIM_FUSE_BYTES=0 "$F" faultalloc group
-# Fusion space is agreed between ranks (an initial block at the first call,
-# growth after a group): a failed allocation on one rank disables fusion on
-# every rank alike, so grouped results stay exact and nobody hangs.
+# Staging is allocated only at agreements (issue 23, defect 3): the first
+# call's check (the initial block, NCCLSHIM_STAGING_BYTES) and the settle after
+# a call or group that outgrew it. An allocation failing on one rank stops
+# compression on every rank of the communicator: every call succeeds, exact,
+# nothing compressed anywhere (the program compares the shim's counts).
+S64="-x NCCLSHIM_STAGING_BYTES=64K"
+check "the initial staging block fails on rank 0 of 2 (FAULT_ALLOC=1): compression stops on both, every call succeeds, exact" \
+  mpmd -np 1 $X -x NCCLSHIM_FAULT_ALLOC=1 "$F" stagefail single : -np 1 $X "$F" stagefail single
+check "the same on rank 1 of 3, grouped calls (fused)" \
+  mpmd -np 1 $X "$F" stagefail group : -np 1 $X -x NCCLSHIM_FAULT_ALLOC=1 "$F" stagefail group : -np 1 $X "$F" stagefail group
+check "calls outgrow the block (STAGING_BYTES=64K, 128 KiB on the wire): rounds 1-2 in fp32, then grown by agreement and compressed, alike on every rank" \
+  with NCCLSHIM_STAGING_BYTES=64K mpirun_shim 2 "$F" stagefail single grow
+for fb in 64M 0; do
+  check "the same for groups of three (FUSE_BYTES=$fb: $([ $fb = 0 ] && echo "three calls' staging in one group" || echo fused))" \
+    with NCCLSHIM_STAGING_BYTES=64K NCCLSHIM_FUSE_BYTES=$fb mpirun_shim 2 "$F" stagefail group grow
+done
+for fb in 64M 0; do
+  check "growth fails on rank 1 of 3 (FAULT_ALLOC=2, FUSE_BYTES=$fb, grouped): compression stops on every rank, every call exact" \
+    mpmd -np 1 $X $S64 -x NCCLSHIM_FUSE_BYTES=$fb "$F" stagefail group grow : -np 1 $X $S64 -x NCCLSHIM_FUSE_BYTES=$fb -x NCCLSHIM_FAULT_ALLOC=2 "$F" stagefail group grow : \
+      -np 1 $X $S64 -x NCCLSHIM_FUSE_BYTES=$fb "$F" stagefail group grow
+done
+check "growth fails on rank 0 of 2 for pipelined calls (CHUNK_BYTES=64K): the same" \
+  mpmd -np 1 $X $S64 -x NCCLSHIM_CHUNK_BYTES=64K -x NCCLSHIM_FAULT_ALLOC=2 "$F" stagefail single grow : -np 1 $X $S64 -x NCCLSHIM_CHUNK_BYTES=64K "$F" stagefail single grow
+# The block is agreed between ranks whatever the calls: shimtest's groups with
+# the initial block failing on one rank: every grouped result exact, no hang.
 TEST_TIMEOUT=60 mpmd -np 1 $X -x NCCLSHIM_FAULT_ALLOC=1 "$TBIN/shimtest" group : -np 1 $X "$TBIN/shimtest" group \
   >"$TMPD/fusefail.log" 2>&1
 rc=$?
-[ $rc -eq 0 ] && ok "fusion block allocation fails on one rank of 2: fusion disabled on both, grouped results exact, no hang" \
-  || { not_ok "fusion block allocation fails on one rank: rc $rc"; tail -n 8 "$TMPD/fusefail.log" | sed 's/^/#   /'; }
-check_grep "... the failing rank says why fusion is off" "fusion disabled on communicator .* could not allocate" "$TMPD/fusefail.log"
+[ $rc -eq 0 ] && ok "the initial block fails on one rank of 2 under shimtest's groups: compression off on both, grouped results exact, no hang" \
+  || { not_ok "the initial block fails on one rank: rc $rc"; tail -n 8 "$TMPD/fusefail.log" | sed 's/^/#   /'; }
+check_grep "... the failing rank says why, once, naming the variable's bytes" "compression stopped on communicator .* this rank could not allocate its 33554432 bytes of staging" "$TMPD/fusefail.log"
 
 # Every failure of our own after a decision still issues every collective the
 # peers issue (the host NCCL aborts the job on any mismatch, see tests/lib.sh).
 C64="-x NCCLSHIM_CHUNK_BYTES=64K"
-check "pipelined call (CHUNK_BYTES=64K), staging fails on rank 0 of 2: the same 4 chunk collectives on a poisoned buffer, NaN everywhere, next call exact" \
-  mpmd -np 1 $X $C64 -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc single : -np 1 $X $C64 "$F" faultalloc single
-check "the same on rank 1 of 3" \
-  mpmd -np 1 $X $C64 "$F" faultalloc single : -np 1 $X $C64 -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc single : -np 1 $X $C64 "$F" faultalloc single
 check "cast of chunk 3 of 4 fails on rank 0 (FAULT_CAST=3): every chunk issued, chunks from it on NaN everywhere, rank 0 NaN, next call exact" \
   mpmd -np 1 $X $C64 -x NCCLSHIM_FAULT_CAST=3 "$F" faultalloc single : -np 1 $X $C64 "$F" faultalloc single
 check "cast of an unpipelined call fails on rank 0 (FAULT_CAST=1): its collective still issued on NaN" \
   mpmd -np 1 $X -x NCCLSHIM_FAULT_CAST=1 "$F" faultalloc single : -np 1 $X "$F" faultalloc single
 check "segmented cast of a fused group fails on rank 0 (FAULT_CAST=2): the fused collective still issued, every member NaN everywhere" \
   mpmd -np 1 $X -x NCCLSHIM_FAULT_CAST=2 "$F" faultalloc group : -np 1 $X "$F" faultalloc group
-check "grouped call of pipelined size, fusion off, staging fails on rank 0: the same chunks inside the group" \
-  mpmd -np 1 $X $C64 -x NCCLSHIM_FUSE_BYTES=0 -x NCCLSHIM_FAULT_ALLOC=2 "$F" faultalloc group : \
-    -np 1 $X $C64 -x NCCLSHIM_FUSE_BYTES=0 "$F" faultalloc group
 check "no exchange buffer for the configuration check on rank 0 (FAULT_OOB=1): it reduces poison, every rank fails that call with ncclSystemError, next call exact" \
   mpmd -np 1 $X -x NCCLSHIM_FAULT_OOB=1 "$F" faultoob : -np 1 $X "$F" faultoob
 
 # Nothing local decides what is issued: ncclSuccess vs ncclInProgress, stream
 # handles, grouping (fusion off), settings that are invalid on one rank.
 check "blocking on rank 0, nonblocking on rank 1: grouped first call (deferred check), fusion growth, pipelined calls alike, exact" \
-  with NCCLSHIM_FUSE_BYTES=256K NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" nbmix
+  with NCCLSHIM_FUSE_BYTES=256K NCCLSHIM_STAGING_BYTES=128K NCCLSHIM_CHUNK_BYTES=64K mpirun_shim 2 "$F" nbmix
 check "group members on two streams on rank 0, one on rank 1: fused alike (one block per communicator, streams joined)" \
   mpirun_shim 2 "$F" streams
 check "rank 0 groups what rank 1 issues one by one, FUSE_BYTES=0 (pipelined sizes too): supported, exact" \
@@ -151,13 +159,13 @@ big() { # need_gib description args...
   elif [ "$avail_gib" -lt "$need" ]; then ok "$desc # SKIP needs $need GiB, $avail_gib available"
   else check "$desc" with TEST_TIMEOUT=240 "$@"; fi
 }
-big 8 "fp32 Sum of 2^30+3 elements (4 GiB + 12 B, wire 2 GiB), 1 rank: compressed, exact, 64-bit byte counts" \
-  mpirun_shim 1 "$A" big 1073741827 f32 compressed
+big 8 "fp32 Sum of 2^30+3 elements (4 GiB + 12 B, wire 2 GiB), 1 rank, STAGING_BYTES=3G: compressed at once, exact, 64-bit byte counts" \
+  with NCCLSHIM_STAGING_BYTES=3G mpirun_shim 1 "$A" big 1073741827 f32 compressed
 big 4 "int8 Sum of 2^31+5 elements, 1 rank: passed through untouched, exact" \
   mpirun_shim 1 "$A" big 2147483653 i8 passthrough
 if [ "${RELIABILITY_BIG:-0}" = 1 ]; then
-  big 14 "fp32 Sum of 2^31+5 elements (8 GiB, wire 4 GiB + 10 B), 1 rank, MAX_STAGING_BYTES=8G: exact" \
-    with NCCLSHIM_MAX_STAGING_BYTES=8G mpirun_shim 1 "$A" big 2147483653 f32 compressed
+  big 14 "fp32 Sum of 2^31+5 elements (8 GiB, wire 4 GiB + 10 B), 1 rank, MAX_STAGING_BYTES=8G, STAGING_BYTES=5G: exact" \
+    with NCCLSHIM_MAX_STAGING_BYTES=8G NCCLSHIM_STAGING_BYTES=5G mpirun_shim 1 "$A" big 2147483653 f32 compressed
 fi
 
 # ---- 3. Threads, communicators, abort, fork -----------------------------------

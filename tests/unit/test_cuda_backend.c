@@ -268,11 +268,16 @@ static nsc_staging pst;
 static void **pt_slot[2];
 static pthread_barrier_t both;
 static nsc_stream sides[2];
+static uintptr_t pt_tid[2];
 static void *pt_get(void *arg) {
   void **p = arg;
-  intptr_t rc = nsc_staging_get(&pst, &nsc_backend_host, (nsc_stream)0x2, 1000, 1 << 30, p);
+  int me = p == pt_slot[1];
+  if (me) pthread_barrier_wait(&both); /* the second take comes after the first */
+  intptr_t rc = nsc_staging_take(&pst, &nsc_backend_host, (nsc_stream)0x2, 1000, p);
+  pt_tid[me] = (uintptr_t)pthread_self();
+  if (!me) pthread_barrier_wait(&both);
   cuCtxSetCurrent(ctx[0]);
-  if (be->side_stream((nsc_stream)CU_STREAM_PER_THREAD, &sides[p == pt_slot[1]])) rc = -1;
+  if (be->side_stream((nsc_stream)CU_STREAM_PER_THREAD, &sides[me])) rc = -1;
   pthread_barrier_wait(&both); /* both threads alive: their ids differ */
   return (void *)rc;
 }
@@ -284,14 +289,17 @@ static void t_perthread(void) {
   pthread_barrier_init(&both, NULL, 2);
   pt_slot[0] = &p1;
   pt_slot[1] = &p2;
+  int got = nsc_staging_reserve(&pst, &nsc_backend_host, NULL, 1 << 20);
+  nsc_staging_agreed(&pst, &nsc_backend_host, NULL, got);
   pthread_create(&t1, NULL, pt_get, &p1);
   pthread_create(&t2, NULL, pt_get, &p2);
   pthread_join(t1, &r1);
   pthread_join(t2, &r2);
-  int arenas = 0;
-  for (nsc_arena *a = pst.arenas; a; a = a->next) arenas++;
-  report(!r1 && !r2 && arenas == 2 && pst.arenas->live == 1 && pst.arenas->next->live == 1,
-         "perthread: two threads' CU_STREAM_PER_THREAD staging lives in two arenas");
+  /* CU_STREAM_PER_THREAD is another stream on each thread: the block knows
+   * the second take's thread, never mistakes it for the first's stream. */
+  report(got && !r1 && !r2 && p1 && p2 && (char *)p2 - (char *)p1 == 1024 && pst.fthread == pt_tid[1] &&
+             pt_tid[0] != pt_tid[1],
+         "perthread: two threads' CU_STREAM_PER_THREAD takes are two streams' pieces of the block");
   report(sides[0] && sides[1] && sides[0] != sides[1] && sides[0] != (nsc_stream)CU_STREAM_PER_THREAD,
          "perthread: ... and their pipelining side streams are two streams");
   nsc_staging_release(&pst);
