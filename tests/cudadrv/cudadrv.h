@@ -56,8 +56,19 @@ int cd_ctx_valid(CUcontext c);
 /* ---- stream.c ---- */
 typedef enum { OP_KERNEL, OP_COPY, OP_SET, OP_RECORD, OP_WAIT, OP_HOST, OP_FREE, OP_GRAPH } cd_opkind;
 
+/* A captured node's dependencies: node numbers of its capture (at most
+ * CD_DEPS; `all`: every earlier node, when more were needed). */
+#define CD_DEPS 8
+typedef struct {
+  uint64_t n[CD_DEPS];
+  int k, all;
+} cd_deps;
+
 typedef struct cd_op {
   cd_opkind kind;
+  int branch;               /* captured: its stream's index in the capture */
+  uint64_t node;            /* captured: its number (1, 2, ... in enqueue order) */
+  cd_deps deps;             /* captured: what it waits for when a graph runs */
   struct cd_op *next;
   const char *api;                /* for messages */
   union {
@@ -90,6 +101,7 @@ struct CUstream_st {
   pthread_t thr;
   struct cd_capture *cap;   /* capture this stream belongs to (graph.c) */
   uint64_t cap_last;        /* its last captured node */
+  cd_deps cap_joins;        /* events it waited for since then: its next node's extra dependencies */
   long delay_us;            /* CUDADRV_STREAM_DELAY_US: each op starts this late */
 };
 
@@ -104,6 +116,7 @@ struct CUevent_st {
   uint64_t ns;              /* time of the last completed record */
   struct cd_capture *cap;   /* recorded in this capture */
   uint64_t cap_node;
+  cd_deps cap_deps;         /* ... what a stream waiting for it then depends on */
 };
 
 /* Resolves a stream handle (NULL/legacy/per-thread need a current context). */
@@ -134,6 +147,8 @@ typedef struct cd_capture {
   struct cd_capture *next_active;
 } cd_capture;
 void cd_capture_add(cd_capture *c, struct CUstream_st *s, cd_op *op);
+/* What a record on s under capture makes its event stand for (under s's capture). */
+void cd_capture_record_deps(struct CUstream_st *s, cd_deps *out);
 void cd_capture_invalidate(cd_capture *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Active captures, for cd_unsafe (lock held while the callback runs). */
 void cd_captures_lock(void);

@@ -1,9 +1,12 @@
 /* graph.c — stream capture and graphs of the CUDA driver test double.
  *
  * A capture collects the work enqueued on its streams (the origin, and every
- * stream that waited on an event recorded in it) in enqueue order, which is a
- * valid order of the graph; a launch runs the nodes in that order on the
- * launching stream. What the driver forbids during capture (see cd_unsafe in
+ * stream that waited on an event recorded in it) in enqueue order, each node
+ * with its dependencies: the previous node of its stream and the nodes its
+ * stream joined through events since. A launch runs every captured stream's
+ * nodes on a thread of its own, each node once its dependencies are done, so
+ * independent branches run concurrently as on a GPU (a missing join shows);
+ * the launching stream goes on once all are done. What the driver forbids during capture (see cd_unsafe in
  * core.c, and queries/synchronisation of captured streams or events)
  * invalidates it: counted in capture_violations, printed, and the end of the
  * capture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. Ending with a
@@ -58,13 +61,43 @@ static int member(cd_capture *c, struct CUstream_st *s) {
   return -1;
 }
 
+static void deps_add(cd_deps *d, uint64_t n) {
+  if (!n || d->all) return;
+  for (int i = 0; i < d->k; i++)
+    if (d->n[i] == n) return;
+  if (d->k == CD_DEPS) d->all = 1; /* more than it can name: after everything before */
+  else d->n[d->k++] = n;
+}
+
+static void deps_merge(cd_deps *d, const cd_deps *from) {
+  d->all |= from->all;
+  for (int i = 0; i < from->k; i++) deps_add(d, from->n[i]);
+}
+
+/* Under caps: what s's next node (or an event recorded on s now) depends on. */
+static void current_deps(const struct CUstream_st *s, cd_deps *out) {
+  memset(out, 0, sizeof *out);
+  deps_add(out, s->cap_last);
+  deps_merge(out, &s->cap_joins);
+}
+
+void cd_capture_record_deps(struct CUstream_st *s, cd_deps *out) {
+  pthread_mutex_lock(&caps);
+  current_deps(s, out);
+  pthread_mutex_unlock(&caps);
+}
+
 void cd_capture_add(cd_capture *c, struct CUstream_st *s, cd_op *op) {
   pthread_mutex_lock(&caps);
   op->next = NULL;
   if (c->tail) c->tail->next = op;
   else c->head = op;
   c->tail = op;
-  s->cap_last = ++c->nodes;
+  current_deps(s, &op->deps);
+  int b = member(c, s);
+  op->branch = b < 0 ? 0 : b;
+  op->node = s->cap_last = ++c->nodes;
+  memset(&s->cap_joins, 0, sizeof s->cap_joins);
   pthread_mutex_unlock(&caps);
 }
 
@@ -74,6 +107,7 @@ CUresult cd_capture_join(struct CUstream_st *s, struct CUevent_st *e) {
   cd_capture *c = e->cap;
   struct CUstream_st *from = e->s;
   uint64_t node = e->cap_node;
+  cd_deps d = e->cap_deps;
   pthread_mutex_unlock(&e->lock);
   pthread_mutex_lock(&caps);
   if (!s->cap) {
@@ -83,8 +117,10 @@ CUresult cd_capture_join(struct CUstream_st *s, struct CUevent_st *e) {
       c->joined[c->nmembers++] = 0;
       s->cap = c;
       s->cap_last = 0; /* no work of its own yet */
+      memset(&s->cap_joins, 0, sizeof s->cap_joins);
     }
   }
+  if (r == CUDA_SUCCESS) deps_merge(&s->cap_joins, &d);
   int i = member(c, from);
   if (r == CUDA_SUCCESS && i >= 0 && node > c->joined[i]) c->joined[i] = node;
   pthread_mutex_unlock(&caps);
@@ -125,6 +161,7 @@ CD_EXPORT CUresult cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
   active = c;
   s->cap = c;
   s->cap_last = 0;
+  memset(&s->cap_joins, 0, sizeof s->cap_joins);
   pthread_mutex_unlock(&caps);
   return CUDA_SUCCESS;
 }
@@ -266,8 +303,97 @@ void cd_graph_exec_put(struct CUgraphExec_st *x) {
   free(x);
 }
 
+/* One launch: the nodes in capture order, a done flag per node, and a
+ * thread per branch that runs its branch's nodes as their dependencies
+ * complete. */
+typedef struct {
+  cd_op **nodes;    /* by node number - 1 */
+  uint64_t n;
+  unsigned char *done;
+  uint64_t ndone;   /* nodes done so far, in any order */
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+} launch;
+
+typedef struct {
+  launch *l;
+  unsigned char mine[64]; /* the branches this runner runs, in capture order */
+} branch_arg;
+
+static int ready(const launch *l, const cd_op *op) {
+  if (op->deps.all) { /* every earlier node */
+    for (uint64_t i = 0; i + 1 < op->node; i++)
+      if (!l->done[i]) return 0;
+    return 1;
+  }
+  for (int i = 0; i < op->deps.k; i++)
+    if (!l->done[op->deps.n[i] - 1]) return 0;
+  return 1;
+}
+
+static void *run_branch(void *arg) {
+  branch_arg *a = arg;
+  launch *l = a->l;
+  for (uint64_t i = 0; i < l->n; i++) {
+    cd_op *op = l->nodes[i];
+    if (!a->mine[op->branch]) continue;
+    pthread_mutex_lock(&l->lock);
+    while (!ready(l, op)) pthread_cond_wait(&l->cv, &l->lock);
+    pthread_mutex_unlock(&l->lock);
+    cd_op_run(op);
+    pthread_mutex_lock(&l->lock);
+    l->done[i] = 1;
+    l->ndone++;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->lock);
+  }
+  return NULL;
+}
+
 void cd_graph_run(struct CUgraphExec_st *x) {
-  for (cd_op *op = x->head; op; op = op->next) cd_op_run(op);
+  launch l = {.n = 0};
+  int branches = 0;
+  for (cd_op *op = x->head; op; op = op->next) {
+    l.n++;
+    if (op->branch + 1 > branches) branches = op->branch + 1;
+  }
+  if (!l.n) return;
+  l.nodes = malloc(l.n * sizeof *l.nodes);
+  l.done = calloc(l.n, 1);
+  uint64_t i = 0;
+  for (cd_op *op = x->head; op; op = op->next) l.nodes[i++] = op;
+  /* Built graphs (cuGraphCreate) and copies keep capture numbering; a node
+   * numbered out of place (none today) falls back to capture order. */
+  int numbered = 1;
+  for (i = 0; i < l.n; i++) numbered &= l.nodes[i]->node == i + 1;
+  if (!numbered || branches == 1) {
+    for (i = 0; i < l.n; i++) cd_op_run(l.nodes[i]);
+  } else {
+    pthread_mutex_init(&l.lock, NULL);
+    pthread_cond_init(&l.cv, NULL);
+    pthread_t th[64];
+    static branch_arg zero;
+    branch_arg *args = malloc(64 * sizeof *args);
+    int started[64] = {0};
+    args[0] = zero;
+    args[0].l = &l;
+    args[0].mine[0] = 1;
+    for (int b = 1; b < branches; b++) {
+      args[b] = zero;
+      args[b].l = &l;
+      args[b].mine[b] = 1;
+      started[b] = pthread_create(&th[b], NULL, run_branch, &args[b]) == 0;
+      if (!started[b]) args[0].mine[b] = 1; /* no thread: this one runs it too, in capture order (a topological order) */
+    }
+    run_branch(&args[0]);
+    for (int b = 1; b < branches; b++)
+      if (started[b]) pthread_join(th[b], NULL);
+    free(args);
+    pthread_cond_destroy(&l.cv);
+    pthread_mutex_destroy(&l.lock);
+  }
+  free(l.nodes);
+  free(l.done);
 }
 
 CD_EXPORT CUresult cuGraphExecDestroy(CUgraphExec x) {

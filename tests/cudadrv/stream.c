@@ -413,9 +413,12 @@ static CUresult record(CUevent e, CUstream h, const char *api) {
   STREAM(h, s);
   if (s->ctx != e->ctx) return CUDA_ERROR_INVALID_HANDLE;
   if (s->cap) {
+    cd_deps d;
+    cd_capture_record_deps(s, &d);
     pthread_mutex_lock(&e->lock);
     e->cap = s->cap;
     e->cap_node = s->cap_last;
+    e->cap_deps = d;
     e->s = s;
     pthread_mutex_unlock(&e->lock);
     return CUDA_SUCCESS;

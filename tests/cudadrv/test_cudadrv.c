@@ -50,6 +50,20 @@ static void sleep_ms(void *arg) {
   struct timespec t = {0, (long)(intptr_t)arg * 1000000L};
   nanosleep(&t, NULL);
 }
+/* Graph branches: one waits for the other's flag, a third node checks both. */
+typedef struct {
+  int flag, seen, after;
+} branch_flag;
+static void branch_wait(void *arg) {
+  branch_flag *b = arg;
+  for (int i = 0; i < 2000 && !__atomic_load_n(&b->flag, __ATOMIC_ACQUIRE); i++) sleep_ms((void *)(intptr_t)1);
+  b->seen = __atomic_load_n(&b->flag, __ATOMIC_ACQUIRE);
+}
+static void branch_set(void *arg) { __atomic_store_n(&((branch_flag *)arg)->flag, 1, __ATOMIC_RELEASE); }
+static void branch_after(void *arg) {
+  branch_flag *b = arg;
+  b->after = b->flag == 1 && b->seen == 1;
+}
 /* A host function holding its stream until the test opens the gate, so that
  * work queued behind it has provably not run yet. */
 static void gate_wait(void *arg) {
@@ -316,6 +330,29 @@ static void test_capture(void) {
   check(first == 5 && h[0] == 5 && h[1023] == 5, "graph launched twice: the fork-join copy runs each time");
   CK(cuGraphExecDestroy(x));
   CK(cuGraphDestroy(g));
+  /* Independent branches run concurrently, as on a GPU: the forked branch,
+   * captured first, waits (up to 2 s) for a flag the origin's branch sets
+   * after the fork; run in capture order it would wait in vain. After the
+   * join, both are done. */
+  {
+    branch_flag bf = {0, 0, 0};
+    CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(cuEventRecord(fork, s));
+    CK(cuStreamWaitEvent(side, fork, 0));
+    CK(cuLaunchHostFunc(side, branch_wait, &bf));
+    CK(cuLaunchHostFunc(s, branch_set, &bf));
+    CK(cuEventRecord(join, side));
+    CK(cuStreamWaitEvent(s, join, 0));
+    CK(cuLaunchHostFunc(s, branch_after, &bf));
+    CK(cuStreamEndCapture(s, &g));
+    CK(cuGraphInstantiate(&x, g, 0));
+    CK(cuGraphLaunch(x, s));
+    CK(cuStreamSynchronize(s));
+    check(bf.seen == 1 && bf.after == 1,
+          "graph branches run concurrently (the forked branch saw the other branch's flag); the node after the join ran after both");
+    CK(cuGraphExecDestroy(x));
+    CK(cuGraphDestroy(g));
+  }
   uint64_t v0 = stats().capture_violations;
   CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
   CK(cuEventRecord(fork, s));
