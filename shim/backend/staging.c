@@ -240,7 +240,11 @@ static int apply_agreement(nsc_staging *st, int all, int parked) {
 }
 
 void nsc_staging_resolve(nsc_staging *st) {
-  if (st->gtok) apply_agreement(st, st->gag->finish(st->gtok, 1, st->gag->arg) == 1, 1);
+  if (!st->gtok) return;
+  int a;
+  while ((a = st->gag->finish(st->gtok, 1, st->gag->arg)) < 0) {
+  } /* at most two stages: the answer, then its confirmation */
+  apply_agreement(st, a == 1, 1);
 }
 
 int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreement *ag, int parked) {
@@ -257,12 +261,19 @@ int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreemen
   unlock(st);
   if (fhave && st->fbe) nsc_staging_used(st, fs); /* the block's uses so far */
   if (!parked) free_retired(st);
-  int grown = 0;
-  if (st->gtok) grown = apply_agreement(st, st->gag->finish(st->gtok, 1, st->gag->arg) == 1, parked);
+  /* An agreement in flight moves one stage per settle (its answer, then the
+   * confirmation that every rank read it: -1 until both are in); each stage
+   * waits only if its exchange has not completed by now. */
+  int grown = 0, pending = 0;
+  if (st->gtok) {
+    int a = st->gag->finish(st->gtok, 1, st->gag->arg);
+    if (a < 0) pending = 1;
+    else grown = apply_agreement(st, a == 1, parked);
+  }
   lock(st);
   size_t want = st->fwant;
   st->fused = st->fwant = 0;
-  int skip = st->fdisabled || !st->fbe || !ghave || want <= st->fcap || want > limit;
+  int skip = pending || st->fdisabled || !st->fbe || !ghave || want <= st->fcap || want > limit;
   const nsc_backend *be = st->fbe;
   unlock(st);
   if (skip) return grown;

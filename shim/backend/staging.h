@@ -44,14 +44,15 @@
 
 #include "backend.h"
 
-/* Growing the block needs every rank's word, and waiting for it
- * would wait for the communicator's earlier work: the agreement is started
- * after one group and its answer read at the settle after the next one.
- * start(ok) issues it (NULL: it could not be issued, which counts as
- * disagreement); finish(tok, wait) returns 1 when every rank succeeded, 0
- * when not, -1 while the answer is not there (only when wait = 0), and gives
- * the token back once it answered 0 or 1. wait = -1 (the communicator is
- * being destroyed or aborted): the answer is not wanted, the exchange is
+/* Growing the block needs every rank's word, and waiting for it would wait
+ * for the communicator's earlier work: the agreement is started after one
+ * group and moved on at each later settle. start(ok) issues it (NULL: it
+ * could not be issued, which counts as disagreement); finish(tok, wait)
+ * returns 1 when every rank succeeded, 0 when not, -1 while it is not
+ * decided yet (with wait = 0: its answer is not there; with wait = 1: a
+ * further stage was issued, to be read at the next settle), and gives the
+ * token back once it answered 0 or 1. wait = -1 (the communicator is being
+ * destroyed or aborted): the answer is not wanted, the exchanges are
  * abandoned (oob_abandon) and the token given back at once; returns 0. */
 typedef struct {
   void *(*start)(int ok, const nsc_backend *be, nsc_stream s, void *arg);
@@ -122,12 +123,14 @@ int nsc_staging_fresh(nsc_staging *st, nsc_stream s);
  * earlier ones (s first waits for the old point). Safe beside the owner's
  * calls (a thread finishing nonblocking work). */
 void nsc_staging_used(nsc_staging *st, nsc_stream s);
-/* After every call or outermost group that took (or tried to): first the
- * agreement started at the previous settle is read (waiting only if its
- * answer is not there yet) and applied: the new block replaces the old one,
- * or compression stops on the communicator, on every rank alike. Then,
- * when this group wanted more than agreed (and not more than limit), a
- * block of that size is allocated and its agreement started. Resets the
+/* After every call or outermost group that took (or tried to): first an
+ * agreement in flight moves one stage (its answer is read, polled only if
+ * not there yet, and its confirmation issued; at the next settle that is
+ * read) and, once decided, applied: the new block replaces the old one, or
+ * compression stops on the communicator, on every rank alike. Then, when no
+ * agreement is in flight and this group wanted more than agreed (and not
+ * more than limit), a block of that size is allocated and its agreement
+ * started. Resets the
  * per-group counts. Returns 1 if a grown block was applied. parked:
  * cast-backs of a nonblocking communicator still wait (they may read a
  * block being replaced): a replaced block is kept until a settle without. */

@@ -352,8 +352,12 @@ ncclResult_t nsc_mismatch(nsc_comm *c) {
 /* Staging block growth: every rank reports whether its allocation succeeded;
  * all see the same maximum of the failures, so all keep or drop alike (a
  * rank without an exchange buffer sends all-ones: v[1] != -2 on every rank).
- * The answer is read at the communicator's next settle (staging.h), never
- * waited for after the group that asked. */
+ * Nothing is waited for after the group that asked: the answer is read at
+ * the communicator's next settle (polled only if its exchange has not
+ * completed by then), where the confirmation that every rank could read it
+ * is issued; that one is read at the settle after (the same way), which
+ * applies the outcome. Two settles, so that no settle waits for an exchange
+ * it has just issued behind the communicator's work. */
 typedef struct {
   nsc_comm *c;
   int ok;
@@ -363,6 +367,12 @@ typedef struct {
   int64_t v[2];
   const nsc_backend *be;
   nsc_stream s; /* the caller's stream it was issued from (the confirmation's too) */
+  int confirming; /* the confirmation is issued: cx, cv, cr */
+  nsc_xchg cx;
+  int64_t cv;
+  ncclResult_t cr;
+  int cread; /* the confirmation's answer is here (or could not be read) */
+  int decided; /* whether to confirm is decided (at the first settle that read the answer) */
 } agreement;
 
 static void *agree_start(int ok, const nsc_backend *be, nsc_stream s, void *arg) {
@@ -391,36 +401,70 @@ static void *agree_start(int ok, const nsc_backend *be, nsc_stream s, void *arg)
   return g;
 }
 
+/* Enqueues the copy back of a live exchange x into v (bytes); 1 answered,
+ * 0 not yet, and the exchange is dropped (not live) with *r set on error. */
+static int read_back(nsc_xchg *x, int64_t *v, size_t bytes, int wait, ncclResult_t *r) {
+  int e = oob_end_fault(x->be->oob_end(x->buf, x->s, v, bytes, wait));
+  if (e == 0) return 0;
+  if (e < 0 && *r == ncclSuccess) *r = ncclSystemError;
+  x->live = 0;
+  return 1;
+}
+
 static int agree_finish(void *tok, int wait, void *arg) {
   (void)arg;
   agreement *g = tok;
-  if (!g->answered && wait < 0) { /* its communicator is ending: nobody reads the answer */
-    g->x.be->oob_abandon(g->x.buf, g->x.s);
+  if (wait < 0) { /* its communicator is ending: nobody reads the answers */
+    if (!g->answered && g->x.live) g->x.be->oob_abandon(g->x.buf, g->x.s);
+    if (g->confirming && g->cx.live) g->cx.be->oob_abandon(g->cx.buf, g->cx.s);
     nsc_coll_free(g);
     return 0;
   }
   if (!g->answered) {
-    int e = oob_end_fault(g->x.be->oob_end(g->x.buf, g->x.s, g->v, sizeof g->v, wait));
-    if (e == 0) return -1;
-    if (e < 0 && g->r == ncclSuccess) g->r = ncclSystemError;
-    g->x.live = 0;
+    if (g->x.live && !read_back(&g->x, g->v, sizeof g->v, wait, &g->r)) return -1;
+    g->answered = 1;
   }
-  /* Read at a settle (wait), alike on every rank: confirm that every rank
-   * read the answer, so that a read-back failing on one rank disables
-   * compression on all. Not during a capture (alike on every rank: nothing of
-   * ours is issued there) nor when its communicator ends (wait < 0: the
-   * peers end it too, and nothing may be issued on it any more). */
-  int capturing = 0;
-  if (wait > 0 && g->be->capturing(g->s, &capturing)) capturing = 1;
-  if (wait > 0 && !capturing) {
-    ncclResult_t cr = confirm(g->c, g->be, g->s, g->r);
-    if (g->r == ncclSuccess) g->r = cr;
+  if (!g->decided) {
+    /* Read at a settle (wait), alike on every rank, whether this rank could
+     * issue the agreement or not: confirm that every rank read the answer,
+     * so that a read-back failing on one rank stops compression on all. Not
+     * during a capture (alike on every rank: nothing of ours is issued
+     * there). Its answer is read at the next settle. */
+    int capturing = 0;
+    if (wait > 0 && g->be->capturing(g->s, &capturing)) capturing = 1;
+    g->decided = 1;
+    if (wait > 0 && !capturing) {
+      g->confirming = 1;
+      g->cv = g->r == ncclSuccess ? -2 : 1; /* a poisoned buffer reads -1: a failure too */
+      g->cr = nsc_exchange_begin(g->c, g->be, g->s, &g->cv, 1, &g->cx);
+      if (g->cx.live) {
+        int e = oob_end_fault(g->be->oob_end(g->cx.buf, g->cx.s, &g->cv, sizeof g->cv, 0));
+        if (e != 0) {
+          g->cx.live = 0;
+          g->cread = 1;
+          if (e < 0 && g->cr == ncclSuccess) g->cr = ncclSystemError;
+        }
+      } else {
+        g->cread = 1;
+        if (g->cr == ncclSuccess) g->cr = ncclSystemError;
+      }
+      return -1;
+    }
   }
-  int all = g->r == ncclSuccess && g->v[0] == 0 && g->v[1] == -2;
+  if (g->confirming && !g->cread) {
+    ncclResult_t rb = ncclSuccess;
+    if (g->cx.live && !read_back(&g->cx, &g->cv, sizeof g->cv, wait, &rb)) return -1;
+    g->cread = 1;
+    /* As confirm(): a rank that had the answer but cannot read the
+     * confirmation assumes every rank had it, as it had. */
+    if (rb != ncclSuccess && g->r == ncclSuccess && g->cr == ncclSuccess) g->cv = -2;
+  }
+  int confirmed = !g->confirming || (g->cr == ncclSuccess && g->cv == -2);
+  int all = g->r == ncclSuccess && confirmed && g->v[0] == 0 && g->v[1] == -2;
   if (!g->ok) __atomic_add_fetch(&g->c->log.staging_failed, 1, __ATOMIC_RELAXED);
   if (!all && (g->c->rank == 0 || !g->ok))
     nsc_warn("compression stopped on communicator %p: %s; every call on it is forwarded in fp32, on every rank",
-             (void *)g->c->comm, g->r != ncclSuccess ? "the agreement on its grown staging failed"
+             (void *)g->c->comm, g->r != ncclSuccess || !confirmed ? "the agreement on its grown staging failed"
                                  : g->ok ? "a rank could not allocate its grown staging (that rank said why)"
                                          : "this rank could not allocate its grown staging");
   nsc_coll_free(g);

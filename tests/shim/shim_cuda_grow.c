@@ -8,8 +8,9 @@
  * ncclGroupEnd and only then lets rank 1 make its own group (an MPI message):
  * if rank 0 waited in ncclGroupEnd for the agreement's answer, which needs
  * rank 1, the job would hang (the test's timeout fails it). Round 2 reads the
- * answer (by then long there), round 3 is fused. Every result is checked
- * exactly (inputs k/4, small k). Exits 1 on a failed check. */
+ * answer (by then long there) and issues its confirmation, round 3 reads
+ * that, round 4 is fused. Every result is checked exactly (inputs k/4, small
+ * k). Exits 1 on a failed check. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -36,7 +37,7 @@ int main(int argc, char **argv) {
   /* The first call (outside a group) makes the check and agrees on 4 MiB. */
   NCCL_OK(ncclAllReduce((void *)one, (void *)one, 1 << 16, ncclFloat32, ncclSum, comm, s));
   DRV(cuStreamSynchronize(s));
-  for (int round = 1; round <= 3; round++) {
+  for (int round = 1; round <= 4; round++) {
     for (int m = 0; m < M; m++) {
       for (size_t i = 0; i < N; i++) h[i] = val(rank, m + round, i);
       DRV(cuMemcpyHtoD(d[m], h, (size_t)N * 4));
@@ -63,8 +64,8 @@ int main(int argc, char **argv) {
   }
   ncclshim_stats_t st;
   int (*get)(ncclshim_stats_t *) = (int (*)(ncclshim_stats_t *))dlsym(RTLD_DEFAULT, "ncclshim_get_stats");
-  int fused = get && get(&st) == 0 && st.fused == M; /* round 3 only */
-  printf("%s - rank %d: rounds 1-3 exact, no wait in round 1's ncclGroupEnd, round 3 fused (%llu members fused)\n",
+  int fused = get && get(&st) == 0 && st.fused == M; /* round 4 only */
+  printf("%s - rank %d: rounds 1-4 exact, no wait in round 1's ncclGroupEnd, round 4 fused (%llu members fused)\n",
          !failures && fused ? "ok" : "not ok", rank, get ? (unsigned long long)st.fused : 0ull);
   ncclCommDestroy(comm);
   MPI_Finalize();

@@ -415,8 +415,9 @@ static uint64_t compressed_so_far(void) {
 /* Five rounds of one call (group: three members) of N fp32 elements, exact
  * inputs; the shim's compressed count after each round, the same on every
  * rank: with a fault anywhere, nothing is ever compressed; without, rounds
- * 1 and 2 go in fp32 when the calls outgrow the initial block
- * (NCCLSHIM_STAGING_BYTES below their need: `grow` = 1) and rounds 3.. are
+ * 1 to 3 go in fp32 when the calls outgrow the initial block
+ * (NCCLSHIM_STAGING_BYTES below their need: `grow` = 1: the agreement, then
+ * its confirmation, each read a round later) and rounds 4.. are
  * compressed. */
 static int cmd_stagefail(int grouped, int grow) {
   int mine = env_set("NCCLSHIM_FAULT_ALLOC"), any = 0;
@@ -440,7 +441,7 @@ static int cmd_stagefail(int grouped, int grow) {
     MPI_Allreduce(&c, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     EXPECT(lo == hi, "round %d: ranks compressed differently (%llu..%llu)", round, (unsigned long long)lo,
            (unsigned long long)hi);
-    uint64_t want = any ? 0 : (uint64_t)n * (uint64_t)(grow ? (round > 2 ? round - 2 : 0) : round);
+    uint64_t want = any ? 0 : (uint64_t)n * (uint64_t)(grow ? (round > 3 ? round - 3 : 0) : round);
     EXPECT(c == want, "round %d: %llu compressed so far, expected %llu (%s)", round, (unsigned long long)c,
            (unsigned long long)want, any ? "a rank could not get staging" : grow ? "growing" : "no fault");
   }
@@ -455,17 +456,18 @@ static int cmd_stagefail(int grouped, int grow) {
  * program, where on a real NCCL ncclSuccess vs ncclInProgress is timing.
  * Run with NCCLSHIM_FUSE_BYTES=256K, NCCLSHIM_STAGING_BYTES=128K (the initial block) and
  * NCCLSHIM_CHUNK_BYTES=64K: a grouped first call (deferred check), a group
- * that outgrows the fusion block (forwarded, then grown by an agreement read
- * at the next group end, so the grown block serves from the group after
- * that), the same group twice more, two pipelined calls. Every result exact. */
+ * that outgrows the staging block (forwarded, then grown by an agreement
+ * whose answer and confirmation are read at the next two group ends, so the
+ * grown block serves from the group after those), the same group three times
+ * more, two pipelined calls. Every result exact. */
 static int cmd_nbmix(void) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = rank % 2 == 0;
   ncclComm_t c = tm_comm_over_cfg(MPI_COMM_WORLD, &cfg);
   float *s[2], *r[2];
   for (int q = 0; q < 2; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
-  for (int step = 0; step < 6; step++) {
-    int members = step == 0 ? 1 : step <= 3 ? 2 : 1, grouped = step <= 3;
+  for (int step = 0; step < 7; step++) {
+    int members = step == 0 ? 1 : step <= 4 ? 2 : 1, grouped = step <= 4;
     for (int q = 0; q < members; q++) sf_fill(s[q], N, rank, 100 + 10 * step + q), sf_poison(r[q], N);
     ncclResult_t res = ncclSuccess;
     if (grouped) NCCL_OK(ncclGroupStart());
@@ -487,9 +489,10 @@ static int cmd_nbmix(void) {
   MPI_Allreduce(&fused, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(&fused, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   /* step 1: two buckets of 128 KiB wire, the first fits the initial block, the
-   * second is forwarded and the growth agreement starts; step 2: the same
-   * (the answer is read at its end); step 3: both fused: 1 + 1 + 2 */
-  EXPECT(lo == hi && (!sf_shim_loaded() || hi == 4), "fused members differ between ranks or are not 4: %lld..%lld", lo, hi);
+   * second is forwarded and the growth agreement starts; steps 2 and 3: the
+   * same (the answer is read at the end of 2, its confirmation at the end
+   * of 3); step 4: both fused: 1 + 1 + 1 + 2 */
+  EXPECT(lo == hi && (!sf_shim_loaded() || hi == 5), "fused members differ between ranks or are not 5: %lld..%lld", lo, hi);
   NCCL_OK(ncclCommDestroy(c));
   for (int q = 0; q < 2; q++) free(s[q]), free(r[q]);
   return 0;

@@ -89,7 +89,7 @@ check_grep "... and rank 0, whose device had room, stops too and says why" "comp
 # on a bigger one and returns without waiting for it (rank 1 makes its group
 # only after rank 0's ncclGroupEnd returned: waiting would hang); it applies a
 # group later; every result exact (2 ranks, device buffers).
-check "fusion growth: ncclGroupEnd never waits for the agreement; applied a group later; exact" \
+check "staging growth: ncclGroupEnd never waits for the agreement; answer and confirmation read a group later each, fused from the fourth group; exact" \
   with NCCLSHIM_LOG=off NCCLSHIM_STAGING_BYTES=4M TEST_TIMEOUT=60 mpirun_shim 2 "$TBIN/shim_cuda_grow"
 
 # Issue 23, defect 7: streams destroyed after use (4 epochs, a stream each),

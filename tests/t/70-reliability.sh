@@ -67,7 +67,7 @@ check "the initial staging block fails on rank 0 of 2 (FAULT_ALLOC=1): compressi
   mpmd -np 1 $X -x NCCLSHIM_FAULT_ALLOC=1 "$F" stagefail single : -np 1 $X "$F" stagefail single
 check "the same on rank 1 of 3, grouped calls (fused)" \
   mpmd -np 1 $X "$F" stagefail group : -np 1 $X -x NCCLSHIM_FAULT_ALLOC=1 "$F" stagefail group : -np 1 $X "$F" stagefail group
-check "calls outgrow the block (STAGING_BYTES=64K, 128 KiB on the wire): rounds 1-2 in fp32, then grown by agreement and compressed, alike on every rank" \
+check "calls outgrow the block (STAGING_BYTES=64K, 128 KiB on the wire): rounds 1-3 in fp32 (the agreement, then its confirmation, each read a round later), then compressed, alike on every rank" \
   with NCCLSHIM_STAGING_BYTES=64K mpirun_shim 2 "$F" stagefail single grow
 for fb in 64M 0; do
   check "the same for groups of three (FUSE_BYTES=$fb: $([ $fb = 0 ] && echo "three calls' staging in one group" || echo fused))" \

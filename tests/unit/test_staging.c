@@ -297,6 +297,34 @@ static void fault_stage(void **state) {
   done(st);
 }
 
+/* An agreement that needs another settle (finish says -1 although it
+ * waited: its confirmation was just issued) stays in flight: nothing is
+ * applied and no second growth starts until it is decided. */
+static int stages;
+static int ag_finish_two(void *tok, int wait, void *arg) {
+  (void)tok;
+  (void)arg;
+  g.finishes++;
+  if (wait < 0) return 0;
+  return ++stages < 2 ? -1 : g.answer;
+}
+static const nsc_staging_agreement ag2 = {ag_start, ag_finish_two, NULL};
+static void two_stage_agreement(void **state) {
+  (void)state;
+  stages = 0;
+  nsc_staging *st = fresh_reserved(4096, 1);
+  void *p = NULL;
+  assert_int_equal(nsc_staging_take(st, &be, S1, 8000, &p), -1);
+  nsc_staging_settle(st, LIMIT, &ag2, 0); /* started */
+  assert_int_equal(nsc_staging_take(st, &be, S1, 16000, &p), -1);
+  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag2, 0), 0); /* answer read, confirmation issued */
+  assert_int_equal(g.starts, 1); /* no second growth while one is in flight */
+  assert_int_equal(nsc_staging_take(st, &be, S1, 8000, &p), -1);
+  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag2, 0), 1); /* decided: applied */
+  assert_int_equal(nsc_staging_take(st, &be, S1, 8000, &p), 0);
+  done(st);
+}
+
 /* A release with an agreement in flight abandons it (finish(-1)). */
 static void release_abandons(void **state) {
   (void)state;
@@ -322,6 +350,7 @@ int main(void) {
       cmocka_unit_test_setup(limit_caps_growth, setup),
       cmocka_unit_test_setup(parked_work_gets_fresh_block, setup),
       cmocka_unit_test_setup(fault_stage, setup),
+      cmocka_unit_test_setup(two_stage_agreement, setup),
       cmocka_unit_test_setup(release_abandons, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
