@@ -69,7 +69,13 @@ typedef struct nsc_comm {
   nsc_ef ef;               /* error feedback: the buckets' residuals (algo/ef.h) */
   nsc_staging_agreement staging_agreement; /* how its staging block grows (check.c) */
   uint64_t settle_gid;     /* the user group after which its staging is settled (coll/allreduce.c) */
+  int wire_out;            /* cast-backs holding a wire buffer of the block, not yet run or dropped
+                            * (atomic; parked ones, and those another thread is running) */
+  ncclResult_t flush_err;  /* parked work the shim ran itself failed: told at the next poll (atomic) */
+  int ended;               /* destroyed or aborted: nothing more is issued on it */
   struct nsc_comm *settle_next; /* ... the calling thread's list of them */
+  const nsc_backend *settle_be;  /* ... and a call's memory kind and stream in that group */
+  nsc_stream settle_stream;
   nsc_comm_log log;
   pthread_mutex_t lock;    /* guards pending, staging, log, accum and agree of this entry */
   pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */

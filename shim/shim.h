@@ -66,9 +66,14 @@ void nsc_exchange_fault_at(long long n);
  * fit, start the agreement on a bigger block (applied at the next settle;
  * the same on every rank: it depends on the call sequence only). */
 void nsc_staging_settle_comm(struct nsc_comm *c);
-/* Inside a user group: c's staging is settled after the outermost group end
- * (nsc_staging_settle_group, which does it for every communicator noted). */
-void nsc_staging_note(struct nsc_comm *c);
+/* Inside a user group: c's staging is settled after the outermost group end,
+ * after the group's other work on c (be, s: a call of c's in the group).
+ * nsc_staging_settle_items() turns the noted communicators into
+ * NSC_W_SETTLE work items (run with the rest of the group's after-work, per
+ * device); nsc_staging_settle_group() settles those no item could be made
+ * for. */
+void nsc_staging_note(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s);
+nsc_work *nsc_staging_settle_items(void);
 void nsc_staging_settle_group(void);
 /* Fail message for a communicator whose ranks disagree. */
 ncclResult_t nsc_mismatch(struct nsc_comm *c);

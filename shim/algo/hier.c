@@ -271,6 +271,11 @@ ncclResult_t nsc_hier_rs(nsc_comm *c, const nsc_backend *be, const float *send, 
     b = nsc_twophase_keyed(xc, be, tmp, recv, count, inner, s, 1, seq, send);
     nsc_staging_done_on(c, s);
   } else {
+    /* Stage b's take all the same, as the healthy ranks' two-phase makes it:
+     * the block's use so far is counted alike on every rank (later takes of
+     * the group, and its growth, are decided from it). */
+    void *unused = NULL;
+    (void)nsc_get_staging(xc, be, s, nsc_tp_staging_bytes(&pb, 1), "a reduce-scatter", &unused);
     b = nsc_twophase_poisoned(xc, be, recv, count, 1, s, send);
   }
   r = !NSC_OK(a) ? a : !tmp && NSC_OK(b) ? ncclSystemError : b;

@@ -86,6 +86,13 @@ int nsc_staging_fits(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_
   return fits;
 }
 
+/* plock: one mover of the release point at a time; held around waiting
+ * for it too (a mover may free the point it replaces). */
+static void plock_(nsc_staging *st) {
+  while (__atomic_exchange_n(&st->plock, 1, __ATOMIC_ACQUIRE)) sched_yield();
+}
+static void punlock(nsc_staging *st) { __atomic_store_n(&st->plock, 0, __ATOMIC_RELEASE); }
+
 int nsc_staging_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p) {
   size_t want = nsc_staging_round(bytes);
   lock(st);
@@ -97,7 +104,6 @@ int nsc_staging_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_
   st->fused += want;
   nsc_stream prev = st->fstream;
   int had = st->fhave, same = had && prev == s && st->fthread == thread_of(s);
-  void *pt = st->fpt;
   st->fstream = s;
   st->fthread = thread_of(s);
   st->fhave = 1;
@@ -111,13 +117,16 @@ int nsc_staging_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_
   if (had && !(prev == PER_THREAD_STREAM && s == PER_THREAD_STREAM)) return be->join(s, prev) ? 1 : 0;
   /* The group's first take (or one after another thread's): after the
    * block's uses (and making) so far. */
-  return pt && be->wait_point && be->wait_point(s, pt) ? 1 : 0;
+  plock_(st);
+  lock(st);
+  void *pt = st->fpt;
+  unlock(st);
+  int bad = pt && be->wait_point && be->wait_point(s, pt);
+  punlock(st);
+  return bad ? 1 : 0;
 }
 
-static void plock_(nsc_staging *st) {
-  while (__atomic_exchange_n(&st->plock, 1, __ATOMIC_ACQUIRE)) sched_yield();
-}
-static void punlock(nsc_staging *st) { __atomic_store_n(&st->plock, 0, __ATOMIC_RELEASE); }
+
 
 void nsc_staging_used(nsc_staging *st, nsc_stream s) {
   /* One mover at a time (the owner's thread and one finishing nonblocking
@@ -147,6 +156,11 @@ int nsc_staging_fresh(nsc_staging *st, nsc_stream s) {
   size_t cap = st->fcap;
   unlock(st);
   if (skip) return 0;
+  int depth = 0;
+  lock(st);
+  for (nsc_block *b = st->fretired; b; b = b->next) depth++;
+  unlock(st);
+  if (depth >= 2) return 1; /* memory stays bounded: the caller runs the parked work instead */
   nsc_block *old = calloc(1, sizeof *old);
   void *p = NULL;
   if (!old || backend_alloc(st, be, s, cap, &p)) {
@@ -185,6 +199,7 @@ void nsc_staging_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, in
   lock(st);
   if (ok && st->fblock) {
     st->fcap = st->freserved;
+    st->fdisabled = 0; /* a check that failed before and is made again (every rank alike) */
   } else {
     drop = st->fblock;
     st->fblock = NULL;
@@ -197,7 +212,7 @@ void nsc_staging_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, in
 
 
 /* Blocks replaced while cast-backs were parked; not under the lock. */
-static void free_retired(nsc_staging *st) {
+void nsc_staging_free_retired(nsc_staging *st) {
   lock(st);
   nsc_block *b = st->fretired;
   st->fretired = NULL;
@@ -242,7 +257,7 @@ static int apply_agreement(nsc_staging *st, int all, int parked) {
 void nsc_staging_resolve(nsc_staging *st) {
   if (!st->gtok) return;
   int a;
-  while ((a = st->gag->finish(st->gtok, 1, st->gag->arg)) < 0) {
+  while ((a = st->gag->finish(st->gtok, 1, NULL, st->gag->arg)) < 0) {
   } /* at most two stages: the answer, then its confirmation */
   apply_agreement(st, a == 1, 1);
 }
@@ -260,20 +275,21 @@ int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreemen
   st->fhave = st->ghave = 0;
   unlock(st);
   if (fhave && st->fbe) nsc_staging_used(st, fs); /* the block's uses so far */
-  if (!parked) free_retired(st);
+  if (!parked) nsc_staging_free_retired(st);
   /* An agreement in flight moves one stage per settle (its answer, then the
    * confirmation that every rank read it: -1 until both are in); each stage
    * waits only if its exchange has not completed by now. */
   int grown = 0, pending = 0;
   if (st->gtok) {
-    int a = st->gag->finish(st->gtok, 1, st->gag->arg);
+    int a = st->gag->finish(st->gtok, 1, ghave ? &s : fhave ? &fs : NULL, st->gag->arg);
     if (a < 0) pending = 1;
     else grown = apply_agreement(st, a == 1, parked);
   }
   lock(st);
   size_t want = st->fwant;
   st->fused = st->fwant = 0;
-  int skip = pending || st->fdisabled || !st->fbe || !ghave || want <= st->fcap || want > limit;
+  if (want > limit) want = limit; /* grown as far as allowed: calls beyond it stay plain */
+  int skip = pending || st->fdisabled || !st->fbe || !ghave || want <= st->fcap;
   const nsc_backend *be = st->fbe;
   unlock(st);
   if (skip) return grown;
@@ -293,6 +309,13 @@ int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreemen
   return grown;
 }
 
+int nsc_staging_may_issue(nsc_staging *st) {
+  lock(st);
+  int may = st->gtok != NULL || (st->ghave && st->fbe && !st->fdisabled && st->fwant > st->fcap);
+  unlock(st);
+  return may;
+}
+
 int nsc_staging_disabled(nsc_staging *st) {
   lock(st);
   int d = st->fdisabled;
@@ -309,7 +332,7 @@ void nsc_staging_release(nsc_staging *st) {
   st->gtok = st->gblock = st->fblock = NULL;
   st->fretired = NULL;
   unlock(st);
-  if (tok) st->gag->finish(tok, -1, st->gag->arg);
+  if (tok) st->gag->finish(tok, -1, NULL, st->gag->arg);
   /* Every stream named here may be destroyed by now: frees go after the
    * release points, which name none. */
   if (st->fbe) {

@@ -47,7 +47,9 @@
 /* Growing the block needs every rank's word, and waiting for it would wait
  * for the communicator's earlier work: the agreement is started after one
  * group and moved on at each later settle. start(ok) issues it (NULL: it
- * could not be issued, which counts as disagreement); finish(tok, wait)
+ * could not be issued, which counts as disagreement); finish(tok, wait, now)
+ * (now: a stream of the current call or group, alive, for what it issues;
+ * NULL when there is none: the one it started on)
  * returns 1 when every rank succeeded, 0 when not, -1 while it is not
  * decided yet (with wait = 0: its answer is not there; with wait = 1: a
  * further stage was issued, to be read at the next settle), and gives the
@@ -56,7 +58,7 @@
  * abandoned (oob_abandon) and the token given back at once; returns 0. */
 typedef struct {
   void *(*start)(int ok, const nsc_backend *be, nsc_stream s, void *arg);
-  int (*finish)(void *tok, int wait, void *arg);
+  int (*finish)(void *tok, int wait, const nsc_stream *now, void *arg);
   void *arg;
 } nsc_staging_agreement;
 
@@ -113,11 +115,15 @@ int nsc_staging_fits(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_
 /* Before the first take of a group while parked cast-backs still read the
  * block: this rank moves to a fresh block of the agreed size (the old one is
  * retired until a settle without parked work). Capacity and the call
- * sequence stay what decides, so what is issued is unchanged. Returns 0, or
- * -1 when the allocation failed (the block is kept: the caller poisons the
- * parked cast-backs that read it). Nothing to do (0) unless the group's
- * first take. Allocates: not under the communicator's lock. */
+ * sequence stay what decides, so what is issued is unchanged. Returns 0
+ * (done, or nothing to do: not the group's first take), -1 when the
+ * allocation failed, 1 when two blocks are retired already: then the caller
+ * must finish the parked work instead (the block is kept). Allocates: not
+ * under the communicator's lock. */
 int nsc_staging_fresh(nsc_staging *st, nsc_stream s);
+/* Frees the retired blocks (after the release point): only once nothing
+ * parked reads them. */
+void nsc_staging_free_retired(nsc_staging *st);
 /* After a use of the block on s (a cast-back, parked or not, and each
  * settle): its release point moves behind that use and still covers the
  * earlier ones (s first waits for the old point). Safe beside the owner's
@@ -146,6 +152,9 @@ void nsc_staging_resolve(nsc_staging *st);
  * compressing on the communicator. */
 int nsc_staging_reserve(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes);
 void nsc_staging_agreed(nsc_staging *st, const nsc_backend *be, nsc_stream s, int ok);
+/* 1 when the next settle may issue an exchange (an agreement in flight, or
+ * a want beyond the block). */
+int nsc_staging_may_issue(nsc_staging *st);
 /* 1 when an agreement failed: nothing is compressed on the communicator. */
 int nsc_staging_disabled(nsc_staging *st);
 /* Free the block (communicator destroy/abort); an agreement still

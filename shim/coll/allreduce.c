@@ -121,23 +121,36 @@ ncclResult_t nsc_staging_refused(const nsc_comm *c, size_t bytes, const char *wh
 /* The communicator whose staging block c's calls take from. */
 static nsc_comm *owner(nsc_comm *c) { return c->parent ? c->parent : c; }
 
-/* Before a group's first take while a parked cast-back (its group not yet
- * reported complete) still reads the block: this rank moves to a fresh one
- * (staging.h); when it cannot, the parked work fails, never the call. */
+/* Parked work the shim runs itself: NCCL is polled until the
+ * communicator's earlier work is enqueued (never the device), and the parked
+ * cast-backs are run now, in stream order behind their collectives (each
+ * moves the block's release point); an error they return is told at the
+ * next poll. Serialised with any other thread running parked work. */
+static void flush_parked(nsc_comm *o) {
+  uint64_t upto = nsc_pending_mark(o);
+  ncclResult_t e = nsc_wait_nonblocking(o->comm);
+  ncclResult_t r = nsc_pending_finish(o, e == ncclSuccess, upto);
+  if (e == ncclSuccess && r != ncclSuccess)
+    __atomic_compare_exchange_n(&o->flush_err, &(ncclResult_t){ncclSuccess}, r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* Before a group's first take while cast-backs still read the block (parked
+ * on a nonblocking communicator until a poll, or being run by another
+ * thread): this rank moves to a fresh block (staging.h), at most two deep;
+ * beyond that, or when no fresh block can be had, the parked work is run
+ * now (flush_parked), so the block is never rewritten under it and its
+ * memory stays bounded. */
 static void fresh_if_parked(nsc_comm *o, cudaStream_t s) {
-  pthread_mutex_lock(&o->lock);
-  int busy = 0;
-  for (nsc_work *x = o->pending ? o->pending->head : NULL; x && !busy; x = x->next) busy = x->wirebuf != NULL;
-  pthread_mutex_unlock(&o->lock);
-  /* Allocates: not under o->lock (the watchdog's paths need it). */
-  if (!busy || !nsc_staging_fresh(&o->staging, (nsc_stream)s)) return;
-  nsc_warn("staging: no fresh block on rank %d (%s); the unfinished compressed collectives of communicator %p fail",
-           o->rank, nsc_backend_error(), (void *)o->comm);
-  __atomic_add_fetch(&o->log.staging_failed, 1, __ATOMIC_RELAXED);
-  pthread_mutex_lock(&o->lock);
-  for (nsc_work *x = o->pending ? o->pending->head : NULL; x; x = x->next)
-    if (x->wirebuf) x->poison = x->fail_late = 1; /* its poll answers the failure (seed 11062) */
-  pthread_mutex_unlock(&o->lock);
+  if (!__atomic_load_n(&o->wire_out, __ATOMIC_ACQUIRE)) return;
+  int rc = nsc_staging_fresh(&o->staging, (nsc_stream)s); /* allocates: not under o->lock */
+  if (rc == 0) return;
+  if (rc < 0) {
+    nsc_warn("staging: no fresh block on rank %d (%s); communicator %p's parked cast-backs are run first",
+             o->rank, nsc_backend_error(), (void *)o->comm);
+    __atomic_add_fetch(&o->log.staging_failed, 1, __ATOMIC_RELAXED);
+  }
+  flush_parked(o);
+  if (!__atomic_load_n(&o->wire_out, __ATOMIC_ACQUIRE)) nsc_staging_free_retired(&o->staging);
 }
 
 int nsc_staging_take_comm(nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p) {
@@ -179,21 +192,49 @@ ncclResult_t nsc_forward_plain(nsc_comm *c, const void *send, void *recv, size_t
 }
 
 /* Communicators whose staging is settled after this thread's outermost
- * group end, linked through the entries (one reference each). */
-static __thread nsc_comm *to_settle;
+ * group end, linked through the entries (one reference each), in the order
+ * the group first named them. */
+static __thread nsc_comm *to_settle, **to_settle_tail; /* NULL tail: the list is empty */
 
-void nsc_staging_note(nsc_comm *c) {
+void nsc_staging_note(nsc_comm *c, const nsc_backend *be, cudaStream_t s) {
   uint64_t gid = nsc_group_id();
   if (!gid || c->settle_gid == gid) return;
   c->settle_gid = gid;
+  c->settle_be = be;
+  c->settle_stream = (nsc_stream)s;
   nsc_comm_ref(c);
-  c->settle_next = to_settle;
-  to_settle = c;
+  c->settle_next = NULL;
+  if (!to_settle_tail) to_settle_tail = &to_settle;
+  *to_settle_tail = c;
+  to_settle_tail = &c->settle_next;
+}
+
+nsc_work *nsc_staging_settle_items(void) {
+  nsc_work *h = NULL, **t = &h;
+  nsc_comm **keep = &to_settle;
+  for (nsc_comm *c = to_settle, *n; c; c = n) {
+    n = c->settle_next;
+    nsc_work *w = nsc_work_new(NSC_W_SETTLE, c);
+    if (!w) { /* stays on the list: settled after the group's work (nsc_staging_settle_group) */
+      keep = &c->settle_next;
+      continue;
+    }
+    w->be = c->settle_be;
+    w->stream = c->settle_stream; /* alive: its call is in this group */
+    *keep = n;
+    c->settle_next = NULL;
+    nsc_comm_put(c); /* the item holds its own reference */
+    *t = w;
+    t = &w->next;
+  }
+  to_settle_tail = to_settle ? keep : NULL;
+  return h;
 }
 
 void nsc_staging_settle_group(void) {
   nsc_comm *c = to_settle;
   to_settle = NULL;
+  to_settle_tail = NULL;
   while (c) {
     nsc_comm *n = c->settle_next;
     c->settle_next = NULL;
@@ -355,8 +396,7 @@ static ncclResult_t pipelined(nsc_comm *c, nsc_work *w, const float *send, size_
   w->rec.result = r;
   if (NSC_OK(r)) nsc_log_commit(&c->log, &w->rec);
   else nsc_log_discard(&w->rec);
-  w->wirebuf = NULL;
-  nsc_work_drop(w);
+  nsc_work_drop(w); /* its use is covered above: the drop only uncounts it */
   return r;
 }
 
@@ -376,7 +416,7 @@ static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *sen
   w->stream = (nsc_stream)s;
   w->wire = wire;
   w->op = op;
-  w->wirebuf = stage;
+  nsc_work_hold_wire(w, stage);
   w->dst = recv;
   w->count = count;
   w->scale = (float)nsc_g.cfg.prescale;
@@ -501,7 +541,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   /* Calls that may take staging settle it: after the call, or after the
    * outermost group end (decided by the call alone, as the takes are). */
   int stages = !call.capturing && (tp || a == NSC_ACT_COMPRESS || a == NSC_ACT_FUSE);
-  if (stages && call.in_group) nsc_staging_note(c);
+  if (stages && call.in_group) nsc_staging_note(c, be, stream);
   if (!nsc_accum_feed(c, &call, send, recv, acc, &agree)) r = answer_locally(c, be, send, recv, count, dt, op, stream);
   else if (tp && call.in_group) r = nsc_twophase_defer(c, be, send, recv, count, op, (nsc_stream)stream, 0);
   else if (tp) r = nsc_twophase(c, be, send, recv, count, op, stream, 0, c->seq);

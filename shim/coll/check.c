@@ -411,9 +411,12 @@ static int read_back(nsc_xchg *x, int64_t *v, size_t bytes, int wait, ncclResult
   return 1;
 }
 
-static int agree_finish(void *tok, int wait, void *arg) {
+static int agree_finish(void *tok, int wait, const nsc_stream *now, void *arg) {
   (void)arg;
   agreement *g = tok;
+  /* The stream it started on may be gone since (its group is over): what it
+   * issues now goes from the current call's stream, of the same context. */
+  if (now) g->s = *now;
   if (wait < 0) { /* its communicator is ending: nobody reads the answers */
     if (!g->answered && g->x.live) g->x.be->oob_abandon(g->x.buf, g->x.s);
     if (g->confirming && g->cx.live) g->cx.be->oob_abandon(g->cx.buf, g->cx.s);
@@ -472,10 +475,14 @@ static int agree_finish(void *tok, int wait, void *arg) {
 }
 
 void nsc_staging_settle_comm(nsc_comm *c) {
-  pthread_mutex_lock(&c->lock);
-  int parked = 0;
-  for (nsc_work *x = c->pending ? c->pending->head : NULL; x && !parked; x = x->next) parked = x->wirebuf != NULL;
-  pthread_mutex_unlock(&c->lock);
+  if (__atomic_load_n(&c->ended, __ATOMIC_ACQUIRE)) return; /* destroyed or aborted meanwhile: nothing more on it */
+  /* Cast-backs still to run read the block (parked, or run by another
+   * thread right now). */
+  int parked = __atomic_load_n(&c->wire_out, __ATOMIC_ACQUIRE) > 0;
+  /* NCCL takes no further call on a nonblocking communicator until the last
+   * one is enqueued: this rank waits for that (never for the device) before
+   * a settle that issues an exchange. */
+  if (c->nonblocking && nsc_staging_may_issue(&c->staging)) (void)nsc_wait_nonblocking(c->comm);
   /* Not under the communicator's lock: agreeing calls into NCCL. */
   c->staging_agreement = (nsc_staging_agreement){agree_start, agree_finish, c};
   nsc_staging_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, &c->staging_agreement, parked);

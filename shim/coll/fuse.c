@@ -102,7 +102,7 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
   w->stream = home;
   w->wire = wire;
   w->op = m0->op;
-  w->wirebuf = stage;
+  nsc_work_hold_wire(w, stage);
   w->count = T;
   w->segs = segs;
   w->nseg = n;

@@ -124,7 +124,11 @@ ncclResult_t nsc_work_run(nsc_work *w) {
     }
     if (w->fail_late) r = ncclSystemError; /* the call answered before it was poisoned */
     nsc_log_mark(&w->rec, NSC_MARK_END);
-    if (w->c && w->wirebuf) nsc_staging_done_on(w->c, (cudaStream_t)w->stream); /* backend calls: not under the lock */
+    if (w->c && w->wirebuf) { /* backend calls: not under the lock */
+      nsc_staging_done_on(w->c, (cudaStream_t)w->stream);
+      w->wirebuf = NULL;
+      __atomic_sub_fetch(&w->c->wire_out, 1, __ATOMIC_ACQ_REL);
+    }
     if (w->c) {
       w->rec.result = w->poison ? ncclSystemError : r;
       nsc_log_commit(&w->c->log, &w->rec);
@@ -154,10 +158,16 @@ ncclResult_t nsc_twophase_defer(struct nsc_comm *c, const nsc_backend *be, const
   return ncclSuccess;
 }
 
+void nsc_work_hold_wire(nsc_work *w, void *p) {
+  w->wirebuf = p;
+  if (w->c && p) __atomic_add_fetch(&w->c->wire_out, 1, __ATOMIC_ACQ_REL);
+}
+
 void nsc_work_drop(nsc_work *w) {
   if (w->kind == NSC_W_AGREE && w->c) w->c->agree_queued = 0; /* issued or not, the next group may queue one */
   /* Unissued: its staging is simply not used (the block is reset at the
    * settle) and its stream is not named again. */
+  if (w->c && w->wirebuf) __atomic_sub_fetch(&w->c->wire_out, 1, __ATOMIC_ACQ_REL);
   nsc_log_discard(&w->rec);
   work_free(w);
 }

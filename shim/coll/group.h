@@ -23,6 +23,7 @@ typedef enum {
   NSC_W_CHECK,    /* a communicator first seen in this group: check it after */
   NSC_W_AGREE,    /* accumulation: issue an agreement after this group */
   NSC_W_TWOPHASE, /* a two-phase all-reduce or reduce-scatter: run after the real group end */
+  NSC_W_SETTLE,   /* a communicator's staging settle (its agreements), after the group's other work */
 } nsc_work_kind;
 
 typedef struct nsc_work {
@@ -112,6 +113,10 @@ nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c);
 ncclResult_t nsc_work_run(nsc_work *w);
 /* Drop one item: staging returned, record discarded, reference released. */
 void nsc_work_drop(nsc_work *w);
+/* A CASTBACK's wire buffer from its communicator's staging block: counted
+ * (wire_out) until the item has run (its use moved the block's release
+ * point) or was dropped unissued. */
+void nsc_work_hold_wire(nsc_work *w, void *p);
 void nsc_work_drop_list(nsc_work *w);
 
 /* Nonblocking communicators: park work until completion is reported. The

@@ -70,7 +70,9 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
   while (w) {
     nsc_work *n = w->next;
     w->next = NULL;
-    if (in_progress && (w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE)) wait_group(g);
+    if (in_progress && (w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE ||
+                        w->kind == NSC_W_SETTLE))
+      wait_group(g);
     if (w->kind == NSC_W_CHECK) {
       nsc_comm *c = w->c;
       c->check_queued = 0;
@@ -109,7 +111,16 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
       }
       ncclResult_t rr =
           nsc_twophase(w->c, w->be, w->tsend, w->trecv, w->count, w->op, (cudaStream_t)w->stream, w->rs, w->seq);
+      if (rr == ncclInProgress) { /* forwarded plain (no staging room): enqueued before anything follows */
+        w->c->nonblocking = 1;
+        rr = nsc_wait_nonblocking(w->c->comm);
+      }
       if (r == ncclSuccess) r = wr != ncclSuccess ? wr : NSC_OK(rr) ? ncclSuccess : rr;
+      nsc_work_drop(w);
+    } else if (w->kind == NSC_W_SETTLE) {
+      /* Whatever the group end answered: every rank settles alike. */
+      if (in_progress) w->c->nonblocking = 1;
+      nsc_staging_settle_comm(w->c);
       nsc_work_drop(w);
     } else if (!ok) {
       nsc_work_drop(w);
@@ -145,7 +156,7 @@ static void *run_part(void *arg) {
 }
 
 static int blocking_kind(const nsc_work *w) {
-  return w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE;
+  return w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE || w->kind == NSC_W_SETTLE;
 }
 
 #define PER_THREAD_STREAM ((nsc_stream)0x2) /* CU_STREAM_PER_THREAD */
@@ -229,6 +240,7 @@ ncclResult_t nsc_group_end(void) {
   nsc_work *w = nsc_group_take();
   ncclResult_t fr = nsc_fuse_flush(&w); /* fused collectives join the open group */
   w = concat(w, nsc_group_take());
+  w = concat(w, nsc_staging_settle_items()); /* after every other item of its communicator */
   ncclResult_t r = nsc_real.GroupEnd();
   ncclResult_t ar = run_after_all(w, r == ncclInProgress, NSC_OK(r), &g);
   /* Outside any group now: staging is settled alike on every rank,
@@ -254,6 +266,9 @@ ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err) {
      * Failed: nothing to cast back; the error is the caller's to see. */
     ncclResult_t pr = nsc_pending_finish(c, *err == ncclSuccess, upto);
     if (*err == ncclSuccess && pr != ncclSuccess) *err = pr;
+    /* Parked work the shim ran itself before a later call (coll/allreduce.c) */
+    ncclResult_t fe = __atomic_exchange_n(&c->flush_err, ncclSuccess, __ATOMIC_ACQ_REL);
+    if (*err == ncclSuccess && fe != ncclSuccess) *err = fe;
   }
   nsc_comm_put(c);
   return r;
@@ -261,6 +276,7 @@ ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err) {
 
 ncclResult_t nsc_comm_end(ncclComm_t comm, ncclResult_t (*real_fn)(ncclComm_t)) {
   nsc_comm *c = nsc_g.state == NSC_ACTIVE ? nsc_comm_detach(comm) : NULL;
+  if (c) __atomic_store_n(&c->ended, 1, __ATOMIC_RELEASE); /* a settle still due on it issues nothing */
   nsc_hier_end(c, real_fn); /* its sub-communicators first, the same way */
   ncclResult_t r = real_fn(comm);
   nsc_comm_put(c); /* frees once calls still inside on other threads leave */

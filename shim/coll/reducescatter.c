@@ -71,7 +71,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
     if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
     if (tp && !call.capturing) {
       c->seq++;
-      nsc_staging_note(c); /* it takes staging after the real group end */
+      nsc_staging_note(c, be, stream); /* it takes staging after the real group end */
       r = nsc_twophase_defer(c, be, send, recv, rc, op, (nsc_stream)stream, 1);
     } else {
       r = nsc_forward_rs(c, send, recv, rc, dt, op, stream);

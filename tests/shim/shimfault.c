@@ -20,6 +20,9 @@
  *       (group: of the members that cast was for) is NaN in every element,
  *       nobody hangs, the next call is exact everywhere; pipelined
  *       (NCCLSHIM_CHUNK_BYTES), per chunk: from the failed chunk on NaN
+ *   shimfault nbqueue     nonblocking, 6 calls and 6 groups queued without a
+ *       poll (fresh blocks two deep, then parked work run first; also with
+ *       NCCLSHIM_FAULT_ALLOC on some ranks): every result exact
  *   shimfault stagefail single|group [FAULTY]
  *       staging is allocated only where every rank agrees (issue 23, defect
  *       3): with NCCLSHIM_FAULT_ALLOC on some ranks (MPMD) compression stops
@@ -231,6 +234,45 @@ static int cmd_failgroup(void) {
   }
   leak_rounds("a failed group end", 1);
   free(s), free(r), free(ip);
+  return 0;
+}
+
+/* ---- nbqueue ------------------------------------------------------------------ */
+
+/* A nonblocking communicator and QN compressed calls queued without a poll,
+ * twice (single calls, then groups of two): each call's cast-back is parked
+ * while the block it reads is in use, so the next call moves to a fresh
+ * block, at most two deep; from the third on (or when a fresh block cannot
+ * be had: NCCLSHIM_FAULT_ALLOC on some ranks) the shim runs the parked work
+ * first. Every result exact after the poll, the poll says success, on every
+ * rank. */
+static int cmd_nbqueue(void) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t nb = tm_comm_over_cfg(MPI_COMM_WORLD, &cfg);
+  enum { QN = 6 };
+  float *s[2 * QN], *r[2 * QN];
+  for (int q = 0; q < 2 * QN; q++) s[q] = malloc(N * 4), r[q] = malloc(N * 4);
+  for (int grouped = 0; grouped < 2; grouped++) {
+    int n = grouped ? 2 * QN : QN;
+    for (int q = 0; q < n; q++) sf_fill(s[q], N, rank, 200 + q), sf_poison(r[q], N);
+    for (int q = 0; q < n; q += grouped ? 2 : 1) {
+      if (grouped) NCCL_OK(ncclGroupStart());
+      for (int m = q; m < q + (grouped ? 2 : 1); m++) {
+        ncclResult_t res = ncclAllReduce(s[m], r[m], N, ncclFloat32, ncclSum, nb, NULL);
+        EXPECT(res == ncclSuccess || res == ncclInProgress, "queued call %d returned %d", m, (int)res);
+      }
+      if (grouped) {
+        ncclResult_t ge = ncclGroupEnd();
+        EXPECT(ge == ncclSuccess || ge == ncclInProgress, "queued group %d returned %d", q / 2, (int)ge);
+      }
+    }
+    EXPECT(sf_poll(nb) == ncclSuccess, "poll after %d queued %s", n, grouped ? "group members" : "calls");
+    for (int q = 0; q < n; q++) sf_check(r[q], N, 200 + q, nranks, 0, "queued call after completion");
+  }
+  if (rank == 0) printf("nbqueue: %d single calls and %d groups of two queued, every result exact\n", QN, QN);
+  NCCL_OK(ncclCommDestroy(nb));
+  for (int q = 0; q < 2 * QN; q++) free(s[q]), free(r[q]);
   return 0;
 }
 
@@ -612,6 +654,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "failgroup")) cmd_failgroup();
   else if (!strcmp(cmd, "inprogress")) cmd_inprogress();
   else if (!strcmp(cmd, "faultalloc") && argc == 3) cmd_faultalloc(!strcmp(argv[2], "group"));
+  else if (!strcmp(cmd, "nbqueue")) cmd_nbqueue();
   else if (!strcmp(cmd, "stagefail") && argc >= 3)
     cmd_stagefail(!strcmp(argv[2], "group"), argc > 3 && !strcmp(argv[3], "grow"));
   else if (!strcmp(cmd, "nbmix")) cmd_nbmix();

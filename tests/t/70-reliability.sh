@@ -80,6 +80,12 @@ for fb in 64M 0; do
 done
 check "growth fails on rank 0 of 2 for pipelined calls (CHUNK_BYTES=64K): the same" \
   mpmd -np 1 $X $S64 -x NCCLSHIM_CHUNK_BYTES=64K -x NCCLSHIM_FAULT_ALLOC=2 "$F" stagefail single grow : -np 1 $X $S64 -x NCCLSHIM_CHUNK_BYTES=64K "$F" stagefail single grow
+for fb in 64M 0; do
+  check "nonblocking, 6 calls and 6 groups queued without a poll (FUSE_BYTES=$fb): fresh blocks two deep, then parked work run first; exact" \
+    with NCCLSHIM_FUSE_BYTES=$fb mpirun_shim 2 "$F" nbqueue
+done
+check "the same, no fresh block on rank 1 of 2 (FAULT_ALLOC=2): its parked work is run first at once; exact on both" \
+  mpmd -np 1 $X "$F" nbqueue : -np 1 $X -x NCCLSHIM_FAULT_ALLOC=2 "$F" nbqueue
 # The block is agreed between ranks whatever the calls: shimtest's groups with
 # the initial block failing on one rank: every grouped result exact, no hang.
 TEST_TIMEOUT=60 mpmd -np 1 $X -x NCCLSHIM_FAULT_ALLOC=1 "$TBIN/shimtest" group : -np 1 $X "$TBIN/shimtest" group \

@@ -84,8 +84,9 @@ static void *ag_start(int ok, const nsc_backend *b, nsc_stream s, void *arg) {
   g.last_ok = ok;
   return &g;
 }
-static int ag_finish(void *tok, int wait, void *arg) {
+static int ag_finish(void *tok, int wait, const nsc_stream *now, void *arg) {
   (void)tok;
+  (void)now;
   (void)arg;
   g.finishes++;
   return wait < 0 ? 0 : g.answer;
@@ -180,6 +181,24 @@ static void failed_allocation_still_agrees(void **state) {
   done(st);
 }
 
+/* A retired block too many: fresh says so (1) instead of allocating. */
+static void fresh_bounded(void **state) {
+  (void)state;
+  nsc_staging *st = fresh_reserved(4096, 1);
+  void *p = NULL;
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(nsc_staging_fresh(st, S1), 0);
+    assert_int_equal(nsc_staging_take(st, &be, S1, 100, &p), 0);
+    nsc_staging_settle(st, LIMIT, &ag, 1);
+  }
+  int allocs = k.allocs;
+  assert_int_equal(nsc_staging_fresh(st, S1), 1);
+  assert_int_equal(k.allocs, allocs);
+  nsc_staging_free_retired(st);
+  assert_int_equal(nsc_staging_fresh(st, S1), 0);
+  done(st);
+}
+
 /* The initial block refused by some rank: freed, compression off. */
 static void refused_reserve(void **state) {
   (void)state;
@@ -251,14 +270,22 @@ static void no_initial_block(void **state) {
   done(st);
 }
 
-/* Growth beyond the limit is not asked for. */
+/* Growth stops at the limit: a want beyond it grows the block to the limit
+ * once, and never again. */
 static void limit_caps_growth(void **state) {
   (void)state;
   nsc_staging *st = fresh_reserved(4096, 1);
   void *p = NULL;
   assert_int_equal(nsc_staging_take(st, &be, S1, 100000, &p), -1);
   nsc_staging_settle(st, 65536, &ag, 0);
-  assert_int_equal(g.starts, 0);
+  assert_int_equal(g.starts, 1);
+  assert_int_equal(k.last_alloc, 65536);
+  assert_int_equal(nsc_staging_take(st, &be, S1, 100000, &p), -1);
+  assert_int_equal(nsc_staging_settle(st, 65536, &ag, 0), 1);
+  assert_int_equal(nsc_staging_take(st, &be, S1, 100000, &p), -1);
+  nsc_staging_settle(st, 65536, &ag, 0);
+  assert_int_equal(g.starts, 1);
+  assert_int_equal(nsc_staging_take(st, &be, S1, 60000, &p), 0);
   done(st);
 }
 
@@ -301,8 +328,9 @@ static void fault_stage(void **state) {
  * waited: its confirmation was just issued) stays in flight: nothing is
  * applied and no second growth starts until it is decided. */
 static int stages;
-static int ag_finish_two(void *tok, int wait, void *arg) {
+static int ag_finish_two(void *tok, int wait, const nsc_stream *now, void *arg) {
   (void)tok;
+  (void)now;
   (void)arg;
   g.finishes++;
   if (wait < 0) return 0;
@@ -343,6 +371,7 @@ int main(void) {
       cmocka_unit_test_setup(refused_growth_stops, setup),
       cmocka_unit_test_setup(failed_allocation_still_agrees, setup),
       cmocka_unit_test_setup(refused_reserve, setup),
+      cmocka_unit_test_setup(fresh_bounded, setup),
       cmocka_unit_test_setup(streams_join_and_wait, setup),
       cmocka_unit_test_setup(other_kind, setup),
       cmocka_unit_test_setup(fits_counts_want, setup),
