@@ -107,6 +107,7 @@ int nsc_staging_take(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_
   st->fstream = s;
   st->fthread = thread_of(s);
   st->fhave = 1;
+  st->fdirty = 1;
   unlock(st);
   if (take_fault()) return 1;
   if (same) return 0;
@@ -143,6 +144,7 @@ void nsc_staging_used(nsc_staging *st, nsc_stream s) {
     nsc_point(be, s, &pt); /* re-recorded in place, or a new one (the first, another context's) */
     lock(st);
     st->fpt = pt;
+    st->fdirty = 0;
     unlock(st);
     if (old && pt != old) nsc_point_free(be, &old);
   }
@@ -270,11 +272,11 @@ int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreemen
    * whether the block grows never depends on the thread (it issues an
    * agreement): s is then this thread's per-thread stream, of the same
    * context in any program that drives a communicator from several threads. */
-  int fhave = st->fhave && st->fthread == thread_of(fs), ghave = st->ghave;
+  int fhave = st->fhave && st->fthread == thread_of(fs) && st->fdirty, ghave = st->ghave;
   st->fstream = st->gstream = NULL;
   st->fhave = st->ghave = 0;
   unlock(st);
-  if (fhave && st->fbe) nsc_staging_used(st, fs); /* the block's uses so far */
+  if (fhave && st->fbe) nsc_staging_used(st, fs); /* the block's uses so far, unless a cast-back moved the point since */
   if (!parked) nsc_staging_free_retired(st);
   /* An agreement in flight moves one stage per settle (its answer, then the
    * confirmation that every rank read it: -1 until both are in); each stage

@@ -84,6 +84,7 @@ typedef struct {
   nsc_stream fstream, gstream;
   uintptr_t fthread; /* fstream's thread for CU_STREAM_PER_THREAD, else 0 */
   int fhave, ghave; /* fstream / gstream set (NULL is a stream: the legacy one) */
+  int fdirty;       /* a take since the release point last moved: the settle moves it */
   void *fpt;
   void *fblock;
   size_t fcap;      /* agreed and allocated */
