@@ -116,14 +116,29 @@ def main(argv):
         # busier CPU of a starved run, the rank whose link work ends last on a
         # loaded host): a straggler the report names there is accepted when
         # Python's own times show it (the others spend at least 10 % of its step
-        # more in NCCL calls than it does), and the shares are then its shares.
+        # more in NCCL calls than it does, or it starts its steps that much
+        # later by the host's clock), and the shares are then its shares.
         seen = d.get("straggler")
+        by_clock, late = False, None
         if want_strag is None and verdict != "imbalanced" and isinstance(seen, int) and 0 <= seen < len(ranks):
             own = built(ranks, [seen], first, last)
             extra = [built(ranks, [r], first, last)["comm_s"] - own["comm_s"] for r in range(len(ranks)) if r != seen]
-            shown = min(extra) / own["wall"] >= 0.10
+            # ... or by Python's clock: it starts its steps later than every other
+            # rank by at least 10 % of its step on average (the ranks share the
+            # host's monotonic clock). On the emulated link the ranks' link time
+            # falls unevenly between their calls: the rank whose last call of a
+            # step returns last starts the next step late, and the others wait
+            # for it at the first bucket, with equal time inside NCCL calls.
+            late = None
+            if all(len(x.get("start_s", [])) > last for x in ranks):
+                lag = [sum(ranks[seen]["start_s"][k] - ranks[r]["start_s"][k] for k in range(first, last + 1))
+                       for r in range(len(ranks)) if r != seen]
+                late = min(lag) / own["wall"]
+            by_clock = not min(extra) / own["wall"] >= 0.10 and late is not None and late >= 0.10
+            shown = min(extra) / own["wall"] >= 0.10 or by_clock
             tap(shown, f"{case}: straggler {seen} (not built: the machine's) shown by Python's times: the others spend "
-                       f"{min(extra) / own['wall']:.3f} of its step more in NCCL calls (at least 0.10)")
+                       f"{min(extra) / own['wall']:.3f} of its step more in NCCL calls, it starts its steps "
+                       f"{'n/a' if late is None else '%.3f' % late} of its step later (either at least 0.10)")
             if shown:
                 want_strag = seen
         pace = [want_strag] if want_strag is not None else list(range(len(ranks)))
@@ -163,13 +178,16 @@ def main(argv):
             tap(d.get("straggler") == want_strag, f"{case}: straggler rank {d.get('straggler')} (built: {want_strag})")
             others = [r for r in range(len(ranks)) if r != want_strag]
             wait = sum(built(ranks, [r], first, last)["comm_s"] - b["comm_s"] for r in others) / (b["wall"] * len(others))
+            if by_clock:  # shown by its late starts, not by time in the calls: that lateness is the wait
+                wait = late
             got = d.get("straggler_wait_share")
             # Starved, the straggler's own time in the calls is stretched too, so
             # Python's difference is a floor.
             good = isinstance(got, (int, float)) and (got >= wait - tol if starved else abs(got - wait) <= tol)
             tap(good, f"{case}: the others wait {got if got is None else round(got, 3)} of their step for it, "
                       f"{'at least' if starved else 'within ' + format(tol, '.2f') + ' of'} {wait:.3f}"
-                      f"{' - ' + format(tol, '.2f') if starved else ''} (their extra time in NCCL calls)")
+                      f"{' - ' + format(tol, '.2f') if starved else ''} "
+                      f"({'its late step starts' if by_clock else 'their extra time in NCCL calls'})")
         if verdict == "imbalanced":
             w, got = built_wait(ranks, first, last), d.get("wait_share")
             tap(isinstance(got, (int, float)) and abs(got - w) <= tol,

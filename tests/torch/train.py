@@ -347,10 +347,12 @@ def train_body(a, name):
     # What each rank's steps were built to have (all ranks, gathered through the store):
     # time waiting for the next batch, extra computing (--slow-rank), the emulated link's
     # time for the step's all-reduces, CPU time of this process.
-    mine = {"step_s": [], "comm_s": [], "input_s": [], "slow_s": [], "link_s": [], "cpu_s": [], "runq_s": [], "comm_cpu_s": []}
+    mine = {"step_s": [], "comm_s": [], "input_s": [], "slow_s": [], "link_s": [], "cpu_s": [], "runq_s": [], "comm_cpu_s": [],
+            "start_s": []}  # start_s: time.perf_counter() at the step's start (CLOCK_MONOTONIC: one clock for the host's ranks)
     data = batches(a)
     for step in range(a.steps):
         t0, c0, b0 = time.perf_counter(), ncclpg.comm_seconds(), wire_bytes()
+        mine["start_s"].append(t0)
         k0, n0, p0, q0 = ncclpg.comm_cpu_seconds(), host_counts()[0], time.process_time(), runq_seconds()
         tin = tslow = 0.0
         tot = 0.0
