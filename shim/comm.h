@@ -68,6 +68,9 @@ typedef struct nsc_comm {
   size_t staging_gneed;    /* ... bytes of staging so far (agreed: the group's calls) */
   nsc_ef ef;               /* error feedback: the buckets' residuals (algo/ef.h) */
   nsc_staging_agreement staging_agreement; /* how its staging block grows (check.c) */
+  /* The one growth agreement in flight (check.c's private struct): never
+   * allocated, so that starting it cannot fail on one rank alone. */
+  _Alignas(16) unsigned char agree_mem[320];
   uint64_t settle_gid;     /* the user group after which its staging is settled (coll/allreduce.c) */
   int wire_out;            /* cast-backs holding a wire buffer of the block, not yet run or dropped
                             * (atomic; parked ones, and those another thread is running) */

@@ -65,7 +65,7 @@ void nsc_exchange_fault_at(long long n);
  * apply the growth agreed at the previous settle, and, when a take did not
  * fit, start the agreement on a bigger block (applied at the next settle;
  * the same on every rank: it depends on the call sequence only). */
-void nsc_staging_settle_comm(struct nsc_comm *c);
+void nsc_staging_settle_comm(struct nsc_comm *c, cudaStream_t s); /* s: the call's (alive) */
 /* Inside a user group: c's staging is settled after the outermost group end,
  * after the group's other work on c (be, s: a call of c's in the group).
  * nsc_staging_settle_items() turns the noted communicators into

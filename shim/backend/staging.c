@@ -144,7 +144,7 @@ void nsc_staging_used(nsc_staging *st, nsc_stream s) {
     nsc_point(be, s, &pt); /* re-recorded in place, or a new one (the first, another context's) */
     lock(st);
     st->fpt = pt;
-    st->fdirty = 0;
+    if (st->fhave && st->fstream == s && st->fthread == thread_of(s)) st->fdirty = 0; /* that take's use is covered */
     unlock(st);
     if (old && pt != old) nsc_point_free(be, &old);
   }
@@ -219,7 +219,10 @@ void nsc_staging_free_retired(nsc_staging *st) {
   nsc_block *b = st->fretired;
   st->fretired = NULL;
   unlock(st);
+  if (!b) return;
+  plock_(st); /* the point may not be replaced (and freed) while it is used here */
   free_after(st->fbe, st->fpt, b);
+  punlock(st);
 }
 
 /* Applies a grown block's agreement (all: every rank got it); not under the
@@ -252,19 +255,24 @@ static int apply_agreement(nsc_staging *st, int all, int parked) {
   st->gtok = NULL;
   unlock(st);
   free(node);
-  if (drop) nsc_release_after(st->fbe, st->fpt, drop);
+  if (drop) {
+    plock_(st);
+    nsc_release_after(st->fbe, st->fpt, drop);
+    punlock(st);
+  }
   return all;
 }
 
-void nsc_staging_resolve(nsc_staging *st) {
+void nsc_staging_resolve(nsc_staging *st, const nsc_stream *now) {
   if (!st->gtok) return;
   int a;
-  while ((a = st->gag->finish(st->gtok, 1, NULL, st->gag->arg)) < 0) {
+  while ((a = st->gag->finish(st->gtok, 1, now, st->gag->arg)) < 0) {
   } /* at most two stages: the answer, then its confirmation */
   apply_agreement(st, a == 1, 1);
 }
 
-int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreement *ag, int parked) {
+int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreement *ag, int parked,
+                       const nsc_stream *now) {
   /* This group's streams, alive now; forgotten once settled. */
   lock(st);
   nsc_stream fs = st->fstream, s = st->gstream;
@@ -276,14 +284,19 @@ int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreemen
   st->fstream = st->gstream = NULL;
   st->fhave = st->ghave = 0;
   unlock(st);
-  if (fhave && st->fbe) nsc_staging_used(st, fs); /* the block's uses so far, unless a cast-back moved the point since */
+  if (fhave && st->fbe) { /* the block's uses so far, unless a cast-back on that stream moved the point since */
+    nsc_staging_used(st, fs);
+    lock(st);
+    st->fdirty = 0;
+    unlock(st);
+  }
   if (!parked) nsc_staging_free_retired(st);
   /* An agreement in flight moves one stage per settle (its answer, then the
    * confirmation that every rank read it: -1 until both are in); each stage
    * waits only if its exchange has not completed by now. */
   int grown = 0, pending = 0;
   if (st->gtok) {
-    int a = st->gag->finish(st->gtok, 1, ghave ? &s : fhave ? &fs : NULL, st->gag->arg);
+    int a = st->gag->finish(st->gtok, 1, now ? now : ghave ? &s : NULL, st->gag->arg);
     if (a < 0) pending = 1;
     else grown = apply_agreement(st, a == 1, parked);
   }

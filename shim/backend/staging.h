@@ -130,7 +130,9 @@ void nsc_staging_free_retired(nsc_staging *st);
  * earlier ones (s first waits for the old point). Safe beside the owner's
  * calls (a thread finishing nonblocking work). */
 void nsc_staging_used(nsc_staging *st, nsc_stream s);
-/* After every call or outermost group that took (or tried to): first an
+/* now: a stream of the current call or group (alive; NULL: none known), for
+ * the exchanges an agreement issues.
+ * After every call or outermost group that took (or tried to): first an
  * agreement in flight moves one stage (its answer is read, polled only if
  * not there yet, and its confirmation issued; at the next settle that is
  * read) and, once decided, applied: the new block replaces the old one, or
@@ -141,12 +143,13 @@ void nsc_staging_used(nsc_staging *st, nsc_stream s);
  * per-group counts. Returns 1 if a grown block was applied. parked:
  * cast-backs of a nonblocking communicator still wait (they may read a
  * block being replaced): a replaced block is kept until a settle without. */
-int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreement *ag, int parked);
+int nsc_staging_settle(nsc_staging *st, size_t limit, const nsc_staging_agreement *ag, int parked,
+                       const nsc_stream *now);
 /* Apply every agreement still waiting for its answer, waiting for it (by
  * polling). For a captured call: work of the communicator left running on a
  * private stream must not overlap the graph's collectives when it is
  * launched (capture is alike on every rank, so the point is the same). */
-void nsc_staging_resolve(nsc_staging *st);
+void nsc_staging_resolve(nsc_staging *st, const nsc_stream *now);
 /* At a communicator's first call: allocate the initial block on stream s
  * (returns 1 if this rank got it); nsc_staging_agreed() then applies what
  * every rank agreed (ok = all got it): keep it, or free it and stop

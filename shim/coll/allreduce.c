@@ -215,9 +215,9 @@ nsc_work *nsc_staging_settle_items(void) {
   for (nsc_comm *c = to_settle, *n; c; c = n) {
     n = c->settle_next;
     nsc_work *w = nsc_work_new(NSC_W_SETTLE, c);
-    if (!w) { /* stays on the list: settled after the group's work (nsc_staging_settle_group) */
-      keep = &c->settle_next;
-      continue;
+    if (!w) { /* this and every later one stay on the list, in order: settled after the group's work */
+      keep = NULL;
+      break;
     }
     w->be = c->settle_be;
     w->stream = c->settle_stream; /* alive: its call is in this group */
@@ -226,6 +226,10 @@ nsc_work *nsc_staging_settle_items(void) {
     nsc_comm_put(c); /* the item holds its own reference */
     *t = w;
     t = &w->next;
+  }
+  if (!keep) { /* the rest stays: find its tail */
+    keep = &to_settle;
+    while (*keep) keep = &(*keep)->settle_next;
   }
   to_settle_tail = to_settle ? keep : NULL;
   return h;
@@ -238,7 +242,7 @@ void nsc_staging_settle_group(void) {
   while (c) {
     nsc_comm *n = c->settle_next;
     c->settle_next = NULL;
-    nsc_staging_settle_comm(c);
+    nsc_staging_settle_comm(c, (cudaStream_t)c->settle_stream);
     nsc_comm_put(c);
     c = n;
   }
@@ -533,7 +537,9 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
                            "untouched and always sync (decisions would be frozen into the graph)");
     /* No fusion agreement of ours may still be running when the graph's
      * collectives are launched. */
-    nsc_staging_resolve(&c->staging);
+    if (nsc_staging_may_issue(&c->staging)) (void)nsc_wait_nonblocking(c->comm);
+    nsc_stream now = (nsc_stream)stream; /* capturing: no confirmation is issued there */
+    nsc_staging_resolve(&c->staging, &now);
     a = nsc_policy_transform(cfg, &call);
     acc = nsc_policy_accumulable(cfg, &call);
   }
@@ -556,7 +562,7 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
   default: r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS); break;
   }
   /* Issued whatever this call returned: every rank issues it here. */
-  if (stages && !call.in_group) nsc_staging_settle_comm(c);
+  if (stages && !call.in_group) nsc_staging_settle_comm(c, stream);
   if (agree) nsc_accum_after(c, be, stream, call.in_group, r);
 out:
   nsc_comm_put(c);

@@ -377,8 +377,9 @@ typedef struct {
 
 static void *agree_start(int ok, const nsc_backend *be, nsc_stream s, void *arg) {
   nsc_comm *c = arg;
-  agreement *g = nsc_coll_zalloc(sizeof *g); /* the heap or the reserve: issued on every rank */
-  if (!g) return NULL;
+  _Static_assert(sizeof(agreement) <= sizeof c->agree_mem, "nsc_comm.agree_mem holds the agreement");
+  agreement *g = (agreement *)(void *)c->agree_mem; /* one in flight at a time (staging.c): never allocated */
+  memset(g, 0, sizeof *g);
   g->c = c;
   g->ok = ok;
   g->be = be;
@@ -420,7 +421,6 @@ static int agree_finish(void *tok, int wait, const nsc_stream *now, void *arg) {
   if (wait < 0) { /* its communicator is ending: nobody reads the answers */
     if (!g->answered && g->x.live) g->x.be->oob_abandon(g->x.buf, g->x.s);
     if (g->confirming && g->cx.live) g->cx.be->oob_abandon(g->cx.buf, g->cx.s);
-    nsc_coll_free(g);
     return 0;
   }
   if (!g->answered) {
@@ -470,20 +470,22 @@ static int agree_finish(void *tok, int wait, const nsc_stream *now, void *arg) {
              (void *)g->c->comm, g->r != ncclSuccess || !confirmed ? "the agreement on its grown staging failed"
                                  : g->ok ? "a rank could not allocate its grown staging (that rank said why)"
                                          : "this rank could not allocate its grown staging");
-  nsc_coll_free(g);
   return all;
 }
 
-void nsc_staging_settle_comm(nsc_comm *c) {
+void nsc_staging_settle_comm(nsc_comm *c, cudaStream_t s) {
   if (__atomic_load_n(&c->ended, __ATOMIC_ACQUIRE)) return; /* destroyed or aborted meanwhile: nothing more on it */
   /* Cast-backs still to run read the block (parked, or run by another
    * thread right now). */
   int parked = __atomic_load_n(&c->wire_out, __ATOMIC_ACQUIRE) > 0;
   /* NCCL takes no further call on a nonblocking communicator until the last
    * one is enqueued: this rank waits for that (never for the device) before
-   * a settle that issues an exchange. */
-  if (c->nonblocking && nsc_staging_may_issue(&c->staging)) (void)nsc_wait_nonblocking(c->comm);
+   * a settle that may issue an exchange, whether or not it has seen
+   * ncclInProgress yet (a call forwarded plain may be its first); on a
+   * blocking communicator the poll answers at once. */
+  if (nsc_staging_may_issue(&c->staging)) (void)nsc_wait_nonblocking(c->comm);
   /* Not under the communicator's lock: agreeing calls into NCCL. */
   c->staging_agreement = (nsc_staging_agreement){agree_start, agree_finish, c};
-  nsc_staging_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, &c->staging_agreement, parked);
+  nsc_stream now = (nsc_stream)s;
+  nsc_staging_settle(&c->staging, (size_t)nsc_g.cfg.max_staging_bytes, &c->staging_agreement, parked, &now);
 }

@@ -120,7 +120,7 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
     } else if (w->kind == NSC_W_SETTLE) {
       /* Whatever the group end answered: every rank settles alike. */
       if (in_progress) w->c->nonblocking = 1;
-      nsc_staging_settle_comm(w->c);
+      nsc_staging_settle_comm(w->c, (cudaStream_t)w->stream);
       nsc_work_drop(w);
     } else if (!ok) {
       nsc_work_drop(w);

@@ -97,7 +97,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
   if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
   if (tp && !call.capturing) {
     r = nsc_twophase(c, be, send, recv, rc, op, stream, 1, c->seq);
-    nsc_staging_settle_comm(c); /* whatever it answered: every rank took or tried alike */
+    nsc_staging_settle_comm(c, stream); /* whatever it answered: every rank took or tried alike */
     goto out;
   }
   r = nsc_forward_rs(c, send, recv, rc, dt, op, stream);

@@ -131,14 +131,14 @@ static void grows_by_agreement(void **state) {
   assert_ptr_equal((char *)b, (char *)a + 1024);
   assert_int_equal(nsc_staging_take(st, &be, S1, 3000, &c), -1);
   assert_int_equal(k.allocs, 1); /* never at a take */
-  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag, 0), 0);
+  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag, 0, NULL), 0);
   assert_int_equal(k.allocs, 2);
   assert_int_equal(k.last_alloc, 1024 + 1024 + 3072);
   assert_int_equal(g.starts, 1);
   assert_int_equal(g.last_ok, 1);
   /* The next group still has the old size: the answer is read at its settle. */
   assert_int_equal(nsc_staging_take(st, &be, S1, 5000, &c), -1);
-  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag, 0), 1);
+  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag, 0, NULL), 1);
   assert_int_equal(g.finishes, 1);
   assert_int_equal(g.starts, 1); /* 5120 wanted, 5120 held: no further growth */
   assert_int_equal(k.released_at, 1); /* the old block, after its release point */
@@ -155,12 +155,12 @@ static void refused_growth_stops(void **state) {
   void *p = NULL;
   g.answer = 0;
   assert_int_equal(nsc_staging_take(st, &be, S1, 8000, &p), -1);
-  nsc_staging_settle(st, LIMIT, &ag, 0);
-  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag, 0), 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
+  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag, 0, NULL), 0);
   assert_true(nsc_staging_disabled(st));
   assert_int_equal(nsc_staging_take(st, &be, S1, 16, &p), -1);
   int allocs = k.allocs;
-  nsc_staging_settle(st, LIMIT, &ag, 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
   assert_int_equal(k.allocs, allocs);
   assert_int_equal(g.starts, 1);
   done(st);
@@ -174,7 +174,7 @@ static void failed_allocation_still_agrees(void **state) {
   void *p = NULL;
   assert_int_equal(nsc_staging_take(st, &be, S1, 8000, &p), -1);
   k.fail_alloc = 1;
-  nsc_staging_settle(st, LIMIT, &ag, 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
   assert_int_equal(g.starts, 1);
   assert_int_equal(g.last_ok, 0);
   k.fail_alloc = 0;
@@ -189,7 +189,7 @@ static void fresh_bounded(void **state) {
   for (int i = 0; i < 2; i++) {
     assert_int_equal(nsc_staging_fresh(st, S1), 0);
     assert_int_equal(nsc_staging_take(st, &be, S1, 100, &p), 0);
-    nsc_staging_settle(st, LIMIT, &ag, 1);
+    nsc_staging_settle(st, LIMIT, &ag, 1, NULL);
   }
   int allocs = k.allocs;
   assert_int_equal(nsc_staging_fresh(st, S1), 1);
@@ -226,7 +226,7 @@ static void streams_join_and_wait(void **state) {
   assert_int_equal(k.joins, 1);
   assert_ptr_equal(k.join_waiter, S2);
   assert_ptr_equal(k.join_signaller, S1);
-  nsc_staging_settle(st, LIMIT, &ag, 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
   int w1 = k.waits;
   assert_int_equal(nsc_staging_take(st, &be, S2, 100, &p), 0);
   assert_int_equal(k.joins, 1); /* not named again: the point covers it */
@@ -240,7 +240,7 @@ static void other_kind(void **state) {
   nsc_staging *st = fresh_reserved(1 << 16, 1);
   void *p = NULL;
   assert_int_equal(nsc_staging_take(st, &other, S1, 100, &p), -1);
-  nsc_staging_settle(st, LIMIT, &ag, 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
   assert_int_equal(g.starts, 0);
   done(st);
 }
@@ -251,7 +251,7 @@ static void fits_counts_want(void **state) {
   nsc_staging *st = fresh_reserved(4096, 1);
   assert_true(nsc_staging_fits(st, &be, S1, 4096));
   assert_false(nsc_staging_fits(st, &be, S1, 4097));
-  nsc_staging_settle(st, LIMIT, &ag, 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
   assert_int_equal(g.starts, 1);
   assert_int_equal(k.last_alloc, 4352);
   done(st);
@@ -263,9 +263,9 @@ static void no_initial_block(void **state) {
   nsc_staging *st = calloc(1, sizeof *st);
   void *p = NULL;
   assert_int_equal(nsc_staging_take(st, &be, S1, 1000, &p), -1);
-  nsc_staging_settle(st, LIMIT, &ag, 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
   assert_int_equal(k.allocs, 1);
-  nsc_staging_settle(st, LIMIT, &ag, 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
   assert_int_equal(nsc_staging_take(st, &be, S1, 1000, &p), 0);
   done(st);
 }
@@ -277,13 +277,13 @@ static void limit_caps_growth(void **state) {
   nsc_staging *st = fresh_reserved(4096, 1);
   void *p = NULL;
   assert_int_equal(nsc_staging_take(st, &be, S1, 100000, &p), -1);
-  nsc_staging_settle(st, 65536, &ag, 0);
+  nsc_staging_settle(st, 65536, &ag, 0, NULL);
   assert_int_equal(g.starts, 1);
   assert_int_equal(k.last_alloc, 65536);
   assert_int_equal(nsc_staging_take(st, &be, S1, 100000, &p), -1);
-  assert_int_equal(nsc_staging_settle(st, 65536, &ag, 0), 1);
+  assert_int_equal(nsc_staging_settle(st, 65536, &ag, 0, NULL), 1);
   assert_int_equal(nsc_staging_take(st, &be, S1, 100000, &p), -1);
-  nsc_staging_settle(st, 65536, &ag, 0);
+  nsc_staging_settle(st, 65536, &ag, 0, NULL);
   assert_int_equal(g.starts, 1);
   assert_int_equal(nsc_staging_take(st, &be, S1, 60000, &p), 0);
   done(st);
@@ -296,7 +296,7 @@ static void parked_work_gets_fresh_block(void **state) {
   nsc_staging *st = fresh_reserved(4096, 1);
   void *a = NULL, *b = NULL;
   assert_int_equal(nsc_staging_take(st, &be, S1, 100, &a), 0);
-  nsc_staging_settle(st, LIMIT, &ag, 1);
+  nsc_staging_settle(st, LIMIT, &ag, 1, NULL);
   assert_int_equal(nsc_staging_fresh(st, S1), 0);
   assert_int_equal(k.allocs, 2);
   assert_int_equal(nsc_staging_take(st, &be, S1, 100, &b), 0);
@@ -304,9 +304,9 @@ static void parked_work_gets_fresh_block(void **state) {
   assert_int_equal(nsc_staging_fresh(st, S1), 0); /* not the group's first take: nothing */
   assert_int_equal(k.allocs, 2);
   int freed = k.released_at;
-  nsc_staging_settle(st, LIMIT, &ag, 1);
+  nsc_staging_settle(st, LIMIT, &ag, 1, NULL);
   assert_int_equal(k.released_at, freed);
-  nsc_staging_settle(st, LIMIT, &ag, 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
   assert_int_equal(k.released_at, freed + 1);
   done(st);
 }
@@ -343,13 +343,33 @@ static void two_stage_agreement(void **state) {
   nsc_staging *st = fresh_reserved(4096, 1);
   void *p = NULL;
   assert_int_equal(nsc_staging_take(st, &be, S1, 8000, &p), -1);
-  nsc_staging_settle(st, LIMIT, &ag2, 0); /* started */
+  nsc_staging_settle(st, LIMIT, &ag2, 0, NULL); /* started */
   assert_int_equal(nsc_staging_take(st, &be, S1, 16000, &p), -1);
-  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag2, 0), 0); /* answer read, confirmation issued */
+  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag2, 0, NULL), 0); /* answer read, confirmation issued */
   assert_int_equal(g.starts, 1); /* no second growth while one is in flight */
   assert_int_equal(nsc_staging_take(st, &be, S1, 8000, &p), -1);
-  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag2, 0), 1); /* decided: applied */
+  assert_int_equal(nsc_staging_settle(st, LIMIT, &ag2, 0, NULL), 1); /* decided: applied */
   assert_int_equal(nsc_staging_take(st, &be, S1, 8000, &p), 0);
+  done(st);
+}
+
+/* A cast-back's use on another stream than the group's last take does not
+ * count as covering that take: the settle still moves the release point. */
+static void settle_covers_last_take(void **state) {
+  (void)state;
+  nsc_staging *st = fresh_reserved(4096, 1);
+  void *p = NULL;
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
+  assert_int_equal(nsc_staging_take(st, &be, S1, 100, &p), 0);
+  nsc_staging_used(st, S2); /* another stream's cast-back (a poll on another thread) */
+  int points = k.points;
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
+  assert_int_equal(k.points, points + 1);
+  assert_int_equal(nsc_staging_take(st, &be, S1, 100, &p), 0);
+  nsc_staging_used(st, S1); /* its own cast-back: covered */
+  points = k.points;
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
+  assert_int_equal(k.points, points);
   done(st);
 }
 
@@ -359,7 +379,7 @@ static void release_abandons(void **state) {
   nsc_staging *st = fresh_reserved(4096, 1);
   void *p = NULL;
   assert_int_equal(nsc_staging_take(st, &be, S1, 8000, &p), -1);
-  nsc_staging_settle(st, LIMIT, &ag, 0);
+  nsc_staging_settle(st, LIMIT, &ag, 0, NULL);
   assert_int_equal(g.finishes, 0);
   done(st);
   assert_int_equal(g.finishes, 1);
@@ -380,6 +400,7 @@ int main(void) {
       cmocka_unit_test_setup(parked_work_gets_fresh_block, setup),
       cmocka_unit_test_setup(fault_stage, setup),
       cmocka_unit_test_setup(two_stage_agreement, setup),
+      cmocka_unit_test_setup(settle_covers_last_take, setup),
       cmocka_unit_test_setup(release_abandons, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
