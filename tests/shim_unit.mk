@@ -3,7 +3,7 @@
 # libFuzzer target for the configuration parser (clang only).
 UNIT_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
 SHIM_PURE_OBJS := $(B)/obj/shim/misc/config.o $(B)/obj/shim/policy.o $(B)/obj/shim/real.o \
-  $(B)/obj/shim/algo/tp_plan.o
+  $(B)/obj/shim/plan/tp_plan.o
 
 $(B)/obj/tests/unit/test_config.o $(B)/obj/tests/unit/test_core.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 
@@ -28,7 +28,7 @@ $(B)/tests/fuzz_config: tests/unit/fuzz_config.c shim/misc/config.c shim/misc/co
 fuzz-config: $(B)/tests/fuzz_config
 	mkdir -p $(B)/fuzz-corpus && $(B)/tests/fuzz_config -max_total_time=$(FUZZ_SECONDS) $(B)/fuzz-corpus
 
-# The two-phase plan and algorithm choice (shim/algo/tp_plan.h).
+# The two-phase plan and algorithm choice (shim/plan/tp_plan.h).
 $(B)/obj/tests/unit/test_algo.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 $(B)/tests/test_algo: $(B)/obj/tests/unit/test_algo.o $(SHIM_PURE_OBJS)
 	@mkdir -p $(@D)

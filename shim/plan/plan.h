@@ -1,0 +1,129 @@
+/* plan.h — how one fp32 all-reduce or reduce-scatter is carried out, as data.
+ *
+ * A *plan* names the algorithm of a call and lists its steps in the order
+ * they are issued: real NCCL collectives, two-phase exchanges (their layout:
+ * tp_plan.h) and casts, each on a named group of ranks and between named
+ * buffers. nsc_plan_make is a pure function of the call (collective, count,
+ * op), the settings and what every rank of the communicator agreed at its
+ * check: the rank count, the node map (topo.h) and whether the hierarchical
+ * sub-communicators exist on every rank. So every rank makes the same plan
+ * and issues the same collectives: rule 1 of reliability.md holds for a plan
+ * because nothing else is read.
+ *
+ * The groups of ranks a step runs among:
+ *   ALL    the caller's communicator;
+ *   NODE   the ranks of this rank's node (hier's first sub-communicator);
+ *   CROSS  the ranks that hold this rank's local index on every node, one
+ *          per node, in node order (hier's second sub-communicator).
+ * Buffers: the caller's send and receive buffers, and TMP, an fp32 region of
+ * plan.tmp_elems taken from the communicator's agreed staging block (the
+ * encoded bytes a two-phase step or a cast needs come from there too; their
+ * sizes are tp_plan.h's).
+ *
+ * Who reads plans:
+ *   - shim/algo/exec.c walks a hierarchical plan's steps (the one executor of
+ *     step lists: streams, staging, the poisoned path, the log record);
+ *   - shim/algo/twophase.c carries out a two-phase step;
+ *   - shim/coll/allreduce.c carries out the ring's three steps (cast, the
+ *     real all-reduce in the wire type, cast back) and plain forwarding;
+ *   - bench/ncclshim-model charges each step's bytes to the links it
+ *     crosses, so the model cannot drift from what is issued.
+ *
+ * Not in a plan, decided before or around it from agreed values as well:
+ * whether the policy compresses the call at all (policy.h), accumulation,
+ * fusion, capture (forwarded), and whether the agreed staging block has
+ * room (when not, the call is plain NCCL on every rank; staging.h).
+ *
+ * Must not: call NCCL, allocate, or read anything but its arguments. */
+#ifndef NSC_PLAN_H
+#define NSC_PLAN_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "topo.h"
+#include "tp_plan.h"
+#include "wire.h"
+
+typedef enum {
+  NSC_PLAN_PLAIN = 0, /* the call as the program made it, in fp32 */
+  NSC_PLAN_RING,      /* cast, NCCL's all-reduce in the wire type, cast back */
+  NSC_PLAN_TWOPHASE,  /* one two-phase step on ALL */
+  NSC_PLAN_HIER,      /* fp32 inside the node, two-phase between nodes */
+} nsc_plan_alg;
+
+typedef enum { NSC_ON_ALL = 0, NSC_ON_NODE, NSC_ON_CROSS } nsc_plan_on;
+typedef enum { NSC_BUF_SEND = 0, NSC_BUF_RECV, NSC_BUF_TMP } nsc_plan_buf;
+
+typedef enum {
+  NSC_STEP_ALLREDUCE = 0, /* ncclAllReduce of count elements */
+  NSC_STEP_REDUCESCATTER, /* ncclReduceScatter, count per rank of the group */
+  NSC_STEP_ALLGATHER,     /* ncclAllGather, count per rank of the group */
+  NSC_STEP_TWOPHASE,      /* two-phase all-reduce (rs 0) or reduce-scatter (rs 1, count per rank) */
+  NSC_STEP_CAST_IN,       /* fp32 to the wire type, count elements */
+  NSC_STEP_CAST_OUT,      /* the wire type to fp32 */
+} nsc_step_kind;
+
+/* Step flags */
+#define NSC_STEP_WIRE 1u      /* the collective runs in the wire type (the ring) */
+#define NSC_STEP_EACH_NODE 2u /* repeated for every node j, this rank's own first
+                               * (nsc_plan_node_order): src_off and dst_off are
+                               * then per node j (nsc_plan_step_at) */
+
+typedef struct {
+  nsc_step_kind kind;
+  nsc_plan_on on;
+  unsigned flags;
+  int rs;        /* NSC_STEP_TWOPHASE: a reduce-scatter */
+  int avg;       /* reduces with ncclAvg (else ncclSum) */
+  size_t count;  /* the NCCL count argument (per rank for REDUCESCATTER/ALLGATHER/rs) */
+  nsc_plan_buf src, dst;
+  size_t src_off, dst_off; /* fp32 elements from the buffer's start */
+} nsc_step;
+
+#define NSC_PLAN_MAX_STEPS 6
+
+typedef struct {
+  nsc_plan_alg alg;
+  int rs;               /* the call is a reduce-scatter (count per rank) */
+  size_t count;         /* the call's count (per rank for rs) */
+  nsc_fmt_t fmt;        /* the wire format (ring: fp16 or bf16) */
+  size_t tmp_elems;     /* fp32 elements of TMP */
+  int nsteps;
+  nsc_step step[NSC_PLAN_MAX_STEPS];
+  const char *why;      /* one phrase: why this algorithm */
+} nsc_plan;
+
+typedef struct {
+  int rs;              /* 0: all-reduce of count; 1: reduce-scatter, count per rank */
+  size_t count;
+  int avg;             /* ncclAvg (else ncclSum) */
+  int compress;        /* the policy transforms the call (policy.h) */
+  const nsc_topo *topo; /* the agreed map (nranks, rank, nodes); nnodes 0: unknown, one node */
+  int hier;            /* the communicator adopted hier's sub-communicators (agreed at its check) */
+} nsc_plan_call;
+
+void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *call);
+
+/* The size of group `on` for a rank of t, and that rank's index in it. */
+void nsc_plan_group(const nsc_topo *t, nsc_plan_on on, int *size, int *index);
+/* Node j's l-th rank in rank order (t->node), -1 when it has none. */
+int nsc_plan_node_rank(const nsc_topo *t, int j, int l);
+/* The q-th node an EACH_NODE step visits on rank t->rank: its own first,
+ * then the others in order (so that an in-place reduce-scatter reads its
+ * own node's blocks before anything is written to the receive buffer). */
+int nsc_plan_node_order(const nsc_topo *t, int q);
+/* Step s for node j (an EACH_NODE step's offsets; others unchanged). */
+nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *s, int j);
+/* The two-phase layout of a TWOPHASE step on rank t->rank's group. */
+void nsc_plan_tp(const nsc_plan *p, const nsc_step *s, const nsc_config *cfg, const nsc_topo *t, nsc_tp_plan *tp);
+/* The staging one call of the plan takes on this rank: TMP plus every
+ * two-phase step's (tp_plan.h) or the ring's wire buffers, each rounded as
+ * the staging block rounds its takes (round: that function). */
+size_t nsc_plan_staging(const nsc_plan *p, const nsc_config *cfg, const nsc_topo *t, size_t (*round)(size_t));
+/* "plain", "ring", "twophase", "hier"; "allreduce", "reducescatter", ... */
+const char *nsc_plan_alg_name(nsc_plan_alg a);
+const char *nsc_plan_step_name(nsc_step_kind k);
+const char *nsc_plan_on_name(nsc_plan_on on);
+
+#endif
