@@ -143,25 +143,6 @@ void nsc_staging_done_on(struct nsc_comm *c, cudaStream_t s);
  * where nsc_get_staging would refuse `bytes` now, else ncclSuccess. */
 ncclResult_t nsc_staging_refused(const struct nsc_comm *c, size_t bytes, const char *what);
 
-/* algo/twophase.c: a compressed all-reduce (rs = 0; count elements) or
- * reduce-scatter (rs = 1; count per rank) of fp32 Sum/Avg in two phases over
- * point-to-point (tp_plan.h); outside any group. seq: the call's number on
- * the communicator (c->seq when it was made; its random streams and log). */
-ncclResult_t nsc_twophase(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
-                          ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq);
-/* The same with the error-feedback bucket keyed by ef_send in place of send
- * (hier's reduce-scatter: its stage between nodes reads a staging buffer
- * whose address may change; the user's sendbuff names the bucket). */
-ncclResult_t nsc_twophase_keyed(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv,
-                                size_t count, ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq, const void *ef_send);
-/* A rank without the input a two-phase call needs still issues every message
- * its peers expect, NaN (0xff) from and into recvbuff (4 * count bytes, the
- * call's receive size), and takes its place in the error-feedback sequence
- * (ef_send names the bucket, as in nsc_twophase_keyed; its residuals are
- * dropped): returns ncclSystemError or the failing call's. */
-ncclResult_t nsc_twophase_poisoned(struct nsc_comm *c, const nsc_backend *be, float *recv, size_t count, int rs,
-                                   cudaStream_t s, const void *ef_send);
-
 /* Issue the real collective(s) on a wire buffer — one, or one per chunk of ce
  * elements — and queue (or run) its cast-back. A poisoned cast-back (a local
  * failure) still issues them all and returns ncclSystemError. */

@@ -35,6 +35,14 @@ $(B)/tests/test_algo: $(B)/obj/tests/unit/test_algo.o $(SHIM_PURE_OBJS)
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -ldl
 TEST_BINS += $(B)/tests/test_algo
 
+# The plans (shim/plan/plan.h): algorithms and steps over node maps.
+$(B)/obj/tests/unit/test_plan.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
+$(B)/tests/test_plan: $(B)/obj/tests/unit/test_plan.o $(SHIM_PURE_OBJS) $(B)/obj/shim/plan/plan.o \
+  $(B)/obj/shim/topo/topo.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -ldl
+TEST_BINS += $(B)/tests/test_plan
+
 # The host backend's side stream (shim/backend/host_stream.c).
 $(B)/obj/tests/unit/test_host_stream.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 $(B)/tests/test_host_stream: $(B)/obj/tests/unit/test_host_stream.o $(B)/obj/shim/backend/backend_host.o \

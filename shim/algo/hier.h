@@ -1,13 +1,10 @@
-/* hier.h — NCCLSHIM_ALGO=hier: a compressed all-reduce that compresses only
- * what crosses the network (hier.c has the stages). */
+/* hier.h — NCCLSHIM_ALGO=hier's sub-communicators (hier.c); the steps that
+ * run on them are a plan (plan.h), walked by exec.c. */
 #ifndef NSC_HIER_H
 #define NSC_HIER_H
 
 #include <nccl.h>
 #include <stddef.h>
-#include <stdint.h>
-
-#include "backend.h"
 
 struct nsc_comm;
 
@@ -25,14 +22,5 @@ void nsc_hier_adopt(struct nsc_comm *c, int all);
 /* The communicator ends: its sub-communicators end first, the same way
  * (ncclCommDestroy or ncclCommAbort). */
 void nsc_hier_end(struct nsc_comm *c, ncclResult_t (*real_fn)(ncclComm_t));
-/* The all-reduce itself (outside any group, as two-phase): called by
- * nsc_twophase for an all-reduce on a communicator that adopted hier. */
-ncclResult_t nsc_hier(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
-                      ncclRedOp_t op, cudaStream_t s, uint64_t seq);
-/* The reduce-scatter (count per rank), likewise, on a communicator that
- * adopted hier and whose nodes hold consecutive ranks (topo.contiguous);
- * called by nsc_twophase. */
-ncclResult_t nsc_hier_rs(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
-                         ncclRedOp_t op, cudaStream_t s, uint64_t seq);
 
 #endif

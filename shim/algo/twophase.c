@@ -37,9 +37,9 @@
  * communicator is polled only until the shim's own group is enqueued). */
 #include <string.h>
 
+#include "algo.h"
 #include "comm.h"
 #include "core.h"
-#include "hier.h"
 #include "msg.h"
 #include "policy.h"
 #include "real.h"
@@ -191,15 +191,6 @@ ncclResult_t nsc_twophase_poisoned(nsc_comm *c, const nsc_backend *be, float *re
   nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, &p, ef_send, recv, count, rs); /* its place in the sequence */
   if (ef) ef->have = 0;
   return poisoned(c, be, &p, recv, 4 * count, rs, s);
-}
-
-ncclResult_t nsc_twophase(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
-                          ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq) {
-  if (c->hier_on) { /* between nodes only (hier.c) */
-    if (!rs) return nsc_hier(c, be, send, recv, count, op, s, seq);
-    if (c->topo.contiguous) return nsc_hier_rs(c, be, send, recv, count, op, s, seq);
-  }
-  return nsc_twophase_keyed(c, be, send, recv, count, op, s, rs, seq, send);
 }
 
 ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,

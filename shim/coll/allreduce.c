@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "accum.h"
+#include "algo.h"
 #include "comm.h"
 #include "core.h"
 #include "msg.h"
@@ -522,7 +523,9 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
    * group as outside (there after the real group end, group.h); it takes
    * precedence over fusion: a two-phase member is not packed with the
    * ring's fused members. */
-  int tp = nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, count, c->nranks, 0, c->hier_on) == NSC_ALG_TWOPHASE;
+  nsc_plan plan;
+  nsc_plan_for(c, 0, count, op, nsc_policy_compressible(cfg, &call), &plan);
+  int tp = plan.alg == NSC_PLAN_TWOPHASE || plan.alg == NSC_PLAN_HIER;
   if (a == NSC_ACT_PASS && !acc && !tp) {
     (void)nsc_accum_feed(c, &call, send, recv, 0, &agree);
     r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo.h"
 #include "comm.h"
 #include "hier.h"
 #include "core.h"

@@ -15,6 +15,7 @@
  *
  * Must not: let anything but arguments and configuration decide what is
  * issued, retry a real call, or hold our lock across one. */
+#include "algo.h"
 #include "comm.h"
 #include "core.h"
 #include "group.h"
@@ -43,6 +44,14 @@ ncclResult_t nsc_forward_rs(nsc_comm *c, const void *send, void *recv, size_t rc
   return r;
 }
 
+/* The call's plan runs in two phases (flat or hierarchical): from the call,
+ * the settings and the communicator's agreed map alone (plan.h). */
+static int two_phases(const nsc_comm *c, const nsc_config *cfg, const nsc_call *call, size_t rc, ncclRedOp_t op) {
+  nsc_plan plan;
+  nsc_plan_for(c, 1, rc, op, nsc_policy_compressible(cfg, call), &plan);
+  return plan.alg == NSC_PLAN_TWOPHASE || plan.alg == NSC_PLAN_HIER;
+}
+
 ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDataType_t dt, ncclRedOp_t op,
                                 ncclComm_t comm, cudaStream_t stream) {
   nsc_comm *c = NULL;
@@ -63,11 +72,8 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
       r = nsc_check_comm(c, be, (nsc_stream)stream);
       goto out;
     }
-    int tp = c->checked > 0 && !c->untouched && nsc_algo_choose(cfg, rc, c->nranks, 1, 0) == NSC_ALG_TWOPHASE;
-    if (tp) {
-      call.count = rc * (size_t)c->nranks;
-      tp = nsc_policy_compressible(cfg, &call);
-    }
+    call.count = rc * (size_t)c->nranks; /* MIN_BYTES applies to the whole buffer */
+    int tp = c->checked > 0 && !c->untouched && two_phases(c, cfg, &call, rc, op);
     if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
     if (tp && !call.capturing) {
       c->seq++;
@@ -93,7 +99,7 @@ ncclResult_t nsc_reduce_scatter(const void *send, void *recv, size_t rc, ncclDat
   c->seq++;
   nsc_log_call_rs(&c->log, c->seq, rc * (size_t)c->nranks, dt, op, send, recv); /* the diagnosis: observe-only */
   call.count = rc * (size_t)c->nranks; /* MIN_BYTES applies to the whole buffer */
-  int tp = !c->untouched && nsc_policy_compressible(cfg, &call) && nsc_algo_choose(cfg, rc, c->nranks, 1, 0) == NSC_ALG_TWOPHASE;
+  int tp = !c->untouched && two_phases(c, cfg, &call, rc, op);
   if (tp && be->capturing((nsc_stream)stream, &call.capturing)) call.capturing = 1;
   if (tp && !call.capturing) {
     r = nsc_twophase(c, be, send, recv, rc, op, stream, 1, c->seq);

@@ -7,7 +7,7 @@
 static void step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags, size_t count, nsc_plan_buf src,
                  size_t src_off, nsc_plan_buf dst, size_t dst_off, int avg, int rs) {
   nsc_step *s = &p->step[p->nsteps++];
-  *s = (nsc_step){k, on, flags, rs, avg, count, src, dst, src_off, dst_off};
+  *s = (nsc_step){k, on, flags, rs, avg, 0, count, src, dst, src_off, dst_off};
 }
 
 static void make_ring(nsc_plan *p, int avg) {
@@ -37,13 +37,29 @@ static void make_hier_ar(nsc_plan *p, const nsc_topo *t, int avg) {
   if (tail) step(p, NSC_STEP_ALLREDUCE, NSC_ON_ALL, 0, tail, NSC_BUF_SEND, main, NSC_BUF_RECV, main, avg, 0);
 }
 
-/* hier.c's reduce-scatter on nodes of consecutive ranks: node j's blocks
- * (L * count elements from its first rank's) reduced inside this node into
- * TMP slot j, then the N slots reduce-scattered between nodes. */
+/* The hierarchical reduce-scatter: rank r's result is the sum of every
+ * rank's block r (count elements at r * count).
+ *   a. for each node j (this rank's own first, nsc_plan_node_order), node
+ *      j's blocks are reduced inside this node, local rank l getting this
+ *      node's sum of node j's l-th rank's block in TMP slot j (count
+ *      elements at j * count): one ncclReduceScatter when node j's ranks are
+ *      consecutive (its blocks lie together, L * count elements from its
+ *      first rank's), else one ncclReduce per block to root l;
+ *   b. a two-phase reduce-scatter of the N slots in the wire format among
+ *      the N ranks of local index l (one per node, node j's at index j): node
+ *      j's l-th rank gets slot j summed over the nodes, the sum of its own
+ *      block over every rank.
+ * Own node first: an in-place call reads the blocks its receive buffer
+ * aliases before a rank without TMP writes anything there. */
 static void make_hier_rs(nsc_plan *p, const nsc_topo *t, int avg) {
   p->alg = NSC_PLAN_HIER;
   p->tmp_elems = p->count * (size_t)t->nnodes;
-  step(p, NSC_STEP_REDUCESCATTER, NSC_ON_NODE, NSC_STEP_EACH_NODE, p->count, NSC_BUF_SEND, 0, NSC_BUF_TMP, 0, avg, 0);
+  if (t->contiguous)
+    step(p, NSC_STEP_REDUCESCATTER, NSC_ON_NODE, NSC_STEP_EACH_NODE, p->count, NSC_BUF_SEND, 0, NSC_BUF_TMP, 0, avg,
+         0);
+  else
+    step(p, NSC_STEP_REDUCE, NSC_ON_NODE, NSC_STEP_EACH_NODE | NSC_STEP_EACH_LOCAL, p->count, NSC_BUF_SEND, 0,
+         NSC_BUF_TMP, 0, avg, 0);
   step(p, NSC_STEP_TWOPHASE, NSC_ON_CROSS, 0, p->count, NSC_BUF_TMP, 0, NSC_BUF_RECV, 0, avg, 1);
 }
 
@@ -70,14 +86,14 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
     }
     return;
   }
-  if (in->hier && (!in->rs || t->contiguous)) {
+  if (in->hier) {
     p->why = "nodes of several ranks each: compressed between nodes only";
     if (in->rs) make_hier_rs(p, t, in->avg);
     else make_hier_ar(p, t, in->avg);
     return;
   }
   p->alg = NSC_PLAN_TWOPHASE;
-  p->why = in->hier ? "hier's reduce-scatter needs nodes of consecutive ranks" : "two-phase";
+  p->why = "two-phase";
   step(p, NSC_STEP_TWOPHASE, NSC_ON_ALL, 0, p->count, NSC_BUF_SEND, 0, NSC_BUF_RECV, 0, in->avg, in->rs);
 }
 
@@ -109,11 +125,13 @@ int nsc_plan_node_order(const nsc_topo *t, int q) {
   return q == 0 ? own : q <= own ? q - 1 : q;
 }
 
-nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *s, int j) {
+nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *s, int j, int l) {
   nsc_step x = *s;
   if (s->flags & NSC_STEP_EACH_NODE) { /* hier's reduce-scatter: node j's blocks into TMP slot j */
-    x.src_off = s->src_off + (size_t)nsc_plan_node_rank(t, j, 0) * p->count;
+    int first = nsc_plan_node_rank(t, j, (s->flags & NSC_STEP_EACH_LOCAL) ? l : 0);
+    x.src_off = s->src_off + (size_t)first * p->count;
     x.dst_off = s->dst_off + (size_t)j * p->count;
+    if (s->flags & NSC_STEP_EACH_LOCAL) x.root = l;
   }
   return x;
 }
@@ -146,7 +164,8 @@ const char *nsc_plan_alg_name(nsc_plan_alg a) {
 }
 
 const char *nsc_plan_step_name(nsc_step_kind k) {
-  static const char *const n[] = {"allreduce", "reducescatter", "allgather", "twophase", "cast_in", "cast_out"};
+  static const char *const n[] = {"allreduce", "reducescatter", "allgather", "twophase", "cast_in", "cast_out",
+                                  "reduce"};
   return (unsigned)k < sizeof n / sizeof *n ? n[k] : "?";
 }
 

@@ -62,6 +62,7 @@ typedef enum {
   NSC_STEP_TWOPHASE,      /* two-phase all-reduce (rs 0) or reduce-scatter (rs 1, count per rank) */
   NSC_STEP_CAST_IN,       /* fp32 to the wire type, count elements */
   NSC_STEP_CAST_OUT,      /* the wire type to fp32 */
+  NSC_STEP_REDUCE,        /* ncclReduce of count elements to the group's rank `root` */
 } nsc_step_kind;
 
 /* Step flags */
@@ -69,6 +70,9 @@ typedef enum {
 #define NSC_STEP_EACH_NODE 2u /* repeated for every node j, this rank's own first
                                * (nsc_plan_node_order): src_off and dst_off are
                                * then per node j (nsc_plan_step_at) */
+#define NSC_STEP_EACH_LOCAL 4u /* with EACH_NODE: for node j, repeated for every
+                                * local index l (root l, node j's l-th rank's
+                                * block) */
 
 typedef struct {
   nsc_step_kind kind;
@@ -76,6 +80,7 @@ typedef struct {
   unsigned flags;
   int rs;        /* NSC_STEP_TWOPHASE: a reduce-scatter */
   int avg;       /* reduces with ncclAvg (else ncclSum) */
+  int root;      /* NSC_STEP_REDUCE: the root's index in the group */
   size_t count;  /* the NCCL count argument (per rank for REDUCESCATTER/ALLGATHER/rs) */
   nsc_plan_buf src, dst;
   size_t src_off, dst_off; /* fp32 elements from the buffer's start */
@@ -113,8 +118,9 @@ int nsc_plan_node_rank(const nsc_topo *t, int j, int l);
  * then the others in order (so that an in-place reduce-scatter reads its
  * own node's blocks before anything is written to the receive buffer). */
 int nsc_plan_node_order(const nsc_topo *t, int q);
-/* Step s for node j (an EACH_NODE step's offsets; others unchanged). */
-nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *s, int j);
+/* Step s for node j and local index l (an EACH_NODE step's offsets, an
+ * EACH_LOCAL step's root; others unchanged). */
+nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *s, int j, int l);
 /* The two-phase layout of a TWOPHASE step on rank t->rank's group. */
 void nsc_plan_tp(const nsc_plan *p, const nsc_step *s, const nsc_config *cfg, const nsc_topo *t, nsc_tp_plan *tp);
 /* The staging one call of the plan takes on this rank: TMP plus every

@@ -159,7 +159,7 @@ done
 # Exact inputs exact (in and out of place, Sum, and Avg on powers of two);
 # int8 with error feedback: the bits of flat two-phase differ, fewer wire
 # bytes, the same bits at every piece size; a map whose nodes are not
-# consecutive ranks runs flat two-phase (its bits).
+# consecutive ranks runs hierarchically too (a reduce per block inside the node).
 for shape in 2x2:int8 2x4:fp16 4x2:bf16 2x2:fp16s; do
   nl=${shape%:*} w=${shape#*:}
   check "hier reduce-scatter $w on ${nl/x/ nodes x } ranks: exact inputs exact, in and out of place, Sum/Avg" \
@@ -178,15 +178,39 @@ wf=$(awk '$1 == "wirebytes" && $2 == 0 {print $3}' "$TMPD/rs.twophase.0")
   && ! cmp -s "$TMPD/rsd.hier.0" "$TMPD/rsd.twophase.0" && [ -n "$wh" ] && [ -n "$wf" ] && [ "$wh" -lt "$wf" ] \
   && ok "hier reduce-scatter int8 + error feedback, 2x2: not flat two-phase's bits, $wh < $wf wire bytes on rank 0, the same bits in 4 KiB pieces" \
   || { not_ok "hier reduce-scatter is not hierarchical or differs between piece sizes ($wh, $wf)"; tail -n 3 "$TMPD"/rs.* | sed 's/^/#   /'; }
-for a in hier twophase; do
-  ctx=()
+# Nodes of ranks 0,2 and 1,3 (not consecutive, as ncclCommSplit can make):
+# node j's blocks do not lie together, so stage a is one ncclReduce per block
+# to its local rank; exact inputs stay exact, the wire bytes are hier's.
+strided() { # what [env...]: one process per rank, nodes a b a b by NCCL_HOSTID
+  local what=$1 ctx=() id; shift
   for id in a b a b; do
     [ ${#ctx[@]} -gt 0 ] && ctx+=(:)
-    ctx+=(-np 1 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=$a
-      -x TP_DIGEST_RS_ONLY=1 -x NCCL_HOSTID=$id "$P" digest)
+    ctx+=(-np 1 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCLSHIM_COMPRESS=int8 -x NCCL_HOSTID=$id)
+    for e in "$@"; do ctx+=(-x "$e"); done
+    ctx+=("$P" "$what")
   done
-  mpirun_checked "${ctx[@]}" 2>&1 | grep '^digest' | sort >"$TMPD/strided.$a"
+  mpirun_checked "${ctx[@]}"
+}
+for a in hier twophase; do
+  strided digest NCCLSHIM_ALGO=$a TP_DIGEST_RS_ONLY=1 >"$TMPD/strided.$a.out" 2>&1
+  grep '^digest' "$TMPD/strided.$a.out" | sort >"$TMPD/strided.$a"
 done
-[ "$(wc -l <"$TMPD/strided.hier")" = 4 ] && cmp -s "$TMPD/strided.hier" "$TMPD/strided.twophase" \
-  && ok "hier reduce-scatter on nodes of ranks 0,2 and 1,3 (not consecutive): flat two-phase's bits" \
-  || { not_ok "hier reduce-scatter on a strided map differs from flat"; paste "$TMPD/strided.hier" "$TMPD/strided.twophase" | sed 's/^/#   /'; }
+wh=$(awk '$1 == "wirebytes" && $2 == 0 {print $3}' "$TMPD/strided.hier.out")
+wf=$(awk '$1 == "wirebytes" && $2 == 0 {print $3}' "$TMPD/strided.twophase.out")
+[ "$(wc -l <"$TMPD/strided.hier")" = 4 ] && ! cmp -s "$TMPD/strided.hier" "$TMPD/strided.twophase" \
+  && [ -n "$wh" ] && [ -n "$wf" ] && [ "$wh" -lt "$wf" ] \
+  && ok "hier reduce-scatter on nodes of ranks 0,2 and 1,3 (not consecutive): hierarchical (not flat two-phase's bits; $wh < $wf wire bytes on rank 0)" \
+  || { not_ok "hier reduce-scatter on a strided map is not hierarchical ($wh, $wf)"; paste "$TMPD/strided.hier" "$TMPD/strided.twophase" | sed 's/^/#   /'; }
+check "hier reduce-scatter int8 on nodes of ranks 0,2 and 1,3: exact inputs exact, in and out of place, Sum/Avg" \
+  strided rs NCCLSHIM_ALGO=hier
+# A real call failing at each of the strided reduce-scatter's calls (after
+# the all-reduce's: its four reduces inside the node, then its two-phase):
+# every rank prints the same result line, nobody hangs.
+for n in 10 11 12 13 14 15; do
+  strided fault NCCLSHIM_ALGO=hier HOSTNCCL_FAIL_CALL=$n >"$TMPD/sfault.$n" 2>&1
+  rc=$?
+  lines=$(grep '^rc ' "$TMPD/sfault.$n" | sort | uniq -c | wc -l)
+  [ $rc -eq 0 ] && [ "$(grep -c '^rc ' "$TMPD/sfault.$n")" -eq 4 ] && [ "$lines" -eq 1 ] \
+    && ok "hier on a strided map, real call $n fails: '$(grep -m1 '^rc ' "$TMPD/sfault.$n")' on all 4 ranks, no hang" \
+    || { not_ok "hier on a strided map, real call $n fails: exit $rc"; tail -n 6 "$TMPD/sfault.$n" | sed 's/^/#   /'; }
+done

@@ -1,0 +1,202 @@
+/* test_plan.c — unit tests of the plans (shim/plan/plan.h): which algorithm
+ * a call runs and the exact steps each issues, over node maps built the way
+ * the settings check builds them (topo.h), contiguous or not.
+ *
+ * Must not: touch NCCL, MPI or a GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "plan.h"
+#include "topo.h"
+
+static nsc_config cfg_of(const char *a, const char *b) {
+  nsc_config cfg;
+  char err[256];
+  char *env[3] = {(char *)a, (char *)b, NULL};
+  assert_int_equal(nsc_config_parse(env, &cfg, err, sizeof err), 0);
+  return cfg;
+}
+
+/* Rank `rank`'s map of nodes named by ids[i] (1..): as the check builds it. */
+static nsc_topo topo_of(const int *ids, int n, int rank) {
+  int64_t keys[64];
+  for (int i = 0; i < n; i++) keys[i] = ids[i];
+  nsc_topo t;
+  memset(&t, 0, sizeof t);
+  int *node = calloc((size_t)n, sizeof *node);
+  assert_non_null(node);
+  assert_int_equal(nsc_topo_build(&t, keys, n, rank, node), 0);
+  return t;
+}
+
+static nsc_plan plan_of(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier) {
+  nsc_plan p;
+  nsc_plan_call call = {rs, count, 0, 1, t, hier};
+  nsc_plan_make(&p, cfg, &call);
+  return p;
+}
+
+static size_t no_round(size_t b) { return b; }
+
+/* Not compressed: the call itself. Below two-phase's thresholds: fp16 the
+ * ring (cast, wire all-reduce, cast back), int8 and reduce-scatters plain. */
+static void test_plan_plain_and_ring(void **state) {
+  (void)state;
+  static const int ids[4] = {1, 1, 1, 1};
+  nsc_topo t = topo_of(ids, 4, 2);
+  nsc_config fp16 = cfg_of("NCCLSHIM_COMPRESS=fp16", NULL), int8 = cfg_of("NCCLSHIM_COMPRESS=int8", NULL);
+  nsc_plan p;
+  nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0};
+  nsc_plan_make(&p, &fp16, &off);
+  assert_int_equal(p.alg, NSC_PLAN_PLAIN);
+  assert_int_equal(p.nsteps, 1);
+  assert_int_equal(p.step[0].kind, NSC_STEP_ALLREDUCE);
+  assert_int_equal(p.step[0].avg, 1);
+  p = plan_of(&fp16, &t, 0, 1000, 0); /* 250 elements per rank < 16384 */
+  assert_int_equal(p.alg, NSC_PLAN_RING);
+  assert_int_equal(p.nsteps, 3);
+  assert_int_equal(p.step[0].kind, NSC_STEP_CAST_IN);
+  assert_int_equal(p.step[1].kind, NSC_STEP_ALLREDUCE);
+  assert_true(p.step[1].flags & NSC_STEP_WIRE);
+  assert_int_equal(p.step[2].kind, NSC_STEP_CAST_OUT);
+  assert_int_equal(nsc_plan_staging(&p, &fp16, &t, no_round), 2000);
+  p = plan_of(&int8, &t, 0, 1, 0); /* two phases do not fit one element */
+  assert_int_equal(p.alg, NSC_PLAN_PLAIN);
+  p = plan_of(&int8, &t, 0, 1 << 20, 0);
+  assert_int_equal(p.alg, NSC_PLAN_TWOPHASE);
+  assert_int_equal(p.nsteps, 1);
+  assert_int_equal(p.step[0].on, NSC_ON_ALL);
+  nsc_tp_plan tp;
+  nsc_plan_tp(&p, &p.step[0], &int8, &t, &tp);
+  assert_int_equal(tp.n, 4);
+  assert_int_equal(tp.rank, 2);
+  assert_int_equal(nsc_plan_staging(&p, &int8, &t, no_round), nsc_tp_staging_bytes(&tp, 0));
+  nsc_topo_free(&t);
+}
+
+/* hier's all-reduce on 2 nodes x 4 ranks: reduce-scatter of count/4 inside
+ * the node into this rank's shard, two-phase of it between nodes, all-gather,
+ * and the count % 4 tail in one fp32 all-reduce of everyone; the same steps
+ * on every rank but for the shard's offset. */
+static void test_plan_hier_allreduce(void **state) {
+  (void)state;
+  static const int ids[8] = {1, 1, 1, 1, 2, 2, 2, 2};
+  nsc_config cfg = cfg_of("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=hier");
+  for (int rank = 0; rank < 8; rank++) {
+    nsc_topo t = topo_of(ids, 8, rank);
+    nsc_plan p = plan_of(&cfg, &t, 0, 1003, 1);
+    assert_int_equal(p.alg, NSC_PLAN_HIER);
+    assert_int_equal(p.nsteps, 4);
+    size_t mine = (size_t)(rank % 4) * 250;
+    const nsc_step *s = p.step;
+    assert_int_equal(s[0].kind, NSC_STEP_REDUCESCATTER);
+    assert_int_equal(s[0].on, NSC_ON_NODE);
+    assert_int_equal(s[0].count, 250);
+    assert_int_equal(s[0].dst_off, mine);
+    assert_int_equal(s[1].kind, NSC_STEP_TWOPHASE);
+    assert_int_equal(s[1].on, NSC_ON_CROSS);
+    assert_int_equal(s[1].src, NSC_BUF_RECV);
+    assert_int_equal(s[1].src_off, mine);
+    assert_int_equal(s[2].kind, NSC_STEP_ALLGATHER);
+    assert_int_equal(s[2].dst_off, 0);
+    assert_int_equal(s[3].kind, NSC_STEP_ALLREDUCE);
+    assert_int_equal(s[3].on, NSC_ON_ALL);
+    assert_int_equal(s[3].count, 3);
+    assert_int_equal(s[3].src_off, 1000);
+    nsc_tp_plan tp;
+    nsc_plan_tp(&p, &s[1], &cfg, &t, &tp);
+    assert_int_equal(tp.n, 2); /* one rank per node */
+    assert_int_equal(tp.rank, rank / 4);
+    assert_int_equal(tp.count, 250);
+    int size, idx;
+    nsc_plan_group(&t, NSC_ON_NODE, &size, &idx);
+    assert_int_equal(size, 4);
+    assert_int_equal(idx, rank % 4);
+    /* without the sub-communicators on every rank: auto's choice, flat
+     * two-phase from 16384 elements per rank, else the ring */
+    p = plan_of(&cfg, &t, 0, 1003, 0);
+    assert_int_equal(p.alg, NSC_PLAN_RING);
+    p = plan_of(&cfg, &t, 0, 1 << 20, 0);
+    assert_int_equal(p.alg, NSC_PLAN_TWOPHASE);
+    nsc_topo_free(&t);
+  }
+}
+
+/* hier's reduce-scatter: on consecutive nodes one reduce-scatter per node,
+ * this rank's node first, node j's blocks from its first rank's into TMP
+ * slot j; on nodes of ranks 0,2 and 1,3 one reduce per block, root l, block
+ * of node j's l-th rank. Then the slots' two-phase reduce-scatter. */
+static void test_plan_hier_reducescatter(void **state) {
+  (void)state;
+  nsc_config cfg = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=hier");
+  static const int contiguous[6] = {1, 1, 2, 2, 3, 3}, strided[4] = {1, 2, 1, 2};
+  nsc_topo t = topo_of(contiguous, 6, 3); /* node 1, local rank 1 */
+  nsc_plan p = plan_of(&cfg, &t, 1, 100, 1);
+  assert_int_equal(p.alg, NSC_PLAN_HIER);
+  assert_int_equal(p.tmp_elems, 300);
+  assert_int_equal(p.nsteps, 2);
+  assert_int_equal(p.step[0].kind, NSC_STEP_REDUCESCATTER);
+  assert_true(p.step[0].flags & NSC_STEP_EACH_NODE);
+  static const int order[3] = {1, 0, 2};
+  for (int q = 0; q < 3; q++) {
+    int j = nsc_plan_node_order(&t, q);
+    assert_int_equal(j, order[q]);
+    nsc_step at = nsc_plan_step_at(&p, &t, &p.step[0], j, 0);
+    assert_int_equal(at.src_off, (size_t)(2 * j) * 100);
+    assert_int_equal(at.dst_off, (size_t)j * 100);
+    assert_int_equal(at.dst, NSC_BUF_TMP);
+  }
+  assert_int_equal(p.step[1].kind, NSC_STEP_TWOPHASE);
+  assert_int_equal(p.step[1].rs, 1);
+  assert_int_equal(p.step[1].src, NSC_BUF_TMP);
+  nsc_tp_plan tp;
+  nsc_plan_tp(&p, &p.step[1], &cfg, &t, &tp);
+  assert_int_equal(tp.n, 3);
+  assert_int_equal(tp.rank, 1);
+  assert_int_equal(nsc_plan_staging(&p, &cfg, &t, no_round), 1200 + nsc_tp_staging_bytes(&tp, 1));
+  nsc_topo_free(&t);
+
+  t = topo_of(strided, 4, 3); /* node 1 (ranks 1, 3), local rank 1 */
+  assert_int_equal(t.contiguous, 0);
+  p = plan_of(&cfg, &t, 1, 100, 1);
+  assert_int_equal(p.alg, NSC_PLAN_HIER);
+  assert_int_equal(p.step[0].kind, NSC_STEP_REDUCE);
+  assert_int_equal(p.step[0].flags, NSC_STEP_EACH_NODE | NSC_STEP_EACH_LOCAL);
+  static const int block[2][2] = {{0, 2}, {1, 3}}; /* node j's l-th rank */
+  for (int j = 0; j < 2; j++)
+    for (int l = 0; l < 2; l++) {
+      nsc_step at = nsc_plan_step_at(&p, &t, &p.step[0], j, l);
+      assert_int_equal(at.src_off, (size_t)block[j][l] * 100);
+      assert_int_equal(at.dst_off, (size_t)j * 100);
+      assert_int_equal(at.root, l);
+      assert_int_equal(nsc_plan_node_rank(&t, j, l), block[j][l]);
+    }
+  assert_int_equal(nsc_plan_node_rank(&t, 1, 2), -1);
+  assert_int_equal(nsc_plan_node_order(&t, 0), 1);
+  nsc_topo_free(&t);
+}
+
+/* Names, for logs and the cost model. */
+static void test_plan_names(void **state) {
+  (void)state;
+  assert_string_equal(nsc_plan_alg_name(NSC_PLAN_HIER), "hier");
+  assert_string_equal(nsc_plan_step_name(NSC_STEP_REDUCE), "reduce");
+  assert_string_equal(nsc_plan_on_name(NSC_ON_CROSS), "cross");
+  assert_string_equal(nsc_plan_alg_name((nsc_plan_alg)9), "?");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_plan_plain_and_ring),
+      cmocka_unit_test(test_plan_hier_allreduce),
+      cmocka_unit_test(test_plan_hier_reducescatter),
+      cmocka_unit_test(test_plan_names),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
