@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|all] — the side-by-side comparisons
+# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|all] — the side-by-side comparisons
 # behind the goals in bench/README.md, over the host NCCL (emulated links; not
 # GPU numbers). Each variant runs in the same invocation, alternating, and the
 # script prints ratios of medians:
@@ -35,6 +35,11 @@
 #   hier-errors  max |error| / sum |x| of random inputs (as errors) with hier on
 #             2x2, 2x4 and 4x2 emulated nodes against flat two-phase on the same
 #             rank count, fp16/bf16/int8/fp8/fp16s, with each documented bound
+#   model     the cost model (bench/ncclshim-model, issue 22) against the emulator:
+#             allreduce_perf on 1x4, 2x2, 2x4 and 4x2 emulated nodes x ranks, a 0.5 Gb/s
+#             NIC per node and per rank, 50 Gb/s inside a node, 4/16/64 MiB: no shim,
+#             ring fp16, flat two-phase fp16, hier fp16 and int8; predicted / measured
+#             out-of-place time per case (goal: within 20 %; MODEL_SHAPES, MODEL_ROUNDS)
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -260,6 +265,49 @@ hier_errors() {
             for (k in keys) printf "%-12s %24s %24s\n", k, v[k, "twophase"], v[k, "hier"]}' "$out" | sort
 }
 
+# The cost model against the emulator: per case the model's prediction (its
+# own rates file: build/model-rates.txt from `bench/ncclshim-model --calibrate`,
+# else bench/model/rates-default.txt) over the measured median.
+model() {
+  local AP="$BUILD/bin/allreduce_perf" MODEL="$ROOT/bench/ncclshim-model" shape n l per v name pre fmt algo mib
+  local shapes=${MODEL_SHAPES:-"1x4:node 2x2:node 2x2:rank 2x4:node 2x4:rank 4x2:node 4x2:rank"}
+  local vars="plain:0:off:none ring16:1:fp16:ring flat16:1:fp16:twophase hier16:1:fp16:hier hier8:1:int8:hier"
+  local out="$TMP/model.tsv"
+  : >"$out"
+  echo "# model: predicted (bench/ncclshim-model, host fabric) / measured (allreduce_perf out of place, median of ${MODEL_ROUNDS:-1})"
+  echo "# emulated nodes, NIC 0.5 Gb/s per node or rank, 50 Gb/s inside; not GPU numbers"
+  printf '%-10s %5s %-8s %12s %12s %8s %-10s\n' shape MiB variant "pred ms" "meas ms" pred/meas "bound"
+  for shape in $shapes; do
+    n=${shape%%x*} l=${shape#*x} l=${l%%:*} per=${shape#*:}
+    rm -f "$TMP"/m-*.out
+    for ((r = 0; r < ${MODEL_ROUNDS:-1}; r++)); do
+      for v in $vars; do
+        IFS=: read -r name pre fmt algo <<<"$v"
+        local px=()
+        [ "$pre" = 1 ] && px=(LD_PRELOAD="$SHIM" NCCLSHIM_COMPRESS=$fmt NCCLSHIM_ALGO=$algo NCCLSHIM_BANNER=0)
+        ctx_nodes "$n" "$l" HOSTNCCL_LINK_GBPS=0.5 HOSTNCCL_INTRA_GBPS=50 HOSTNCCL_NIC_PER=$per "${px[@]}" \
+          -- "$AP" -b 4M -e 64M -f 4 -n 2 -w 1 -c 0
+        timeout 900 mpirun "${CTX[@]}" >>"$TMP/m-$name.out" 2>&1 || { echo "ratios: model $shape $name failed" >&2; tail -5 "$TMP/m-$name.out" >&2; exit 1; }
+      done
+    done
+    for v in $vars; do
+      IFS=: read -r name pre fmt algo <<<"$v"
+      ap_times "m-$name" | while read -r size us; do
+        local js pred bound
+        js=$("$MODEL" --fabric host --nodes "$n" --ranks-per-node "$l" --nic-gbps 0.5 --nic-per "$per" --intra-gbps 50 \
+          --bytes "$size" --algo "$algo" --compress "$fmt" --json)
+        pred=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["time_s"] * 1e3, d["bound"], d["plan"])' "$js")
+        read -r pred bound plan <<<"$pred"
+        printf '%-10s %5d %-8s %12.1f %12.1f %8.3f %-10s\n' "$n""x$l:$per" $((size >> 20)) "$name" "$pred" "$(awk -v u="$us" 'BEGIN {print u / 1e3}')" \
+          "$(awk -v p="$pred" -v u="$us" 'BEGIN {print p / (u / 1e3)}')" "$bound/$plan"
+        echo "$shape $size $name $pred $us" >>"$out"
+      done
+    done
+  done
+  awk '{r = $4 / ($5 / 1e3); e = r > 1 ? r - 1 : 1 - r; s += e; if (e > m) m = e; if (e <= 0.2) k++; c++}
+       END {if (c) printf "# %d cases: %d within 20 %%, mean |error| %.1f %%, worst %.1f %%\n", c, k, 100 * s / c, 100 * m}' "$out"
+}
+
 case "$WHAT" in
   compress) compress ;;
   fusion) fusion ;;
@@ -270,6 +318,7 @@ case "$WHAT" in
   fabric) fabric ;;
   hier) hier ;;
   hier-errors) hier_errors ;;
+  model) model ;;
   all) compress; fusion; torch_ddp; twophase; errors; link; fabric; hier; hier_errors ;;
-  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|all]" >&2; exit 2 ;;
+  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|all]" >&2; exit 2 ;;
 esac
