@@ -61,7 +61,7 @@ WARN    := -Wall -Wextra -Werror
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SANFLAGS) -D_GNU_SOURCE
 NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_INC)
 # The shim's folders, one concern each (shim/module.mk).
-SHIM_DIRS := shim shim/accum shim/algo shim/backend shim/coll shim/diag shim/log shim/misc shim/plan shim/topo
+SHIM_DIRS := shim shim/accum shim/algo shim/backend shim/coll shim/diag shim/ef shim/hooks shim/log shim/misc shim/plan shim/run shim/topo
 SHIM_INC := $(addprefix -I,$(SHIM_DIRS))
 LDFLAGS_BASE := $(SANFLAGS)
 

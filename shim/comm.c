@@ -11,8 +11,6 @@
 
 #include "backend.h"
 #include "core.h"
-#include "group.h"
-#include "shim.h"
 
 #define NBUCKETS 256
 static nsc_comm *table[NBUCKETS];
@@ -37,9 +35,15 @@ nsc_comm *nsc_comm_find(ncclComm_t comm) {
   return c;
 }
 
+void nsc_accum_release(nsc_comm *c) {
+  for (int i = 0; i < c->nagree; i++)
+    if (c->agree[i].x.live) c->agree[i].x.be->oob_abandon(c->agree[i].x.buf, c->agree[i].x.s); /* never waits */
+  c->nagree = 0;
+}
+
 static void free_entry(nsc_comm *c) {
   nsc_comm_put(c->hier_xc); /* hier's internal entry lives as long as its parent's (calls may still be inside) */
-  nsc_pending_drop(&c->pending);
+  if (c->drop) c->drop(c); /* what a layer above allocated in the entry (run/group.c) */
   nsc_accum_release(c);
   nsc_accum_free(&c->accum);
   nsc_staging_release(&c->staging);
@@ -59,6 +63,7 @@ nsc_comm *nsc_comm_get(ncclComm_t comm) {
   fresh->comm = comm;
   fresh->refs = 2; /* the table's and the caller's */
   fresh->rank = -1;
+  nsc_log_comm_init(&fresh->log, (uint64_t)(uintptr_t)comm);
   pthread_mutex_init(&fresh->lock, NULL);
   pthread_mutex_init(&fresh->finish_lock, NULL);
   nsc_accum_init(&fresh->accum);
@@ -108,23 +113,6 @@ nsc_comm *nsc_comm_detach(ncclComm_t comm) {
     }
   pthread_mutex_unlock(&table_lock);
   return c;
-}
-
-void nsc_comm_foreach(void (*fn)(nsc_comm *, void *), void *arg) {
-  /* Snapshot with references so fn runs without the table lock. */
-  nsc_comm *snap[1024];
-  int n = 0;
-  pthread_mutex_lock(&table_lock);
-  for (int b = 0; b < NBUCKETS; b++)
-    for (nsc_comm *c = table[b]; c && n < (int)(sizeof snap / sizeof snap[0]); c = c->next) {
-      c->refs++;
-      snap[n++] = c;
-    }
-  pthread_mutex_unlock(&table_lock);
-  for (int i = 0; i < n; i++) {
-    fn(snap[i], arg);
-    nsc_comm_put(snap[i]);
-  }
 }
 
 /* NCCL's init synchronises the device anyway: the shim's one-time context

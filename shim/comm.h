@@ -83,6 +83,8 @@ typedef struct nsc_comm {
   pthread_mutex_t lock;    /* guards pending, staging, log, accum and agree of this entry */
   pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */
   struct nsc_pending *pending;    /* nonblocking: work to run once NCCL reports completion */
+  void (*drop)(struct nsc_comm *); /* set by the layer that allocated pending (run/group.c): it
+                                    * frees that when the entry is freed */
   struct nsc_comm *next;
 } nsc_comm;
 
@@ -97,8 +99,9 @@ void nsc_comm_put(nsc_comm *c);
 nsc_comm *nsc_comm_detach(ncclComm_t comm);
 /* Look up without creating (refs + 1), NULL if unknown. */
 nsc_comm *nsc_comm_find(ncclComm_t comm);
-/* Call fn on every live entry (holding a reference, not the table lock). */
-void nsc_comm_foreach(void (*fn)(nsc_comm *, void *), void *arg);
+/* A destroyed or aborted communicator's pending agreement: its exchange
+ * abandoned (the slot comes back once the collective completed), no wait. */
+void nsc_accum_release(nsc_comm *c);
 /* After the real ncclCommInit* / ncclCommSplit returned r (passed back
  * unchanged): when the shim is active and r is ncclSuccess or
  * ncclInProgress, set up the CUDA context the new communicator(s) will use

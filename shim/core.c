@@ -16,7 +16,6 @@
 #include "log.h"
 #include "msg.h"
 #include "real.h"
-#include "shim.h"
 #include "staging.h"
 
 extern char **environ;
@@ -102,7 +101,6 @@ static void activate(void) {
   }
   nsc_cast_set_threads((int)nsc_g.cfg.cast_threads);
   nsc_staging_fault_at(nsc_g.cfg.fault_alloc, nsc_g.cfg.fault_stage);
-  nsc_exchange_fault_at(nsc_g.cfg.fault_oob);
   nsc_totals.enabled = 1;
   static const char *const wire_names[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"};
   snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s", wire_names[nsc_g.cfg.compress]);
@@ -113,28 +111,6 @@ static void activate(void) {
 int nsc_activate(void) {
   pthread_once(&once, activate);
   return nsc_g.state;
-}
-
-size_t nsc_dtype_size(ncclDataType_t dt) {
-  switch (dt) {
-  case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-  case ncclFloat16: case ncclBfloat16: return 2;
-  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-  default: return 0;
-  }
-}
-
-const char *nsc_dtype_name(ncclDataType_t dt) {
-  static const char *n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                            "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
-  return (unsigned)dt < sizeof n / sizeof n[0] ? n[dt] : "?";
-}
-
-const char *nsc_op_name(ncclRedOp_t op) {
-  static const char *n[] = {"sum", "prod", "max", "min", "avg"};
-  if ((int)op < 0) return "none"; /* a call that does not reduce (observed records) */
-  return (unsigned)op < sizeof n / sizeof n[0] ? n[op] : "premulsum";
 }
 
 /* Per-thread counters ------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "names.h"
 #include "ncclshim.h"
 
 enum {
@@ -77,9 +78,5 @@ void nsc_note_error(const char *msg);
 void nsc_forget_error(void);
 const char *nsc_noted_error(void);
 
-/* Bytes per element of an NCCL datatype, 0 if unknown. */
-size_t nsc_dtype_size(ncclDataType_t dt);
-const char *nsc_dtype_name(ncclDataType_t dt);
-const char *nsc_op_name(ncclRedOp_t op);
 
 #endif

@@ -24,9 +24,9 @@ $(GPU_EF_CUDA): $(B)/obj/tests/unit/test_ef_cuda.o \
 TEST_BINS += $(GPU_EF_CUDA)
 gpu-check: $(GPU_EF_CUDA)
 
-# The error-feedback slots (shim/algo/ef.h), cmocka, with a stand-in backend.
+# The error-feedback slots (shim/ef/ef.h), cmocka, with a stand-in backend.
 $(B)/obj/tests/unit/test_ef.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress
-$(B)/tests/test_ef: $(B)/obj/tests/unit/test_ef.o $(B)/obj/shim/algo/ef.o
+$(B)/tests/test_ef: $(B)/obj/tests/unit/test_ef.o $(B)/obj/shim/ef/ef.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka
 TEST_BINS += $(B)/tests/test_ef

@@ -35,7 +35,7 @@
 #include "msg.h"
 #include "policy.h"
 #include "real.h"
-#include "shim.h"
+#include "run.h"
 
 static const nsc_topo *topo_of(const nsc_comm *c, nsc_topo *flat) {
   if (c->topo.nranks == c->nranks && c->topo.node) return &c->topo;

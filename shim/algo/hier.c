@@ -21,7 +21,7 @@
 #include "core.h"
 #include "msg.h"
 #include "real.h"
-#include "shim.h"
+#include "run.h"
 
 int nsc_hier_wanted(const nsc_comm *c, const char **why) {
   const nsc_config *cfg = &nsc_g.cfg;

@@ -43,7 +43,7 @@
 #include "msg.h"
 #include "policy.h"
 #include "real.h"
-#include "shim.h"
+#include "run.h"
 #include "tp_plan.h"
 
 /* One group for piece k: to every peer j send its bytes from the send

@@ -29,7 +29,7 @@
 #include "comm.h"
 #include "core.h"
 #include "msg.h"
-#include "shim.h"
+#include "coll.h"
 
 /* Process-wide: some communicator has begun its second backward pass. A
  * communicator whose first accumulable call comes later is "late" (R3 in
@@ -123,12 +123,6 @@ static void issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller, int gro
 }
 
 void nsc_accum_issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller) { issue(c, be, caller, 1); }
-
-void nsc_accum_release(nsc_comm *c) {
-  for (int i = 0; i < c->nagree; i++)
-    if (c->agree[i].x.live) c->agree[i].x.be->oob_abandon(c->agree[i].x.buf, c->agree[i].x.s); /* never waits */
-  c->nagree = 0;
-}
 
 int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *recv, int acc, int *agree) {
   const nsc_config *cfg = &nsc_g.cfg;

@@ -34,7 +34,7 @@
 #include "core.h"
 #include "msg.h"
 #include "real.h"
-#include "shim.h"
+#include "coll.h"
 #include "tp_plan.h"
 
 static void banner(const nsc_comm *c, const nsc_backend *be) {
@@ -58,20 +58,7 @@ static void banner(const nsc_comm *c, const nsc_backend *be) {
   if (be != &nsc_backend_host) nsc_info("ncclshim CUDA kernels: %s", be->kernels());
 }
 
-ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
-  ncclResult_t e = ncclInProgress;
-  while (e == ncclInProgress) {
-    ncclResult_t r = nsc_real.CommGetAsyncError ? nsc_real.CommGetAsyncError(comm, &e) : ncclSuccess;
-    if (!nsc_real.CommGetAsyncError) e = ncclSuccess;
-    if (r != ncclSuccess) return r;
-    if (e == ncclInProgress) sched_yield();
-  }
-  return e;
-}
-
-static long long oob_fault_n, oob_count;
-
-void nsc_exchange_fault_at(long long n) { oob_fault_n = n; }
+static long long oob_count; /* exchange buffers taken; NCCLSHIM_FAULT_OOB fails one */
 
 static ncclResult_t exchange_call(nsc_comm *c, void *buf, int n, nsc_stream s) {
   ncclResult_t r = nsc_real.AllReduce(buf, buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)s);
@@ -106,7 +93,7 @@ ncclResult_t nsc_exchange_begin(nsc_comm *c, const nsc_backend *be, nsc_stream c
   memset(x, 0, sizeof *x);
   size_t bytes = (size_t)n * sizeof *vals;
   long long k = __atomic_add_fetch(&oob_count, 1, __ATOMIC_RELAXED);
-  int rc = oob_fault_n && k == oob_fault_n ? (nsc_backend_set_error("exchange buffer %lld failed (NCCLSHIM_FAULT_OOB)", k), -1)
+  int rc = nsc_g.cfg.fault_oob && k == nsc_g.cfg.fault_oob ? (nsc_backend_set_error("exchange buffer %lld failed (NCCLSHIM_FAULT_OOB)", k), -1)
                                            : be->oob_begin(caller, vals, bytes, &x->buf, &x->s);
   if (rc) {
     nsc_warn("exchange between the ranks of communicator %p: no buffer on rank %d (%s); it sends poison, so "

@@ -25,7 +25,7 @@
 #include "msg.h"
 #include "policy.h"
 #include "real.h"
-#include "shim.h"
+#include "coll.h"
 
 static int same_key(const nsc_work *a, const nsc_work *b) {
   return a->c == b->c && a->op == b->op && a->be == b->be;
@@ -120,7 +120,7 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
   w->rec.nmembers = n;
   w->rec.logical_bytes = T * 4;
   w->rec.wire_bytes = T * 2;
-  if (nsc_log_on()) nsc_log_begin(&w->rec, be, w->stream);
+  if (nsc_log_on()) nsc_log_begin(&w->rec, be, w->stream, nsc_group_depth() > 0);
   return nsc_reduce_wire(c, w, T, 0, 1);
 }
 

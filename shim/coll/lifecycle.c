@@ -17,7 +17,7 @@
 #include "core.h"
 #include "msg.h"
 #include "real.h"
-#include "shim.h"
+#include "coll.h"
 
 ncclResult_t nsc_group_start(void) {
   int st = nsc_activate();

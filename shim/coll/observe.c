@@ -24,7 +24,7 @@
 #include "comm.h"
 #include "core.h"
 #include "real.h"
-#include "shim.h"
+#include "coll.h"
 
 int nsc_observe_begin(ncclComm_t comm, int coll, size_t count, ncclDataType_t dt, int op, int root,
                       const void *buf, cudaStream_t s, nsc_observed *o) {

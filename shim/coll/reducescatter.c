@@ -22,27 +22,8 @@
 #include "msg.h"
 #include "policy.h"
 #include "real.h"
-#include "shim.h"
+#include "coll.h"
 #include "tp_plan.h"
-
-/* Forwarded untouched; logged as a pass-through record of the whole buffer
- * (rc per rank, nranks ranks), as the two-phase record counts it. */
-ncclResult_t nsc_forward_rs(nsc_comm *c, const void *send, void *recv, size_t rc, ncclDataType_t dt,
-                            ncclRedOp_t op, cudaStream_t s) {
-  size_t count = rc * (size_t)(c->nranks > 0 ? c->nranks : 1), bytes = count * nsc_dtype_size(dt);
-  if (!nsc_log_on()) {
-    nsc_count_call(NSC_ACT_PASS, bytes, bytes, 1);
-    return nsc_real.ReduceScatter(send, recv, rc, dt, op, c->comm, s);
-  }
-  nsc_rec rec;
-  nsc_rec_init_kind(&rec, NSC_KIND_REDUCESCATTER, c, NSC_ACT_PASS, count, dt, dt, op, nsc_backend_for(recv), s);
-  ncclResult_t r = nsc_real.ReduceScatter(send, recv, rc, dt, op, c->comm, s);
-  nsc_count_call(NSC_ACT_PASS, bytes, bytes, 1);
-  nsc_log_mark(&rec, NSC_MARK_END);
-  rec.result = r;
-  nsc_log_commit(&c->log, &rec);
-  return r;
-}
 
 /* The call's plan runs in two phases (flat or hierarchical): from the call,
  * the settings and the communicator's agreed map alone (plan.h). */

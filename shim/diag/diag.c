@@ -25,8 +25,6 @@
 #include <string.h>
 
 #include "diag_nvml.h"
-#include "log.h"
-#include "policy.h"
 
 const char *nsc_diag_src_name(int src) {
   return src == NSC_DIAG_SRC_CPU ? "cpu-time" : src == NSC_DIAG_SRC_NVML ? "nvml" : "none";
@@ -259,8 +257,10 @@ static void open_step(nsc_diag *d, const nsc_diag_bnd *b) {
   d->have_open = 1;
 }
 
-void nsc_diag_rec(nsc_diag *d, const nsc_rec *r, int64_t pass, int last_bucket, uint64_t dur_ns, int timed,
-                  int gpu, int64_t busy_in_ns) {
+void nsc_diag_rec(nsc_diag *d, const nsc_diag_in *in) {
+  int64_t pass = in->pass;
+  uint64_t dur_ns = in->dur_ns;
+  int gpu = in->gpu;
   if (pass < 0) {
     if (d->have_open) d->tot.steps_broken++;
     d->have_open = 0;
@@ -277,19 +277,19 @@ void nsc_diag_rec(nsc_diag *d, const nsc_rec *r, int64_t pass, int last_bucket, 
   nsc_diag_step *s = &d->open;
   s->records++;
   s->gpu |= gpu;
-  if (busy_in_ns > 0) s->coll_busy_ns += (uint64_t)busy_in_ns;
-  if (r->untimed == NSC_UNTIMED_CAPTURE) s->captured++;
-  if (!timed) {
+  if (in->busy_in_ns > 0) s->coll_busy_ns += (uint64_t)in->busy_in_ns;
+  if (in->captured) s->captured++;
+  if (!in->timed) {
     s->untimed++;
     return;
   }
-  if (r->action == NSC_ACT_SKIP) return; /* answered locally: work, not communication */
+  if (in->skipped) return; /* answered locally: work, not communication */
   if (gpu) {
     s->inflight_ns += dur_ns;
-    if (last_bucket) s->exposed_ns += dur_ns;
+    if (in->last_bucket) s->exposed_ns += dur_ns;
     return;
   }
-  uint64_t b = r->host_ns, e = b + dur_ns;
+  uint64_t b = in->host_ns, e = b + dur_ns;
   if (b > d->cursor_ns && b - d->cursor_ns > s->max_gap_ns) s->max_gap_ns = b - d->cursor_ns;
   uint64_t from = b > d->cursor_ns ? b : d->cursor_ns;
   if (e > from) {

@@ -29,7 +29,6 @@
 
 #include "accum.h"
 
-struct nsc_rec;
 
 /* Where "device busy" came from. */
 enum { NSC_DIAG_SRC_NONE = 0, NSC_DIAG_SRC_CPU = 1, NSC_DIAG_SRC_NVML = 2 };
@@ -131,11 +130,19 @@ nsc_accum_el nsc_diag_el(int rs, const void *send, const void *recv, uint64_t co
 int nsc_diag_call(nsc_diag *d, uint64_t call, const nsc_accum_el *e, int acc, int int_sum, int fl);
 void nsc_diag_boundary(nsc_diag *d, uint64_t t_ns, uint64_t wall_ns, int64_t cpu_ns, int64_t runq_ns, uint64_t tid);
 
-/* One record read by the log (in commit order), with its pass tag, the
- * length of its timed work, whether it was timed, and (host) the calling
- * thread's CPU and run-queue time inside it (-1: not read). */
-void nsc_diag_rec(nsc_diag *d, const struct nsc_rec *r, int64_t pass, int last_bucket, uint64_t dur_ns, int timed,
-                  int gpu, int64_t busy_in_ns);
+/* One record read by the log (in commit order), as the log tells it. */
+typedef struct {
+  int64_t pass;       /* its pass tag (-1: the learner had none) */
+  int last_bucket;    /* its call was the pass's last bucket */
+  uint64_t host_ns;   /* when the call was made (CLOCK_MONOTONIC) */
+  uint64_t dur_ns;    /* the length of its timed work */
+  int timed;          /* its work was timed */
+  int gpu;            /* timed on a device (else on the host) */
+  int captured;       /* made while its stream was captured */
+  int skipped;        /* answered locally: work, not communication */
+  int64_t busy_in_ns; /* host: the calling thread's CPU and run-queue time inside it (-1: not read) */
+} nsc_diag_in;
+void nsc_diag_rec(nsc_diag *d, const nsc_diag_in *in);
 
 /* GPU steps closed while their device is followed by NVML wait here until
  * samples cover them (then busy = the samples' kernel time less the exposed

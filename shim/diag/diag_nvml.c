@@ -26,7 +26,6 @@
 #include <time.h>
 
 #include "cu_ctx.h"
-#include "log.h"
 
 enum { NV_OK = 0, NV_NOT_SUPPORTED = 3, NV_NOT_FOUND = 6 };
 enum { NV_GPU_UTILIZATION_SAMPLES = 1 };
@@ -72,12 +71,6 @@ static int lib_state;     /* 0 not tried, 1 loaded, -1 failed (lib_why) */
 static char lib_why[256];
 static nv_dev devs[NSC_NVML_MAXDEV];
 static pthread_mutex_t nv_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int nsc_nvml_rec_dev(const nsc_rec *r) {
-  if (!r->marked) return -1; /* the caller knows it is not the host backend's */
-  const nsc_cuev *e = r->m[__builtin_ctz(r->marked)].ev; /* the CUDA backend's marks are pooled events */
-  return e && e->owner && e->owner->dev >= 0 && e->owner->dev < NSC_NVML_MAXDEV ? (int)e->owner->dev : -1;
-}
 
 int nsc_nvml_want(int dev) {
   if (dev < 0 || dev >= NSC_NVML_MAXDEV) return 0;

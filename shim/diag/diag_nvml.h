@@ -19,7 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct nsc_rec;
 
 #define NSC_NVML_MAXDEV 64        /* CUDA device ordinals followed */
 #define NSC_NVML_KEEP 4096        /* samples kept per device (the oldest half leaves when full) */
@@ -32,9 +31,6 @@ typedef struct {
   uint32_t pct;
 } nsc_nvml_sample;
 
-/* Calling thread: the CUDA device of a record's timing marks (a record of
- * the CUDA backend only), -1 when it has none. Memory reads only. */
-int nsc_nvml_rec_dev(const struct nsc_rec *r);
 /* Calling thread: the diagnosis wants dev's samples. Returns 1 when no
  * device was wanted before (then the caller wakes the writer). */
 int nsc_nvml_want(int dev);

@@ -34,12 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm.h"
-#include "core.h"
+#include "cu_ctx.h"
 #include "diag.h"
 #include "diag_nvml.h"
-#include "group.h"
 #include "log_int.h"
+#include "names.h"
 #include "policy.h"
 
 #define SUMMARY_RING_MAX 1024 /* summary mode: records waiting for their marks */
@@ -194,13 +193,14 @@ void nsc_log_ef_state(nsc_comm_log *l, uint64_t slots, uint64_t bytes, uint64_t 
   __atomic_add_fetch(&l->ef_calls, 1, __ATOMIC_RELAXED);
 }
 
+void nsc_log_comm_init(nsc_comm_log *l, uint64_t id) { l->id = id; }
+
 /* A record committed before the communicator's check (a call first seen in
- * a group) opens its log; every nsc_comm_log is the `log` member of an
- * nsc_comm (comm.h), which names the communicator. */
+ * a group) opens its log, under the id it was told at the entry's creation;
+ * its rank comes with nsc_log_comm_open. */
 static void open_lazily(nsc_comm_log *l) {
-  const nsc_comm *c = (const nsc_comm *)(const void *)((const char *)l - offsetof(nsc_comm, log));
   pthread_mutex_lock(&open_lock);
-  open_locked(l, (uint64_t)(uintptr_t)c->comm, c->rank, c->nranks);
+  open_locked(l, l->id, -1, 0);
   pthread_mutex_unlock(&open_lock);
 }
 
@@ -220,7 +220,7 @@ static void take(nsc_rec *r, int which) {
   }
 }
 
-void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s) {
+void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s, int in_group) {
   r->be = be;
   r->stream = s;
   r->host_ns = now_ns(CLOCK_MONOTONIC);
@@ -232,7 +232,7 @@ void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s) {
    * event, and no event is queried while such a record is committed. */
   if (be != &nsc_backend_host && (be->capturing(s, &capturing) || capturing)) {
     r->untimed = NSC_UNTIMED_CAPTURE;
-  } else if ((r->action == NSC_ACT_PASS || r->action == NSC_ACT_OBSERVE) && nsc_group_depth() > 0) {
+  } else if ((r->action == NSC_ACT_PASS || r->action == NSC_ACT_OBSERVE) && in_group) {
     r->untimed = NSC_UNTIMED_GROUP;
   } else if (be == &nsc_backend_host) {
     r->m[NSC_MARK_BEGIN].host_ns = r->host_ns;
@@ -307,6 +307,14 @@ static int read_times(nsc_rec *r) {
   return 1;
 }
 
+/* The CUDA device of a record's timing marks (a record of the CUDA backend
+ * only: its marks are pooled events), -1 when it has none. Memory reads only. */
+static int rec_dev(const nsc_rec *r) {
+  if (!r->marked) return -1;
+  const nsc_cuev *e = r->m[__builtin_ctz(r->marked)].ev;
+  return e && e->owner && e->owner->dev >= 0 && e->owner->dev < NSC_NVML_MAXDEV ? (int)e->owner->dev : -1;
+}
+
 /* The diagnosis's share of a read record: its pass, its work's length. */
 static void diag_rec(nsc_comm_log *l, const nsc_rec *r) {
   nsc_diag *d = l->diag;
@@ -317,7 +325,9 @@ static void diag_rec(nsc_comm_log *l, const nsc_rec *r) {
   uint64_t dur = 0;
   for (int t = 0; t < NSC_NTIMES; t++)
     if (r->have & (1u << t)) dur += r->ns[t];
-  nsc_diag_rec(d, r, r->dpass, r->dlast, dur, timed, gpu, r->dbusy);
+  nsc_diag_in in = {r->dpass, r->dlast, r->host_ns, dur, timed, gpu, r->untimed == NSC_UNTIMED_CAPTURE,
+                    r->action == NSC_ACT_SKIP, r->dbusy};
+  nsc_diag_rec(d, &in);
 }
 
 static void fold_time(nsc_comm_log *l, const nsc_rec *r) {
@@ -498,7 +508,7 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
       tl_call.l = NULL;
     }
     if (l->diag->cudev == -1 && r->marked && r->be != &nsc_backend_host) { /* GPU: its device, for NVML, once */
-      int dev = r->be->name && !strcmp(r->be->name, "cuda") ? nsc_nvml_rec_dev(r) : -1;
+      int dev = r->be->name && !strcmp(r->be->name, "cuda") ? rec_dev(r) : -1;
       l->diag->cudev = dev >= 0 ? dev : -2; /* -2: none (another backend's marks) */
       nudge_nvml = nsc_nvml_want(dev); /* the writer reads NVML from now on */
     }
@@ -735,13 +745,22 @@ void nsc_log_close_all_now(const struct timespec *deadline) {
   pthread_mutex_unlock(&open_lock);
 }
 
-static void close_one(nsc_comm *c, void *arg) {
-  (void)arg;
-  nsc_log_comm_close(&c->log);
-}
-
+/* At exit every log still open is closed, as its communicator's end would
+ * (marks read one last time, the final written). */
 static void at_exit(void) {
   if (forgotten) return;
-  nsc_comm_foreach(close_one, NULL);
+  for (;;) {
+    pthread_mutex_lock(&open_lock);
+    nsc_comm_log *l = open_logs;
+    nsc_log_final *f = NULL;
+    if (l) {
+      pthread_mutex_lock(&l->lock);
+      f = close_locked(l, 1);
+      pthread_mutex_unlock(&l->lock);
+    }
+    pthread_mutex_unlock(&open_lock);
+    if (!l) break;
+    if (f) nsc_log_writer_final(f);
+  }
   nsc_log_writer_stop();
 }

@@ -137,6 +137,9 @@ void nsc_log_forget(void);
 /* 1 when records are kept at all (NCCLSHIM_LOG != off or a trace file). */
 int nsc_log_on(void);
 
+/* The communicator's id, told when its entry is made (before any record:
+ * a log first opened by a record committed before the check is named by it). */
+void nsc_log_comm_init(nsc_comm_log *l, uint64_t id);
 /* Name the communicator (rank and size known); a log first opened by a record
  * committed before the check gets its rank here. */
 void nsc_log_comm_open(nsc_comm_log *l, uint64_t id, int rank, int nranks);
@@ -153,8 +156,10 @@ void nsc_log_accum_state(nsc_comm_log *l, const char *text);
  * and this rank's index on its node. */
 void nsc_log_comm_nodes(nsc_comm_log *l, const char *text, int nnodes, int local_rank);
 void nsc_log_ef_state(nsc_comm_log *l, uint64_t slots, uint64_t bytes, uint64_t breaks);
-/* Start a record: clocks, first mark (none while the stream is captured). */
-void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s);
+/* Start a record: clocks, first mark (none while the stream is captured;
+ * none for a passthrough inside a user group, in_group: its work runs at the
+ * group end, after any mark taken here). */
+void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s, int in_group);
 void nsc_log_mark(nsc_rec *r, int which);
 /* The record is complete from the host's view (its work is enqueued). */
 void nsc_log_commit(nsc_comm_log *l, nsc_rec *r);

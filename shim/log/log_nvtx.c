@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core.h"
+#include "names.h"
 #include "log_int.h"
 #include "policy.h"
 

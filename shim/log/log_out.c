@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "names.h"
 #include "diag_nvml.h"
 #include "diag_policy.h"
 #include "log_int.h"

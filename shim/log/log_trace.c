@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "names.h"
 #include "log_int.h"
 #include "policy.h"
 

@@ -1,5 +1,5 @@
 # Error feedback and stochastic rounding of the two-phase collectives
-# (shim/algo/ef.c, compress/wire_bits.h) over the host NCCL: the running mean
+# (shim/ef/ef.c, compress/wire_bits.h) over the host NCCL: the running mean
 # of a repeated bucket converges to the fp32 sum with error feedback (N*|err|
 # within the documented bound) and keeps its bias without; a changed call
 # sequence drops a bucket's state; stochastic rounding keeps every rank's

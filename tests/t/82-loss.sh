@@ -20,7 +20,7 @@ if [ ! -x "$TORCH_VENV/bin/torchrun" ]; then
 fi
 mkdir -p "$TMPD/loss"
 # FSDP2 passes fresh reduce-scatter buffers to every call: its buckets are
-# told apart by their position in the learned sequence (shim/algo/ef.h), so
+# told apart by their position in the learned sequence (shim/ef/ef.h), so
 # its int8-ef run gets feedback too. LOSS_EF_SKIP=fsdp (or ddp) reports that
 # family's "the feedback acted" check as skipped.
 EF_SKIP=${LOSS_EF_SKIP-}

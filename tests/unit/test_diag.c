@@ -194,6 +194,13 @@ static nsc_rec rec_at(uint64_t host_ns) {
   return r;
 }
 
+/* A record as the log tells it to the diagnosis (log.c, diag_rec). */
+static void tell(nsc_diag *d, const nsc_rec *r, int64_t pass, int last, uint64_t dur, int timed, int gpu, int64_t busy) {
+  nsc_diag_in in = {pass, last, r->host_ns, dur, timed, gpu, r->untimed == NSC_UNTIMED_CAPTURE,
+                    r->action == NSC_ACT_SKIP, busy};
+  nsc_diag_rec(d, &in);
+}
+
 static void boundary(nsc_diag *d, long long pass, uint64_t call, uint64_t t, int64_t cpu, int64_t runq) {
   d->cur_pass = pass;
   d->bnd[pass % NSC_DIAG_BND] = (nsc_diag_bnd){.pass = pass, .call = call, .cpu_ns = -1, .runq_ns = -1};
@@ -208,21 +215,21 @@ static void test_host_accounting(void **state) {
    * inside them the thread used 300000 of CPU + run queue */
   boundary(d, 4, 11, 1000000, 10000000, 2000000);
   nsc_rec r = rec_at(1000000);
-  nsc_diag_rec(d, &r, 4, 0, 100000, 1, 0, 100000);
+  tell(d, &r, 4, 0, 100000, 1, 0, 100000);
   r = rec_at(1050000);
-  nsc_diag_rec(d, &r, 4, 0, 200000, 1, 0, 150000);
+  tell(d, &r, 4, 0, 200000, 1, 0, 150000);
   r = rec_at(1600000);
-  nsc_diag_rec(d, &r, 4, 1, 100000, 1, 0, 50000);
+  tell(d, &r, 4, 1, 100000, 1, 0, 50000);
   /* pass 5 begins at 2000000: CPU +400000, run queue +200000 over pass 4 */
   boundary(d, 5, 14, 2000000, 10400000, 2200000);
   r = rec_at(2000000);
-  nsc_diag_rec(d, &r, 5, 0, 500000, 1, 0, 0);
+  tell(d, &r, 5, 0, 500000, 1, 0, 0);
   r = rec_at(2600000); /* a captured record: pass 5 is not counted */
   r.untimed = NSC_UNTIMED_CAPTURE;
-  nsc_diag_rec(d, &r, 5, 0, 0, 0, 0, -1);
+  tell(d, &r, 5, 0, 0, 0, 0, -1);
   boundary(d, 6, 17, 3000000, 10500000, 2200000);
   r = rec_at(3000000);
-  nsc_diag_rec(d, &r, 6, 0, 10, 1, 0, -1);
+  tell(d, &r, 6, 0, 10, 1, 0, -1);
   nsc_diag_step s[4];
   assert_int_equal(nsc_diag_take(d, s, 4), 2);
   assert_int_equal(s[0].pass, 4);
@@ -257,7 +264,7 @@ static void test_host_accounting(void **state) {
   assert_int_equal(nsc_diag_host_busy(&c), -1);
   /* the learner stopping (a record of no pass) drops the open step */
   r = rec_at(3100000);
-  nsc_diag_rec(d, &r, -1, 0, 10, 1, 0, -1);
+  tell(d, &r, -1, 0, 10, 1, 0, -1);
   assert_int_equal(d->tot.steps_broken, 1);
   nsc_diag_free(d);
 }
@@ -268,12 +275,12 @@ static void test_gpu_accounting(void **state) {
   nsc_diag *d = nsc_diag_new(1, 0);
   boundary(d, 3, 9, 1000000, -1, -1);
   nsc_rec r = rec_at(1000000);
-  nsc_diag_rec(d, &r, 3, 0, 200000, 1, 1, -1);
+  tell(d, &r, 3, 0, 200000, 1, 1, -1);
   r = rec_at(1100000);
-  nsc_diag_rec(d, &r, 3, 1, 300000, 1, 1, -1);
+  tell(d, &r, 3, 1, 300000, 1, 1, -1);
   boundary(d, 4, 12, 2000000, -1, -1);
   r = rec_at(2000000);
-  nsc_diag_rec(d, &r, 4, 0, 1, 1, 1, -1);
+  tell(d, &r, 4, 0, 1, 1, 1, -1);
   assert_int_equal(d->tot.steps, 1);
   assert_int_equal(d->tot.inflight_ns, 500000);
   assert_int_equal(d->tot.exposed_ns, 300000);
@@ -331,10 +338,10 @@ static void test_gpu_busy_and_settle(void **state) {
   d->cudev = 5; /* no NVML loaded in this process: no samples ever */
   boundary(d, 3, 9, 1000000, -1, -1);
   nsc_rec r = rec_at(1000000);
-  nsc_diag_rec(d, &r, 3, 1, 300000, 1, 1, -1);
+  tell(d, &r, 3, 1, 300000, 1, 1, -1);
   boundary(d, 4, 12, 2000000, -1, -1);
   r = rec_at(2000000);
-  nsc_diag_rec(d, &r, 4, 0, 1, 1, 1, -1);
+  tell(d, &r, 4, 0, 1, 1, 1, -1);
   assert_int_equal(d->plen, 1); /* waiting, not counted yet */
   assert_int_equal(d->tot.steps, 0);
   assert_int_equal(d->slen, 0);

@@ -9,7 +9,7 @@
 #include "comm.h"
 #include "core.h"
 #include "msg.h"
-#include "shim.h"
+#include "run.h"
 
 static __thread int depth;
 static __thread uint64_t gid; /* the outermost group this thread is in */
@@ -180,9 +180,13 @@ void nsc_work_drop_list(nsc_work *w) {
   }
 }
 
+/* The entry is freed (comm.c): its list goes with it. */
+static void drop_pending(struct nsc_comm *c) { nsc_pending_drop(&c->pending); }
+
 int nsc_pending_reserve(struct nsc_comm *c) {
   pthread_mutex_lock(&c->lock);
   if (!c->pending) c->pending = nsc_coll_calloc(1, sizeof *c->pending);
+  if (c->pending) c->drop = drop_pending;
   int ok = c->pending != NULL;
   pthread_mutex_unlock(&c->lock);
   return ok;

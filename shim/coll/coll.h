@@ -9,6 +9,7 @@
 #include "group.h"
 #include "log.h"
 #include "policy.h"
+#include "run.h"
 
 struct nsc_comm;
 
@@ -36,9 +37,6 @@ ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err);
  * across ranks, an initial fusion block for stream s agreed by all ranks,
  * banner. Sets c->checked to 1 or -1. */
 ncclResult_t nsc_check_comm(struct nsc_comm *c, const nsc_backend *be, nsc_stream s);
-/* Poll a nonblocking communicator until its operations completed (used only
- * for the shim's own first operations on it, never for the caller's). */
-ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
 /* An ncclInt64 Max all-reduce of n values on a private buffer and stream,
  * of the caller's stream's context, its result polled for (the shim's own
  * agreements between ranks, never the caller's data; nothing synchronises).
@@ -57,8 +55,6 @@ ncclResult_t nsc_exchange_end(struct nsc_xchg *x, int64_t *vals);
 /* Testing (NCCLSHIM_FAULT_CAST): 1 when this cast to the wire type is the
  * one to fail (the message is set). */
 int nsc_cast_fault(void);
-/* Testing (NCCLSHIM_FAULT_OOB): the n-th exchange buffer of this process fails. */
-void nsc_exchange_fault_at(long long n);
 /* After a call outside any group that could take staging, and after the
  * outermost group end (whatever it answered) for every communicator whose
  * calls in the group could: reset the staging block's per-group counts,
@@ -94,54 +90,13 @@ void nsc_accum_issue(struct nsc_comm *c, const nsc_backend *be, nsc_stream calle
 /* A broadcast on comm (observe.c): evidence for the learner (DDP's bucket
  * rebuild broadcasts int32 tensors), nothing issued, no decision. */
 void nsc_accum_saw_broadcast(ncclComm_t comm, ncclDataType_t dt, size_t count);
-/* A destroyed or aborted communicator's pending agreement: its exchange
- * abandoned (the slot comes back once the collective completed), no wait. */
-void nsc_accum_release(struct nsc_comm *c);
 
-/* allreduce.c helpers shared with fuse.c */
-ncclResult_t nsc_forward(struct nsc_comm *c, const void *send, void *recv, size_t count,
-                         ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, int action);
-/* reducescatter.c: a reduce-scatter forwarded untouched (rc per rank). */
-ncclResult_t nsc_forward_rs(struct nsc_comm *c, const void *send, void *recv, size_t rc, ncclDataType_t dt,
-                            ncclRedOp_t op, cudaStream_t s);
-/* An fp32 all-reduce (rs = 0) or reduce-scatter (rs = 1, count per rank)
- * that found no room in the agreed staging: forwarded as plain NCCL. */
-ncclResult_t nsc_forward_plain(struct nsc_comm *c, const void *send, void *recv, size_t count, ncclRedOp_t op,
-                               cudaStream_t s, int rs);
 /* The start of every intercepted collective: activation, the communicator's
  * entry (a reference the caller puts back) and the call count. OK: go on with
  * *c; FORWARD: not active, call the real function untouched; RETURN: fail
  * with *r (bad configuration, out of memory). */
 enum { NSC_ENTER_OK = 0, NSC_ENTER_FORWARD = 1, NSC_ENTER_RETURN = 2 };
 int nsc_coll_enter(ncclComm_t comm, struct nsc_comm **c, ncclResult_t *r);
-
-/* Start a call's record (action, logical and wire sizes) and count it;
- * nsc_rec_init for an all-reduce by NCCL's own collective, nsc_rec_init_kind
- * for another call kind (NSC_KIND_* bits, log.h). */
-void nsc_rec_init_kind(nsc_rec *r, int kind, struct nsc_comm *c, int action, size_t count, ncclDataType_t dt,
-                       ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, cudaStream_t s);
-#define nsc_rec_init(r, ...) nsc_rec_init_kind((r), NSC_KIND_ALLREDUCE, __VA_ARGS__)
-void nsc_count_call(int action, uint64_t logical, uint64_t wire, int real_calls);
-/* Staging of `bytes` on stream s of c, from its agreed block (an internal
- * communicator's is its parent's): NSC_STAGE_OK; NSC_STAGE_REFUSED (beyond
- * NCCLSHIM_MAX_STAGING_BYTES for this call and its user group's earlier
- * compressed calls: ncclInvalidUsage on every rank, message noted);
- * NSC_STAGE_PLAIN (the agreed block has no room: the call is forwarded in
- * fp32 on every rank); NSC_STAGE_POISON (handed out, but this rank cannot
- * use it: it must still issue every call, poisoned). */
-enum { NSC_STAGE_OK, NSC_STAGE_REFUSED, NSC_STAGE_PLAIN, NSC_STAGE_POISON };
-int nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, const char *what,
-                    void **p);
-/* The take alone (no limit): 0, -1 (no room), 1 (poison); fusion's. */
-int nsc_staging_take_comm(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes, void **p);
-/* Whether takes of `bytes` in all fit c's block now (a call of several
- * pieces decides once; when not, it is forwarded in fp32 and the block grows). */
-int nsc_staging_room(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, size_t bytes);
-/* A region of c's staging is no longer read after what is enqueued on s. */
-void nsc_staging_done_on(struct nsc_comm *c, cudaStream_t s);
-/* The limit alone, nothing reserved: ncclInvalidUsage (with the message)
- * where nsc_get_staging would refuse `bytes` now, else ncclSuccess. */
-ncclResult_t nsc_staging_refused(const struct nsc_comm *c, size_t bytes, const char *what);
 
 /* Issue the real collective(s) on a wire buffer — one, or one per chunk of ce
  * elements — and queue (or run) its cast-back. A poisoned cast-back (a local

@@ -9,7 +9,7 @@
 #include "comm.h"
 #include "core.h"
 #include "real.h"
-#include "shim.h"
+#include "coll.h"
 
 #define NSC_API __attribute__((visibility("default")))
 
