@@ -1,7 +1,7 @@
-/* shim.h — what the exported hooks (hooks.c) call: one function per hooked
- * NCCL entry point, holding the shim's behaviour for it. */
-#ifndef NSC_SHIM_H
-#define NSC_SHIM_H
+/* coll.h — what the exported hooks (shim/hooks/hooks.c) call: one function
+ * per hooked NCCL entry point, holding the shim's behaviour for it. */
+#ifndef NSC_COLL_H
+#define NSC_COLL_H
 
 #include <nccl.h>
 
