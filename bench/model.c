@@ -67,6 +67,8 @@ typedef struct {
   double red[3];                             /* host NCCL ring reduce step per chunk byte: fp32, fp16, bf16 */
   double copy_step;                          /* host NCCL ring copy step (all-gather) per chunk byte */
   double fresh_copy;                         /* host NCCL reduce-scatter's copy into a buffer it mallocs */
+  double tp_factor;                          /* two-phase CPU: measured / the sum of its parts (calibrated) */
+  double tp_factor_fmt[NFMT];                /* the same for one format (0: tp_factor) */
   double cores;                              /* cores the emulated ranks share */
   double hbm, eff;                           /* gpu: HBM bytes/s, kernel efficiency (assumed) */
   char date[256], source[256];
@@ -80,6 +82,7 @@ static void rates_default(rates *r) {
   r->red[0] = r->red[1] = r->red[2] = 3e9;
   r->copy_step = 10e9;
   r->fresh_copy = 1e9;
+  r->tp_factor = 1;
   r->cores = 2;
   r->hbm = 4.8e12;
   r->eff = 0.85;
@@ -104,6 +107,8 @@ static int rates_load(rates *r, const char *path) {
       if (!strcmp(key, k)) r->dec[i] = v * 1e9, done = 1;
       snprintf(k, sizeof k, "dsum4_%s", fmt_names[i]);
       if (!strcmp(key, k)) r->dsum4[i] = v * 1e9, done = 1;
+      snprintf(k, sizeof k, "twophase_cpu_factor_%s", fmt_names[i]);
+      if (!strcmp(key, k)) r->tp_factor_fmt[i] = v, done = 1;
     }
     if (done) continue;
     if (!strcmp(key, "cast_to_fp16")) r->cast_to[0] = v * 1e9;
@@ -116,6 +121,7 @@ static int rates_load(rates *r, const char *path) {
     else if (!strcmp(key, "ring_reduce_bf16")) r->red[2] = v * 1e9;
     else if (!strcmp(key, "ring_copy")) r->copy_step = v * 1e9;
     else if (!strcmp(key, "fresh_copy")) r->fresh_copy = v * 1e9;
+    else if (!strcmp(key, "twophase_cpu_factor")) r->tp_factor = v;
     else if (!strcmp(key, "cores")) r->cores = v;
     else if (!strcmp(key, "gpu_hbm")) r->hbm = v * 1e9;
     else if (!strcmp(key, "gpu_kernel_eff")) r->eff = v;
@@ -137,14 +143,19 @@ typedef struct {
   int ideal_cpu;      /* selftest: no CPU or codec time */
 } fabric;
 
-/* NCCL's tuning model (tuning.cc), Simple protocol, microseconds. */
+/* NCCL's tuning model (src/graph/tuning.cc of NCCL 2.30.7, its default
+ * tuner constants), Simple protocol, microseconds: base latency per
+ * algorithm, per-step hardware latency by link (NVLink, network), the tree's
+ * bandwidth factor and the ring's "plateau" factor on compute capability
+ * >= 8.0 (multi-node all-reduce). Facts only; the arithmetic is ours. */
 #define NCCL_RING_BASE_US 8.4
 #define NCCL_RING_NVL_US 3.4
-#define NCCL_RING_NET_US 9.6
-#define NCCL_TREE_NVL_US 28.0
-#define NCCL_TREE_NET_US 50.0
-#define NCCL_TREE_BW_FACTOR 0.9
-#define NCCL_RING_PLATEAU 1.9
+#define NCCL_RING_NET_US 14.0
+#define NCCL_TREE_BASE_US 8.4
+#define NCCL_TREE_NVL_US 4.0
+#define NCCL_TREE_NET_US 14.0
+#define NCCL_TREE_BW_FACTOR 0.92
+#define NCCL_RING_PLATEAU 1.4
 
 #define HOST_MMAP_MAX (32.0 * MiB) /* glibc: DEFAULT_MMAP_THRESHOLD_MAX on 64-bit */
 
@@ -320,12 +331,12 @@ static void step_coll(walk *w, const nsc_step *s, size_t esz, int reps, int redi
     if (nodes > 1 && s->kind == NSC_STEP_ALLREDUCE) lat *= NCCL_RING_PLATEAU;
     lat = lat * 1e-6 + f->lat;
     double t = lat + link * steps;
-    if (s->kind == NSC_STEP_ALLREDUCE && s->on == NSC_ON_ALL && f->N > 1) {
+    if (s->kind == NSC_STEP_ALLREDUCE && s->on == NSC_ON_ALL && f->N > 1) { /* fp32 or the wire type */
       /* tree: each node's bytes S up and S down through its NICs at 0.9 of
        * the ring's bus bandwidth; NVLink chain inside the node */
       double S = (double)s->count * (double)esz, nics = f->nic_per_node ? 1 : f->L;
       double bw = NCCL_TREE_BW_FACTOR * fmin(f->nic * nics, f->intra);
-      double tl = 2 * ((f->L - 1) * NCCL_TREE_NVL_US + log2((double)f->N) * NCCL_TREE_NET_US) * 1e-6 + f->lat;
+      double tl = (NCCL_TREE_BASE_US + 2 * ((f->L - 1) * NCCL_TREE_NVL_US + floor(log2((double)f->N)) * NCCL_TREE_NET_US)) * 1e-6 + f->lat;
       double tt = tl + 2 * S / bw;
       if (tt < t) {
         w->gpu_tree = 1;
@@ -409,7 +420,11 @@ static void step_twophase(walk *w, const nsc_plan *p, const nsc_step *s, int las
       for (int j = 0; j < m; j++)
         if (j != tp->rank) moved += (double)(nsc_tp_chunk_bytes(tp, j) + nsc_tp_chunk_bytes(tp, tp->rank)) * phases;
     }
-    double c = codec + moved / rt->memcpy_bps;
+    /* on the host: the parts above (single-thread rates) times what a
+     * one-node two-phase run measured over them (memory shared by the
+     * cores, the transport's own overheads, the codec thread's handoffs) */
+    double fac = rt->tp_factor_fmt[tp->fmt] > 0 ? rt->tp_factor_fmt[tp->fmt] : rt->tp_factor;
+    double c = f->gpu ? codec : fac * (codec + moved / rt->memcpy_bps);
     if (f->ideal_cpu) c = codec = 0;
     cpu_sum += c;
     cpu_max = fmax(cpu_max, c);
@@ -461,13 +476,25 @@ typedef struct {
   int chunks; /* the ring's chunks (NCCLSHIM_CHUNK_BYTES) */
 } result;
 
+/* --set NCCLSHIM_X=V: settings for every plan (a preset's), before the variant's own */
+#define MAX_SETS 32
+static char *sets[MAX_SETS];
+static int nsets;
+
 static int make_cfg(nsc_config *cfg, const variant *v) {
   char a[64], c[64], pb[64], err[256];
   int none = !strcmp(v->algo, "none");
   snprintf(a, sizeof a, "NCCLSHIM_ALGO=%s", none ? "auto" : v->algo);
   snprintf(c, sizeof c, "NCCLSHIM_COMPRESS=%s", none ? "off" : v->compress);
   snprintf(pb, sizeof pb, "NCCLSHIM_TWOPHASE_PIECE_BYTES=%lld", v->piece_bytes);
-  char *env[4] = {a, c, v->piece_bytes >= 0 ? pb : NULL, NULL};
+  char *env[MAX_SETS + 4];
+  int k = 0;
+  for (int i = 0; i < nsets; i++) /* the parser takes the last of a name: the variant's win */
+    env[k++] = sets[i];
+  env[k++] = a;
+  env[k++] = c;
+  if (v->piece_bytes >= 0) env[k++] = pb;
+  env[k] = NULL;
   if (nsc_config_parse(env, cfg, err, sizeof err)) {
     fprintf(stderr, "ncclshim_model: %s\n", err);
     return -1;
@@ -524,7 +551,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
    * all-reduce is issued in chunks, the casts of one beside another's wire */
   size_t ce = (size_t)cfg.chunk_bytes / 4;
   int chunks = plan.alg == NSC_PLAN_RING && ce && count > ce ? (int)((count + ce - 1) / ce) : 1;
-  double t_cast = 0, t_coll = 0;
+  double t_cast = 0, t_coll = 0, cpu_coll = 0;
   for (int i = 0; i < plan.nsteps; i++) {
     const nsc_step *s = &plan.step[i];
     int reps = s->flags & NSC_STEP_EACH_NODE ? f->N : 1;
@@ -533,7 +560,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
     case NSC_STEP_REDUCESCATTER:
     case NSC_STEP_ALLGATHER: {
       int wire = s->flags & NSC_STEP_WIRE;
-      double t0 = w.c.time;
+      double t0 = w.c.time, c0 = w.c.cpu;
       if (chunks > 1 && wire) {
         nsc_step x = *s;
         x.count = ce;
@@ -544,6 +571,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
         step_coll(&w, s, wire ? 2 : 4, reps, wire ? 1 + (plan.fmt == NSC_FMT_BF16) : 0);
       }
       t_coll += w.c.time - t0;
+      cpu_coll += w.c.cpu - c0;
       break;
     }
     case NSC_STEP_TWOPHASE: {
@@ -565,8 +593,10 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
       return -1;
     }
   }
-  if (chunks > 1) { /* casts of chunk k+1 and k-1 beside chunk k's all-reduce */
-    double save = fmin(t_cast, t_coll) * (1.0 - 1.0 / chunks);
+  if (chunks > 1) { /* casts of chunk k+1 and k-1 beside chunk k's all-reduce: on
+                     * the host only in the time the collective leaves the cores idle */
+    double idle = f->gpu ? t_coll : fmax(0, t_coll - cpu_coll);
+    double save = fmin(t_cast, idle) * (1.0 - 1.0 / chunks);
     w.c.time -= save;
   }
   out->chunks = chunks;
@@ -752,7 +782,8 @@ static void usage(FILE *o) {
           "usage: ncclshim_model [--nodes N] [--ranks-per-node L] [--nic-gbps G] [--nic-per node|rank]\n"
           "         [--intra-gbps G] [--latency-us U] [--fabric host|gpu] [--bytes S] [--coll allreduce|reducescatter]\n"
           "         [--compress off|fp16|bf16|int8|fp8|fp16s] [--algo none|auto|ring|twophase|hier]\n"
-          "         [--piece-bytes B] [--rates FILE] [--json] [--sweep-nodes 1,2,4,...] [--tsv FILE] [--selftest]\n"
+          "         [--piece-bytes B] [--set NCCLSHIM_X=V]... [--rates FILE] [--json] [--sweep-nodes 1,2,4,...]\n"
+          "         [--tsv FILE] [--selftest]\n"
           "Predicted (modelled) time of one call per plan; see bench/README.md, \"Cost model\".\n");
 }
 
@@ -788,6 +819,13 @@ int main(int argc, char **argv) {
     else if (ARG("--rates")) rates_path = v;
     else if (ARG("--sweep-nodes")) sweep = v;
     else if (ARG("--tsv")) tsv = v;
+    else if (ARG("--set")) {
+      if (nsets == MAX_SETS || strncmp(v, "NCCLSHIM_", 9) || !strchr(v, '=')) {
+        fprintf(stderr, "ncclshim_model: --set takes NCCLSHIM_NAME=value (at most %d)\n", MAX_SETS);
+        return 2;
+      }
+      sets[nsets++] = (char *)v;
+    }
     else if (!strcmp(a, "--json")) op.json = 1;
     else if (!strcmp(a, "--selftest")) self = 1;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -820,6 +858,15 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nv; i++)
     if (piece >= 0) vs[i].piece_bytes = piece;
 
+  if (sweep && !algo && !compress) { /* one line per plan family in the plot */
+    static const variant compact[] = {{"none", "off", -1},    {"ring", "fp16", -1}, {"twophase", "fp16", -1},
+                                      {"twophase", "int8", -1}, {"hier", "fp16", -1}, {"hier", "int8", -1}};
+    nv = (int)(sizeof compact / sizeof *compact);
+    for (int i = 0; i < nv; i++) {
+      vs[i] = compact[i];
+      if (piece >= 0) vs[i].piece_bytes = piece;
+    }
+  }
   if (sweep) { /* predicted time per node count, one column per variant */
     FILE *t = tsv ? fopen(tsv, "w") : NULL;
     if (tsv && !t) {

@@ -39,7 +39,9 @@
 #             allreduce_perf on 1x4, 2x2, 2x4 and 4x2 emulated nodes x ranks, a 0.5 Gb/s
 #             NIC per node and per rank, 50 Gb/s inside a node, 4/16/64 MiB: no shim,
 #             ring fp16, flat two-phase fp16, hier fp16 and int8; predicted / measured
-#             out-of-place time per case (goal: within 20 %; MODEL_SHAPES, MODEL_ROUNDS)
+#             out-of-place time per case, 3 warm-up calls at 64 MiB first (the model is
+#             of the steady state: staging grown, pages touched); goal: within 20 %;
+#             MODEL_SHAPES, MODEL_ROUNDS
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -286,7 +288,7 @@ model() {
         local px=()
         [ "$pre" = 1 ] && px=(LD_PRELOAD="$SHIM" NCCLSHIM_COMPRESS=$fmt NCCLSHIM_ALGO=$algo NCCLSHIM_BANNER=0)
         ctx_nodes "$n" "$l" HOSTNCCL_LINK_GBPS=0.5 HOSTNCCL_INTRA_GBPS=50 HOSTNCCL_NIC_PER=$per "${px[@]}" \
-          -- "$AP" -b 4M -e 64M -f 4 -n 2 -w 1 -c 0
+          -- "$AP" -b 4M -e 64M -f 4 -n 2 -w 3 -c 0
         timeout 900 mpirun "${CTX[@]}" >>"$TMP/m-$name.out" 2>&1 || { echo "ratios: model $shape $name failed" >&2; tail -5 "$TMP/m-$name.out" >&2; exit 1; }
       done
     done
