@@ -695,11 +695,8 @@ static int variants(const char *algo, const char *compress, variant *v, int max)
   int n = 0;
   for (int a = 0; a < 5; a++) {
     if (algo && strcmp(algo, algos[a])) continue;
-    if (!strcmp(algos[a], "none")) {
-      if (!compress || !strcmp(compress, "off")) {
-        v[n] = (variant){"none", "off", -1};
-        n++;
-      }
+    if (!strcmp(algos[a], "none")) { /* plain NCCL: the baseline, whatever --compress says */
+      v[n++] = (variant){"none", "off", -1};
       continue;
     }
     for (int c = 0; c < NFMT && n < max - 2; c++) {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# 31-model.sh — the cost model (bench/ncclshim-model, issue 22): its anchors,
+# that it walks the shim's own plans (the plan it names is the one
+# shim/plan chooses for the same call, settings and nodes), its JSON
+# contract, and --from-log on a calls log this script makes with the shim.
+# Must not: assert a predicted time against a measured one (bench/ratios.sh
+# model does that, on a quiet machine).
+source "$(dirname "$0")/../lib.sh"
+M="$ROOT/bench/ncclshim-model"
+export B
+check "model --selftest: ring bus bandwidth = link rate, flat two-phase's L*w*(N-1)/N*n/(n-1) NIC bytes, hier's w times the cut bound (exact)" \
+  "$M" --selftest
+js() { "$M" "$@" --json | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["plan"], d["time_s"] > 0, d["modelled"])'; }
+F=(--nic-gbps 0.5 --intra-gbps 50 --bytes 16M)
+check_eq() { # description want cmd...: the command's output is want
+  local what=$1 want=$2; shift 2
+  local got; got=$("$@" 2>&1)
+  [ "$got" = "$want" ] && ok "$what: $got" || not_ok "$what: got '$got', want '$want'"
+}
+check_eq "model, 2x4, --algo hier --compress int8: one JSON object, the hier plan, a positive modelled time" "hier True True" \
+  js --nodes 2 --ranks-per-node 4 "${F[@]}" --algo hier --compress int8
+check_eq "model, 1x4, --algo hier: one node, so the shim's plan is flat two-phase" "twophase True True" \
+  js --nodes 1 --ranks-per-node 4 "${F[@]}" --algo hier --compress int8
+check_eq "model, 4 nodes of 1 rank, --algo auto: flat two-phase" "twophase True True" \
+  js --nodes 4 --ranks-per-node 1 "${F[@]}" --algo auto --compress int8
+check_eq "model, --algo none: plain NCCL" "plain True True" js --nodes 2 --ranks-per-node 2 "${F[@]}" --algo none --compress fp16
+check_eq "model, int8 below two-phase's size (4 bytes per rank): plain, as the shim forwards it" "plain True True" \
+  js --nodes 2 --ranks-per-node 2 --bytes 16 --algo auto --compress int8
+check_eq "model, a reduce-scatter on 2x2 under hier: the hier plan" "hier True True" \
+  js --nodes 2 --ranks-per-node 2 "${F[@]}" --coll reducescatter --algo hier --compress fp16
+# --from-log: 2 ranks, 5 sizes x 3 iterations + 2 warm-up of allreduce_perf, one calls log per rank
+mkdir -p "$TMPD/logs"
+with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/logs/" NCCLSHIM_BANNER=0 \
+  mpirun_shim 2 "$BIN/allreduce_perf" -b 64K -e 1M -f 2 -n 3 -w 2 -c 0 >"$TMPD/ap.out" 2>&1
+log=$(ls "$TMPD"/logs/*.jsonl 2>/dev/null | head -1)
+n=$(python3 -c 'import json, sys
+print(sum(1 for l in open(sys.argv[1]) if l.startswith("{") and json.loads(l).get("kind") == "call"
+          and json.loads(l).get("dtype") == "float" and json.loads(l).get("action") != "skipped"))' "$log" 2>/dev/null)
+"$M" --from-log "$log" --nodes 2 --ranks-per-node 1 "${F[@]}" >"$TMPD/fromlog.out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ -n "$n" ] && [ "$n" -gt 0 ] && grep -q "): $n fp32 calls in 5 sizes" "$TMPD/fromlog.out" \
+  && grep -q '^none  *off .* 1\.000x$' "$TMPD/fromlog.out" && grep -q "MODELLED" "$TMPD/fromlog.out" \
+  && ok "model --from-log: the $n fp32 calls of rank 0's calls log in 5 sizes, a row per plan, plain NCCL 1.000x, labelled MODELLED" \
+  || { not_ok "model --from-log (exit $rc, $n calls in $log)"; sed 's/^/#   /' "$TMPD/fromlog.out" | head -8; }
+check_fails "model --from-log on a file without calls fails with a message" "$M" --from-log "$TMPD/ap.out"
