@@ -195,9 +195,11 @@ static void hier_agree(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   ncclResult_t cr = confirm(c, be, s, r);
   nsc_hier_adopt(c, r == ncclSuccess && cr == ncclSuccess && v == -2);
   if (c->hier_on && c->rank == 0)
-    nsc_info("NCCLSHIM_ALGO=%s on communicator %p: %d nodes x %d ranks, hierarchical; fp32 reduce-scatter and "
+    nsc_info("NCCLSHIM_ALGO=%s on communicator %p: %d nodes x %d ranks, hierarchical%s; fp32 reduce-scatter and "
              "all-gather inside each node, two-phase %s between nodes", nsc_g.cfg.algo == NSC_ALGO_HIER ? "hier" : "auto",
-             (void *)c->comm, c->topo.nnodes, c->topo.local_size, nsc_fmt_name(nsc_tp_fmt(&nsc_g.cfg)));
+             (void *)c->comm, c->topo.nnodes, c->topo.local_size,
+             nsc_g.cfg.algo == NSC_ALGO_HIER || !nsc_g.cfg.hier_min_bytes ? "" : " from NCCLSHIM_HIER_MIN_BYTES per call",
+             nsc_fmt_name(nsc_tp_fmt(&nsc_g.cfg)));
 }
 
 enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, NSLOTS };

@@ -86,14 +86,18 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
     }
     return;
   }
-  if (in->hier) {
+  /* auto runs hier from NCCLSHIM_HIER_MIN_BYTES of fp32 per call (the whole
+   * buffer, as MIN_BYTES counts it): below, the latency of three stages
+   * costs more than the bytes they save (bench/model/auto-rule.sh) */
+  size_t bytes = 4 * in->count * (in->rs ? (size_t)t->nranks : 1);
+  if (in->hier && (cfg->algo == NSC_ALGO_HIER || bytes >= (size_t)cfg->hier_min_bytes)) {
     p->why = "nodes of several ranks each: compressed between nodes only";
     if (in->rs) make_hier_rs(p, t, in->avg);
     else make_hier_ar(p, t, in->avg);
     return;
   }
   p->alg = NSC_PLAN_TWOPHASE;
-  p->why = "two-phase";
+  p->why = in->hier ? "below NCCLSHIM_HIER_MIN_BYTES: flat two-phase" : "two-phase";
   step(p, NSC_STEP_TWOPHASE, NSC_ON_ALL, 0, p->count, NSC_BUF_SEND, 0, NSC_BUF_RECV, 0, in->avg, in->rs);
 }
 

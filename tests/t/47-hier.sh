@@ -127,19 +127,25 @@ done
   || { not_ok "hier on the CUDA backend: digests differ from host memory"; paste "$TMPD/dev.0" "$TMPD/dev.1" | sed 's/^/#   /'; }
 
 # 10. auto from the node map (issue 21 part 4): hierarchical on N >= 2 nodes of
-# L >= 2 ranks (int8: wherever two phases fit, so the same bits as hier and
-# not those of flat two-phase), flat two-phase when every rank is alone on its
-# node (the same bits as twophase, and no split).
+# L >= 2 ranks for calls from NCCLSHIM_HIER_MIN_BYTES (the digest's calls are
+# 0.8 MiB: with the threshold at 0, the same bits as hier and not those of
+# flat two-phase; at its default of 4M, flat two-phase's bits), flat two-phase
+# when every rank is alone on its node (the same bits as twophase, no split).
 for a in auto hier twophase; do
-  nodes 2 2 int8 digest NCCLSHIM_ALGO=$a NCCLSHIM_BANNER=1 >"$TMPD/a22.$a" 2>&1
+  nodes 2 2 int8 digest NCCLSHIM_ALGO=$a NCCLSHIM_BANNER=1 NCCLSHIM_HIER_MIN_BYTES=0 >"$TMPD/a22.$a" 2>&1
   grep '^digest' "$TMPD/a22.$a" | sort >"$TMPD/a22.$a.d"
   nodes 4 1 int8 digest NCCLSHIM_ALGO=$a NCCLSHIM_BANNER=1 >"$TMPD/a41.$a" 2>&1
   grep '^digest' "$TMPD/a41.$a" | sort >"$TMPD/a41.$a.d"
 done
+nodes 2 2 int8 digest NCCLSHIM_ALGO=auto NCCLSHIM_BANNER=1 >"$TMPD/a22.small" 2>&1
+grep '^digest' "$TMPD/a22.small" | sort >"$TMPD/a22.small.d"
 [ "$(wc -l <"$TMPD/a22.auto.d")" = 4 ] && cmp -s "$TMPD/a22.auto.d" "$TMPD/a22.hier.d" \
   && ! cmp -s "$TMPD/a22.auto.d" "$TMPD/a22.twophase.d" \
-  && ok "auto int8 on 2 nodes x 2 ranks: hierarchical (the bits of hier, not of flat two-phase)" \
+  && ok "auto int8 on 2 nodes x 2 ranks, HIER_MIN_BYTES=0: hierarchical (the bits of hier, not of flat two-phase)" \
   || { not_ok "auto int8 on 2x2 is not hier"; paste "$TMPD/a22.auto.d" "$TMPD/a22.hier.d" "$TMPD/a22.twophase.d" | sed 's/^/#   /'; }
+[ "$(wc -l <"$TMPD/a22.small.d")" = 4 ] && cmp -s "$TMPD/a22.small.d" "$TMPD/a22.twophase.d" \
+  && ok "auto int8 on 2x2, calls of 0.8 MiB below the default HIER_MIN_BYTES=4M: flat two-phase (its bits, not hier's)" \
+  || { not_ok "auto int8 on 2x2 below HIER_MIN_BYTES is not flat two-phase"; paste "$TMPD/a22.small.d" "$TMPD/a22.twophase.d" | sed 's/^/#   /'; }
 check_grep "auto on 2x2: rank 0 says it runs hierarchically" "ALGO=auto on communicator .*: 2 nodes x 2 ranks, hierarchical" "$TMPD/a22.auto"
 [ "$(wc -l <"$TMPD/a41.auto.d")" = 4 ] && cmp -s "$TMPD/a41.auto.d" "$TMPD/a41.twophase.d" \
   && ! grep -q "hierarchical" "$TMPD/a41.auto" \
@@ -150,7 +156,7 @@ check_grep "auto on 2x2: rank 0 says it runs hierarchically" "ALGO=auto on commu
 # refused on every rank before any stage is issued, recvbuff intact, no hang.
 for a in hier auto; do
   check "$a int8, 2x2, a call whose stage between nodes needs more than MAX_STAGING_BYTES=64K: ncclInvalidUsage on every rank, buffer intact" \
-    mpirun_nodes --shim 2 2 -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=$a -x NCCLSHIM_MAX_STAGING_BYTES=64K -- \
+    mpirun_nodes --shim 2 2 -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=$a -x NCCLSHIM_MAX_STAGING_BYTES=64K -x NCCLSHIM_HIER_MIN_BYTES=0 -- \
       "$TBIN/shimfault_args" big 100000 f32 limit
 done
 

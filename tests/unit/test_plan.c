@@ -128,6 +128,27 @@ static void test_plan_hier_allreduce(void **state) {
   }
 }
 
+/* auto on a communicator that adopted hier: hierarchical from
+ * NCCLSHIM_HIER_MIN_BYTES of fp32 per call (a reduce-scatter's whole buffer),
+ * flat two-phase (or the ring) below; ALGO=hier ignores the threshold. */
+static void test_plan_hier_min_bytes(void **state) {
+  (void)state;
+  static const int ids[4] = {1, 1, 2, 2};
+  nsc_topo t = topo_of(ids, 4, 1);
+  nsc_config a = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_HIER_MIN_BYTES=1M");
+  nsc_config h = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=hier");
+  assert_int_equal(plan_of(&a, &t, 0, 262144, 1).alg, NSC_PLAN_HIER);      /* 1 MiB */
+  assert_int_equal(plan_of(&a, &t, 0, 262143, 1).alg, NSC_PLAN_TWOPHASE);  /* 4 bytes less */
+  assert_int_equal(plan_of(&a, &t, 1, 65536, 1).alg, NSC_PLAN_HIER);       /* 4 x 64K per rank */
+  assert_int_equal(plan_of(&a, &t, 1, 65535, 1).alg, NSC_PLAN_TWOPHASE);
+  assert_int_equal(plan_of(&h, &t, 0, 1000, 1).alg, NSC_PLAN_HIER);         /* hier: any size two phases fit */
+  nsc_config d = cfg_of("NCCLSHIM_COMPRESS=fp16", NULL);                   /* the default: 4M */
+  assert_int_equal(d.hier_min_bytes, 4 << 20);
+  assert_int_equal(plan_of(&d, &t, 0, 1 << 20, 1).alg, NSC_PLAN_HIER);
+  assert_int_equal(plan_of(&d, &t, 0, (1 << 20) - 1, 1).alg, NSC_PLAN_TWOPHASE);
+  nsc_topo_free(&t);
+}
+
 /* hier's reduce-scatter: on consecutive nodes one reduce-scatter per node,
  * this rank's node first, node j's blocks from its first rank's into TMP
  * slot j; on nodes of ranks 0,2 and 1,3 one reduce per block, root l, block
@@ -195,6 +216,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_plain_and_ring),
       cmocka_unit_test(test_plan_hier_allreduce),
+      cmocka_unit_test(test_plan_hier_min_bytes),
       cmocka_unit_test(test_plan_hier_reducescatter),
       cmocka_unit_test(test_plan_names),
   };
