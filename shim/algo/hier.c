@@ -33,7 +33,8 @@ int nsc_hier_wanted(const nsc_comm *c, const char **why) {
   else if (t->nnodes < 2) *why = "the communicator is on one node";
   else if (t->min_local != t->max_local) *why = "its nodes hold different numbers of its ranks";
   else if (t->max_local < 2) *why = "every rank is alone on its node";
-  else if (!nsc_real.CommSplit || !nsc_real.ReduceScatter || !nsc_real.AllGather) *why = "this NCCL lacks ncclCommSplit";
+  else if (!nsc_real.CommSplit || !nsc_real.ReduceScatter || !nsc_real.AllGather || (!t->contiguous && !nsc_real.Reduce))
+    *why = "this NCCL lacks ncclCommSplit, ncclReduceScatter, ncclAllGather or (nodes of non-consecutive ranks) ncclReduce";
   return !**why;
 }
 

@@ -659,8 +659,12 @@ static nsc_log_final *close_locked(nsc_comm_log *l, int may_query) {
 }
 
 void nsc_log_comm_close(nsc_comm_log *l) {
-  /* A forked child touches no lock: the writer may have held one at fork. */
-  if (forgotten || __atomic_load_n(&l->open, __ATOMIC_ACQUIRE) != NSC_LOG_OPEN) return;
+  /* A forked child touches no lock: the writer may have held one at fork.
+   * A log never opened is on no list: nobody else can hold it. Any other
+   * waits for open_lock, even when already closed: the exit handler (or the
+   * SIGTERM writer) may be closing it now and still uses it until it lets
+   * go of open_lock, and the caller frees it next (comm.c). */
+  if (forgotten || __atomic_load_n(&l->open, __ATOMIC_ACQUIRE) == NSC_LOG_UNOPENED) return;
   pthread_mutex_lock(&open_lock);
   pthread_mutex_lock(&l->lock);
   nsc_log_final *f = NULL;

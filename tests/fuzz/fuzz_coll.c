@@ -52,6 +52,7 @@
 #define ACC_SEEDS 16400 /* from here, no short or long pass of a model without find_unused while the shim learns */
 #define NODE_SEEDS 40000 /* from here, emulated nodes (NCCL_HOSTID per rank) and NCCLSHIM_ALGO=hier (issue 21) */
 #define F16S_SEEDS 50000 /* from here, NCCLSHIM_COMPRESS=fp16s (compress 5, issue 21 part 5) */
+#define HMIN_SEEDS 100000 /* from here, auto on nodes draws NCCLSHIM_HIER_MIN_BYTES=0 half the time (issue 22) */
 #define SPLIT_SEEDS 32000 /* from here, no pass that begins late right after one that ended early (any model) */
 
 /* ---- the program ---------------------------------------------------------- */
@@ -112,6 +113,7 @@ typedef struct {
   int node[MAXR]; /* seeds >= NODE_SEEDS: each rank's node (NCCL_HOSTID=n<k>), -1: none set */
   int nnodes;
   long long min_bytes, fuse_bytes, chunk_bytes, piece_bytes;
+  long long hier_min; /* NCCLSHIM_HIER_MIN_BYTES (seeds >= HMIN_SEEDS; else the default 4M) */
   const char *prescale;
   int fault, frank;
   long fn;
@@ -404,6 +406,9 @@ static void draw_nodes(prog_t *p, uint64_t seed) {
     p->nnodes = N;
   }
   if (p->compress && (p->algo == 2 || p->algo == 0) && chance(0.6)) p->algo = 3;
+  /* auto goes hierarchical from HIER_MIN_BYTES per call: at 0, the fuzzer's
+   * calls (mostly far below the default 4M) take that path too */
+  p->hier_min = seed >= HMIN_SEEDS && p->algo == 0 && p->nnodes && chance(0.5) ? 0 : 4 << 20;
   rng = saved;
 }
 
@@ -506,6 +511,7 @@ static void draw_ef_classes(prog_t *p, uint64_t seed, int ddp) {
 
 static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   memset(p, 0, sizeof *p);
+  p->hier_min = 4 << 20; /* NCCLSHIM_HIER_MIN_BYTES's default */
   p->seed = seed;
   rng = mix64(seed ^ 0x5eedf00dull);
   next_uid = 0;
@@ -716,6 +722,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (p->K > 1) feat(p, "accum");
   if (p->compress >= 3) feat(p, p->compress == 3 ? "int8" : p->compress == 4 ? "fp8" : "fp16s");
   if (p->algo) feat(p, p->algo == 3 ? "algo-hier" : p->algo == 2 ? "algo-twophase" : "algo-ring");
+  if (!p->hier_min) feat(p, "hier-min-0");
   if (p->nnodes) {
     int cnt[MAXR] = {0}, lo = p->W, hi = 0, used = 0;
     for (int r = 0; r < p->W; r++) cnt[p->node[r]]++;
@@ -806,9 +813,10 @@ static void print_plan(const prog_t *p) {
   printf("FZ_NP=%d\n", p->W);
   printf("FZ_SHIM_ENV='NCCLSHIM_COMPRESS=%s NCCLSHIM_MIN_BYTES=%lld NCCLSHIM_FUSE_BYTES=%lld NCCLSHIM_CHUNK_BYTES=%lld "
          "NCCLSHIM_ACCUM_STEPS=%d NCCLSHIM_PRESCALE=%s NCCLSHIM_DISABLE=%d NCCLSHIM_ALGO=%s "
-         "NCCLSHIM_TWOPHASE_PIECE_BYTES=%lld NCCLSHIM_ERROR_FEEDBACK=%d NCCLSHIM_ROUNDING=%s%s'\n",
+         "NCCLSHIM_TWOPHASE_PIECE_BYTES=%lld NCCLSHIM_ERROR_FEEDBACK=%d NCCLSHIM_ROUNDING=%s%s "
+         "NCCLSHIM_HIER_MIN_BYTES=%lld'\n",
          cz[p->compress], p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->K, p->prescale, p->disable, al[p->algo],
-         p->piece_bytes, p->ef, p->sr ? "stochastic" : "nearest", stg);
+         p->piece_bytes, p->ef, p->sr ? "stochastic" : "nearest", stg, p->hier_min);
   printf("FZ_HOST_ENV='%s'\n", p->fault == F_FAIL_CALL ? "HOSTNCCL_FAIL_CALL=" : p->fault == F_FAIL_GROUP_END ? "HOSTNCCL_FAIL_GROUP_END=" : "");
   if (p->fault == F_FAIL_CALL || p->fault == F_FAIL_GROUP_END) printf("FZ_HOST_ENV=\"${FZ_HOST_ENV}%ld\"\n", p->fn);
   for (int r = 0; r < p->W; r++) {
@@ -854,6 +862,7 @@ static void describe(const prog_t *p) {
     printf("; error_feedback=%d rounding=%s max_staging_bytes=%lld%s", p->ef, p->sr ? "stochastic" : "nearest",
            p->staging, p->noprepoll ? " no-prepoll" : "");
   if (p->nnodes) {
+    if (p->seed >= HMIN_SEEDS) printf("; hier_min_bytes=%lld", p->hier_min);
     printf("; nodes (NCCL_HOSTID) of ranks 0..%d:", p->W - 1);
     for (int r = 0; r < p->W; r++) printf(" n%d", p->node[r]);
   }

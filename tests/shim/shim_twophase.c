@@ -54,6 +54,10 @@
  *                           one input in one group (and two outside) must
  *                           round independently: at most 90 % of their
  *                           elements agree (about 2/3 when independent)
+ *   shim_twophase rspoison  the same for a reduce-scatter (hier's: TMP or the
+ *                           stage between nodes unusable), out of and in
+ *                           place: no element wrong, the faulty rank's shard
+ *                           all NaN, later rounds exact
  *   shim_twophase poison    with NCCLSHIM_FAULT_STAGE on some ranks only: those
  *                           return ncclSystemError, every rank's result is NaN
  *                           in every element (hier: in the same elements on
@@ -414,6 +418,45 @@ static int cmd_poison(void) {
   return fails != 0;
 }
 
+/* A reduce-scatter (hier on nodes, consecutive or not) with
+ * NCCLSHIM_FAULT_STAGE on some ranks: out of place, then in place, then both
+ * again with no fault left (the fault point fires once per process). A
+ * faulty rank returns ncclSystemError with its whole shard NaN; on every
+ * other rank each element is exact or NaN (NaN only where a faulty rank's
+ * stage between nodes went), never wrong; the send buffer of an out-of-place
+ * call is untouched; the later rounds are exact everywhere. */
+static int cmd_rspoison(void) {
+  enum { RC = 40001 };
+  const char *fa = getenv("NCCLSHIM_FAULT_STAGE");
+  int faulty = fa && *fa && strcmp(fa, "0") != 0;
+  size_t tot = (size_t)RC * nranks;
+  float *s = malloc(tot * 4), *r = malloc(RC * 4);
+  int chk[4] = {0};
+  NCCL_OK(ncclAllReduce(chk, chk, 4, ncclInt32, ncclSum, comm, NULL)); /* the check, no staging */
+  for (int round = 0; round < 4; round++) {
+    int inplace = round % 2;
+    for (size_t i = 0; i < tot; i++) s[i] = exact_val(rank, i);
+    float *out = inplace ? s + (size_t)rank * RC : r;
+    ncclResult_t res = ncclReduceScatter(s, out, RC, ncclFloat32, ncclSum, comm, NULL);
+    size_t nan = 0, wrong = 0, changed = 0;
+    for (size_t i = 0; i < RC; i++) {
+      float want = 0;
+      for (int q = 0; q < nranks; q++) want += exact_val(q, (size_t)rank * RC + i);
+      if (isnan(out[i])) nan++;
+      else if (out[i] != want) wrong++;
+    }
+    if (!inplace)
+      for (size_t i = 0; i < tot; i++) changed += s[i] != exact_val(rank, i);
+    int first = faulty && round == 0; /* NCCLSHIM_FAULT_STAGE=1: this rank's first take */
+    EXPECT(!wrong && !changed, "round %d (%s place): %zu elements wrong, %zu of the send buffer changed", round,
+           inplace ? "in" : "out of", wrong, changed);
+    if (first) EXPECT(res == ncclSystemError && nan == RC, "faulty rank: returned %d with %zu of %d NaN", res, nan, RC);
+    if (round >= 2) EXPECT(res == ncclSuccess && !nan, "round %d: returned %d with %zu NaN", round, res, nan);
+  }
+  printf("rspoison rank %d ok\n", rank);
+  return fails != 0;
+}
+
 static int cmd_nonblocking(void) {
   enum { N = 100003, RC = 40001 };
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -647,6 +690,7 @@ static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "digest")) return cmd_digest();
   if (!strcmp(cmd, "fault")) return cmd_fault();
   if (!strcmp(cmd, "poison")) return cmd_poison();
+  if (!strcmp(cmd, "rspoison")) return cmd_rspoison();
   if (!strcmp(cmd, "nonblocking")) return cmd_nonblocking();
   if (!strcmp(cmd, "group")) return cmd_group(0);
   if (!strcmp(cmd, "group-nb")) return cmd_group(1);

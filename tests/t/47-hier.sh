@@ -209,6 +209,27 @@ wf=$(awk '$1 == "wirebytes" && $2 == 0 {print $3}' "$TMPD/strided.twophase.out")
   || { not_ok "hier reduce-scatter on a strided map is not hierarchical ($wh, $wf)"; paste "$TMPD/strided.hier" "$TMPD/strided.twophase" | sed 's/^/#   /'; }
 check "hier reduce-scatter int8 on nodes of ranks 0,2 and 1,3: exact inputs exact, in and out of place, Sum/Avg" \
   strided rs NCCLSHIM_ALGO=hier
+# A reduce-scatter whose staging one rank cannot use (NCCLSHIM_FAULT_STAGE:
+# 1 = its TMP, 2 = its stage between nodes), on consecutive and on strided
+# nodes, out of and in place: nothing wrong anywhere, that rank's shard NaN,
+# the next calls exact.
+rsp() { # FAULT_STAGE faulty-rank ids...
+  local fs=$1 bad=$2 ctx=() k=0 id; shift 2
+  for id in "$@"; do
+    [ ${#ctx[@]} -gt 0 ] && ctx+=(:)
+    ctx+=(-np 1 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" -x LD_PRELOAD="$SHIM" -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=hier
+      -x NCCL_HOSTID=$id)
+    [ $k = "$bad" ] && ctx+=(-x NCCLSHIM_FAULT_STAGE=$fs)
+    ctx+=("$P" rspoison)
+    k=$((k + 1))
+  done
+  mpirun_checked "${ctx[@]}"
+}
+check "hier reduce-scatter, 2x2, rank 1's TMP unusable: no element wrong, its shard NaN, next calls exact" rsp 1 1 a a b b
+check "hier reduce-scatter, nodes a b a b, rank 0's TMP unusable: the same" rsp 1 0 a b a b
+check "hier reduce-scatter, nodes a b a b, rank 3's stage between nodes unusable: the same" rsp 2 3 a b a b
+check "hier reduce-scatter, nodes a b b a, rank 3's TMP unusable: the same" rsp 1 3 a b b a
+
 # A real call failing at each of the strided reduce-scatter's calls (after
 # the all-reduce's: its four reduces inside the node, then its two-phase):
 # every rank prints the same result line, nobody hangs.
