@@ -25,8 +25,9 @@
  * A call that fails on this rank leaves its bucket without residuals (read
  * as zero next time), as a changed call sequence does.
  *
- * Failures: a real call that fails ends the call at once with its result
- * (never retried; every rank failing the same call issues the same calls).
+ * Failures: a real call that fails is the call's result (never retried);
+ * every later piece's exchange is still issued, as the peers issue them, and
+ * this rank's result and what it sends from then on are NaN.
  * A rank that cannot get staging, or whose encode/decode fails, still issues
  * every message its peers expect, with 0xff bytes (NaN in every format), so
  * nobody hangs and every result is NaN rather than silently wrong; it returns
@@ -184,6 +185,16 @@ static void point_drop(lanes *l, point *pt) {
   pt->ok = pt->taken = 0;
 }
 
+/* A piece's exchange answered e: a failure is the call's result (the first)
+ * and makes this rank's result NaN, but every later piece's exchange is
+ * still issued, as its peers issue them (rule 1): what this rank sends from
+ * then on is NaN too (L.bad), never a wrong value. */
+static void exchanged(lanes *l, ncclResult_t *res, ncclResult_t e) {
+  if (NSC_OK(e)) return;
+  if (NSC_OK(*res)) *res = e;
+  l->bad = 1;
+}
+
 ncclResult_t nsc_twophase_poisoned(nsc_comm *c, const nsc_backend *be, float *recv, size_t count, int rs,
                                    cudaStream_t s, const void *ef_send) {
   nsc_tp_plan p;
@@ -263,8 +274,7 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float 
   for (int k = 0; k < np; k++) {
     point_wait(&L, st, L.side, &em[k]);
     if (k == 0) nsc_log_mark(&rec, NSC_MARK_CAST_IN);
-    res = exchange(c, &p, k, enc, in, 0, s);
-    if (!NSC_OK(res)) goto out;
+    exchanged(&L, &res, exchange(c, &p, k, enc, in, 0, s));
     point_take(&L, st, &x);
     point_wait(&L, L.side, st, &x);
     nsc_tp_piece(&p, r, k, &off, &len);
@@ -286,8 +296,7 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float 
    * bytes, beside piece k+1's exchange */
   for (int k = 0; k < np; k++) {
     point_wait(&L, st, L.side, &dm[k]);
-    res = exchange(c, &p, k, gat, gat, 1, s);
-    if (!NSC_OK(res)) goto out;
+    exchanged(&L, &res, exchange(c, &p, k, gat, gat, 1, s));
     point_take(&L, st, &x);
     point_wait(&L, L.side, st, &x);
     for (int j = 0; j < n; j++) {
@@ -307,8 +316,8 @@ out:
   }
   if (ef) ef->have = NSC_OK(res) && !L.bad; /* a failed call leaves no residuals to carry */
   nsc_ef_used(ef, st); /* after the join: the side stream's encodes are behind st */
+  if (L.bad) be->fill_ones(st, recv, 4 * count); /* a failed cast or exchange: NaN, never a wrong value */
   if (NSC_OK(res) && L.bad) {
-    be->fill_ones(st, recv, 4 * count);
     nsc_warn("two-phase %s: a cast on rank %d failed (%s); its result is NaN", rs ? "reduce-scatter" : "all-reduce",
              r, nsc_backend_error());
     res = ncclSystemError;
