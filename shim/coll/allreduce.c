@@ -373,9 +373,12 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
    * group as outside (there after the real group end, group.h); it takes
    * precedence over fusion: a two-phase member is not packed with the
    * ring's fused members. */
-  nsc_plan plan;
-  nsc_plan_for(c, 0, count, op, nsc_policy_compressible(cfg, &call), &plan);
-  int tp = plan.alg == NSC_PLAN_TWOPHASE || plan.alg == NSC_PLAN_HIER;
+  int tp = 0;
+  if (nsc_policy_compressible(cfg, &call)) { /* the plan only where it can be more than the call itself */
+    nsc_plan plan;
+    nsc_plan_for(c, 0, count, op, 1, &plan);
+    tp = plan.alg == NSC_PLAN_TWOPHASE || plan.alg == NSC_PLAN_HIER;
+  }
   if (a == NSC_ACT_PASS && !acc && !tp) {
     (void)nsc_accum_feed(c, &call, send, recv, 0, &agree);
     r = nsc_forward(c, send, recv, count, dt, op, stream, NSC_ACT_PASS);

@@ -28,8 +28,9 @@
 /* The call's plan runs in two phases (flat or hierarchical): from the call,
  * the settings and the communicator's agreed map alone (plan.h). */
 static int two_phases(const nsc_comm *c, const nsc_config *cfg, const nsc_call *call, size_t rc, ncclRedOp_t op) {
+  if (!nsc_policy_compressible(cfg, call)) return 0; /* plain: no plan to make */
   nsc_plan plan;
-  nsc_plan_for(c, 1, rc, op, nsc_policy_compressible(cfg, call), &plan);
+  nsc_plan_for(c, 1, rc, op, 1, &plan);
   return plan.alg == NSC_PLAN_TWOPHASE || plan.alg == NSC_PLAN_HIER;
 }
 
