@@ -34,11 +34,12 @@ $(SHIM_CUDA_PROGS): $(B)/tests/%: $(B)/obj/tests/shim/%.o $(HOSTNCCL_LIB) $(CUDA
 	  -Wl,-rpath,$(abspath $(CUDADRV_DIR)) $(LDFLAGS_BASE) -lpthread -lm -ldl
 TEST_BINS += $(SHIM_CUDA_PROGS)
 
-# One thread driving every device (ncclCommInitAll), no MPI: issue 23, defect 1.
-SHIM_CUDA_MULTIDEV := $(B)/tests/shim_cuda_multidev
-$(B)/obj/tests/shim/shim_cuda_multidev.o: EXTRA_CFLAGS := $(NCCL_INC)
-$(SHIM_CUDA_MULTIDEV): $(B)/obj/tests/shim/shim_cuda_multidev.o $(HOSTNCCL_LIB) $(CUDADRV_LIB)
+# One thread driving several ranks (ncclCommInitAll, or under mpirun L ranks
+# per process), device or host buffers: issue 23 defect 1, issue 37.
+SHIM_ONETHREAD := $(B)/tests/shim_onethread
+$(B)/obj/tests/shim/shim_onethread.o: CC_FOR := $(MPICC)
+$(B)/obj/tests/shim/shim_onethread.o: EXTRA_CFLAGS := $(NCCL_INC)
+$(SHIM_ONETHREAD): $(B)/obj/tests/shim/shim_onethread.o $(HOSTNCCL_LIB) $(CUDADRV_LIB)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $< -L$(B)/lib/hostnccl -lnccl -L$(CUDADRV_DIR) -l:libcuda.so.1 \
-	  -Wl,-rpath,$(abspath $(CUDADRV_DIR)) $(LDFLAGS_BASE) -lpthread
-TEST_BINS += $(SHIM_CUDA_MULTIDEV)
+	$(MPICC) -o $@ $< -L$(B)/lib/hostnccl -lnccl -Wl,-rpath,$(abspath $(CUDADRV_DIR)) $(LDFLAGS_BASE) -lpthread -ldl
+TEST_BINS += $(SHIM_ONETHREAD)

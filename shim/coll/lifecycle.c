@@ -162,68 +162,108 @@ static int blocking_kind(const nsc_work *w) {
 
 #define PER_THREAD_STREAM ((nsc_stream)0x2) /* CU_STREAM_PER_THREAD */
 
-/* After a group whose after-work waits for peers (a check, an agreement, a
- * two-phase call: each issues collectives of the shim's own and waits for
- * their answers) on communicators of several devices, each device's share
- * runs at once, in queue order, on a thread of its own made current on that
- * device's context: one thread driving several devices (ncclCommInitAll,
- * nccl-tests -g N) holds every rank of a clique, and one device's wait would
+/* The part a communicator's after-work runs in: its device (the CUDA context
+ * of its first item that names one), else the communicator itself. Host
+ * memory names no device, and a host communicator may be one of several
+ * ranks of a clique that this thread drives (issue 37: ncclCommInitAll on
+ * host buffers hung at the first compressed group, both communicators' work
+ * in one part), so each gets a part of its own. A communicator's items
+ * always stay together, in queue order. */
+typedef struct {
+  const nsc_comm *c;
+  void *key;
+} comm_key;
+
+static void *part_key(comm_key *ck, int *nck, const nsc_work *x, int *cuda_ptd) {
+  void *ctx = x->be ? nsc_backend_stream_ctx(x->be, x->stream) : NULL;
+  if (ctx && x->stream == PER_THREAD_STREAM) *cuda_ptd = 1;
+  int i = 0;
+  while (i < *nck && ck[i].c != x->c) i++;
+  if (i == *nck) ck[(*nck)++] = (comm_key){x->c, ctx ? ctx : (void *)x->c};
+  else if (ctx && ck[i].key == (void *)x->c) ck[i].key = ctx; /* a later item names its device */
+  return ck[i].key;
+}
+
+/* After a group whose after-work waits for peers (a check with hier's
+ * splits, an agreement, a two-phase call, a settle: each issues collectives
+ * of the shim's own and waits for their answers) on communicators of several
+ * parts, each part runs at once, in queue order, on a thread of its own (made
+ * current on its device's context where it has one): one thread driving
+ * several ranks (ncclCommInitAll, nccl-tests -g N, several host
+ * communicators) holds every rank of a clique, and one part's wait would
  * otherwise keep the others' collectives from being issued (issue 23,
- * defect 1: a deadlock at the first group). A process with one device (one
- * context) keeps its order: everything on the caller's thread, as before, so
- * no two ranks can order its communicators differently. Work on the
- * per-thread stream stays there too (its handle names the caller's stream).
- * A group end that answered ncclInProgress is waited for first, here, once
- * for all parts. What is issued on each communicator is unchanged. */
+ * defect 1; issue 37). Communicators of one CUDA device share a part and keep
+ * their order on one thread (concurrent launches from several threads on one
+ * device risk NCCL's cross-communicator deadlock), and so does everything
+ * when an item names the per-thread stream (its handle names the caller's
+ * thread's stream). A group end that answered ncclInProgress is waited for
+ * first, here, once for all parts. What is issued on each communicator is
+ * unchanged. */
+typedef struct {
+  part p;
+  void *key;
+  nsc_work *tail;
+  pthread_t th;
+  int started;
+} slot;
+
 static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_comms *g) {
-  enum { MAXP = 8 };
-  void *keys[MAXP];
-  int np = 0, blocking = 0, serial = 0;
-  for (nsc_work *x = w; x && !serial; x = x->next) {
-    blocking |= blocking_kind(x);
-    if (x->stream == PER_THREAD_STREAM) serial = 1;
-    void *k = x->be ? nsc_backend_stream_ctx(x->be, x->stream) : NULL;
-    int i = 0;
-    while (i < np && keys[i] != k) i++;
-    if (i == np) {
-      if (np == MAXP) serial = 1;
-      else keys[np++] = k;
-    }
-  }
-  if (serial || !blocking || np <= 1) return run_after(w, in_progress, ok, g);
-  if (in_progress) wait_group(g); /* once, before any part issues its own collectives */
-  part *parts = calloc((size_t)np, sizeof *parts);
-  pthread_t th[MAXP];
-  int started[MAXP] = {0};
-  if (!parts) return run_after(w, in_progress, ok, g); /* in order, as before */
-  nsc_work *tail[MAXP] = {0};
-  for (int k = 0; k < np; k++) parts[k] = (part){.in_progress = in_progress, .ok = ok, .g = *g, .ctx = keys[k]};
-  for (nsc_work *x = w, *n; x; x = n) {
-    n = x->next;
-    x->next = NULL;
-    void *key = x->be ? nsc_backend_stream_ctx(x->be, x->stream) : NULL;
-    int k = 0;
-    while (k < np - 1 && keys[k] != key) k++;
-    if (tail[k]) tail[k]->next = x;
-    else parts[k].w = x;
-    tail[k] = x;
-  }
-  for (int k = 0; k < np; k++) started[k] = pthread_create(&th[k], NULL, run_part, &parts[k]) == 0;
+  int n = 0, blocking = 0, cuda_ptd = 0, nck = 0, np = 0;
+  for (nsc_work *x = w; x; x = x->next) n++, blocking |= blocking_kind(x);
+  if (!blocking || n <= 1) return run_after(w, in_progress, ok, g);
+  comm_key *ck = calloc((size_t)n, sizeof *ck);
+  void **key = calloc((size_t)n, sizeof *key);
+  slot *sl = calloc((size_t)n, sizeof *sl);
   ncclResult_t r = ncclSuccess;
+  if (!ck || !key || !sl) goto serial; /* in order, as before */
+  int i = 0;
+  for (nsc_work *x = w; x; x = x->next) key[i++] = part_key(ck, &nck, x, &cuda_ptd);
+  for (i = 0; i < n; i++) { /* each item's communicator's final key, then its part */
+    for (int j = 0; j < nck; j++)
+      if (key[i] == (void *)ck[j].c) key[i] = ck[j].key;
+    int k = 0;
+    while (k < np && sl[k].key != key[i]) k++;
+    if (k == np) sl[np++].key = key[i];
+  }
+  if (cuda_ptd || np <= 1) goto serial;
+  if (in_progress) wait_group(g); /* once, before any part issues its own collectives */
+  for (int k = 0; k < np; k++) {
+    void *ctx = sl[k].key;
+    for (int j = 0; j < nck; j++)
+      if (ctx == (void *)ck[j].c) ctx = NULL; /* a communicator's own part: no device */
+    sl[k].p = (part){.in_progress = in_progress, .ok = ok, .g = *g, .ctx = ctx};
+  }
+  i = 0;
+  for (nsc_work *x = w, *nx; x; x = nx, i++) {
+    nx = x->next;
+    x->next = NULL;
+    int k = 0;
+    while (sl[k].key != key[i]) k++;
+    if (sl[k].tail) sl[k].tail->next = x;
+    else sl[k].p.w = x;
+    sl[k].tail = x;
+  }
+  for (int k = 0; k < np; k++) sl[k].started = pthread_create(&sl[k].th, NULL, run_part, &sl[k].p) == 0;
   const char *err = NULL;
   for (int k = 0; k < np; k++) {
-    if (started[k]) pthread_join(th[k], NULL);
-    else { /* no thread: on this one, in order (one thread per device is then all that can work) */
-      nsc_warn("no thread for device %d's share of a group's work: it runs after the others'", k);
-      parts[k].r = run_after(parts[k].w, in_progress, ok, &parts[k].g);
+    if (sl[k].started) pthread_join(sl[k].th, NULL);
+    else { /* no thread: on this one, in order (one thread per part is then all that can work) */
+      nsc_warn("no thread for part %d of a group's work: it runs after the others'", k);
+      sl[k].p.r = run_after(sl[k].p.w, in_progress, ok, &sl[k].p.g);
     }
-    if (r == ncclSuccess && parts[k].r != ncclSuccess) {
-      r = parts[k].r;
-      err = parts[k].err;
+    if (r == ncclSuccess && sl[k].p.r != ncclSuccess) {
+      r = sl[k].p.r;
+      err = sl[k].p.err;
     }
   }
   if (err && !strncmp(err, "ncclshim: ", 10)) nsc_note_error(err + 10);
-  free(parts);
+  goto out;
+serial:
+  r = run_after(w, in_progress, ok, g);
+out:
+  free(ck);
+  free(key);
+  free(sl);
   return r;
 }
 

@@ -53,6 +53,9 @@
 #define NODE_SEEDS 40000 /* from here, emulated nodes (NCCL_HOSTID per rank) and NCCLSHIM_ALGO=hier (issue 21) */
 #define F16S_SEEDS 50000 /* from here, NCCLSHIM_COMPRESS=fp16s (compress 5, issue 21 part 5) */
 #define HMIN_SEEDS 100000 /* from here, auto on nodes draws NCCLSHIM_HIER_MIN_BYTES=0 half the time (issue 22) */
+#define LOCAL_SEEDS 120000 /* from here, one thread drives a clique of its own process (issue 37) */
+#define MAXL 3   /* ranks of a process's own clique */
+#define LRANK 8  /* input index of its rank 0 (distinct from the world's ranks) */
 #define SPLIT_SEEDS 32000 /* from here, no pass that begins late right after one that ended early (any model) */
 
 /* ---- the program ---------------------------------------------------------- */
@@ -63,7 +66,7 @@ static const char *fault_name[F_N] = {"none",      "fail-call", "fail-group-end"
 /* Faults where only the failing rank may fail a call (its peers get NaN). */
 static int local_fault(int f) { return f == F_ALLOC_ONE || f == F_HOST_ALLOC_ONE; }
 enum { K_AR, K_RS };
-enum { ST_CALL, ST_GROUP, ST_NEWCOMM, ST_PASS, ST_NOP, ST_EF };
+enum { ST_CALL, ST_GROUP, ST_NEWCOMM, ST_PASS, ST_NOP, ST_EF, ST_LOCAL };
 enum { OP_PREMUL = 5 };
 
 typedef struct {
@@ -127,6 +130,7 @@ typedef struct {
   int ef, sr, noprepoll;
   long long staging;        /* NCCLSHIM_MAX_STAGING_BYTES, 0: default */
   int nef, efcomm, effresh; /* error-feedback models on communicator efcomm (fresh buffers: one model only) */
+  int nlocal; /* seeds >= LOCAL_SEEDS: ranks of each process's own clique (ncclCommInitAll), 0: none */
   char feat[512];
 } prog_t;
 
@@ -412,6 +416,42 @@ static void draw_nodes(prog_t *p, uint64_t seed) {
   rng = saved;
 }
 
+/* One thread drives several ranks (issue 37): every process makes a clique
+ * of its own of 2 or 3 ranks (ncclCommInitAll) and issues, at 1 to 3 points
+ * of the program, one group holding the same fp32 calls on each of its ranks
+ * (the clique's first calls inside a group). Only in programs without a
+ * fault: the host NCCL's fault counters count a process's calls over all its
+ * communicators, so the N-th call would be a different call on each rank. */
+static void draw_local(prog_t *p, uint64_t seed) {
+  static const size_t ar_counts[] = {1024, 4097, 65536, 100003, 262144}, rs_counts[] = {1024, 16384, 65536};
+  uint64_t saved = rng;
+  rng = mix64(seed ^ 0x10ca137ull);
+  if (p->fault == F_NONE && chance(0.5)) {
+    p->nlocal = 2 + rint_(MAXL - 1);
+    for (int k = 1 + rint_(3); k > 0 && p->nstep < MAXS; k--) {
+      int at = rint_(p->nstep + 1);
+      memmove(&p->st[at + 1], &p->st[at], (size_t)(p->nstep - at) * sizeof *p->st);
+      p->nstep++;
+      step_t *st = &p->st[at];
+      memset(st, 0, sizeof *st);
+      st->kind = ST_LOCAL;
+      st->n = 1 + rint_(3);
+      for (int i = 0; i < st->n; i++) {
+        call_t *c = &st->c[i];
+        c->uid = ++next_uid;
+        c->kind = chance(0.2) ? K_RS : K_AR;
+        c->count = c->kind == K_RS ? PICK(rs_counts) : PICK(ar_counts);
+        c->dt = ncclFloat32;
+        c->op = chance(0.8) ? ncclSum : ncclAvg;
+        c->inplace = chance(0.5);
+        c->exact = chance(0.7);
+        draw_streams(p, c, 0, 1);
+      }
+    }
+  }
+  rng = saved;
+}
+
 static void draw_ef_classes(prog_t *p, uint64_t seed, int ddp) {
   uint64_t saved = rng;
   rng = mix64(seed ^ 0xef26ef26ull);
@@ -684,6 +724,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   }
   if (seed >= EF_SEEDS) draw_ef_classes(p, seed, ddp);
   if (seed >= NODE_SEEDS) draw_nodes(p, seed);
+  if (seed >= LOCAL_SEEDS) draw_local(p, seed);
   /* An accumulation agreement's read-back failing on one rank is a known
    * limit (docs/collectives.md: that rank syncs while its peers may skip): not drawn. */
   if (p->fault == F_OOB_END_ONE && p->K > 1) p->fault = F_NONE;
@@ -736,6 +777,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   }
   if (p->ef) feat(p, "ef");
   if (p->nef) feat(p, p->nef > 1 ? "ef-models" : p->effresh ? "ef-fresh" : "ef-model");
+  if (p->nlocal) feat(p, "onethread-%d", p->nlocal);
   if (p->sr) feat(p, "sr");
   if (p->staging) feat(p, "staging-limit");
   if (p->noprepoll) feat(p, "no-prepoll");
@@ -793,6 +835,7 @@ static void filter(prog_t *p, const char *o) {
       if (off(o, "ddp-short-pass") || off(o, "ddp-long-pass")) st->p.present = p->model[st->p.model].normal;
     }
     if (st->kind == ST_EF && !p->nef) st->kind = ST_NOP;
+    if (st->kind == ST_LOCAL && (off(o, "onethread-2") || off(o, "onethread-3") || off(o, "onethread"))) st->kind = ST_NOP;
     if (off(o, "poll-per-rank")) st->rpoll = 0;
     for (int i = 0; i < st->n; i++) {
       if (off(o, "extreme")) st->c[i].mag = 0;
@@ -885,6 +928,15 @@ static void describe(const prog_t *p) {
              st->grouped ? " (one group)" : "", st->c[0].scale, op_name(st->c[0].op));
       for (int i = 0; i < st->n; i++) printf(" %zu%s", st->c[i].count, st->c[i].persist ? "" : " (fresh)");
       printf("\n");
+      continue;
+    }
+    if (st->kind == ST_LOCAL) {
+      printf("one thread, every rank of this process's own clique of %d (ncclCommInitAll), one group {", p->nlocal);
+      for (int i = 0; i < st->n; i++) {
+        describe_call(p, &st->c[i], line, sizeof line);
+        printf("%s%s", i ? "; " : " ", line);
+      }
+      printf(" } on each\n");
       continue;
     }
     if (st->kind == ST_NEWCOMM) {
@@ -1188,9 +1240,20 @@ static int all_nan(const float *x, size_t n) {
 
 /* The bound of docs/collectives.md: |got - exact| <= (n+1) u sum|x_r| (Sum), (n+2) u sum|x_r| / n (Avg);
  * u = 2^-11 (fp16), 2^-8 (bf16). */
-static size_t out_of_bound(const call_t *c, const float *got, size_t *first, double *want) {
-  int n = members(&P, c->comm, me, NULL), rin = 0;
-  members(&P, c->comm, me, &rin);
+/* The ranks (input indices) of call c's communicator as this rank sees it,
+ * and this rank's place among them. */
+static int call_ranks(const call_t *c, int *rk, int *rin) {
+  int n = 0;
+  for (int q = 0; q < W; q++)
+    if (P.comm[c->comm].colors == 1 || q % 2 == me % 2) {
+      if (q == me) *rin = n;
+      rk[n++] = q;
+    }
+  return n;
+}
+
+static size_t out_of_bound_over(const call_t *c, const float *got, size_t *first, double *want, const int *rk, int n,
+                                int rin) {
   double u = P.compress == 2 ? 0x1p-8 : 0x1p-11, coef = c->op == ncclAvg ? n + 2 : n + 1;
   /* int8/fp8 (two-phase, block-scaled with a power-of-two scale per block):
    * each input is rounded once and the result once, each by at most q times
@@ -1202,25 +1265,23 @@ static size_t out_of_bound(const call_t *c, const float *got, size_t *first, dou
   /* fp16s: 2^-11 relative, amax 2^-39 below fp16's normals; 2^-10 in a top block */
   double q = P.compress == 3 ? 1.0 / 127 : P.compress == 4 ? 0x1p-4 : 0x1p-10 + 0x1p-39, Msum = 0, Ms = 0;
   size_t lo = c->kind == K_RS ? (size_t)rin * c->count : 0;
-  for (int q_ = 0; w8 && q_ < W; q_++) {
-    if (P.comm[c->comm].colors != 1 && q_ % 2 != me % 2) continue;
+  size_t sc = c->kind == K_RS ? c->count * (size_t)n : c->count;
+  for (int k = 0; w8 && k < n; k++) {
     double M = 0;
-    for (size_t i = 0; i < send_count(c); i++) M = fmax(M, fabs(in_val(P.seed, c, q_, i)));
+    for (size_t i = 0; i < sc; i++) M = fmax(M, fabs(in_val(P.seed, c, rk[k], i)));
     Msum += M;
   }
   for (size_t i = 0; w8 && i < c->count; i++) {
     double t = 0;
-    for (int q_ = 0; q_ < W; q_++)
-      if (P.comm[c->comm].colors == 1 || q_ % 2 == me % 2) t += in_val(P.seed, c, q_, lo + i);
+    for (int k = 0; k < n; k++) t += in_val(P.seed, c, rk[k], lo + i);
     Ms = fmax(Ms, fabs(c->op == ncclAvg ? t / n : t));
   }
   size_t bad = 0;
   for (size_t i = 0; i < c->count; i++) {
     double s = 0, a = 0;
     size_t j = lo + i;
-    for (int q_ = 0; q_ < W; q_++) {
-      if (P.comm[c->comm].colors != 1 && q_ % 2 != me % 2) continue;
-      double v = in_val(P.seed, c, q_, j);
+    for (int k = 0; k < n; k++) {
+      double v = in_val(P.seed, c, rk[k], j);
       s += v;
       a += fabs(v);
     }
@@ -1247,6 +1308,11 @@ static size_t out_of_bound(const call_t *c, const float *got, size_t *first, dou
     }
   }
   return bad;
+}
+
+static size_t out_of_bound(const call_t *c, const float *got, size_t *first, double *want) {
+  int rk[MAXR], rin = 0, n = call_ranks(c, rk, &rin);
+  return out_of_bound_over(c, got, first, want, rk, n, rin);
 }
 
 /* c is a member of a group that also holds a call on a colour-split
@@ -1492,6 +1558,71 @@ static void run_calls(const step_t *s) {
   for (int i = first; i < npend; i++) pend[i].code = combine(pend[i].code, g);
 }
 
+/* A step of this process's own clique (ST_LOCAL): one group holding the
+ * step's calls on each of its ranks, issued by this thread, then every
+ * result checked against the exact sum over the clique's inputs: bit for bit
+ * for exact Sum inputs where the wire format keeps them (plain NCCL, the
+ * shim off, fp16 or bf16), within the bound elsewhere. Every code must be
+ * ncclSuccess (no fault is drawn with it). */
+static ncclComm_t lc[MAXL];
+static void run_local(const step_t *s) {
+  int L = P.nlocal, rk[MAXL];
+  for (int d = 0; d < L; d++) rk[d] = LRANK + d;
+  if (!lc[0]) {
+    snprintf(doing, sizeof doing, "creating this process's own clique (ncclCommInitAll of %d)", L);
+    ncclResult_t r = ncclCommInitAll(lc, L, NULL);
+    if (r != ncclSuccess) {
+      FAIL("ncclCommInitAll of %d ranks: %s", L, ncclGetErrorString(r));
+      return;
+    }
+  }
+  void *send[MAXL][MAXG], *recv[MAXL][MAXG];
+  for (int d = 0; d < L; d++)
+    for (int i = 0; i < s->n; i++) {
+      const call_t *c = &s->c[i];
+      size_t sc = c->kind == K_RS ? c->count * (size_t)L : c->count;
+      send[d][i] = xalloc(sc * 4);
+      for (size_t j = 0; j < sc; j++) ((float *)send[d][i])[j] = (float)in_val(P.seed, c, rk[d], j);
+      recv[d][i] = c->inplace ? (char *)send[d][i] + (c->kind == K_RS ? (size_t)d * c->count * 4 : 0) : xalloc(c->count * 4);
+    }
+  ncclResult_t code[MAXL][MAXG], g = ncclGroupStart();
+  for (int d = 0; d < L; d++)
+    for (int i = 0; i < s->n; i++) {
+      const call_t *c = &s->c[i];
+      cudaStream_t st = (cudaStream_t)(uintptr_t)c->stream[0];
+      snprintf(doing, sizeof doing, "in call %u on this process's clique, its rank %d", c->uid, d);
+      code[d][i] = c->kind == K_AR ? ncclAllReduce(send[d][i], recv[d][i], c->count, ncclFloat32, (ncclRedOp_t)c->op, lc[d], st)
+                                   : ncclReduceScatter(send[d][i], recv[d][i], c->count, ncclFloat32, (ncclRedOp_t)c->op, lc[d], st);
+    }
+  snprintf(doing, sizeof doing, "in the outermost ncclGroupEnd of this process's clique");
+  g = combine(g, ncclGroupEnd());
+  int keeps = half == 0 || P.disable || P.compress <= 2;
+  for (int d = 0; d < L; d++)
+    for (int i = 0; i < s->n; i++) {
+      const call_t *c = &s->c[i];
+      ncclResult_t r = combine(code[d][i], g);
+      if (r != ncclSuccess) {
+        FAIL("call %u on this process's clique, its rank %d: %s", c->uid, d, ncclGetErrorString(r));
+        continue;
+      }
+      size_t first = 0, bad;
+      double want = 0;
+      const float *got = recv[d][i];
+      if (c->exact && c->op == ncclSum && keeps) {
+        bad = 0;
+        for (size_t j = 0; j < c->count; j++) {
+          double t = 0;
+          for (int q = 0; q < L; q++) t += in_val(P.seed, c, rk[q], (c->kind == K_RS ? (size_t)d * c->count : 0) + j);
+          if ((double)got[j] != t && !bad++) first = j, want = t;
+        }
+      } else
+        bad = out_of_bound_over(c, got, &first, &want, rk, L, d);
+      if (bad)
+        FAIL("call %u on this process's clique, its rank %d: %zu of %zu elements wrong, first [%zu] = %.9g, want %.9g",
+             c->uid, d, bad, c->count, first, (double)got[first], want);
+    }
+}
+
 /* An error-feedback model's pass: its buckets, in one group at times. */
 static void run_ef(const step_t *s) {
   int first = npend;
@@ -1668,6 +1799,9 @@ static int run(double timeout) {
       snprintf(where, sizeof where, "step %d (ddp pass %d model %d)", s, st->p.pass, st->p.model);
       run_pass(&st->p);
       if (st->p.step_after) optimizer_step(st->p.pass);
+    } else if (st->kind == ST_LOCAL) {
+      snprintf(where, sizeof where, "step %d (this process's own clique)", s);
+      run_local(st);
     } else if (st->kind == ST_EF) {
       snprintf(where, sizeof where, "step %d (error-feedback model %d)", s, st->comm);
       run_ef(st);
@@ -1688,6 +1822,7 @@ static int run(double timeout) {
   snprintf(where, sizeof where, "the end");
   check_point(tainted);
   for (int k = 0; k < P.ncomm; k++) ncclCommDestroy(nc[k]);
+  for (int d = 0; d < P.nlocal && lc[0]; d++) ncclCommDestroy(lc[d]);
   alarm(0);
   if (half == 1) {
     ncclshim_stats_t st;

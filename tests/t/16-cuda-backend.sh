@@ -102,25 +102,7 @@ for cfg in "NCCLSHIM_COMPRESS=fp16" "NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twopha
     with $cfg NCCLSHIM_LOG=off TEST_TIMEOUT=90 mpirun_shim 3 "$TBIN/shim_cuda_streams"
 done
 
-# Issue 23, defect 1: one thread drives every device (ncclCommInitAll over
-# the host NCCL's socket transport, several ranks in one process; a group
-# runs each communicator's part at once, as NCCL's does), groups of one
-# fused pair and one large call per communicator. Before the fix the shim's
-# deferred checks ran one communicator at a time and each waited for a peer
-# the same thread had not reached: a hang at the first group.
-multidev() { # devices, settings...
-  local n=$1; shift
-  with "$@" CUDADRV_DEVICES=$n NCCLSHIM_LOG=off LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" \
-    timeout "${TEST_TIMEOUT:-60}" "$TBIN/shim_cuda_multidev" "$n"
-}
-check "one thread, 2 devices, fp16 with fusion: no hang, exact" multidev 2 NCCLSHIM_COMPRESS=fp16
-check "one thread, 4 devices, int8 two-phase: no hang, exact" multidev 4 NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase
-check "one thread, 2 devices, fp16s two-phase in pieces with error feedback: no hang, exact" \
-  multidev 2 NCCLSHIM_COMPRESS=fp16s NCCLSHIM_ALGO=twophase NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_TWOPHASE_PIECE_BYTES=65536
-check "one thread, 2 devices, accumulation agreements (ACCUM_STEPS=2): no hang, exact" \
-  multidev 2 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ACCUM_STEPS=2
-check "one thread, 2 devices, without the shim (the host NCCL's own group across communicators)" \
-  multidev 2 NCCLSHIM_DISABLE=1
+# Issue 23, defect 1 (one thread drives every device): tests/t/48-onethread.sh.
 
 # Communicators destroyed or aborted (alternately) with an accumulation
 # agreement and a fusion-growth agreement in flight, 40 in a row (a context

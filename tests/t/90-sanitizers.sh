@@ -66,10 +66,12 @@ if [ -e "$S/lib/libncclshim.so" ] && [ -e "$S/lib/hostnccl/libnccl.so.2" ] && [ 
   check "asan+ubsan: streams destroyed after use, int8 two-phase with error feedback, 3 ranks, device buffers" \
     with SHIM="$S/lib/libncclshim.so" HOSTNCCL_DIR="$S/lib/hostnccl" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase \
       NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_LOG=off mpirun_shim 3 "$S/tests/shim_cuda_streams"
-  check "asan+ubsan: one thread, 2 devices, fp16s two-phase in pieces" \
-    with CUDADRV_DEVICES=2 NCCLSHIM_COMPRESS=fp16s NCCLSHIM_ALGO=twophase NCCLSHIM_TWOPHASE_PIECE_BYTES=65536 \
-      NCCLSHIM_LOG=off LD_LIBRARY_PATH="$S/lib/hostnccl" LD_PRELOAD="$S/lib/libncclshim.so${SAN_PRELOAD:+:$SAN_PRELOAD}" \
-      timeout "${TEST_TIMEOUT:-120}" "$S/tests/shim_cuda_multidev" 2
+  for mem in "" --host; do
+    check "asan+ubsan: one thread, 2 ranks (${mem:-device} buffers), fp16s two-phase in pieces" \
+      with CUDADRV_DEVICES=2 NCCLSHIM_COMPRESS=fp16s NCCLSHIM_ALGO=twophase NCCLSHIM_TWOPHASE_PIECE_BYTES=65536 \
+        NCCLSHIM_LOG=off LD_LIBRARY_PATH="$S/lib/hostnccl" LD_PRELOAD="$S/lib/libncclshim.so${SAN_PRELOAD:+:$SAN_PRELOAD}" \
+        timeout "${TEST_TIMEOUT:-120}" "$S/tests/shim_onethread" $mem 2
+  done
   check "asan+ubsan: the kernels on tests/simt against the reference (test_ef_cuda) and the model's own faults (test_simt)" \
     sh -c "'$S/tests/test_ef_cuda' >/dev/null && '$S/tests/test_simt' >/dev/null"
   no_reports "no ASan/UBSan report from the multi-rank suite"

@@ -1,0 +1,60 @@
+# 48-onethread.sh — one thread drives several ranks (tests/shim/shim_onethread.c;
+# issue 23 defect 1, issue 37): groups holding calls on every communicator the
+# thread drives, the program's first call inside the first group, on device
+# buffers of the CUDA driver test double and on host buffers, with
+# ncclCommInitAll (one process, one node) and on 2 emulated nodes of 2 ranks
+# per process (mpirun, one UTS namespace per node, the socket transport).
+# Each layout first passes without the shim (NCCLSHIM_DISABLE=1), then under
+# ring with fusion, two-phase int8, fp16s in pieces with error feedback,
+# accumulation agreements (ACCUM_STEPS=2) and, on nodes, hier and auto.
+# Before issue 37's fix every host-buffer run with the shim timed out at the
+# first group end (both communicators' after-group work ran on the caller's
+# thread, the first waiting for a peer the thread had not reached). ~40 s.
+. "$(dirname "$0")/../lib.sh"
+for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+P="$TBIN/shim_onethread"
+
+# one MEM NRANKS settings...: ncclCommInitAll in this process
+one() {
+  local mem=$1 n=$2; shift 2
+  local a=("$n"); [ "$mem" = host ] && a=(--host "$n")
+  with "$@" CUDADRV_DEVICES=$n LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}" \
+    timeout "${TEST_TIMEOUT:-60}" "$P" "${a[@]}"
+}
+# nodes MEM settings...: 2 emulated nodes, one process of 2 ranks each
+nodes() {
+  local mem=$1; shift
+  local a=(2) xs=(-x HOSTNCCL_TRANSPORT=socket -x CUDADRV_DEVICES=2); [ "$mem" = host ] && a=(--host 2)
+  for kv in "$@"; do xs+=(-x "$kv"); done
+  mpirun_nodes --shim 2 1 "${xs[@]}" -- "$P" "${a[@]}"
+}
+# logged FILE cmd...: cmd with its output in FILE (read by the next check_grep)
+logged() { local f=$1; shift; "$@" >"$f" 2>&1; }
+
+settings=(
+  "NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=ring"
+  "NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase"
+  "NCCLSHIM_COMPRESS=fp16s NCCLSHIM_ALGO=twophase NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_TWOPHASE_PIECE_BYTES=65536"
+  "NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ACCUM_STEPS=2"
+)
+for mem in host device; do
+  n=2; [ $mem = device ] && n=4
+  check "$mem buffers, one thread, $n ranks (ncclCommInitAll), without the shim" one $mem $n NCCLSHIM_DISABLE=1 NCCLSHIM_LOG=off
+  for s in "${settings[@]}"; do
+    # shellcheck disable=SC2086
+    check "$mem buffers, one thread, $n ranks (ncclCommInitAll), $s: no hang, exact" one $mem $n $s NCCLSHIM_LOG=off
+  done
+  check "$mem buffers, 2 nodes x 2 ranks per thread, without the shim" nodes $mem NCCLSHIM_DISABLE=1 NCCLSHIM_LOG=off
+  for s in "${settings[@]}" "NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=hier" \
+           "NCCLSHIM_COMPRESS=int8 NCCLSHIM_HIER_MIN_BYTES=0 NCCLSHIM_ERROR_FEEDBACK=1"; do
+    out="$TMPD/nodes.$mem.$RANDOM"
+    # shellcheck disable=SC2086
+    check "$mem buffers, 2 nodes x 2 ranks per thread, $s: no hang, exact" logged "$out" nodes $mem $s NCCLSHIM_LOG=summary
+    case "$s" in
+      *hier*|*HIER*) check_grep "$mem buffers, 2 nodes x 2 ranks per thread, $s: hierarchical" \
+                       "on communicator .*: 2 nodes x 2 ranks, hierarchical" "$out" ;;
+      *) check_grep "$mem buffers, 2 nodes x 2 ranks per thread, $s: calls compressed" \
+           "^ncclshim.*  compressed +[1-9]" "$out" ;;
+    esac
+  done
+done
