@@ -7,8 +7,8 @@ what changed), then zipped with the Python package (env/ncclshim/) and the
 tools, as:
 
   ncclshim/                   the package: __init__ (stats), __main__ (--lib,
-                              --check), cli (console scripts), emulate
-  ncclshim/ncclpg.py          the CPU process group (tests/torch/ncclpg.py)
+                              --check), cli (console scripts), emulate,
+                              ncclpg (the CPU process group of --emulate)
   ncclshim/lib/libncclshim.so the shim; kernels.mode says how its kernels
                               were built (nvcc's fatbin, or "none": NVRTC)
   ncclshim/lib/hostnccl/      the host NCCL (only where Open MPI's mpicc is:
@@ -91,7 +91,6 @@ def _sources():
     for f in sorted(os.listdir(pkg)):
         if f.endswith(".py"):
             files["ncclshim/" + f] = os.path.join(pkg, f)
-    files["ncclshim/ncclpg.py"] = os.path.join(ROOT, "tests", "torch", "ncclpg.py")
     for f in ("ncclshim-run", "ncclshim-tune"):
         files["ncclshim/scripts/" + f] = os.path.join(ROOT, "env", f)
     for f in sorted(os.listdir(os.path.join(ROOT, "env"))):

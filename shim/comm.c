@@ -30,7 +30,7 @@ static nsc_comm *lookup_locked(ncclComm_t comm) {
 nsc_comm *nsc_comm_find(ncclComm_t comm) {
   pthread_mutex_lock(&table_lock);
   nsc_comm *c = lookup_locked(comm);
-  if (c) c->refs++;
+  if (c) __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&table_lock);
   return c;
 }
@@ -70,7 +70,7 @@ nsc_comm *nsc_comm_get(ncclComm_t comm) {
   pthread_mutex_lock(&table_lock);
   c = lookup_locked(comm);
   if (c) {
-    c->refs++;
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
   } else {
     unsigned b = bucket(comm);
     fresh->next = table[b];
@@ -87,18 +87,14 @@ nsc_comm *nsc_comm_get(ncclComm_t comm) {
   return c;
 }
 
-void nsc_comm_ref(nsc_comm *c) {
-  pthread_mutex_lock(&table_lock);
-  c->refs++;
-  pthread_mutex_unlock(&table_lock);
-}
+/* A reference is taken only from one already held (the table's, found under
+ * its lock, or the caller's), so the count cannot rise from 0: it is an
+ * atomic of its own, and letting go of one takes no lock (the forwarded
+ * path's cost, issue 37). */
+void nsc_comm_ref(nsc_comm *c) { __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); }
 
 void nsc_comm_put(nsc_comm *c) {
-  if (!c) return;
-  pthread_mutex_lock(&table_lock);
-  int last = --c->refs == 0;
-  pthread_mutex_unlock(&table_lock);
-  if (last) free_entry(c);
+  if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) free_entry(c);
 }
 
 nsc_comm *nsc_comm_detach(ncclComm_t comm) {

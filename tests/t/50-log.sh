@@ -24,6 +24,20 @@ else
   not_ok "test_log_unit was not built"
 fi
 
+# 0b. What a forwarded call costs, in instructions (callgrind: repeatable
+#     where wall time is not): an 8-byte fp32 all-reduce on one rank, the
+#     shim at NCCLSHIM_LOG=off against no preload. Issue 37: 749 at 16ee431
+#     (a lock pair to let go of the communicator's entry, __tls_get_addr per
+#     thread-local); the goal is 625 (bench/README.md's record was 604-625).
+if command -v valgrind >/dev/null; then
+  "$BIN/log_overhead" -n 5000 -r 1 -I >"$TMPD/overhead.out" 2>&1
+  added=$(awk '/shim LOG=off/ { print $NF }' "$TMPD/overhead.out")
+  check "a forwarded call with NCCLSHIM_LOG=off adds ${added:-?} instructions (at most 625)" \
+    test "${added:-99999}" -le 625
+else
+  not_ok "valgrind is not installed: the forwarded call's instructions are not counted"
+fi
+
 # 1. Default (summary): rank 0's table on stderr, exact per action.
 mpirun_shim 4 "$P" -i 10 >"$TMPD/def.out" 2>"$TMPD/def.err"
 check "logtest passes under the shim, default log (4 ranks)" test $? -eq 0

@@ -2,7 +2,7 @@
 # 80-torch.sh — real PyTorch (the PyPI wheel, on CPU) driving the NCCL API
 # through the shim, launched by torchrun: DDP (default, find_unused_parameters,
 # gradient_as_bucket_view, static_graph; SGD and Adam) and FSDP2 over the
-# ncclpg backend (tests/torch/ncclpg.py) on the host NCCL's socket transport.
+# ncclpg backend (env/ncclshim/ncclpg.py) on the host NCCL's socket transport.
 #   - the host NCCL has every NCCL symbol libtorch_cuda.so imports; under
 #     torchrun (socket transport) its link model and fault injection hold;
 #   - shim with NCCLSHIM_COMPRESS=off: parameters bit-identical to no shim;
@@ -81,6 +81,16 @@ launch k4w4 torchrun_shim 4 "${K4[@]}" NCCLSHIM_LOG_FILE="$TMPD/log-k4w4/l.%r.%p
 with HOSTNCCL_LINK_GBPS=1 HOSTNCCL_FAIL_CALL=2 torchrun_host 2 "$ROOT/tests/torch/launcher_check.py" >"$TMPD/launcher.log" 2>&1 \
   || { not_ok "torchrun launcher_check.py exited $?"; tail -n 15 "$TMPD/launcher.log" | sed 's/^/#   /'; }
 grep -E '^(ok|not ok) ' "$TMPD/launcher.log"
+
+# The checkout's launcher runs --emulate as the wheel's does (issue 37: it
+# answered "unknown option '--emulate'"): an unmodified DDP script on 2 CPU
+# workers over the checkout's host NCCL, python3 being the torch venv's (an
+# activated virtual environment), 3 steps, fp16 compressed.
+(cd "$TMPD" && PATH="$TORCH_VENV/bin:$PATH" timeout 180 "$ROOT/env/ncclshim-run" --emulate --nproc 2 --link-gbps 10 \
+  -- "$ROOT/tests/torch/plain_ddp.py" --steps 3) >"$TMPD/emulate.log" 2>&1
+check "env/ncclshim-run --emulate --nproc 2 from the checkout: exit 0" test $? -eq 0
+check "... the script ran its 3 steps" test "$(grep -c '^step [0-9] loss' "$TMPD/emulate.log")" -eq 3
+check_grep "... its bucket all-reduces compressed to fp16" '^stats .*"compressed": 3,.*"wire": "fp16"' "$TMPD/emulate.log"
 
 for r in plain off fp16 bf16 k4 plain4 k4w4; do "${CHECK[@]}" replicas "$TMPD/$r.json"; done
 check_grep "the shim was active under torchrun" "ncclshim .* active on communicator" "$TMPD/off.log"

@@ -97,7 +97,7 @@ import ncclshim_build
 name = ncclshim_build.build_sdist(sys.argv[2])
 names = set(tarfile.open(os.path.join(sys.argv[2], name)).getnames())
 need = ["pyproject.toml", "Makefile", "env/ncclshim_build.py", "env/ncclshim/__init__.py", "shim/hooks/hooks.c",
-        "tests/torch/ncclpg.py", "PKG-INFO"]
+        "env/ncclshim/ncclpg.py", "PKG-INFO"]
 missing = [n for n in need if "ncclshim-0.1.0/" + n not in names]
 assert not missing, missing
 print(name, len(names))

@@ -12,8 +12,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ncclpg  # noqa: E402,F401  (before torch)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "env"))
+from ncclshim import ncclpg  # noqa: E402,F401  (before torch)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 

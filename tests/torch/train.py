@@ -3,7 +3,7 @@
     torchrun --nproc_per_node=4 tests/torch/train.py --out run.json [options]
 
 The job the tests and the demo run (one program for both): DDP (or FSDP2 with
---fsdp) over the ncclpg backend (tests/torch/ncclpg.py: a CPU test substrate
+--fsdp) over the ncclpg backend (env/ncclshim/ncclpg.py: a CPU test substrate
 whose collectives are NCCL calls), so a preloaded libncclshim.so sees what it
 sees under ProcessGroupNCCL. Each optimizer step runs --micro backward passes
 ("naive" accumulation: every pass all-reduces, unless the shim skips it),
@@ -47,8 +47,8 @@ import shlex
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ncclpg  # noqa: E402  (before torch: binds libnccl.so.2 to the host NCCL)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "env"))
+from ncclshim import ncclpg  # noqa: E402  (before torch: binds libnccl.so.2 to the host NCCL)
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
