@@ -33,8 +33,16 @@
  *         tuner does), NCCL's rings spread over every NIC of a node; codec
  *         kernels at HBM bandwidth times an assumed efficiency.
  *
- * Not modelled (the plan does not say it, or it is not a step): the ring's
- * chunk pipelining of NCCLSHIM_CHUNK_BYTES (allreduce.c), fusion,
+ * Launches (issue 33): the plan says how many NCCL launches the call issues
+ * (plan.h; the shim counts them with the same function). Each costs the
+ * fabric's alpha (--launch-us): on the host fabric the emulator's
+ * HOSTNCCL_LAUNCH_US, paid before the launch's data moves (added); on the
+ * gpu fabric a launch's fixed cost overlaps the transfers by
+ * --launch-overlap o: time = max(launches * alpha, T) + (1 - o) * min(...),
+ * T the time without launches (o = 0.5 fits the shared-GPU rig of
+ * 2026-12-04: bench/model/gpu-rig.sh).
+ *
+ * Not modelled (the plan does not say it, or it is not a step): fusion,
  * accumulation, staging growth, shim per-call overhead, switch congestion.
  *
  * Must not: run inside the shim (an offline tool; the auto rule stays a rule),
@@ -139,6 +147,8 @@ typedef struct {
   double nic, intra;  /* bytes/s per link direction */
   int nic_per_node;   /* one NIC per node shared by its ranks (else one per rank) */
   double lat;         /* seconds per round (host: HOSTNCCL_LINK_LATENCY_US; gpu: added to NCCL's) */
+  double launch;      /* seconds per NCCL launch (host: HOSTNCCL_LAUNCH_US; gpu: alpha) */
+  double overlap;     /* the part of min(launches, the rest) hidden behind the other (gpu; host 0) */
   int gpu;            /* fabric gpu */
   int ideal_cpu;      /* selftest: no CPU or codec time */
 } fabric;
@@ -170,6 +180,7 @@ typedef struct {
 
 typedef struct {
   double time, link, cpu, codec, lat; /* seconds (link: the busiest link per round, summed) */
+  double launch;                      /* seconds the launches added */
   double b_nic, b_intra;              /* what the bound attribution saw, seconds */
   double by_nic, by_intra, by_cpu, by_lat; /* seconds attributed to each bound */
 } cost;
@@ -474,6 +485,7 @@ typedef struct {
   nsc_fmt_t fmt;
   int npieces;
   int chunks; /* the ring's chunks (NCCLSHIM_CHUNK_BYTES) */
+  int launches; /* NCCL launches of the plan (plan.h) */
   double staging; /* bytes of staging one call takes on rank 0 (nsc_plan_staging) */
   int grows;      /* more than NCCLSHIM_STAGING_BYTES: the block grows, calls go in fp32 meanwhile */
 } result;
@@ -546,16 +558,16 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   if (topo_all(w.topo, keys, n, f->L)) return -1;
   size_t count = bytes / 4;
   nsc_plan_call call = {rs, count, 0, cfg.compress != NSC_COMPRESS_OFF && bytes >= (size_t)cfg.min_bytes, &w.topo[0],
-                        hier_adopted(&cfg, f)};
+                        hier_adopted(&cfg, f), !f->gpu};
   nsc_plan plan;
   nsc_plan_make(&plan, &cfg, &call);
   /* Every rank's plan has the same steps (the planner reads only agreed
    * values); the walk charges every rank's messages of each step. */
   memset(out, 0, sizeof *out);
   out->fmt = plan.fmt;
-  /* NCCLSHIM_CHUNK_BYTES (allreduce.c, not in the plan): the ring's real
-   * all-reduce is issued in chunks, the casts of one beside another's wire */
-  size_t ce = (size_t)cfg.chunk_bytes / 4;
+  /* the ring's real all-reduce is issued in chunks (plan.chunk), the casts
+   * of one beside another's wire */
+  size_t ce = plan.chunk;
   int chunks = plan.alg == NSC_PLAN_RING && ce && count > ce ? (int)((count + ce - 1) / ce) : 1;
   double t_cast = 0, t_coll = 0, cpu_coll = 0;
   for (int i = 0; i < plan.nsteps; i++) {
@@ -606,6 +618,13 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
     w.c.time -= save;
   }
   out->chunks = chunks;
+  out->launches = plan.launches;
+  if (f->launch > 0) { /* every launch's fixed cost (see the header) */
+    double tl = plan.launches * f->launch, t = w.c.time;
+    w.c.time = fmax(tl, t) + (1.0 - f->overlap) * fmin(tl, t);
+    w.c.launch = w.c.time - t;
+    w.c.by_lat += w.c.launch;
+  }
   out->staging = (double)nsc_plan_staging(&plan, &cfg, &w.topo[0], round_staging);
   out->grows = cfg.staging_bytes > 0 && out->staging > (double)cfg.staging_bytes;
   out->plan_alg = nsc_plan_alg_name(plan.alg);
@@ -653,13 +672,14 @@ static void print_json(FILE *o, const opts *op, const variant *v, const result *
   fprintf(o,
           "{\"modelled\": true, \"fabric\": \"%s\", \"nodes\": %d, \"ranks_per_node\": %d, \"coll\": \"%s\", "
           "\"bytes\": %zu, \"algo\": \"%s\", \"compress\": \"%s\", \"piece_bytes\": %lld, \"plan\": \"%s\", "
-          "\"why\": \"%s\", \"pieces\": %d, \"nccl_tree\": %s, \"time_s\": %.9g, \"link_s\": %.9g, \"cpu_s\": %.9g, "
+          "\"why\": \"%s\", \"pieces\": %d, \"launches\": %d, \"launch_s\": %.9g, \"nccl_tree\": %s, \"time_s\": %.9g, "
+          "\"link_s\": %.9g, \"cpu_s\": %.9g, "
           "\"codec_s\": %.9g, \"latency_s\": %.9g, \"bound\": \"%s\", \"t_bound_s\": %.9g, "
           "\"nic_out_bytes\": %.0f, \"nic_in_bytes\": %.0f, \"nic_per\": \"%s\", \"intra_out_bytes\": %.0f, "
           "\"intra_in_bytes\": %.0f, \"staging_bytes\": %.0f, \"staging_grows\": %s}",
           f->gpu ? "gpu" : "host", f->N, f->L, op->rs ? "reducescatter" : "allreduce", op->bytes, v->algo,
-          strcmp(v->algo, "none") ? v->compress : "off", v->piece_bytes, r->plan_alg, r->why, r->npieces,
-          r->gpu_tree ? "true" : "false", r->c.time, r->c.link, r->c.cpu, r->c.codec, r->c.lat, bound_name(&r->c, f->gpu),
+          strcmp(v->algo, "none") ? v->compress : "off", v->piece_bytes, r->plan_alg, r->why, r->npieces, r->launches,
+          r->c.launch, r->gpu_tree ? "true" : "false", r->c.time, r->c.link, r->c.cpu, r->c.codec, r->c.lat, bound_name(&r->c, f->gpu),
           r->t_bound, r->nic_out, r->nic_in, f->nic_per_node ? "node" : "rank", r->intra_out, r->intra_in, r->staging,
           r->grows ? "true" : "false");
 }
@@ -667,13 +687,13 @@ static void print_json(FILE *o, const opts *op, const variant *v, const result *
 static void print_head(const opts *op, const rates *rt) {
   const fabric *f = &op->f;
   printf("# ncclshim-model: MODELLED times (not measured), fabric %s, %d nodes x %d ranks, NIC %.3g Gb/s per %s, "
-         "intra %.3g Gb/s, latency %.3g us\n",
+         "intra %.3g Gb/s, latency %.3g us, launch %.3g us (overlap %.2g)\n",
          f->gpu ? "gpu (NCCL's tuning model)" : "host (the emulator)", f->N, f->L, f->nic * 8e-9,
-         f->nic_per_node ? "node" : "rank", f->intra * 8e-9, f->lat * 1e6);
+         f->nic_per_node ? "node" : "rank", f->intra * 8e-9, f->lat * 1e6, f->launch * 1e6, f->overlap);
   printf("# call: %s of %.6g MiB fp32 per rank; rates: %s (%s)%s\n", op->rs ? "reduce-scatter" : "all-reduce",
          (double)op->bytes / MiB, rt->source, rt->date,
          f->gpu ? "; gpu codec = HBM x efficiency (assumed until make gpu-check runs on a GPU)" : "");
-  printf("# %-22s %-9s %6s %11s %8s %8s %10s %10s %10s %10s %-8s\n", "variant", "plan", "pieces", "time ms", "/t_bound",
+  printf("# %-22s %-9s %6s %8s %11s %8s %8s %10s %10s %10s %10s %-8s\n", "variant", "plan", "pieces", "launches", "time ms", "/t_bound",
          "/none", "NIC out MiB", "NIC in MiB", "intra MiB", "codec ms", "bound");
 }
 
@@ -682,7 +702,7 @@ static void print_row(const opts *op, const variant *v, const result *r, double 
   label(v, lab, sizeof lab);
   char plan[24];
   snprintf(plan, sizeof plan, "%s%s", r->plan_alg, r->grows ? "!" : "");
-  printf("  %-22s %-9s %6d %11.3f %8.3f %8.3f %10.2f %10.2f %10.2f %10.3f %-8s\n", lab, plan, r->npieces,
+  printf("  %-22s %-9s %6d %8d %11.3f %8.3f %8.3f %10.2f %10.2f %10.2f %10.3f %-8s\n", lab, plan, r->npieces, r->launches,
          r->c.time * 1e3, r->t_bound > 0 ? r->c.time / r->t_bound : NAN, t_none > 0 ? r->c.time / t_none : NAN,
          r->nic_out / MiB, r->nic_in / MiB, fmax(r->intra_out, r->intra_in) / MiB, r->c.codec * 1e3,
          bound_name(&r->c, op->f.gpu));
@@ -788,7 +808,8 @@ static int selftest(const rates *rt) {
 static void usage(FILE *o) {
   fprintf(o,
           "usage: ncclshim_model [--nodes N] [--ranks-per-node L] [--nic-gbps G] [--nic-per node|rank]\n"
-          "         [--intra-gbps G] [--latency-us U] [--fabric host|gpu] [--bytes S] [--coll allreduce|reducescatter]\n"
+          "         [--intra-gbps G] [--latency-us U] [--launch-us U] [--launch-overlap O] [--fabric host|gpu]\n"
+          "         [--bytes S] [--coll allreduce|reducescatter]\n"
           "         [--compress off|fp16|bf16|int8|fp8|fp16s] [--algo none|auto|ring|twophase|hier]\n"
           "         [--piece-bytes B] [--set NCCLSHIM_X=V]... [--rates FILE] [--json] [--sweep-nodes 1,2,4,...]\n"
           "         [--tsv FILE] [--selftest]\n"
@@ -809,6 +830,7 @@ int main(int argc, char **argv) {
   const char *algo = NULL, *compress = NULL, *rates_path = NULL, *sweep = NULL, *tsv = NULL;
   long long piece = -1;
   int self = 0;
+  double overlap = -1; /* the fabric's default: gpu 0.5, host 0 */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define ARG(name) (!strcmp(a, name) && v && (i++, 1))
@@ -818,6 +840,8 @@ int main(int argc, char **argv) {
     else if (ARG("--intra-gbps")) op.f.intra = atof(v) * 1e9 / 8;
     else if (ARG("--nic-per")) op.f.nic_per_node = !strcmp(v, "node");
     else if (ARG("--latency-us")) op.f.lat = atof(v) * 1e-6;
+    else if (ARG("--launch-us")) op.f.launch = atof(v) * 1e-6;
+    else if (ARG("--launch-overlap")) overlap = atof(v);
     else if (ARG("--fabric")) op.f.gpu = !strcmp(v, "gpu");
     else if (ARG("--bytes")) op.bytes = parse_size(v);
     else if (ARG("--coll")) op.rs = !strcmp(v, "reducescatter");
@@ -845,7 +869,9 @@ int main(int argc, char **argv) {
     }
 #undef ARG
   }
-  if (op.f.N < 1 || op.f.L < 1 || op.f.N * op.f.L > 65536 || op.f.nic <= 0 || op.f.intra <= 0 || op.bytes < 4) {
+  op.f.overlap = overlap >= 0 ? overlap : op.f.gpu ? 0.5 : 0;
+  if (op.f.N < 1 || op.f.L < 1 || op.f.N * op.f.L > 65536 || op.f.nic <= 0 || op.f.intra <= 0 || op.bytes < 4 ||
+      op.f.launch < 0 || op.f.overlap > 1) {
     fprintf(stderr, "ncclshim_model: need nodes, ranks-per-node >= 1, rates > 0, bytes >= 4\n");
     return 2;
   }

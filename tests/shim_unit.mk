@@ -3,7 +3,7 @@
 # libFuzzer target for the configuration parser (clang only).
 UNIT_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
 SHIM_PURE_OBJS := $(B)/obj/shim/misc/config.o $(B)/obj/shim/plan/policy.o $(B)/obj/shim/real.o \
-  $(B)/obj/shim/plan/tp_plan.o
+  $(B)/obj/shim/plan/tp_plan.o $(B)/obj/shim/plan/cost.o
 
 $(B)/obj/tests/unit/test_config.o $(B)/obj/tests/unit/test_core.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 

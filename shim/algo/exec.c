@@ -45,7 +45,7 @@ static const nsc_topo *topo_of(const nsc_comm *c, nsc_topo *flat) {
 
 void nsc_plan_for(const nsc_comm *c, int rs, size_t count, ncclRedOp_t op, int compress, nsc_plan *p) {
   nsc_topo flat;
-  nsc_plan_call call = {rs, count, op == ncclAvg, compress, topo_of(c, &flat), c->hier_on};
+  nsc_plan_call call = {rs, count, op == ncclAvg, compress, topo_of(c, &flat), c->hier_on, c->host_rule};
   nsc_plan_make(p, &nsc_g.cfg, &call);
 }
 
@@ -194,12 +194,31 @@ static ncclResult_t walk_hier(nsc_comm *c, const nsc_backend *be, const nsc_plan
     const nsc_step *st = &p->step[i];
     int nodes = st->flags & NSC_STEP_EACH_NODE ? t->nnodes : 1;
     int locals = st->flags & NSC_STEP_EACH_LOCAL ? t->local_size : 1;
+    /* A repeated step is one group: one launch for its N (or N x L)
+     * collectives (plan.h). Each writes its own part of TMP (or, on a rank
+     * without TMP, of its receive buffer, whose result is NaN anyway), so
+     * their order inside the group does not matter. */
+    int grouped = nodes * locals > 1;
+    ncclResult_t g = grouped ? nsc_real.GroupStart() : ncclSuccess;
     for (int q = 0; q < nodes; q++)
       for (int l = 0; l < locals; l++) {
         nsc_step at = nsc_plan_step_at(p, t, st, nsc_plan_node_order(t, q), l); /* node j's offsets, root l */
         ncclResult_t x = run_step(&w, &at);
         if (NSC_OK(r) && !NSC_OK(x)) r = x;
       }
+    if (grouped) {
+      ncclResult_t e = nsc_real.GroupEnd(); /* always closed, also after a failed member */
+      if (NSC_OK(g)) g = e;
+      if (g == ncclInProgress) {
+        c->nonblocking = 1;
+        g = nsc_wait_nonblocking(nccl_of(&w, st->on));
+      }
+      if (!NSC_OK(g)) { /* nothing of the group ran: what it would have written is NaN */
+        if (w.tmp && st->dst == NSC_BUF_TMP) be->fill_ones((nsc_stream)s, w.tmp, 4 * p->tmp_elems);
+        else be->fill_ones((nsc_stream)s, recv, 4 * p->count);
+        if (NSC_OK(r)) r = g;
+      }
+    }
   }
   if (w.tmp) nsc_staging_done_on(c, s);
   if (p->rs) {

@@ -101,6 +101,7 @@ void nsc_hier_adopt(nsc_comm *c, int all) {
   x->rank = c->topo.node[c->rank];
   x->nranks = c->topo.nnodes;
   x->checked = 1;
+  x->host_rule = c->host_rule;
   c->hier_on = 1;
 }
 

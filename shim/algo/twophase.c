@@ -8,7 +8,10 @@
  *      order 0..n-1 (the same order on every rank and for every chunk); a
  *      reduce-scatter ends here, its fp32 shard written into recvbuff;
  *   4. the owner encodes its summed chunk once;
- *   5. one group of ncclSend/ncclRecv: every owner's chunk goes to every rank;
+ *   5. every owner's chunk goes to every rank: one in-place ncclAllGather of
+ *      the owners' encoded slots per piece (tp_plan.h: gather; one launch,
+ *      NCCL's own algorithm instead of n-1 point-to-point pairs), or one
+ *      group of ncclSend/ncclRecv;
  *   6. every rank decodes the same bytes into recvbuff: identical bits on all
  *      ranks, error one input rounding plus one output rounding.
  * Each rank sends (n-1)/n of the encoded input in each phase: a ring
@@ -76,6 +79,19 @@ static ncclResult_t exchange(nsc_comm *c, const nsc_tp_plan *p, int k, const uin
   return res;
 }
 
+/* Phase 2 of a piece as one in-place ncclAllGather of `slot` bytes per rank
+ * into the n slots at base: a piece's slots lie rank-major (slot k*n + j,
+ * tp_plan.h), so this rank's own slot is its part. */
+static ncclResult_t gather(nsc_comm *c, uint8_t *base, int rank, size_t slot, cudaStream_t s) {
+  ncclResult_t res = nsc_real.AllGather(base + (size_t)rank * slot, base, slot, ncclUint8, c->comm, s);
+  NSC_COUNT(real_calls, 1);
+  if (res == ncclInProgress) {
+    c->nonblocking = 1;
+    res = nsc_wait_nonblocking(c->comm);
+  }
+  return res;
+}
+
 /* The poisoned path: no staging on this rank. Every message its peers expect
  * is sent from and received into recvbuff (filled with 0xff, NaN everywhere;
  * the largest encoded chunk fits there, nsc_tp_fits), piece by piece as the
@@ -91,6 +107,12 @@ static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_pl
   for (int phase = 0; phase < (rs ? 1 : 2) && NSC_OK(res); phase++)
     for (int k = 0; k < p->npieces && NSC_OK(res); k++)
       for (int dir = 0; dir < 2 && NSC_OK(res); dir++) {
+        if (phase == 1 && p->gather) { /* the same gather as the peers', of n slots in recvbuff (tp_plan.h) */
+          if (dir == 1) continue;
+          res = gather(c, recv, r, p->slot, s);
+          be->fill_ones((nsc_stream)s, recv, recv_bytes);
+          continue;
+        }
         res = nsc_real.GroupStart();
         if (!NSC_OK(res)) break;
         for (int j = 0; j < p->n; j++) {
@@ -198,7 +220,7 @@ static void exchanged(lanes *l, ncclResult_t *res, ncclResult_t e) {
 ncclResult_t nsc_twophase_poisoned(nsc_comm *c, const nsc_backend *be, float *recv, size_t count, int rs,
                                    cudaStream_t s, const void *ef_send) {
   nsc_tp_plan p;
-  nsc_tp_plan_init(&p, &nsc_g.cfg, c->nranks, c->rank, count, rs);
+  nsc_tp_plan_init(&p, &nsc_g.cfg, c->nranks, c->rank, count, rs, c->host_rule);
   nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, &p, ef_send, recv, count, rs); /* its place in the sequence */
   if (ef) ef->have = 0;
   return poisoned(c, be, &p, recv, 4 * count, rs, s);
@@ -208,7 +230,7 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float 
                                 ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq, const void *ef_send) {
   const nsc_config *cfg = &nsc_g.cfg;
   nsc_tp_plan p;
-  nsc_tp_plan_init(&p, cfg, c->nranks, c->rank, count, rs);
+  nsc_tp_plan_init(&p, cfg, c->nranks, c->rank, count, rs, c->host_rule);
   int n = p.n, r = p.rank, np = p.npieces;
   nsc_stream st = (nsc_stream)s;
   size_t enc_bytes = 0;
@@ -296,7 +318,8 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float 
    * bytes, beside piece k+1's exchange */
   for (int k = 0; k < np; k++) {
     point_wait(&L, st, L.side, &dm[k]);
-    exchanged(&L, &res, exchange(c, &p, k, gat, gat, 1, s));
+    exchanged(&L, &res, p.gather ? gather(c, gat + nsc_tp_slot(&p, 0, k), r, p.slot, s)
+                                 : exchange(c, &p, k, gat, gat, 1, s));
     point_take(&L, st, &x);
     point_wait(&L, L.side, st, &x);
     for (int j = 0; j < n; j++) {

@@ -107,15 +107,13 @@ int nsc_cast_fault(void) {
   return 1;
 }
 
-/* Chunks of a compressed call (NCCLSHIM_CHUNK_BYTES): decided by count and
- * configuration alone — never by group depth, ncclInProgress answers or
- * local failures — so every rank issues the same chunk collectives whether
- * it pipelines, runs inside a group, on a nonblocking communicator, or has
- * failed locally. 0: one collective. */
-static size_t chunk_elems(size_t count) {
-  size_t ce = (size_t)nsc_g.cfg.chunk_bytes / 4;
-  return ce == 0 || count <= ce ? 0 : ce;
-}
+/* Chunks of a compressed call (NCCLSHIM_CHUNK_BYTES, or the cost rule's for
+ * auto: plan.h): decided by count, configuration and the communicator's
+ * agreed memory kind alone — never by group depth, ncclInProgress answers
+ * or local failures — so every rank issues the same chunk collectives
+ * whether it pipelines, runs inside a group, on a nonblocking communicator,
+ * or has failed locally. 0: one collective. */
+static size_t chunk_elems(const nsc_comm *c, size_t count) { return nsc_plan_ring_chunk(&nsc_g.cfg, c->host_rule, count); }
 
 /* The real collectives of one compressed call: count wire elements in chunks
  * of ce (0: one), at buf (advancing by each chunk, or all on buf when
@@ -169,7 +167,7 @@ static ncclResult_t finish_castback(nsc_comm *c, nsc_work *w, ncclResult_t r, in
 static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, void *recv, size_t count, ncclRedOp_t op,
                              cudaStream_t s, int in_group) {
   ncclDataType_t wdt = nsc_policy_wire_dtype(&nsc_g.cfg);
-  size_t ce = chunk_elems(count), per = ce ? ce : count;
+  size_t ce = chunk_elems(c, count), per = ce ? ce : count;
   nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
   void *buf = NULL;
   if (w && be->alloc((nsc_stream)s, per * 2, &buf)) buf = NULL;
@@ -276,7 +274,7 @@ static ncclResult_t compress(nsc_comm *c, const nsc_backend *be, const void *sen
   w->count = count;
   w->scale = (float)nsc_g.cfg.prescale;
   nsc_rec_init(&w->rec, c, NSC_ACT_COMPRESS, count, ncclFloat32, nsc_policy_wire_dtype(&nsc_g.cfg), op, be, s);
-  size_t ce = chunk_elems(count);
+  size_t ce = chunk_elems(c, count);
   nsc_count_call(NSC_ACT_COMPRESS, count * 4, count * 2, 0);
   if (ce && !in_group && !c->nonblocking) return pipelined(c, w, send, ce);
   if (nsc_cast_fault() || be->to_wire((nsc_stream)s, wire, send, stage, count, (float)(1.0 / nsc_g.cfg.prescale))) {
@@ -378,6 +376,8 @@ ncclResult_t nsc_allreduce(const void *send, void *recv, size_t count, ncclDataT
     nsc_plan plan;
     nsc_plan_for(c, 0, count, op, 1, &plan);
     tp = plan.alg == NSC_PLAN_TWOPHASE || plan.alg == NSC_PLAN_HIER;
+    /* no plan gains at the agreed launch cost (plan.h): the call as it is */
+    if (plan.alg == NSC_PLAN_PLAIN && a == NSC_ACT_COMPRESS) a = NSC_ACT_PASS;
   }
   if (a == NSC_ACT_PASS && !acc && !tp) {
     (void)nsc_accum_feed(c, &call, send, recv, 0, &agree);

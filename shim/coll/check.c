@@ -202,7 +202,7 @@ static void hier_agree(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
              nsc_fmt_name(nsc_tp_fmt(&nsc_g.cfg)));
 }
 
-enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, NSLOTS };
+enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, SLOT_HOSTMEM, NSLOTS };
 enum { ST_OK = -2, ST_POISON = -1, ST_BAD_SETTING = 1 }; /* all-ones bytes read as -1 */
 
 /* The check proper, on vals of nslots (NSLOTS, then one node key per rank)
@@ -216,6 +216,7 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
   int usable = be->usable(s);
   vals[SLOT_KERNELS] = usable ? 0 : 1; /* a rank that cannot run the kernels: all forward untouched */
   vals[SLOT_STATUS] = nsc_g.bad_setting ? ST_BAD_SETTING : ST_OK;
+  vals[SLOT_HOSTMEM] = be == &nsc_backend_host; /* any rank's: the host rule (plan/cost.h) */
   if (!nsc_pending_reserve(c) && vals[SLOT_STATUS] == ST_OK) {
     nsc_warn("configuration check on communicator %p: no host memory on rank %d for its list of parked work",
              (void *)c->comm, c->rank);
@@ -257,6 +258,7 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
              (void *)c->comm);
   }
   c->checked = 1;
+  c->host_rule = vals[SLOT_HOSTMEM] == 1;
   untouched_if(c, be, usable, vals[SLOT_KERNELS] != 0);
   if (vals[SLOT_STATUS] == ST_BAD_SETTING) {
     if (nsc_g.bad_setting)

@@ -138,11 +138,15 @@ static int enum_index(const char *choices, const char *s) {
   return -1;
 }
 
-/* INT and SIZE rows whose choices are "0" also allow 0 (off) below min. */
-static int zero_is_off(const row_t *r) { return !strcmp(r->pub.choices, "0"); }
+/* INT and SIZE rows may name special values in choices ("0", "auto", or
+ * "0|auto"): "0" allows 0 (off) below min; "auto" stores NSC_CFG_AUTO (-1):
+ * the shim decides (its value prints as "auto"). */
+static int zero_is_off(const row_t *r) { return enum_index(r->pub.choices, "0") >= 0; }
+static int has_auto(const row_t *r) { return enum_index(r->pub.choices, "auto") >= 0; }
 
 static void int_range(const row_t *r, char *buf, size_t len) {
-  snprintf(buf, len, "%s[%lld, %lld]", zero_is_off(r) ? "0 (off) or " : "", r->pub.lo, r->pub.hi);
+  snprintf(buf, len, "%s%s[%lld, %lld]", has_auto(r) ? "auto, " : "", zero_is_off(r) ? "0 (off) or " : "", r->pub.lo,
+           r->pub.hi);
 }
 
 static int set_value(nsc_config *cfg, int i, const char *v, char *err, size_t errlen) {
@@ -157,6 +161,10 @@ static int set_value(nsc_config *cfg, int i, const char *v, char *err, size_t er
   case T_SIZE: {
     long long x;
     const char *e = NULL;
+    if (has_auto(r) && !strcasecmp(v, "auto")) {
+      *(long long *)dst = NSC_CFG_AUTO;
+      return 0;
+    }
     int rc = r->type == T_SIZE ? parse_size(v, &x) : parse_ll(v, &x, &e);
     if (rc == 0 && r->type == T_INT && *e) rc = -1;
     const char *what = r->type == T_SIZE ? "an integer number of bytes (suffix K, M, G or T allowed)"
@@ -236,7 +244,10 @@ void nsc_config_value_str(const nsc_config *cfg, int i, char *buf, size_t len) {
   switch (r->type) {
   case T_BOOL: snprintf(buf, len, "%d", *(const int *)p); break;
   case T_INT:
-  case T_SIZE: snprintf(buf, len, "%lld", *(const long long *)p); break;
+  case T_SIZE:
+    if (*(const long long *)p == NSC_CFG_AUTO && has_auto(r)) snprintf(buf, len, "auto");
+    else snprintf(buf, len, "%lld", *(const long long *)p);
+    break;
   case T_FLOAT: snprintf(buf, len, "%.17g", *(const double *)p); break;
   case T_ENUM: {
     int k = *(const int *)p;
@@ -279,7 +290,8 @@ void nsc_config_markdown(FILE *out) {
     case T_BOOL: snprintf(allowed, sizeof allowed, "0, 1"); break;
     case T_INT:
     case T_SIZE:
-      snprintf(allowed, sizeof allowed, "%s%lld .. %lld%s", zero_is_off(r) ? "0 (off), or " : "", r->pub.lo, r->pub.hi,
+      snprintf(allowed, sizeof allowed, "%s%s%lld .. %lld%s", has_auto(r) ? "auto, " : "",
+               zero_is_off(r) ? "0 (off), or " : "", r->pub.lo, r->pub.hi,
                r->type == T_SIZE ? " bytes (K/M/G/T suffixes)" : "");
       break;
     case T_FLOAT: snprintf(allowed, sizeof allowed, "> %g, <= %g", r->pub.flo, r->pub.fhi); break;

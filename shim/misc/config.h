@@ -12,11 +12,14 @@
 #include <stdio.h>
 
 #define NSC_CFG_STR_MAX 4096
+/* An INT or SIZE row set to "auto" (its choices allow it): the shim decides. */
+#define NSC_CFG_AUTO (-1LL)
 
 enum { NSC_COMPRESS_OFF = 0, NSC_COMPRESS_FP16 = 1, NSC_COMPRESS_BF16 = 2, NSC_COMPRESS_INT8 = 3, NSC_COMPRESS_FP8 = 4, NSC_COMPRESS_FP16S = 5 };
 enum { NSC_ALGO_AUTO = 0, NSC_ALGO_RING = 1, NSC_ALGO_TWOPHASE = 2, NSC_ALGO_HIER = 3 };
 enum { NSC_LOG_OFF = 0, NSC_LOG_SUMMARY = 1, NSC_LOG_CALLS = 2 };
 enum { NSC_ROUND_NEAREST = 0, NSC_ROUND_STOCHASTIC = 1 };
+enum { NSC_GATHER_AUTO = 0, NSC_GATHER_ALLGATHER = 1, NSC_GATHER_SENDRECV = 2 };
 
 #define NSC_FIELD_BOOL(f) int f;
 #define NSC_FIELD_INT(f) long long f;

@@ -4,6 +4,8 @@
  * each algorithm issues. */
 #include "plan.h"
 
+#include "cost.h"
+
 static void step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags, size_t count, nsc_plan_buf src,
                  size_t src_off, nsc_plan_buf dst, size_t dst_off, int avg, int rs) {
   nsc_step *s = &p->step[p->nsteps++];
@@ -63,42 +65,206 @@ static void make_hier_rs(nsc_plan *p, const nsc_topo *t, int avg) {
   step(p, NSC_STEP_TWOPHASE, NSC_ON_CROSS, 0, p->count, NSC_BUF_TMP, 0, NSC_BUF_RECV, 0, avg, 1);
 }
 
+/* ---- the cost rule (cost.h) over the plans ---- */
+
+#define RING_AUTO_CHUNK (32u << 20) /* "auto" makes chunks of at least this many fp32 bytes */
+
+size_t nsc_plan_ring_chunk(const nsc_config *cfg, int host, size_t count) {
+  if (cfg->chunk_bytes == NSC_CFG_AUTO) {
+    nsc_cost_rule r = nsc_cost_rule_of(cfg, host);
+    size_t cap = (4 * count + RING_AUTO_CHUNK - 1) / RING_AUTO_CHUNK;
+    int k = nsc_cost_pieces(&r, nsc_cost_codec(&r, 2 * 4 * (uint64_t)count), 1, cap > 64 ? 64 : (int)cap);
+    return k > 1 ? (count + (size_t)k - 1) / (size_t)k : 0;
+  }
+  size_t ce = (size_t)cfg->chunk_bytes / 4;
+  return ce == 0 || count <= ce ? 0 : ce;
+}
+
+/* The plain call: one launch; a ring all-reduce sends 2(n-1)/n of the
+ * buffer, a reduce-scatter (n-1)/n of its whole input. */
+static uint64_t cost_plain(const nsc_cost_rule *r, int n, uint64_t S, int rs) {
+  uint64_t wire = n < 2 ? 0 : (rs ? 1 : 2) * S / (uint64_t)n * (uint64_t)(n - 1);
+  return r->launch + wire;
+}
+
+/* The ring in the wire type: fp16/bf16 (half the bytes), a launch per
+ * chunk, the casts' time not hidden by the chunks. */
+static uint64_t cost_ring(const nsc_config *cfg, const nsc_cost_rule *r, int n, size_t count, int *launches) {
+  size_t ce = nsc_plan_ring_chunk(cfg, r->host, count);
+  int k = ce ? (int)((count + ce - 1) / ce) : 1;
+  uint64_t S = 4 * (uint64_t)count;
+  *launches = k;
+  return (uint64_t)k * r->launch + cost_plain(r, n, S / 2, 0) - r->launch + nsc_cost_codec(r, 2 * S) / (uint64_t)k;
+}
+
+/* A two-phase collective on n ranks (rank 0's messages: every rank's are
+ * the same but for the last chunk's): its launches, the encoded bytes it
+ * sends, the codec's time the pieces do not hide. */
+static uint64_t cost_tp(const nsc_config *cfg, const nsc_cost_rule *r, int n, size_t count, int rs, int *launches) {
+  nsc_tp_plan tp;
+  nsc_tp_plan_init(&tp, cfg, n, 0, count, rs, r->host);
+  uint64_t wire = 0;
+  for (int j = 1; j < n; j++) wire += nsc_tp_chunk_bytes(&tp, j);         /* phase 1 */
+  if (!rs) wire += (uint64_t)(n - 1) * (tp.gather ? (uint64_t)tp.slot * (uint64_t)tp.npieces
+                                                  : nsc_tp_chunk_bytes(&tp, 0)); /* phase 2 */
+  *launches = nsc_tp_launches(&tp, rs);
+  return (uint64_t)*launches * r->launch + wire + nsc_cost_codec(r, 2 * 4 * (uint64_t)tp.count) / (uint64_t)tp.npieces;
+}
+
+static int tp_launches(const nsc_config *cfg, int host, int n, size_t count, int rs) {
+  nsc_tp_plan tp;
+  nsc_tp_plan_init(&tp, cfg, n, 0, count, rs, host);
+  return nsc_tp_launches(&tp, rs);
+}
+
+/* The launches of a plan's steps (a repetition per node or per local rank
+ * is one group: one launch). */
+static int plan_launches(const nsc_plan *p, const nsc_config *cfg, const nsc_topo *t, int host) {
+  int n = 0;
+  for (int i = 0; i < p->nsteps; i++) {
+    const nsc_step *s = &p->step[i];
+    int size, idx;
+    nsc_plan_group(t, s->on, &size, &idx);
+    switch (s->kind) {
+    case NSC_STEP_TWOPHASE: n += tp_launches(cfg, host, size, s->count, s->rs); break;
+    case NSC_STEP_CAST_IN:
+    case NSC_STEP_CAST_OUT: break;
+    default:
+      if (s->flags & NSC_STEP_WIRE) { /* the ring's real all-reduce, in chunks */
+        size_t ce = nsc_plan_ring_chunk(cfg, host, s->count);
+        n += ce ? (int)((s->count + ce - 1) / ce) : 1;
+      } else n += 1;
+      break;
+    }
+  }
+  return n;
+}
+
+/* hier: intra-node links are taken as free beside the NIC (nodes of GPUs
+ * joined by NVLink or PCIe); the cost is its launches and its two-phase step
+ * between nodes, whose bytes are the node's NIC bytes over its L ranks. */
+static uint64_t cost_hier(const nsc_config *cfg, const nsc_cost_rule *r, const nsc_plan *h, const nsc_topo *t) {
+  uint64_t c = 0;
+  for (int i = 0; i < h->nsteps; i++)
+    if (h->step[i].kind == NSC_STEP_TWOPHASE) {
+      int l;
+      c += cost_tp(cfg, r, t->nnodes, h->step[i].count, h->step[i].rs, &l) - (uint64_t)l * r->launch;
+    }
+  return c + (uint64_t)h->launches * r->launch;
+}
+
+/* ---- the plans ---- */
+
+static void make_twophase(nsc_plan *p, const nsc_plan_call *in) {
+  p->alg = NSC_PLAN_TWOPHASE;
+  step(p, NSC_STEP_TWOPHASE, NSC_ON_ALL, 0, p->count, NSC_BUF_SEND, 0, NSC_BUF_RECV, 0, in->avg, in->rs);
+}
+
+static void make_hier(nsc_plan *p, const nsc_plan_call *in) {
+  if (in->rs) make_hier_rs(p, in->topo, in->avg);
+  else make_hier_ar(p, in->topo, in->avg);
+}
+
+typedef enum { C_RING, C_TP, C_HIER } cand;
+
+/* The plan of candidate k (C_HIER only where the communicator adopted hier
+ * and two phases fit); its cost in *cost. */
+static void make_cand(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in, cand k, const nsc_cost_rule *r) {
+  const nsc_topo *t = in->topo;
+  nsc_plan x = {0};
+  x.host = p->host;
+  x.rs = p->rs;
+  x.count = p->count;
+  x.fmt = p->fmt;
+  if (k == C_RING) make_ring(&x, in->avg);
+  else if (k == C_TP) make_twophase(&x, in);
+  else make_hier(&x, in);
+  x.launches = plan_launches(&x, cfg, t, in->host);
+  int l;
+  x.cost = k == C_RING ? cost_ring(cfg, r, t->nranks, x.count, &l)
+         : k == C_TP  ? cost_tp(cfg, r, t->nranks, x.count, x.rs, &l)
+                      : cost_hier(cfg, r, &x, t);
+  x.plain_cost = p->plain_cost;
+  if (x.chunk == 0 && k == C_RING) x.chunk = nsc_plan_ring_chunk(cfg, in->host, x.count);
+  *p = x;
+}
+
 void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) {
   const nsc_topo *t = in->topo;
   *p = (nsc_plan){0};
+  p->host = in->host;
   p->rs = in->rs;
   p->count = in->count;
   p->fmt = nsc_tp_fmt(cfg);
+  nsc_cost_rule r = nsc_cost_rule_of(cfg, in->host);
+  int n = t->nranks;
+  uint64_t S = 4 * (uint64_t)in->count * (in->rs ? (uint64_t)n : 1);
+  p->plain_cost = cost_plain(&r, n, S, in->rs);
   int blocked = nsc_fmt_blocked(p->fmt);
   if (!in->compress) {
     p->why = "not compressed";
     make_plain(p, in->avg);
+    p->launches = 1;
+    p->cost = p->plain_cost;
     return;
   }
-  if (nsc_algo_choose(cfg, in->count, t->nranks, in->rs, in->hier) != NSC_ALG_TWOPHASE) {
-    if (in->rs || blocked) {
-      p->why = in->rs ? "too small for two-phase (a reduce-scatter has no compressed ring)"
-                      : "too small for two-phase (NCCL cannot reduce block-scaled runs)";
-      make_plain(p, in->avg);
-    } else {
-      p->why = cfg->algo == NSC_ALGO_RING ? "NCCLSHIM_ALGO=ring" : "below two-phase's thresholds";
-      make_ring(p, in->avg);
+  int fits = nsc_tp_fits(cfg, n, in->count, in->rs);
+  /* the candidates, in the order the settings prefer them */
+  cand order[3];
+  int nc = 0;
+  int hier = in->hier && fits && (cfg->algo == NSC_ALGO_HIER || S >= (uint64_t)cfg->hier_min_bytes);
+  if (hier) order[nc++] = C_HIER;
+  if (in->rs || blocked) {
+    if (fits) order[nc++] = C_TP;
+  } else if (cfg->algo == NSC_ALGO_RING) {
+    order[nc++] = C_RING;
+  } else if (cfg->algo == NSC_ALGO_TWOPHASE || (cfg->algo == NSC_ALGO_HIER && in->hier)) {
+    order[nc++] = fits ? C_TP : C_RING;
+  } else if (cfg->error_feedback || cfg->rounding == NSC_ROUND_STOCHASTIC) {
+    /* error feedback and stochastic rounding exist only in two phases */
+    if (fits) order[nc++] = C_TP;
+    else order[nc++] = C_RING;
+  } else if (nsc_algo_choose(cfg, in->count, n, in->rs, 0) == NSC_ALG_TWOPHASE) {
+    order[nc++] = C_TP; /* auto: two phases from 4 ranks and 64 KiB per rank (fp32 sums) */
+    order[nc++] = C_RING;
+  } else {
+    order[nc++] = C_RING;
+    if (fits && n >= 2) order[nc++] = C_TP;
+  }
+  if (nc == 0) {
+    p->why = in->rs ? "too small for two-phase (a reduce-scatter has no compressed ring)"
+                    : "too small for two-phase (NCCL cannot reduce block-scaled runs)";
+    make_plain(p, in->avg);
+    p->launches = 1;
+    p->cost = p->plain_cost;
+    return;
+  }
+  /* ALGO=auto: the first candidate that gains at least 10 % at the agreed
+   * launch cost; none: the call as it is. An explicit algorithm is what the
+   * user asked for (its pieces and chunks still follow the rule). */
+  int gain_rule = cfg->algo == NSC_ALGO_AUTO || (cfg->algo == NSC_ALGO_HIER && !in->hier);
+  for (int i = 0; i < nc; i++) {
+    nsc_plan x = *p;
+    make_cand(&x, cfg, in, order[i], &r);
+    if (gain_rule && !nsc_cost_gains(x.cost, p->plain_cost)) continue;
+    switch (order[i]) {
+    case C_RING:
+      x.why = gain_rule ? "the ring in the wire type gains 10 % at the launch cost"
+              : cfg->algo == NSC_ALGO_RING ? "NCCLSHIM_ALGO=ring" : "two phases do not fit: the ring";
+      break;
+    case C_TP:
+      x.why = in->hier ? "below NCCLSHIM_HIER_MIN_BYTES: flat two-phase"
+              : gain_rule ? "two-phase gains 10 % at the launch cost" : "two-phase";
+      break;
+    default: x.why = "nodes of several ranks each: compressed between nodes only"; break;
     }
+    *p = x;
     return;
   }
-  /* auto runs hier from NCCLSHIM_HIER_MIN_BYTES of fp32 per call (the whole
-   * buffer, as MIN_BYTES counts it): below, the latency of three stages
-   * costs more than the bytes they save (bench/model/auto-rule.sh) */
-  size_t bytes = 4 * in->count * (in->rs ? (size_t)t->nranks : 1);
-  if (in->hier && (cfg->algo == NSC_ALGO_HIER || bytes >= (size_t)cfg->hier_min_bytes)) {
-    p->why = "nodes of several ranks each: compressed between nodes only";
-    if (in->rs) make_hier_rs(p, t, in->avg);
-    else make_hier_ar(p, t, in->avg);
-    return;
-  }
-  p->alg = NSC_PLAN_TWOPHASE;
-  p->why = in->hier ? "below NCCLSHIM_HIER_MIN_BYTES: flat two-phase" : "two-phase";
-  step(p, NSC_STEP_TWOPHASE, NSC_ON_ALL, 0, p->count, NSC_BUF_SEND, 0, NSC_BUF_RECV, 0, in->avg, in->rs);
+  p->why = "no plan gains 10 % over the plain call at NCCLSHIM_LAUNCH_BYTES";
+  make_plain(p, in->avg);
+  p->launches = 1;
+  p->cost = p->plain_cost;
 }
 
 void nsc_plan_group(const nsc_topo *t, nsc_plan_on on, int *size, int *index) {
@@ -142,9 +308,8 @@ nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *
 
 void nsc_plan_tp(const nsc_plan *p, const nsc_step *s, const nsc_config *cfg, const nsc_topo *t, nsc_tp_plan *tp) {
   int n, idx;
-  (void)p;
   nsc_plan_group(t, s->on, &n, &idx);
-  nsc_tp_plan_init(tp, cfg, n, idx, s->count, s->rs);
+  nsc_tp_plan_init(tp, cfg, n, idx, s->count, s->rs, p->host);
 }
 
 size_t nsc_plan_staging(const nsc_plan *p, const nsc_config *cfg, const nsc_topo *t, size_t (*round)(size_t)) {

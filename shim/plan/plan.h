@@ -29,6 +29,13 @@
  *   - bench/ncclshim-model charges each step's bytes to the links it
  *     crosses, so the model cannot drift from what is issued.
  *
+ * Launches count (cost.h): each real collective, each group of sends and
+ * receives, each grouped repetition of a step (hier's per-node reduce-scatters
+ * or reduces, one group) is one. Pieces and chunks are made only where the
+ * codec time they hide outweighs the launches they add, and ALGO=auto
+ * transforms a call only where its plan costs at most 9/10 of the plain
+ * call at NCCLSHIM_LAUNCH_BYTES per launch (else the plan is PLAIN).
+ *
  * Not in a plan, decided before or around it from agreed values as well:
  * whether the policy compresses the call at all (policy.h), accumulation,
  * fusion, capture (forwarded), and whether the agreed staging block has
@@ -39,6 +46,7 @@
 #define NSC_PLAN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "topo.h"
@@ -94,6 +102,10 @@ typedef struct {
   size_t count;         /* the call's count (per rank for rs) */
   nsc_fmt_t fmt;        /* the wire format (ring: fp16 or bf16) */
   size_t tmp_elems;     /* fp32 elements of TMP */
+  size_t chunk;         /* the ring: its real all-reduce in chunks of this many elements (0: one) */
+  int launches;         /* NCCL launches the call issues on this rank (a grouped repetition is one) */
+  int host;             /* the call's host rule (nsc_plan_call.host): its two-phase layouts use it */
+  uint64_t cost, plain_cost; /* the cost rule's link bytes of this plan and of the plain call (cost.h) */
   int nsteps;
   nsc_step step[NSC_PLAN_MAX_STEPS];
   const char *why;      /* one phrase: why this algorithm */
@@ -106,9 +118,14 @@ typedef struct {
   int compress;        /* the policy transforms the call (policy.h) */
   const nsc_topo *topo; /* the agreed map (nranks, rank, nodes); nnodes 0: unknown, one node */
   int hier;            /* the communicator adopted hier's sub-communicators (agreed at its check) */
+  int host;            /* agreed at the check: some rank's buffers are host memory (cost.h's host rule) */
 } nsc_plan_call;
 
 void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *call);
+/* The ring's chunk (elements, 0: one collective) for a compressed call of
+ * count elements: NCCLSHIM_CHUNK_BYTES, or for auto the cost rule's count
+ * (cost.h: chunks only where the casts they hide outweigh their launches). */
+size_t nsc_plan_ring_chunk(const nsc_config *cfg, int host, size_t count);
 
 /* The size of group `on` for a rank of t, and that rank's index in it. */
 void nsc_plan_group(const nsc_topo *t, nsc_plan_on on, int *size, int *index);

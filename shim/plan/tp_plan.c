@@ -1,6 +1,8 @@
 /* tp_plan.c — see tp_plan.h. */
 #include "tp_plan.h"
 
+#include "cost.h"
+
 nsc_fmt_t nsc_tp_fmt(const nsc_config *cfg) {
   switch (cfg->compress) {
   case NSC_COMPRESS_BF16: return NSC_FMT_BF16;
@@ -36,24 +38,40 @@ size_t nsc_tp_piece_bytes(const nsc_tp_plan *p, int c, int k) {
   return nsc_fmt_bytes(p->fmt, len, p->block);
 }
 
-/* Elements per piece: the setting's fp32 bytes / 4, in whole units (a block
- * of an 8-bit format, else 64 elements), at least one unit, and large enough
- * for at most NSC_TP_MAX_PIECES pieces per chunk and NSC_TP_MAX_PIECE_SLOTS
- * over all n chunks (each piece of each chunk is a kernel launch per step on
- * a GPU); 0 (or a chunk no longer than that): the whole chunk. */
-static size_t piece_elems(const nsc_config *cfg, nsc_fmt_t f, size_t block, int n, size_t chunk) {
+/* The pieces "auto" allows at most: pieces of at least NSC_TP_AUTO_PIECE
+ * fp32 bytes (the fixed default before launches were counted). */
+#define NSC_TP_AUTO_PIECE (1u << 20)
+
+/* Elements per piece: the setting's fp32 bytes / 4 (auto: the cost rule's
+ * piece count, cost.h), in whole units (a block of an 8-bit format, else 64
+ * elements), at least one unit, and large enough for at most
+ * NSC_TP_MAX_PIECES pieces per chunk and NSC_TP_MAX_PIECE_SLOTS over all n
+ * chunks (each piece of each chunk is a launch per phase); 0 (or a chunk no
+ * longer than that): the whole chunk. */
+static size_t piece_elems(const nsc_config *cfg, int host, nsc_fmt_t f, size_t block, int n, size_t chunk,
+                          size_t total, int rs) {
   size_t unit = nsc_fmt_blocked(f) ? block : 64, want = (size_t)cfg->twophase_piece_bytes / 4;
+  size_t most = (size_t)(n >= NSC_TP_MAX_PIECE_SLOTS ? 1 : NSC_TP_MAX_PIECE_SLOTS / n);
+  if (most > NSC_TP_MAX_PIECES) most = NSC_TP_MAX_PIECES;
+  if (cfg->twophase_piece_bytes == NSC_CFG_AUTO) {
+    /* the codec runs over the whole input twice (encode in, decode out;
+     * a reduce-scatter's second pass is its own chunk's decode-sum) and
+     * each piece costs a launch per phase */
+    nsc_cost_rule r = nsc_cost_rule_of(cfg, host);
+    size_t cap = (4 * chunk + NSC_TP_AUTO_PIECE - 1) / NSC_TP_AUTO_PIECE;
+    int k = nsc_cost_pieces(&r, nsc_cost_codec(&r, 2 * 4 * (uint64_t)total), rs ? 1 : 2,
+                            (int)(cap < most ? cap : most));
+    want = k > 1 ? ((chunk + (size_t)k - 1) / (size_t)k + unit - 1) / unit * unit : 0; /* k pieces, whole units */
+  }
   if (!want || chunk <= want) return chunk ? chunk : 1;
   want = want / unit * unit;
   if (!want) want = unit;
-  size_t most = (size_t)(n >= NSC_TP_MAX_PIECE_SLOTS ? 1 : NSC_TP_MAX_PIECE_SLOTS / n);
-  if (most > NSC_TP_MAX_PIECES) most = NSC_TP_MAX_PIECES;
   size_t least = (chunk + most - 1) / most;
   if (want < least) want = (least + unit - 1) / unit * unit;
   return want < chunk ? want : chunk;
 }
 
-void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs) {
+void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs, int host) {
   p->n = n;
   p->rank = rank;
   p->fmt = nsc_tp_fmt(cfg);
@@ -61,10 +79,19 @@ void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, si
   p->count = rs ? count * (size_t)n : count;
   size_t off, len;
   nsc_tp_chunk(p, 0, &off, &len); /* chunk 0 is a largest one */
-  p->piece = piece_elems(cfg, p->fmt, p->block, n, len);
+  p->piece = piece_elems(cfg, host, p->fmt, p->block, n, len, p->count, rs);
   p->npieces = len ? (int)((len + p->piece - 1) / p->piece) : 1;
   p->slot = (nsc_fmt_bytes(p->fmt, p->piece < len ? p->piece : len, p->block) + 15) / 16 * 16;
+  /* The second phase as one in-place ncclAllGather per piece: the n slots of
+   * piece k lie rank-major (slot k*n + j), so rank j's piece is its part of
+   * the gather, padding included; a rank without staging gathers into its
+   * receive buffer, which must hold n slots (the peers' gather is the same
+   * size). A pure function of the count, the rank count and the settings. */
+  p->gather = !rs && n >= 2 && cfg->twophase_gather != NSC_GATHER_SENDRECV &&
+              (size_t)n * p->slot <= 4 * p->count;
 }
+
+int nsc_tp_launches(const nsc_tp_plan *p, int rs) { return p->n < 2 ? 0 : (rs ? 1 : 2) * p->npieces; }
 
 size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs) {
   return (rs ? 2 : 3) * (size_t)p->n * (size_t)p->npieces * p->slot;
@@ -73,7 +100,7 @@ size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs) {
 int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs) {
   if (n < 2 || cfg->compress == NSC_COMPRESS_OFF || count == 0) return 0;
   nsc_tp_plan p;
-  nsc_tp_plan_init(&p, cfg, n, 0, count, rs);
+  nsc_tp_plan_init(&p, cfg, n, 0, count, rs, 0);
   return (nsc_tp_chunk_bytes(&p, 0) + 15) / 16 * 16 <= 4 * count; /* the largest message, whatever the pieces */
 }
 

@@ -6,8 +6,9 @@
  * Chunk c of an all-reduce starts at c*(count/n) + min(c, count%n) and holds
  * count/n elements, one more for the first count%n chunks (the host NCCL's
  * ring uses the same cut); a reduce-scatter's chunks are its n equal shards.
- * Each chunk travels in `npieces` pieces (NCCLSHIM_TWOPHASE_PIECE_BYTES, at
- * most NSC_TP_MAX_PIECES, and n * npieces <= NSC_TP_MAX_PIECE_SLOTS): piece k of every chunk starts k*piece elements
+ * Each chunk travels in `npieces` pieces (NCCLSHIM_TWOPHASE_PIECE_BYTES, or
+ * the cost rule's count for auto, at most NSC_TP_MAX_PIECES, and n * npieces
+ * <= NSC_TP_MAX_PIECE_SLOTS): piece k of every chunk starts k*piece elements
  * into it, `piece` a multiple of the format's block (so pieces hold whole
  * blocks and encode to the same codes and scales as the whole chunk would),
  * the last piece of a chunk shorter or empty. Encoded pieces sit `slot`
@@ -38,10 +39,18 @@ typedef struct {
   size_t piece;   /* elements per piece (the last of a chunk may be shorter) */
   int npieces;    /* pieces per chunk, 1..NSC_TP_MAX_PIECES */
   size_t slot;    /* bytes between encoded pieces */
+  int gather;     /* all-reduce: the second phase is one in-place ncclAllGather of slot bytes per piece */
 } nsc_tp_plan;
 
-/* rs = 0: all-reduce of `count`; rs = 1: reduce-scatter of `count` per rank. */
-void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs);
+/* rs = 0: all-reduce of `count`; rs = 1: reduce-scatter of `count` per rank.
+ * host: the communicator's agreed memory kind is host (the cost rule's host
+ * rule, cost.h): NCCLSHIM_TWOPHASE_PIECE_BYTES=auto makes pieces only where
+ * the codec time they hide outweighs the launches they add. */
+void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs, int host);
+/* The launches one two-phase collective issues: a group of sends and
+ * receives per piece in phase 1, and (all-reduce) one per piece in phase 2,
+ * a group or an ncclAllGather. */
+int nsc_tp_launches(const nsc_tp_plan *p, int rs);
 void nsc_tp_chunk(const nsc_tp_plan *p, int c, size_t *off, size_t *len);
 size_t nsc_tp_chunk_bytes(const nsc_tp_plan *p, int c);
 /* Piece k of chunk c: its element offset in the whole count and its length

@@ -30,7 +30,10 @@
  * above), or hold a lock while communicating. */
 #include "hostnccl.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +281,30 @@ static ncclResult_t run_collective(const hn_op *op) {
   }
 }
 
+/* A launch (issue 33): NCCL runs a communicator's launches in order and each
+ * pays a fixed cost before its data moves; so does a batch here, once
+ * (HOSTNCCL_LAUNCH_US), and every communicator it touches counts one launch
+ * (hostnccl_get_launches). A batch of nothing but count-0 collectives
+ * launches nothing, as in NCCL; sends and receives launch whatever their
+ * size. */
+static void launch(const hn_op *ops, size_t n) {
+  int any = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ops[i].count == 0 && ops[i].kind != HN_SEND && ops[i].kind != HN_RECV) continue;
+    size_t j = 0;
+    while (j < i && (ops[j].comm != ops[i].comm || (ops[j].count == 0 && ops[j].kind != HN_SEND && ops[j].kind != HN_RECV)))
+      j++;
+    if (j == i) hn_count_launch(ops[i].comm); /* its first: one per communicator */
+    any = 1;
+  }
+  double us = hn_cfg()->launch_us;
+  if (any && us > 0) {
+    struct timespec ts = {(time_t)(us / 1e6), (long)(fmod(us, 1e6) * 1e3)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+  }
+}
+
 /* One communicator's part of a batch. */
 static ncclResult_t run_batch(const hn_op *ops, size_t n) {
   ncclResult_t res = ncclSuccess;
@@ -285,6 +312,7 @@ static ncclResult_t run_batch(const hn_op *ops, size_t n) {
   int nreq = 0, capreq = 0;
   size_t bytes_on[HN_LINK_DIRS] = {0}; /* to and from other ranks, per link direction */
   for (size_t i = 0; i < n; i++) hn_comm_enter(ops[i].comm);
+  launch(ops, n);
 
   /* Point-to-point first, so that sends and receives of one group never wait
    * for each other whatever order the ranks listed them in; all of them are

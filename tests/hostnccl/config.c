@@ -33,6 +33,7 @@ static const struct {
   {"HOSTNCCL_VERSION", KIND_INT, 1, 1e9, &cfg.version},
   {"HOSTNCCL_LINK_GBPS", KIND_DOUBLE, 0, 1e9, &cfg.link_gbps},
   {"HOSTNCCL_LINK_LATENCY_US", KIND_DOUBLE, 0, 1e9, &cfg.link_lat_us},
+  {"HOSTNCCL_LAUNCH_US", KIND_DOUBLE, 0, 1e9, &cfg.launch_us},
   {"HOSTNCCL_INTRA_GBPS", KIND_DOUBLE, 0, 1e9, &cfg.intra_gbps},
   {"HOSTNCCL_FAIL_CALL", KIND_LONG, 0, 1e15, &cfg.fail_call},
   {"HOSTNCCL_FAIL_GROUP_END", KIND_LONG, 0, 1e15, &cfg.fail_group_end},
@@ -167,6 +168,19 @@ HN_EXPORT int hostnccl_get_type_counters(int datatype, uint64_t *allreduce_calls
   if (datatype < 0 || datatype >= ncclNumTypes) return -1;
   if (allreduce_calls) *allreduce_calls = __atomic_load_n(&ar_calls[datatype], __ATOMIC_RELAXED);
   if (allreduce_bytes) *allreduce_bytes = __atomic_load_n(&ar_bytes[datatype], __ATOMIC_RELAXED);
+  return 0;
+}
+
+static uint64_t launch_total;
+
+void hn_count_launch(ncclComm_t comm) {
+  __atomic_add_fetch(&comm->launches, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&launch_total, 1, __ATOMIC_RELAXED);
+}
+
+HN_EXPORT int hostnccl_get_launches(void *comm, uint64_t *launches) {
+  if (!launches) return -1;
+  *launches = __atomic_load_n(comm ? &((ncclComm_t)comm)->launches : &launch_total, __ATOMIC_RELAXED);
   return 0;
 }
 

@@ -46,6 +46,7 @@ typedef struct {
   double intra_gbps;     /* each rank's link inside its node (default link_gbps) */
   int nic_per_node;      /* HOSTNCCL_NIC_PER=node: one NIC per node, shared */
   double link_lat_us;    /* per message */
+  double launch_us;      /* per launch (a collective outside a group, a group end): HOSTNCCL_LAUNCH_US */
   long fail_call;        /* 0 = off */
   long fail_group_end;   /* 0 = off */
   int log;
@@ -58,6 +59,8 @@ enum { HN_TRANSPORT_AUTO = 0, HN_TRANSPORT_MPI, HN_TRANSPORT_SOCKET };
 /* Reads the environment once; returns ncclInvalidUsage (and sets the last
  * error) on every call if a variable was malformed. */
 ncclResult_t hn_init(void);
+/* A launch on comm (algo.c): its counter and the process's (hostnccl_get_launches). */
+void hn_count_launch(ncclComm_t comm);
 /* unsupported.c: ncclInvalidUsage with a message naming fn. */
 ncclResult_t hn_unsupported(const char *fn);
 const hn_config *hn_cfg(void);
@@ -143,6 +146,7 @@ struct ncclComm {
   pthread_cond_t progress_wake;
   ncclResult_t async_error;  /* sticky: a failed operation (MPI error) */
   uint64_t coll_seq;         /* collectives checked so far (HOSTNCCL_CHECK; atomic) */
+  uint64_t launches;         /* launches on this communicator (algo.c; atomic): hostnccl_get_launches */
   hn_premul_op *ops;         /* ncclRedOpCreatePreMulSum; op id = ncclNumOps + index */
   int nops;
   /* stream.c: operations enqueued on streams run in call order per

@@ -35,7 +35,7 @@ static void test_plan_layout(void **state) {
       for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int rs = 0; rs < 2; rs++) {
           nsc_tp_plan p;
-          nsc_tp_plan_init(&p, &cfg, n, n - 1, counts[k], rs);
+          nsc_tp_plan_init(&p, &cfg, n, n - 1, counts[k], rs, 1);
           assert_int_equal(p.count, rs ? counts[k] * (size_t)n : counts[k]);
           assert_int_equal(p.slot % 16, 0);
           size_t next = 0;
@@ -71,7 +71,7 @@ static void test_plan_pieces(void **state) {
         for (size_t q = 0; q < sizeof counts / sizeof counts[0]; q++)
           for (int rs = 0; rs < 2; rs++) {
             nsc_tp_plan p;
-            nsc_tp_plan_init(&p, &cfg, n, 0, counts[q], rs);
+            nsc_tp_plan_init(&p, &cfg, n, 0, counts[q], rs, 1);
             assert_true(p.npieces >= 1 && p.npieces <= NSC_TP_MAX_PIECES);
             assert_true(p.npieces == 1 || p.npieces * n <= NSC_TP_MAX_PIECE_SLOTS);
             if (b == 2) assert_int_equal(p.npieces, 1);
@@ -91,24 +91,59 @@ static void test_plan_pieces(void **state) {
             }
           }
     }
-  /* exact values: 64 MiB of fp32 on 4 ranks, default 1 MiB pieces: 16 pieces of 2^18 */
+  /* exact values, 64 MiB of fp32 on 4 ranks (chunks of 2^22 elements), the
+   * default NCCLSHIM_TWOPHASE_PIECE_BYTES=auto (issue 33): the codec's
+   * 2 x 64 MiB cost 16 MiB of link time under the host rule (1/8), nothing
+   * on device memory; a piece costs 2 launches. Device: one piece whatever
+   * the launch cost. Host at the default 4 MiB: 16M/k + 8M k, k = 1 and 2
+   * tie: one piece. Host at 1 MiB: 16M/k + 2M k is least at k = 3 (pieces
+   * of whole 256-element blocks, the last shorter). Host with free launches:
+   * the old cap, 1 MiB pieces (16). */
   nsc_config d = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase");
   nsc_tp_plan p;
-  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0);
+  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0, 0);
+  assert_int_equal(p.npieces, 1);
+  assert_int_equal(p.piece, 1u << 22);
+  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0, 1);
+  assert_int_equal(p.npieces, 1);
+  nsc_config d1 = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", "NCCLSHIM_LAUNCH_BYTES=1M");
+  nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, 1);
+  assert_int_equal(p.npieces, 3);
+  assert_int_equal(p.piece, ((1u << 22) / 3 + 1 + 255) / 256 * 256);
+  nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, 0);
+  assert_int_equal(p.npieces, 1);
+  nsc_config d0 = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", "NCCLSHIM_LAUNCH_BYTES=0");
+  nsc_tp_plan_init(&p, &d0, 4, 1, 1u << 24, 0, 1);
   assert_int_equal(p.piece, 1u << 18);
   assert_int_equal(p.npieces, 16);
   assert_int_equal(p.slot, (2 * ((1u << 18) / 256) + (1u << 18) + 15) / 16 * 16);
+  /* the launches: a group per piece and phase; a reduce-scatter has one phase */
+  assert_int_equal(nsc_tp_launches(&p, 0), 32);
+  assert_int_equal(nsc_tp_launches(&p, 1), 16);
+  /* the second phase as one ncclAllGather per piece where the receive buffer
+   * holds the n slots (auto and allgather), never for a reduce-scatter */
+  assert_true(p.gather);
+  nsc_config sr = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_GATHER=sendrecv", NULL);
+  nsc_tp_plan_init(&p, &sr, 4, 1, 1u << 24, 0, 1);
+  assert_false(p.gather);
+  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 20, 1, 0);
+  assert_false(p.gather);
+  nsc_config fp = cfg_of("NCCLSHIM_COMPRESS=fp16", NULL);
+  nsc_tp_plan_init(&p, &fp, 4, 0, 16, 0, 0); /* 4 elements per chunk: 8 bytes in a 16-byte slot; 4 x 16 = 64 bytes */
+  assert_true(p.gather);
+  nsc_tp_plan_init(&p, &fp, 4, 0, 15, 0, 0); /* 60 bytes cannot hold the 4 slots */
+  assert_false(p.gather);
   /* 4 KiB pieces: 1024 elements, but at most 64 per chunk: 2^22 / 64 */
   nsc_config s = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_PIECE_BYTES=4096");
-  nsc_tp_plan_init(&p, &s, 3, 0, 65536, 0);
+  nsc_tp_plan_init(&p, &s, 3, 0, 65536, 0, 0);
   assert_int_equal(p.piece, 1024);
   assert_int_equal(p.npieces, 22); /* chunk 0: 21846 elements */
-  nsc_tp_plan_init(&p, &s, 4, 0, 1u << 24, 0);
+  nsc_tp_plan_init(&p, &s, 4, 0, 1u << 24, 0, 0);
   assert_int_equal(p.piece, 1u << 16);
   assert_int_equal(p.npieces, 64);
-  nsc_tp_plan_init(&p, &s, 64, 0, 1u << 24, 0); /* 256 / 64 = 4 pieces */
+  nsc_tp_plan_init(&p, &s, 64, 0, 1u << 24, 0, 0); /* 256 / 64 = 4 pieces */
   assert_int_equal(p.npieces, 4);
-  nsc_tp_plan_init(&p, &s, 300, 0, 1u << 24, 0); /* more ranks than 256 slots: one piece */
+  nsc_tp_plan_init(&p, &s, 300, 0, 1u << 24, 0, 0); /* more ranks than 256 slots: one piece */
   assert_int_equal(p.npieces, 1);
   /* whether two phases fit does not depend on the pieces */
   nsc_config z = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_PIECE_BYTES=0");

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,13 +16,20 @@
 #include "plan.h"
 #include "topo.h"
 
-static nsc_config cfg_of(const char *a, const char *b) {
+/* Settings a, b (and c); launches cost `lb` link bytes. */
+static nsc_config cfg_lb(const char *a, const char *b, const char *c, const char *lb) {
   nsc_config cfg;
-  char err[256];
-  char *env[3] = {(char *)a, (char *)b, NULL};
+  char err[256], l[64];
+  snprintf(l, sizeof l, "NCCLSHIM_LAUNCH_BYTES=%s", lb);
+  char *env[5] = {l, (char *)a, (char *)b, (char *)c, NULL};
+  if (!b) env[2] = NULL;
   assert_int_equal(nsc_config_parse(env, &cfg, err, sizeof err), 0);
   return cfg;
 }
+
+/* The plans' shapes: with free launches (NCCLSHIM_LAUNCH_BYTES=0) the cost
+ * rule leaves auto's preferences as they were before launches counted. */
+static nsc_config cfg_of(const char *a, const char *b) { return cfg_lb(a, b, NULL, "0"); }
 
 /* Rank `rank`'s map of nodes named by ids[i] (1..): as the check builds it. */
 static nsc_topo topo_of(const int *ids, int n, int rank) {
@@ -35,11 +43,15 @@ static nsc_topo topo_of(const int *ids, int n, int rank) {
   return t;
 }
 
-static nsc_plan plan_of(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier) {
+static nsc_plan plan_host(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier, int host) {
   nsc_plan p;
-  nsc_plan_call call = {rs, count, 0, 1, t, hier};
+  nsc_plan_call call = {rs, count, 0, 1, t, hier, host};
   nsc_plan_make(&p, cfg, &call);
   return p;
+}
+
+static nsc_plan plan_of(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier) {
+  return plan_host(cfg, t, rs, count, hier, 0);
 }
 
 static size_t no_round(size_t b) { return b; }
@@ -52,7 +64,7 @@ static void test_plan_plain_and_ring(void **state) {
   nsc_topo t = topo_of(ids, 4, 2);
   nsc_config fp16 = cfg_of("NCCLSHIM_COMPRESS=fp16", NULL), int8 = cfg_of("NCCLSHIM_COMPRESS=int8", NULL);
   nsc_plan p;
-  nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0};
+  nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0, 0};
   nsc_plan_make(&p, &fp16, &off);
   assert_int_equal(p.alg, NSC_PLAN_PLAIN);
   assert_int_equal(p.nsteps, 1);
@@ -203,6 +215,84 @@ static void test_plan_hier_reducescatter(void **state) {
   nsc_topo_free(&t);
 }
 
+/* Launches and the cost rule (issue 33), 64 MiB of fp32 on 4 ranks of one
+ * node: the plans of 16ee431 issued 32 groups for two-phase int8 (1 MiB
+ * pieces); now, on device memory at the default 4 MiB launch cost, one piece
+ * per phase (2 launches), the second phase an all-gather; under the host
+ * rule with free launches the old 16 pieces (32 launches). The ring is one
+ * launch; the plain call one. auto: two-phase (fp32 sums) from 4 ranks where
+ * it gains 10 %, else the ring, else the call untouched: a 64 KiB call at
+ * 4 MiB per launch gains nothing; at 256 KiB per launch the ring gains.
+ * The costs are exact link bytes. */
+static void test_plan_launches(void **state) {
+  (void)state;
+  static const int ids[4] = {1, 1, 1, 1};
+  nsc_topo t = topo_of(ids, 4, 0);
+  size_t n64 = 1u << 24; /* 64 MiB */
+  nsc_config i8 = cfg_lb("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", NULL, "4M");
+  nsc_plan p = plan_of(&i8, &t, 0, n64, 0);
+  assert_int_equal(p.alg, NSC_PLAN_TWOPHASE);
+  assert_int_equal(p.launches, 2);
+  nsc_tp_plan tp;
+  nsc_plan_tp(&p, &p.step[0], &i8, &t, &tp);
+  assert_int_equal(tp.npieces, 1);
+  assert_true(tp.gather);
+  /* plain: 4M + 2 * 3/4 * 64M; two-phase: 2 launches + 3 chunks out and 3 slots gathered in */
+  assert_int_equal(p.plain_cost, (4u << 20) + 3 * (n64 * 4 / 4) * 2);
+  uint64_t chunk = nsc_tp_chunk_bytes(&tp, 1);
+  assert_int_equal(p.cost, 2 * (4u << 20) + 3 * chunk + 3 * tp.slot);
+  nsc_config i8h = cfg_lb("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", NULL, "0");
+  p = plan_host(&i8h, &t, 0, n64, 0, 1);
+  assert_int_equal(p.launches, 32);
+  p = plan_host(&i8h, &t, 0, n64, 0, 0);
+  assert_int_equal(p.launches, 2);
+
+  nsc_config a = cfg_lb("NCCLSHIM_COMPRESS=fp16", NULL, NULL, "4M");
+  p = plan_of(&a, &t, 0, n64, 0);
+  assert_int_equal(p.alg, NSC_PLAN_TWOPHASE);
+  assert_int_equal(p.launches, 2);
+  p = plan_of(&a, &t, 0, 16384, 0); /* 64 KiB: 4M + 96K against the ring's 4M + 48K */
+  assert_int_equal(p.alg, NSC_PLAN_PLAIN);
+  assert_int_equal(p.launches, 1);
+  nsc_config a256 = cfg_lb("NCCLSHIM_COMPRESS=fp16", NULL, NULL, "256K");
+  p = plan_of(&a256, &t, 0, 65536, 0); /* 256 KiB per rank: two-phase below 4 ranks x 64 KiB? no: exactly 64 KiB */
+  assert_int_equal(p.alg, NSC_PLAN_RING); /* two-phase: 2 launches = 512K + 192K > 0.9 x (256K + 384K) */
+  assert_int_equal(p.launches, 1);
+  p = plan_of(&a256, &t, 0, 8192, 0); /* 32 KiB: 256K + 24K against 256K + 48K: less than 10 % */
+  assert_int_equal(p.alg, NSC_PLAN_PLAIN);
+  /* an explicit algorithm is not second-guessed */
+  nsc_config r = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", NULL, "4M");
+  p = plan_of(&r, &t, 0, 8192, 0);
+  assert_int_equal(p.alg, NSC_PLAN_RING);
+  /* the ring's chunks: device memory one; host rule with free launches the
+   * old 32 MiB chunks; host at 1 MiB per launch: 16M/k + 1M k would be
+   * least at 4, but chunks are at least 32 MiB: 2 */
+  assert_int_equal(nsc_plan_ring_chunk(&r, 0, n64 * 2), 0);
+  nsc_config r0 = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", NULL, "0");
+  assert_int_equal(nsc_plan_ring_chunk(&r0, 1, n64 * 2), 1u << 23);
+  nsc_config r1 = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", NULL, "1M");
+  assert_int_equal(nsc_plan_ring_chunk(&r1, 1, n64), n64 / 2);
+  p = plan_host(&r1, &t, 0, n64, 0, 1);
+  assert_int_equal(p.launches, 2);
+  nsc_config rc = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", "NCCLSHIM_CHUNK_BYTES=1M", "4M");
+  assert_int_equal(nsc_plan_ring_chunk(&rc, 0, n64), 1u << 18); /* an explicit chunk is kept */
+  nsc_topo_free(&t);
+
+  /* hier's reduce-scatter on nodes of scattered ranks: N x L reduces, one group */
+  static const int strided[4] = {1, 2, 1, 2};
+  t = topo_of(strided, 4, 1);
+  nsc_config h = cfg_lb("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=hier", NULL, "4M");
+  p = plan_of(&h, &t, 1, 1u << 20, 1);
+  assert_int_equal(p.alg, NSC_PLAN_HIER);
+  assert_int_equal(p.launches, 1 + 1); /* one group of 4 reduces, one piece of the two-phase reduce-scatter */
+  nsc_topo_free(&t);
+  static const int two[8] = {1, 1, 1, 1, 2, 2, 2, 2};
+  t = topo_of(two, 8, 5);
+  p = plan_of(&h, &t, 0, n64 + 3, 1); /* reduce-scatter, two-phase (2), all-gather, the 3-element tail */
+  assert_int_equal(p.launches, 5);
+  nsc_topo_free(&t);
+}
+
 /* Names, for logs and the cost model. */
 static void test_plan_names(void **state) {
   (void)state;
@@ -218,6 +308,7 @@ int main(void) {
       cmocka_unit_test(test_plan_hier_allreduce),
       cmocka_unit_test(test_plan_hier_min_bytes),
       cmocka_unit_test(test_plan_hier_reducescatter),
+      cmocka_unit_test(test_plan_launches),
       cmocka_unit_test(test_plan_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

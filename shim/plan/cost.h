@@ -1,0 +1,64 @@
+/* cost.h — the launch-aware cost rule (issue 33): what a plan costs, in the
+ * bytes one rank's link would move in the same time ("link bytes"), so that
+ * launches, wire bytes and the codec compare on one scale without the
+ * fabric's bandwidth:
+ *
+ *   cost = launches * NCCLSHIM_LAUNCH_BYTES + wire bytes + exposed codec.
+ *
+ * A launch is an NCCL collective, or one group of sends and receives: NCCL
+ * runs a communicator's launches in order and each pays a fixed cost alpha,
+ * so alpha times the link's bandwidth is what a launch costs in bytes (on a
+ * shared-GPU rig ~4 MB, on Ethernet and InfiniBand clusters ~0.15-1 MB).
+ *
+ * The codec's time is counted only under the host rule (some rank of the
+ * communicator has its buffers in host memory, agreed at the settings check:
+ * the host backend encodes on the CPU), as NSC_COST_HOST_CODEC_DIV fp32
+ * bytes through the codec per link byte (assumed: on 2 shared cores at an
+ * emulated 1 Gb/s, a one-piece int8 two-phase call of 64 MiB exposed about
+ * 1/32 of its fp32 bytes in link time; 1/8 covers links up to ~4 Gb/s).
+ * On device memory it is 0: a GPU encodes 64 MiB in ~40 us, far below any
+ * launch. Pieces and chunks pay only by hiding codec time, so on a GPU a
+ * call is one piece.
+ *
+ * Everything is integer arithmetic on the agreed inputs (count, rank count,
+ * node map, hashed settings, the agreed memory kind), so every rank makes
+ * the same choice bit for bit.
+ *
+ * Must not: read anything but its arguments, or use floating point. */
+#ifndef NSC_COST_H
+#define NSC_COST_H
+
+#include <stdint.h>
+
+#include "config.h"
+
+#define NSC_COST_HOST_CODEC_DIV 8
+/* auto compresses where a plan costs at most 9/10 of the plain call */
+#define NSC_COST_GAIN_NUM 9
+#define NSC_COST_GAIN_DEN 10
+
+typedef struct {
+  uint64_t launch; /* link bytes per launch (NCCLSHIM_LAUNCH_BYTES) */
+  int host;        /* the host rule: the codec's time counts */
+} nsc_cost_rule;
+
+static inline nsc_cost_rule nsc_cost_rule_of(const nsc_config *cfg, int host) {
+  nsc_cost_rule r = {(uint64_t)(cfg->launch_bytes > 0 ? cfg->launch_bytes : 0), host != 0};
+  return r;
+}
+
+/* Link bytes the codec's time is worth for `fp32` bytes through it. */
+uint64_t nsc_cost_codec(const nsc_cost_rule *r, uint64_t fp32);
+
+/* How many pieces (1..most) a call whose codec time is `codec` link bytes
+ * should travel in, each piece costing `launches` launches: the k that
+ * minimises codec / k + k * launches * r->launch (what one piece leaves
+ * exposed, against what the pieces cost); ties go to fewer pieces. */
+int nsc_cost_pieces(const nsc_cost_rule *r, uint64_t codec, int launches, int most);
+
+/* a costs at most 9/10 of b (auto's gain) */
+static inline int nsc_cost_gains(uint64_t a, uint64_t b) {
+  return (unsigned __int128)a * NSC_COST_GAIN_DEN <= (unsigned __int128)b * NSC_COST_GAIN_NUM;
+}
+
+#endif
