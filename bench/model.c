@@ -393,6 +393,23 @@ static void step_twophase(walk *w, const nsc_plan *p, const nsc_step *s, int las
   for (int r = 0; r < w->l.n; r++) nsc_plan_tp(p, s, w->cfg, &w->topo[r], &tps[r]);
   for (int ph = 0; ph < phases; ph++)
     for (int k = 0; k < np; k++) {
+      if (ph == 1 && tp0.gather) { /* one ncclAllGather of a slot per rank: NCCL's ring, m - 1 rounds */
+        round_clear(&w->l);
+        for (int r = 0; r < w->l.n; r++) {
+          int me, mm;
+          nsc_plan_group(&w->topo[r], s->on, &mm, &me);
+          charge(&w->l, f, r, member(f, s->on, r, (me + 1) % mm), (double)tps[0].slot, 0);
+        }
+        int nb;
+        double t = round_link(&w->l, f, m - 1, &nb);
+        last_nic = nb ? t : 0;
+        link += t * (m - 1);
+        nic_rounds += nb;
+        rounds++;
+        lat += (m - 1) * f->lat +
+               (f->gpu ? (NCCL_RING_BASE_US + (m - 1) * (f->N > 1 && s->on != NSC_ON_NODE ? NCCL_RING_NET_US : NCCL_RING_NVL_US)) * 1e-6 : 0);
+        continue;
+      }
       round_clear(&w->l);
       for (int r = 0; r < w->l.n; r++) {
         const nsc_tp_plan *tp = &tps[r];
@@ -560,7 +577,18 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   nsc_plan_call call = {rs, count, 0, cfg.compress != NSC_COMPRESS_OFF && bytes >= (size_t)cfg.min_bytes, &w.topo[0],
                         hier_adopted(&cfg, f), !f->gpu};
   nsc_plan plan;
-  nsc_plan_make(&plan, &cfg, &call);
+  if (rs == 2) { /* a plain ncclAllGather whose output is `bytes` (the shim forwards it untouched) */
+    memset(&plan, 0, sizeof plan);
+    plan.alg = NSC_PLAN_PLAIN;
+    plan.count = count / (size_t)n;
+    plan.nsteps = 1;
+    plan.step[0] = (nsc_step){.kind = NSC_STEP_ALLGATHER, .on = NSC_ON_ALL, .count = plan.count};
+    plan.launches = 1;
+    plan.why = "an all-gather: forwarded";
+  } else {
+    call.rs = rs;
+    nsc_plan_make(&plan, &cfg, &call);
+  }
   /* Every rank's plan has the same steps (the planner reads only agreed
    * values); the walk charges every rank's messages of each step. */
   memset(out, 0, sizeof *out);
@@ -636,7 +664,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   out->nic_in = vmax(w.l.t_nic_in, w.l.nnic);
   out->intra_out = vmax(w.l.t_in_out, w.l.n);
   out->intra_in = vmax(w.l.t_in_in, w.l.n);
-  double S = rs ? (double)bytes * n : (double)bytes, nics = f->nic_per_node ? 1 : f->L;
+  double S = rs == 1 ? (double)bytes * n : (double)bytes, nics = f->nic_per_node ? 1 : f->L;
   out->t_bound = f->N > 1 ? (rs ? 1.0 : 2.0) * (f->N - 1) / f->N * S / (f->nic * nics) : 0;
   nsc_topo_free(&w.topo[0]); /* the node array the others share */
   free(w.topo);
@@ -677,7 +705,7 @@ static void print_json(FILE *o, const opts *op, const variant *v, const result *
           "\"codec_s\": %.9g, \"latency_s\": %.9g, \"bound\": \"%s\", \"t_bound_s\": %.9g, "
           "\"nic_out_bytes\": %.0f, \"nic_in_bytes\": %.0f, \"nic_per\": \"%s\", \"intra_out_bytes\": %.0f, "
           "\"intra_in_bytes\": %.0f, \"staging_bytes\": %.0f, \"staging_grows\": %s}",
-          f->gpu ? "gpu" : "host", f->N, f->L, op->rs ? "reducescatter" : "allreduce", op->bytes, v->algo,
+          f->gpu ? "gpu" : "host", f->N, f->L, op->rs == 2 ? "allgather" : op->rs ? "reducescatter" : "allreduce", op->bytes, v->algo,
           strcmp(v->algo, "none") ? v->compress : "off", v->piece_bytes, r->plan_alg, r->why, r->npieces, r->launches,
           r->c.launch, r->gpu_tree ? "true" : "false", r->c.time, r->c.link, r->c.cpu, r->c.codec, r->c.lat, bound_name(&r->c, f->gpu),
           r->t_bound, r->nic_out, r->nic_in, f->nic_per_node ? "node" : "rank", r->intra_out, r->intra_in, r->staging,
@@ -690,7 +718,8 @@ static void print_head(const opts *op, const rates *rt) {
          "intra %.3g Gb/s, latency %.3g us, launch %.3g us (overlap %.2g)\n",
          f->gpu ? "gpu (NCCL's tuning model)" : "host (the emulator)", f->N, f->L, f->nic * 8e-9,
          f->nic_per_node ? "node" : "rank", f->intra * 8e-9, f->lat * 1e6, f->launch * 1e6, f->overlap);
-  printf("# call: %s of %.6g MiB fp32 per rank; rates: %s (%s)%s\n", op->rs ? "reduce-scatter" : "all-reduce",
+  printf("# call: %s of %.6g MiB fp32 per rank; rates: %s (%s)%s\n",
+         op->rs == 2 ? "all-gather (output)" : op->rs ? "reduce-scatter" : "all-reduce",
          (double)op->bytes / MiB, rt->source, rt->date,
          f->gpu ? "; gpu codec = HBM x efficiency (assumed until make gpu-check runs on a GPU)" : "");
   printf("# %-22s %-9s %6s %8s %11s %8s %8s %10s %10s %10s %10s %-8s\n", "variant", "plan", "pieces", "launches", "time ms", "/t_bound",
@@ -809,7 +838,7 @@ static void usage(FILE *o) {
   fprintf(o,
           "usage: ncclshim_model [--nodes N] [--ranks-per-node L] [--nic-gbps G] [--nic-per node|rank]\n"
           "         [--intra-gbps G] [--latency-us U] [--launch-us U] [--launch-overlap O] [--fabric host|gpu]\n"
-          "         [--bytes S] [--coll allreduce|reducescatter]\n"
+          "         [--bytes S] [--coll allreduce|reducescatter|allgather]\n"
           "         [--compress off|fp16|bf16|int8|fp8|fp16s] [--algo none|auto|ring|twophase|hier]\n"
           "         [--piece-bytes B] [--set NCCLSHIM_X=V]... [--rates FILE] [--json] [--sweep-nodes 1,2,4,...]\n"
           "         [--tsv FILE] [--selftest]\n"
@@ -844,7 +873,7 @@ int main(int argc, char **argv) {
     else if (ARG("--launch-overlap")) overlap = atof(v);
     else if (ARG("--fabric")) op.f.gpu = !strcmp(v, "gpu");
     else if (ARG("--bytes")) op.bytes = parse_size(v);
-    else if (ARG("--coll")) op.rs = !strcmp(v, "reducescatter");
+    else if (ARG("--coll")) op.rs = !strcmp(v, "reducescatter") ? 1 : !strcmp(v, "allgather") ? 2 : 0;
     else if (ARG("--compress")) compress = v;
     else if (ARG("--algo")) algo = v;
     else if (ARG("--piece-bytes")) piece = (long long)parse_size(v);

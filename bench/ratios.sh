@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|all] — the side-by-side comparisons
+# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|launch|all] — the side-by-side comparisons
 # behind the goals in bench/README.md, over the host NCCL (emulated links; not
 # GPU numbers). Each variant runs in the same invocation, alternating, and the
 # script prints ratios of medians:
@@ -42,6 +42,10 @@
 #             out-of-place time per case, 3 warm-up calls at 64 MiB first (the model is
 #             of the steady state: staging grown, pages touched); goal: within 20 %;
 #             MODEL_SHAPES, MODEL_ROUNDS
+#   launch    a launch cost per launch (HOSTNCCL_LAUNCH_US = 1 MB and 4 MB at the
+#             1 Gb/s link) on 1x4, 4x1, 2x2 and 2x4: no shim, the shim with no
+#             settings, two-phase int8; time / no shim (goals: no settings
+#             <= 1.0 everywhere, two-phase int8 <= 0.40 at 64 MiB)
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -248,6 +252,40 @@ hier() {
   done
 }
 
+# Launches cost (issue 33): the host NCCL charges HOSTNCCL_LAUNCH_US per
+# launch, 1 MB and 4 MB of the link's time (1 Gb/s per rank on one node or
+# on nodes of one rank; one 1 Gb/s NIC per node and 50 Gb/s inside on nodes of
+# several ranks): no shim, the shim with no settings at all, and two-phase
+# int8 (ALGO=twophase), 4, 16 and 64 MiB; time / no shim.
+# LAUNCH_SHAPES (default "1x4 4x1 2x2 2x4") and LAUNCH_MB ("1 4") select.
+launch() {
+  local AP="$BUILD/bin/allreduce_perf" shape n l mb us v
+  for shape in ${LAUNCH_SHAPES:-1x4 4x1 2x2 2x4}; do
+    n=${shape%x*} l=${shape#*x}
+    local links=(HOSTNCCL_LINK_GBPS=1)
+    [ "$l" -gt 1 ] && [ "$n" -gt 1 ] && links=(HOSTNCCL_LINK_GBPS=1 HOSTNCCL_INTRA_GBPS=50 HOSTNCCL_NIC_PER=node)
+    for mb in ${LAUNCH_MB:-1 4}; do
+      us=$((mb * 8000)) # mb MB at 1 Gb/s (125 MB/s)
+      rm -f "$TMP"/u-*.out
+      for ((r = 0; r < ROUNDS; r++)); do
+        for v in plain:0 none:1 int8:1; do
+          local px=()
+          [ "${v#*:}" = 1 ] && px=(LD_PRELOAD="$SHIM")
+          [ "${v%:*}" = int8 ] && px+=(NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase)
+          ctx_nodes "$n" "$l" "${links[@]}" HOSTNCCL_LAUNCH_US=$us "${px[@]}" -- "$AP" -b 4M -e 64M -f 4 -n 1 -w 1 -c 0
+          timeout 900 mpirun "${CTX[@]}" >>"$TMP/u-${v%:*}.out" 2>&1 ||
+            { echo "ratios: launch $shape $v failed" >&2; tail -5 "$TMP/u-${v%:*}.out" >&2; exit 1; }
+        done
+      done
+      echo "# $shape, HOSTNCCL_LAUNCH_US=$us ($mb MB at 1 Gb/s), out-of-place time (us) and ratio to no shim, median of $ROUNDS alternated runs"
+      printf '%10s %10s %18s %18s
+' size no_shim "no settings" "two-phase int8"
+      join <(ap_times u-plain) <(ap_times u-none) | join - <(ap_times u-int8) |
+        awk '{printf "%10d %10.0f %9.0f (%.3f) %9.0f (%.3f)\n", $1, $2, $3, $3 / $2, $4, $4 / $2}'
+    done
+  done
+}
+
 hier_errors() {
   local P="$BUILD/tests/shim_twophase" out="$TMP/he.out" shape n l w a
   : >"$out"
@@ -320,7 +358,8 @@ case "$WHAT" in
   fabric) fabric ;;
   hier) hier ;;
   hier-errors) hier_errors ;;
+  launch) launch ;;
   model) model ;;
-  all) compress; fusion; torch_ddp; twophase; errors; link; fabric; hier; hier_errors ;;
-  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|all]" >&2; exit 2 ;;
+  all) compress; fusion; torch_ddp; twophase; errors; link; fabric; hier; hier_errors; launch ;;
+  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|launch|all]" >&2; exit 2 ;;
 esac

@@ -16,6 +16,18 @@ TMPD=${TMPD:-$(mktemp -d "${TMPDIR:-/tmp}/ncclshim-test.XXXXXX")}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
+# The host NCCL charges nothing per launch unless HOSTNCCL_LAUNCH_US says so,
+# and a test exercises the shim's compression on that fabric: it tells the
+# shim that launches are free (NCCLSHIM_LAUNCH_BYTES=0), or at the default
+# 4 MiB per launch auto would leave most test-sized calls untouched (issue
+# 33). Tests of the launch-aware defaults (49-launches, the fuzzer's draws)
+# set their own; scripts that clear NCCLSHIM_* call shim_env_clean.
+export NCCLSHIM_LAUNCH_BYTES=${NCCLSHIM_LAUNCH_BYTES:-0}
+shim_env_clean() {
+  local v
+  for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+  export NCCLSHIM_LAUNCH_BYTES=0
+}
 # Sanitizer builds: leaks inside Open MPI are not ours to report.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

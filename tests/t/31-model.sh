@@ -43,3 +43,9 @@ rc=$?
   && ok "model --from-log: the $n fp32 calls of rank 0's calls log in 5 sizes, a row per plan, plain NCCL 1.000x, labelled MODELLED" \
   || { not_ok "model --from-log (exit $rc, $n calls in $log)"; sed 's/^/#   /' "$TMPD/fromlog.out" | head -8; }
 check_fails "model --from-log on a file without calls fails with a message" "$M" --from-log "$TMPD/ap.out"
+
+# Issue 33: the model, with the rig's alpha per launch as a fabric parameter,
+# predicts at least 8 of the 10 all-reduce and all-gather figures of the
+# first GPU run within 20 % (bench/model/gpu-rig.sh; bench/README.md).
+check "model: 8 or more of the H200 rig's 10 figures within 20 % (launches charged)" \
+  bash "$ROOT/bench/model/gpu-rig.sh" --check

@@ -4,7 +4,7 @@
 # (NCCLSHIM_FAULT_HOST_ALLOC), and a failing read-back of the configuration
 # check's answer on one rank (NCCLSHIM_FAULT_OOB_END). About 10 s.
 . "$(dirname "$0")/../lib.sh"
-for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+shim_env_clean
 export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0
 P="$TBIN/shim_twophase" F="$TBIN/shimfault"
 

@@ -11,7 +11,7 @@
 # first group end (both communicators' after-group work ran on the caller's
 # thread, the first waiting for a peer the thread had not reached). ~40 s.
 . "$(dirname "$0")/../lib.sh"
-for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+shim_env_clean
 P="$TBIN/shim_onethread"
 
 # one MEM NRANKS settings...: ncclCommInitAll in this process

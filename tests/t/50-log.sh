@@ -7,7 +7,7 @@
 P="$TBIN/logtest"
 CHK="python3 $ROOT/tests/log/check_log.py"
 REPORT="$ROOT/bench/ncclshim-report"
-for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+shim_env_clean
 export NCCLSHIM_BANNER=0
 chk() { $CHK "$@" || not_ok "check_log.py $1 crashed"; }
 

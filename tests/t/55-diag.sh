@@ -18,7 +18,7 @@ source "$(dirname "$0")/../lib.sh"
 
 P="$TBIN/diagtest"
 CHK="python3 $ROOT/tests/diag/check_diag.py"
-for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+shim_env_clean
 export NCCLSHIM_BANNER=0 NCCLSHIM_COMPRESS=off
 chk() { $CHK "$@" || not_ok "check_diag.py $* crashed"; }
 

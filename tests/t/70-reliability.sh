@@ -9,7 +9,7 @@
 # multi-GiB buffers. RELIABILITY_BIG=1: also the 2^31+5-element fp32 case
 # (12 GiB, about 30 s here).
 . "$(dirname "$0")/../lib.sh"
-for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+shim_env_clean
 export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0 TEST_TIMEOUT=${TEST_TIMEOUT:-60}
 F="$TBIN/shimfault" A="$TBIN/shimfault_args" L="$TBIN/shimfault_life" T="$TBIN/shim_threads"
 QUICK=${RELIABILITY_QUICK:-0}

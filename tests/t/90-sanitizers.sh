@@ -15,7 +15,7 @@
 # (ignore_noninstrumented_modules), so races through MPI are not seen.
 . "$(dirname "$0")/../lib.sh"
 export ROOT
-for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
+shim_env_clean
 export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:verify_asan_link_order=0:log_path=$TMPD/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$TMPD/ubsan"
