@@ -54,6 +54,7 @@
 #define F16S_SEEDS 50000 /* from here, NCCLSHIM_COMPRESS=fp16s (compress 5, issue 21 part 5) */
 #define HMIN_SEEDS 100000 /* from here, auto on nodes draws NCCLSHIM_HIER_MIN_BYTES=0 half the time (issue 22) */
 #define LOCAL_SEEDS 120000 /* from here, one thread drives a clique of its own process (issue 37) */
+#define LAUNCH_SEEDS 130000 /* from here, launch costs, auto pieces and chunks, the all-gather phase (issue 33) */
 #define MAXL 3   /* ranks of a process's own clique */
 #define LRANK 8  /* input index of its rank 0 (distinct from the world's ranks) */
 #define SPLIT_SEEDS 32000 /* from here, no pass that begins late right after one that ended early (any model) */
@@ -131,6 +132,9 @@ typedef struct {
   long long staging;        /* NCCLSHIM_MAX_STAGING_BYTES, 0: default */
   int nef, efcomm, effresh; /* error-feedback models on communicator efcomm (fresh buffers: one model only) */
   int nlocal; /* seeds >= LOCAL_SEEDS: ranks of each process's own clique (ncclCommInitAll), 0: none */
+  long long launch_bytes; /* NCCLSHIM_LAUNCH_BYTES, -1: unset (the default 4M); seeds below LAUNCH_SEEDS: 0 */
+  int gather;             /* NCCLSHIM_TWOPHASE_GATHER: 0 auto, 1 allgather, 2 sendrecv */
+  int launch_us;          /* HOSTNCCL_LAUNCH_US on the shim's half */
   char feat[512];
 } prog_t;
 
@@ -452,6 +456,26 @@ static void draw_local(prog_t *p, uint64_t seed) {
   rng = saved;
 }
 
+/* Launches (issue 33): what the shim is told a launch costs (unset: the
+ * default 4 MiB, at which most of the fuzzer's calls go untouched; 0, 64K,
+ * 1M), auto pieces and chunks (the cost rule's counts, here under the host
+ * rule), the second phase as an all-gather or as sends and receives, and at
+ * times a real launch cost in the host NCCL. Before LAUNCH_SEEDS programs
+ * were drawn when launches were free: they run with NCCLSHIM_LAUNCH_BYTES=0. */
+static void draw_launch(prog_t *p, uint64_t seed) {
+  p->launch_bytes = 0;
+  if (seed < LAUNCH_SEEDS) return;
+  uint64_t saved = rng;
+  rng = mix64(seed ^ 0x1a0c4ull);
+  static const long long lbs[] = {-1, 0, 65536, 1 << 20, 1 << 20};
+  p->launch_bytes = PICK(lbs);
+  if (chance(0.6)) p->piece_bytes = -1;
+  if (chance(0.6) && p->fault != F_ALLOC_ONE) p->chunk_bytes = -1;
+  p->gather = rint_(3);
+  p->launch_us = chance(0.25) ? 100 : 0;
+  rng = saved;
+}
+
 static void draw_ef_classes(prog_t *p, uint64_t seed, int ddp) {
   uint64_t saved = rng;
   rng = mix64(seed ^ 0xef26ef26ull);
@@ -725,6 +749,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (seed >= EF_SEEDS) draw_ef_classes(p, seed, ddp);
   if (seed >= NODE_SEEDS) draw_nodes(p, seed);
   if (seed >= LOCAL_SEEDS) draw_local(p, seed);
+  draw_launch(p, seed);
   /* An accumulation agreement's read-back failing on one rank is a known
    * limit (docs/collectives.md: that rank syncs while its peers may skip): not drawn. */
   if (p->fault == F_OOB_END_ONE && p->K > 1) p->fault = F_NONE;
@@ -778,6 +803,14 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (p->ef) feat(p, "ef");
   if (p->nef) feat(p, p->nef > 1 ? "ef-models" : p->effresh ? "ef-fresh" : "ef-model");
   if (p->nlocal) feat(p, "onethread-%d", p->nlocal);
+  if (p->seed >= LAUNCH_SEEDS) {
+    feat(p, p->launch_bytes < 0 ? "launch-default" : p->launch_bytes == 0 ? "launch-free" : "launch-%lldK",
+         p->launch_bytes / 1024);
+    if (p->piece_bytes < 0) feat(p, "pieces-auto");
+    if (p->chunk_bytes < 0) feat(p, "chunks-auto");
+    if (p->gather) feat(p, p->gather == 1 ? "gather-allgather" : "gather-sendrecv");
+    if (p->launch_us) feat(p, "host-launch-us");
+  }
   if (p->sr) feat(p, "sr");
   if (p->staging) feat(p, "staging-limit");
   if (p->noprepoll) feat(p, "no-prepoll");
@@ -849,18 +882,29 @@ static void filter(prog_t *p, const char *o) {
 }
 
 /* ---- launching and describing ----------------------------------------------- */
+static void size_str(long long v, char *buf, size_t n) {
+  if (v < 0) snprintf(buf, n, "auto");
+  else snprintf(buf, n, "%lld", v);
+}
+
 static void print_plan(const prog_t *p) {
   static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"}, *al[] = {"auto", "ring", "twophase", "hier"};
   char stg[64] = "";
   if (p->staging) snprintf(stg, sizeof stg, " NCCLSHIM_MAX_STAGING_BYTES=%lld", p->staging);
   printf("FZ_NP=%d\n", p->W);
-  printf("FZ_SHIM_ENV='NCCLSHIM_COMPRESS=%s NCCLSHIM_MIN_BYTES=%lld NCCLSHIM_FUSE_BYTES=%lld NCCLSHIM_CHUNK_BYTES=%lld "
+  static const char *ga[] = {"auto", "allgather", "sendrecv"};
+  char lb[48] = "", chunk[24], piece[24];
+  if (p->launch_bytes >= 0) snprintf(lb, sizeof lb, " NCCLSHIM_LAUNCH_BYTES=%lld", p->launch_bytes);
+  size_str(p->chunk_bytes, chunk, sizeof chunk);
+  size_str(p->piece_bytes, piece, sizeof piece);
+  printf("FZ_SHIM_ENV='NCCLSHIM_COMPRESS=%s NCCLSHIM_MIN_BYTES=%lld NCCLSHIM_FUSE_BYTES=%lld NCCLSHIM_CHUNK_BYTES=%s "
          "NCCLSHIM_ACCUM_STEPS=%d NCCLSHIM_PRESCALE=%s NCCLSHIM_DISABLE=%d NCCLSHIM_ALGO=%s "
-         "NCCLSHIM_TWOPHASE_PIECE_BYTES=%lld NCCLSHIM_ERROR_FEEDBACK=%d NCCLSHIM_ROUNDING=%s%s "
-         "NCCLSHIM_HIER_MIN_BYTES=%lld'\n",
-         cz[p->compress], p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->K, p->prescale, p->disable, al[p->algo],
-         p->piece_bytes, p->ef, p->sr ? "stochastic" : "nearest", stg, p->hier_min);
-  printf("FZ_HOST_ENV='%s'\n", p->fault == F_FAIL_CALL ? "HOSTNCCL_FAIL_CALL=" : p->fault == F_FAIL_GROUP_END ? "HOSTNCCL_FAIL_GROUP_END=" : "");
+         "NCCLSHIM_TWOPHASE_PIECE_BYTES=%s NCCLSHIM_ERROR_FEEDBACK=%d NCCLSHIM_ROUNDING=%s%s "
+         "NCCLSHIM_HIER_MIN_BYTES=%lld%s NCCLSHIM_TWOPHASE_GATHER=%s'\n",
+         cz[p->compress], p->min_bytes, p->fuse_bytes, chunk, p->K, p->prescale, p->disable, al[p->algo],
+         piece, p->ef, p->sr ? "stochastic" : "nearest", stg, p->hier_min, lb, ga[p->gather]);
+  printf("FZ_HOST_ENV='%s%s'\n", p->launch_us ? "HOSTNCCL_LAUNCH_US=100 " : "",
+         p->fault == F_FAIL_CALL ? "HOSTNCCL_FAIL_CALL=" : p->fault == F_FAIL_GROUP_END ? "HOSTNCCL_FAIL_GROUP_END=" : "");
   if (p->fault == F_FAIL_CALL || p->fault == F_FAIL_GROUP_END) printf("FZ_HOST_ENV=\"${FZ_HOST_ENV}%ld\"\n", p->fn);
   for (int r = 0; r < p->W; r++) {
     const char *v = "";
@@ -895,10 +939,13 @@ static void describe_call(const prog_t *p, const call_t *c, char *o, size_t n) {
 
 static void describe(const prog_t *p) {
   static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"}, *al[] = {"auto", "ring", "twophase", "hier"};
-  printf("seed %llu: %d ranks, shim: compress=%s algo=%s min_bytes=%lld fuse_bytes=%lld chunk_bytes=%lld "
-         "twophase_piece_bytes=%lld accum_steps=%d prescale=%s disable=%d; fault: %s",
+  char chunk[24], piece[24];
+  size_str(p->chunk_bytes, chunk, sizeof chunk);
+  size_str(p->piece_bytes, piece, sizeof piece);
+  printf("seed %llu: %d ranks, shim: compress=%s algo=%s min_bytes=%lld fuse_bytes=%lld chunk_bytes=%s "
+         "twophase_piece_bytes=%s accum_steps=%d prescale=%s disable=%d; fault: %s",
          (unsigned long long)p->seed, p->W, cz[p->compress], al[p->algo],
-         p->min_bytes, p->fuse_bytes, p->chunk_bytes, p->piece_bytes, p->K, p->prescale, p->disable,
+         p->min_bytes, p->fuse_bytes, chunk, piece, p->K, p->prescale, p->disable,
          fault_name[p->fault]);
   if (p->fault != F_NONE) printf(" (rank %d, N=%ld)", p->frank, p->fn);
   if (p->seed >= EF_SEEDS)
@@ -909,6 +956,9 @@ static void describe(const prog_t *p) {
     printf("; nodes (NCCL_HOSTID) of ranks 0..%d:", p->W - 1);
     for (int r = 0; r < p->W; r++) printf(" n%d", p->node[r]);
   }
+  if (p->seed >= LAUNCH_SEEDS)
+    printf("; launch_bytes=%lld (-1: the default) twophase_gather=%d host launch_us=%d", p->launch_bytes, p->gather,
+           p->launch_us);
   printf("\nfeatures: %s\nc0: init over all, nonblocking on ranks mask 0x%x\n", p->feat, p->comm[0].nb);
   for (int m = 0; m < p->nmodel; m++) {
     const model_t *md = &p->model[m];
