@@ -807,21 +807,29 @@ static int selftest(const rates *rt) {
       bad += check(what, busbw, f.nic, 1e-3);
     }
   }
-  /* 2. flat two-phase: L*w*(N-1)/N * n/(n-1) times the ring's inter-node bytes;
+  /* 2. flat two-phase, the second phase as sends and receives: L*w*(N-1)/N
+   *    * n/(n-1) times the ring's inter-node bytes; as an all-gather (NCCL's
+   *    ring, one crossing per node boundary): w * (L(N-1)/N * n/(n-1) + 1) / 2;
    * 3. hier: w times the cut bound 2(N-1)/N*S per node */
   int sh2[][2] = {{2, 4}, {4, 2}, {2, 2}, {8, 8}, {16, 8}};
   for (int i = 0; i < 5; i++) {
     fabric f = {.N = sh2[i][0], .L = sh2[i][1], .nic = 0.0625e9, .intra = 6.25e9, .nic_per_node = 1, .ideal_cpu = 1};
     int N = f.N, L = f.L, n = N * L;
-    result rp, rf, rh, r8;
-    if (model(&f, rt, &none, S, 0, &rp) || model(&f, rt, &flat, S, 0, &rf) || model(&f, rt, &hier, S, 0, &rh) ||
+    result rp, rf, rg, rh, r8;
+    if (model(&f, rt, &none, S, 0, &rp) || model(&f, rt, &flat, S, 0, &rg) || model(&f, rt, &hier, S, 0, &rh) ||
         model(&f, rt, &hier8, S, 0, &r8))
       return 1;
+    sets[nsets++] = "NCCLSHIM_TWOPHASE_GATHER=sendrecv";
+    int e = model(&f, rt, &flat, S, 0, &rf);
+    nsets--;
+    if (e) return 1;
     char what[160];
     snprintf(what, sizeof what, "%dx%d ring NIC bytes per node = 2(n-1)/n*S", N, L);
     bad += check(what, rp.nic_out, 2.0 * (n - 1) / n * (double)S, 1e-6);
     snprintf(what, sizeof what, "%dx%d flat fp16 / ring NIC bytes = L*w*(N-1)/N*n/(n-1)", N, L);
     bad += check(what, rf.nic_out / rp.nic_out, L * 0.5 * (N - 1.0) / N * n / (n - 1.0), 1e-3);
+    snprintf(what, sizeof what, "%dx%d flat fp16, all-gather phase / ring NIC bytes = w(L(N-1)/N*n/(n-1)+1)/2", N, L);
+    bad += check(what, rg.nic_out / rp.nic_out, 0.5 * (L * (N - 1.0) / N * n / (n - 1.0) + 1) / 2, 1e-3);
     snprintf(what, sizeof what, "%dx%d hier fp16 NIC bytes per node = w*2(N-1)/N*S", N, L);
     bad += check(what, rh.nic_out, 0.5 * 2.0 * (N - 1) / N * (double)S, 1e-3);
     double w8 = (1.0 + 2.0 / 256) / 4;

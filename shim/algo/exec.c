@@ -59,6 +59,7 @@ typedef struct {
   ncclRedOp_t op;
   cudaStream_t s;
   uint64_t seq;
+  int grouped; /* the step's collectives are inside a group of the walk's own */
 } walk;
 
 static const float *src_of(const walk *w, const nsc_step *st) {
@@ -84,9 +85,15 @@ static ncclComm_t nccl_of(const walk *w, nsc_plan_on on) {
 }
 
 /* A real call's result; on a nonblocking communicator polled (never the
- * stream) until it is enqueued. */
-static ncclResult_t enqueued(nsc_comm *c, ncclComm_t on, ncclResult_t r) {
+ * stream) until it is enqueued, except inside the walk's own group, whose
+ * end is polled instead. */
+static ncclResult_t enqueued(const walk *w, ncclComm_t on, ncclResult_t r) {
+  nsc_comm *c = w->c;
   NSC_COUNT(real_calls, 1);
+  if (r == ncclInProgress && w->grouped) {
+    c->nonblocking = 1;
+    return ncclSuccess;
+  }
   if (r == ncclInProgress) {
     c->nonblocking = 1;
     r = nsc_wait_nonblocking(on);
@@ -124,18 +131,18 @@ static ncclResult_t run_step(const walk *w, const nsc_step *st) {
   ncclResult_t r;
   switch (st->kind) {
   case NSC_STEP_REDUCESCATTER:
-    r = enqueued(w->c, comm, nsc_real.ReduceScatter(src_of(w, st), dst, st->count, ncclFloat32, op, comm, w->s));
+    r = enqueued(w, comm, nsc_real.ReduceScatter(src_of(w, st), dst, st->count, ncclFloat32, op, comm, w->s));
     break;
   case NSC_STEP_REDUCE: /* only the root writes */
-    r = enqueued(w->c, comm, nsc_real.Reduce(src_of(w, st), dst, st->count, ncclFloat32, op, st->root, comm, w->s));
+    r = enqueued(w, comm, nsc_real.Reduce(src_of(w, st), dst, st->count, ncclFloat32, op, st->root, comm, w->s));
     if (st->root != w->c->topo.local_rank) dst = NULL;
     break;
   case NSC_STEP_ALLGATHER:
-    r = enqueued(w->c, comm, nsc_real.AllGather(src_of(w, st), dst, st->count, ncclFloat32, comm, w->s));
+    r = enqueued(w, comm, nsc_real.AllGather(src_of(w, st), dst, st->count, ncclFloat32, comm, w->s));
     wrote *= (size_t)w->c->topo.local_size;
     break;
   case NSC_STEP_ALLREDUCE:
-    r = enqueued(w->c, comm, nsc_real.AllReduce(src_of(w, st), dst, st->count, ncclFloat32, op, comm, w->s));
+    r = enqueued(w, comm, nsc_real.AllReduce(src_of(w, st), dst, st->count, ncclFloat32, op, comm, w->s));
     break;
   case NSC_STEP_TWOPHASE: r = run_twophase(w, st, dst); break;
   default: r = ncclInternalError; break; /* casts belong to the ring (allreduce.c) */
@@ -173,7 +180,7 @@ static ncclResult_t walk_hier(nsc_comm *c, const nsc_backend *be, const nsc_plan
     if (lim != ncclSuccess) return lim; /* nothing issued anywhere */
     if (!nsc_staging_room(c, be, s, need)) return nsc_forward_plain(c, send, recv, p->count, op, s, p->rs);
   }
-  walk w = {c, be, p, send, recv, NULL, op, s, seq};
+  walk w = {c, be, p, send, recv, NULL, op, s, seq, 0};
   if (p->tmp_elems) {
     void *tmp = NULL;
     if (nsc_get_staging(c, be, s, 4 * p->tmp_elems, what, &tmp) == NSC_STAGE_OK) w.tmp = tmp;
@@ -200,15 +207,18 @@ static ncclResult_t walk_hier(nsc_comm *c, const nsc_backend *be, const nsc_plan
      * their order inside the group does not matter. */
     int grouped = nodes * locals > 1;
     ncclResult_t g = grouped ? nsc_real.GroupStart() : ncclSuccess;
+    if (!NSC_OK(g)) grouped = 0; /* no group: the same collectives, one launch each */
+    w.grouped = grouped;
     for (int q = 0; q < nodes; q++)
       for (int l = 0; l < locals; l++) {
         nsc_step at = nsc_plan_step_at(p, t, st, nsc_plan_node_order(t, q), l); /* node j's offsets, root l */
         ncclResult_t x = run_step(&w, &at);
         if (NSC_OK(r) && !NSC_OK(x)) r = x;
       }
+    w.grouped = 0;
     if (grouped) {
       ncclResult_t e = nsc_real.GroupEnd(); /* always closed, also after a failed member */
-      if (NSC_OK(g)) g = e;
+      g = e;
       if (g == ncclInProgress) {
         c->nonblocking = 1;
         g = nsc_wait_nonblocking(nccl_of(&w, st->on));

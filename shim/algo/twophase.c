@@ -97,39 +97,46 @@ static ncclResult_t gather(nsc_comm *c, uint8_t *base, int rank, size_t slot, cu
  * the largest encoded chunk fits there, nsc_tp_fits), piece by piece as the
  * healthy ranks exchange them: first a group of the sends, then one of the
  * receives, so nothing received overwrites what is still being sent, and the
- * buffer is filled again before anything received could be sent on. Returns
- * ncclSystemError, or the failing call's result. */
+ * buffer is filled again before anything received could be sent on. A real
+ * call that fails is the call's result (the first), and every later message
+ * is still issued, as the peers issue theirs (rule 1). Returns
+ * ncclSystemError, or the first failing call's result. */
 static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *p, void *recv,
                              size_t recv_bytes, int rs, cudaStream_t s) {
   int r = p->rank;
   ncclResult_t res = ncclSuccess;
+#define FIRST(x)                                  \
+  do {                                            \
+    ncclResult_t x_ = (x);                        \
+    if (NSC_OK(res) && !NSC_OK(x_)) res = x_;     \
+  } while (0)
   be->fill_ones((nsc_stream)s, recv, recv_bytes);
-  for (int phase = 0; phase < (rs ? 1 : 2) && NSC_OK(res); phase++)
-    for (int k = 0; k < p->npieces && NSC_OK(res); k++)
-      for (int dir = 0; dir < 2 && NSC_OK(res); dir++) {
+  for (int phase = 0; phase < (rs ? 1 : 2); phase++)
+    for (int k = 0; k < p->npieces; k++)
+      for (int dir = 0; dir < 2; dir++) {
         if (phase == 1 && p->gather) { /* the same gather as the peers', of n slots in recvbuff (tp_plan.h) */
           if (dir == 1) continue;
-          res = gather(c, recv, r, p->slot, s);
+          FIRST(gather(c, recv, r, p->slot, s));
           be->fill_ones((nsc_stream)s, recv, recv_bytes);
           continue;
         }
-        res = nsc_real.GroupStart();
-        if (!NSC_OK(res)) break;
+        ncclResult_t gs = nsc_real.GroupStart();
+        FIRST(gs);
         for (int j = 0; j < p->n; j++) {
           if (j == r) continue;
           /* phase 0: send chunk j, receive ours; phase 1: send ours, receive chunk j */
           size_t bytes = nsc_tp_piece_bytes(p, (phase == 0) == (dir == 0) ? j : r, k);
-          ncclResult_t x = dir == 0 ? nsc_real.Send(recv, bytes, ncclUint8, j, c->comm, s)
-                                    : nsc_real.Recv(recv, bytes, ncclUint8, j, c->comm, s);
-          if (NSC_OK(res) && !NSC_OK(x)) res = x;
+          FIRST(dir == 0 ? nsc_real.Send(recv, bytes, ncclUint8, j, c->comm, s)
+                         : nsc_real.Recv(recv, bytes, ncclUint8, j, c->comm, s));
         }
-        ncclResult_t e = nsc_real.GroupEnd();
+        ncclResult_t e = NSC_OK(gs) ? nsc_real.GroupEnd() : ncclSuccess;
         NSC_COUNT(real_calls, p->n - 1);
-        if (NSC_OK(res)) res = e;
-        if (res == ncclInProgress) res = nsc_wait_nonblocking(c->comm);
+        if (e == ncclInProgress) e = nsc_wait_nonblocking(c->comm);
+        FIRST(e);
         /* what was received is never sent on: all 0xff again */
         if (dir == 1) be->fill_ones((nsc_stream)s, recv, recv_bytes);
       }
+#undef FIRST
   nsc_warn("rank %d could not stage a two-phase %s: it sent NaN and fails this call (its real calls returned %d)",
            r, rs ? "reduce-scatter" : "all-reduce", (int)res);
   return NSC_OK(res) ? ncclSystemError : res;

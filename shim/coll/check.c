@@ -257,8 +257,8 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
     nsc_warn("configuration check on communicator %p: the node keys did not all arrive; nodes unknown",
              (void *)c->comm);
   }
+  c->host_rule = vals[SLOT_HOSTMEM] == 1; /* before checked: what a call reads once it sees checked */
   c->checked = 1;
-  c->host_rule = vals[SLOT_HOSTMEM] == 1;
   untouched_if(c, be, usable, vals[SLOT_KERNELS] != 0);
   if (vals[SLOT_STATUS] == ST_BAD_SETTING) {
     if (nsc_g.bad_setting)

@@ -174,9 +174,9 @@ typedef struct {
   void *key;
 } comm_key;
 
-static void *part_key(comm_key *ck, int *nck, const nsc_work *x, int *cuda_ptd) {
+static void *part_key(comm_key *ck, int *nck, const nsc_work *x, int *ptd) {
   void *ctx = x->be ? nsc_backend_stream_ctx(x->be, x->stream) : NULL;
-  if (ctx && x->stream == PER_THREAD_STREAM) *cuda_ptd = 1;
+  if (x->stream == PER_THREAD_STREAM) *ptd = 1; /* names the caller's thread's stream, whatever the memory */
   int i = 0;
   while (i < *nck && ck[i].c != x->c) i++;
   if (i == *nck) ck[(*nck)++] = (comm_key){x->c, ctx ? ctx : (void *)x->c};
@@ -196,7 +196,10 @@ static void *part_key(comm_key *ck, int *nck, const nsc_work *x, int *cuda_ptd) 
  * their order on one thread (concurrent launches from several threads on one
  * device risk NCCL's cross-communicator deadlock), and so does everything
  * when an item names the per-thread stream (its handle names the caller's
- * thread's stream). A group end that answered ncclInProgress is waited for
+ * thread's stream). Host memory is the host NCCL's (NCCL's kernels cannot
+ * reach pageable memory; pinned memory has the CUDA backend and its
+ * context), so a part per host communicator launches nothing on a device. A
+ * group end that answered ncclInProgress is waited for
  * first, here, once for all parts. What is issued on each communicator is
  * unchanged. */
 typedef struct {
@@ -205,19 +208,19 @@ typedef struct {
   nsc_work *tail;
   pthread_t th;
   int started;
-} slot;
+} part_run;
 
 static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_comms *g) {
-  int n = 0, blocking = 0, cuda_ptd = 0, nck = 0, np = 0;
+  int n = 0, blocking = 0, ptd = 0, nck = 0, np = 0;
   for (nsc_work *x = w; x; x = x->next) n++, blocking |= blocking_kind(x);
   if (!blocking || n <= 1) return run_after(w, in_progress, ok, g);
   comm_key *ck = calloc((size_t)n, sizeof *ck);
   void **key = calloc((size_t)n, sizeof *key);
-  slot *sl = calloc((size_t)n, sizeof *sl);
+  part_run *sl = calloc((size_t)n, sizeof *sl);
   ncclResult_t r = ncclSuccess;
   if (!ck || !key || !sl) goto serial; /* in order, as before */
   int i = 0;
-  for (nsc_work *x = w; x; x = x->next) key[i++] = part_key(ck, &nck, x, &cuda_ptd);
+  for (nsc_work *x = w; x; x = x->next) key[i++] = part_key(ck, &nck, x, &ptd);
   for (i = 0; i < n; i++) { /* each item's communicator's final key, then its part */
     for (int j = 0; j < nck; j++)
       if (key[i] == (void *)ck[j].c) key[i] = ck[j].key;
@@ -225,7 +228,7 @@ static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_co
     while (k < np && sl[k].key != key[i]) k++;
     if (k == np) sl[np++].key = key[i];
   }
-  if (cuda_ptd || np <= 1) goto serial;
+  if (ptd || np <= 1) goto serial;
   if (in_progress) wait_group(g); /* once, before any part issues its own collectives */
   for (int k = 0; k < np; k++) {
     void *ctx = sl[k].key;
@@ -244,13 +247,16 @@ static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_co
     sl[k].tail = x;
   }
   for (int k = 0; k < np; k++) sl[k].started = pthread_create(&sl[k].th, NULL, run_part, &sl[k].p) == 0;
+  /* A part without a thread runs on this one, before any join: a started
+   * part may be waiting for its peer collectives there. */
+  for (int k = 0; k < np; k++)
+    if (!sl[k].started) {
+      nsc_warn("no thread for part %d of a group's work: it runs on the caller's thread", k);
+      sl[k].p.r = run_after(sl[k].p.w, in_progress, ok, &sl[k].p.g);
+    }
   const char *err = NULL;
   for (int k = 0; k < np; k++) {
     if (sl[k].started) pthread_join(sl[k].th, NULL);
-    else { /* no thread: on this one, in order (one thread per part is then all that can work) */
-      nsc_warn("no thread for part %d of a group's work: it runs after the others'", k);
-      sl[k].p.r = run_after(sl[k].p.w, in_progress, ok, &sl[k].p.g);
-    }
     if (r == ncclSuccess && sl[k].p.r != ncclSuccess) {
       r = sl[k].p.r;
       err = sl[k].p.err;

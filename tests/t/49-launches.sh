@@ -46,10 +46,11 @@ launches() {
 M64=16777216
 launches 1x4 $M64 2 "one piece, a group and an all-gather; 32 at 16ee431" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase
 launches 1x4 $M64 2 "the second phase as a group of sends and receives" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_TWOPHASE_GATHER=sendrecv
-launches 1x4 $M64 6 "3 pieces: 16M/k + 2M k is least at k = 3" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_LAUNCH_BYTES=1M
+launches 1x4 $M64 6 "3 pieces: the codec's 4M/k + 2 x 256K k is least at k = 3" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_LAUNCH_BYTES=256K
 launches 1x4 $M64 32 "free launches: the old 1 MiB pieces" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_LAUNCH_BYTES=0
 launches 1x4 $M64 2 "no settings: two-phase fp16 in one piece" NCCLSHIM_COMPRESS=fp16
 launches 1x4 65536 1 "no settings, 256 KiB: no plan gains 10 %, the call untouched" NCCLSHIM_COMPRESS=fp16
-launches 1x4 $M64 2 "the ring in two chunks of 32 MiB" NCCLSHIM_ALGO=ring
+launches 1x4 $M64 1 "the ring in one chunk: 4M + 4M against 2M + 8M" NCCLSHIM_ALGO=ring
+launches 1x4 $M64 2 "the ring in two chunks of 32 MiB at 1 MiB per launch" NCCLSHIM_ALGO=ring NCCLSHIM_LAUNCH_BYTES=1M
 launches 2x2 $M64 4 "hier: reduce-scatter, two-phase in one piece, all-gather" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=hier
 launches 2x2 $((M64 + 3)) 5 "hier with a 3-element tail: one more all-reduce" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=hier

@@ -165,13 +165,14 @@ big() { # need_gib description args...
   elif [ "$avail_gib" -lt "$need" ]; then ok "$desc # SKIP needs $need GiB, $avail_gib available"
   else check "$desc" with TEST_TIMEOUT=240 "$@"; fi
 }
-big 8 "fp32 Sum of 2^30+3 elements (4 GiB + 12 B, wire 2 GiB), 1 rank, STAGING_BYTES=3G: compressed at once, exact, 64-bit byte counts" \
-  with NCCLSHIM_STAGING_BYTES=3G mpirun_shim 1 "$A" big 1073741827 f32 compressed
+# (ALGO=ring: auto leaves a one-rank call untouched, it gains nothing there)
+big 8 "fp32 Sum of 2^30+3 elements (4 GiB + 12 B, wire 2 GiB), 1 rank, STAGING_BYTES=3G, ALGO=ring: compressed at once, exact, 64-bit byte counts" \
+  with NCCLSHIM_STAGING_BYTES=3G NCCLSHIM_ALGO=ring mpirun_shim 1 "$A" big 1073741827 f32 compressed
 big 4 "int8 Sum of 2^31+5 elements, 1 rank: passed through untouched, exact" \
   mpirun_shim 1 "$A" big 2147483653 i8 passthrough
 if [ "${RELIABILITY_BIG:-0}" = 1 ]; then
   big 14 "fp32 Sum of 2^31+5 elements (8 GiB, wire 4 GiB + 10 B), 1 rank, MAX_STAGING_BYTES=8G, STAGING_BYTES=5G: exact" \
-    with NCCLSHIM_MAX_STAGING_BYTES=8G NCCLSHIM_STAGING_BYTES=5G mpirun_shim 1 "$A" big 2147483653 f32 compressed
+    with NCCLSHIM_MAX_STAGING_BYTES=8G NCCLSHIM_STAGING_BYTES=5G NCCLSHIM_ALGO=ring mpirun_shim 1 "$A" big 2147483653 f32 compressed
 fi
 
 # ---- 3. Threads, communicators, abort, fork -----------------------------------

@@ -93,12 +93,12 @@ static void test_plan_pieces(void **state) {
     }
   /* exact values, 64 MiB of fp32 on 4 ranks (chunks of 2^22 elements), the
    * default NCCLSHIM_TWOPHASE_PIECE_BYTES=auto (issue 33): the codec's
-   * 2 x 64 MiB cost 16 MiB of link time under the host rule (1/8), nothing
+   * 2 x 64 MiB cost 4 MiB of link time under the host rule (1/32), nothing
    * on device memory; a piece costs 2 launches. Device: one piece whatever
-   * the launch cost. Host at the default 4 MiB: 16M/k + 8M k, k = 1 and 2
-   * tie: one piece. Host at 1 MiB: 16M/k + 2M k is least at k = 3 (pieces
-   * of whole 256-element blocks, the last shorter). Host with free launches:
-   * the old cap, 1 MiB pieces (16). */
+   * the launch cost. Host at the default 4 MiB: 4M/k + 8M k: one piece; at
+   * 1 MiB, 4M/k + 2M k, k = 1 and 2 tie: one. Host at 256 KiB: 4M/k + 0.5M k
+   * is least at k = 3 (pieces of whole 256-element blocks, the last
+   * shorter). Host with free launches: the old cap, 1 MiB pieces (16). */
   nsc_config d = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase");
   nsc_tp_plan p;
   nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0, 0);
@@ -107,6 +107,9 @@ static void test_plan_pieces(void **state) {
   nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0, 1);
   assert_int_equal(p.npieces, 1);
   nsc_config d1 = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", "NCCLSHIM_LAUNCH_BYTES=1M");
+  nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, 1);
+  assert_int_equal(p.npieces, 1);
+  d1 = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", "NCCLSHIM_LAUNCH_BYTES=256K");
   nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, 1);
   assert_int_equal(p.npieces, 3);
   assert_int_equal(p.piece, ((1u << 22) / 3 + 1 + 255) / 256 * 256);

@@ -265,8 +265,7 @@ static void test_plan_launches(void **state) {
   p = plan_of(&r, &t, 0, 8192, 0);
   assert_int_equal(p.alg, NSC_PLAN_RING);
   /* the ring's chunks: device memory one; host rule with free launches the
-   * old 32 MiB chunks; host at 1 MiB per launch: 16M/k + 1M k would be
-   * least at 4, but chunks are at least 32 MiB: 2 */
+   * old 32 MiB chunks; host at 1 MiB per launch: 4M/k + 1M k is least at 2 */
   assert_int_equal(nsc_plan_ring_chunk(&r, 0, n64 * 2), 0);
   nsc_config r0 = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", NULL, "0");
   assert_int_equal(nsc_plan_ring_chunk(&r0, 1, n64 * 2), 1u << 23);
