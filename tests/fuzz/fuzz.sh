@@ -19,6 +19,10 @@
 # alloc-one+chunk, and the faults fail-call, fail-group-end,
 # alloc-one, check0-one, bad-one, diff-one, prescale-bad, host-alloc-one, oob-end-one;
 # seeds >= 1000 also draw int8, fp8, algo-twophase, algo-ring).
+# FUZZ_DIGEST_FILE=F appends every program's per-rank result hashes to F
+# ("FUZZ DIGEST seed S half H rank R HEX | features"): two builds that issue
+# the same collectives and compute the same bits write the same lines
+# (issue 35: tests/fuzz/digest-compare.sh).
 # FUZZ_SHIM_EXTRA='NAME=value ...' adds variables to the shim's ranks (debugging:
 # NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE=/tmp/fz.%p.jsonl).
 # FUZZ_TIMEOUT (default 30 s) bounds each program; the program's own alarm
@@ -77,6 +81,9 @@ run_seed() {
   if grep -q "^FUZZ HANG" "$TMPD/fz.$s.err" || [ $rc -eq 124 ]; then FZ_WHY="${FZ_WHY:+$FZ_WHY, }hang"; fi
   if grep -q "^FUZZ FAIL" "$TMPD/fz.$s.err"; then FZ_WHY="${FZ_WHY:+$FZ_WHY, }wrong result or code"; fi
   [ $rc -ne 0 ] && [ -z "$FZ_WHY" ] && FZ_WHY="exit $rc"
+  if [ -n "${FUZZ_DIGEST_FILE:-}" ]; then # per-rank result hashes, sorted, with the program's features
+    grep "^FUZZ DIGEST" "$TMPD/fz.$s.out" | sort | sed "s/\$/ | ${FZ_FEATURES//\//_}/" >>"$FUZZ_DIGEST_FILE"
+  fi
   [ -z "$FZ_WHY" ]
 }
 
