@@ -158,11 +158,13 @@ for k in int8 fp8; do  # always two-phase: measured once, their wire column chec
   check_grep "tuned file's table has $k, measured (not failed)" "^# compress +compress=$k algo=auto min_bytes=0 .*[0-9]e-[0-9]+  (ok|chosen|over the bound)" "$TMPD/tuned.env"
 done
 check "tuned file's table has no failed row" test "$(grep -c 'FAILED' "$TMPD/tuned.env")" -eq 0
-for v in NCCLSHIM_COMPRESS NCCLSHIM_ALGO NCCLSHIM_MIN_BYTES NCCLSHIM_FUSE_BYTES NCCLSHIM_CHUNK_BYTES; do
+for v in NCCLSHIM_COMPRESS NCCLSHIM_ALGO NCCLSHIM_MIN_BYTES NCCLSHIM_FUSE_BYTES NCCLSHIM_CHUNK_BYTES NCCLSHIM_LAUNCH_BYTES; do
   check_grep "tuned file sets $v (user value wins)" "^: \"\\\$\\{$v:=[^}]+\\}\"; export $v\$" "$TMPD/tuned.env"
 done
+check_grep "tuned file: the measurements, not the launch rule, decide (NCCLSHIM_LAUNCH_BYTES=0)" \
+  '^: "\$\{NCCLSHIM_LAUNCH_BYTES:=0\}"' "$TMPD/tuned.env"
 check "tuned file assigns nothing else (never NCCLSHIM_ACCUM_STEPS)" \
-  test "$(grep -vc '^#' "$TMPD/tuned.env")" -eq 5
+  test "$(grep -vc '^#' "$TMPD/tuned.env")" -eq 6
 preset_names "$TMPD/tuned.env" | comm -23 - "$TMPD/known" >"$TMPD/tuned.unknown"
 check "tuned file sets only names from shim/misc/config.def" test ! -s "$TMPD/tuned.unknown"
 ( . "$TMPD/tuned.env"; mpirun_shim 2 "$BIN/allreduce_perf" -b 64K -e 1M -f 4 -n 2 -w 1 -R 1 ) >"$TMPD/tuned.run" 2>&1
@@ -224,7 +226,7 @@ def model(st, s, agg):
     if agg > 1:  # grouped calls: only the fusion size matters
         return {0: 100.0, 64 * M: 60.0, M: 50.0, 256 * M: 60.0}[st["NCCLSHIM_FUSE_BYTES"]], 9e-4, c
     if "NCCLSHIM_CHUNK_BYTES" in st:
-        return {0: 30000.0, 32 * M: 31000.0, 16 * M: 29000.0}[st["NCCLSHIM_CHUNK_BYTES"]], 9e-4, c
+        return {0: 30000.0, "auto": 31000.0, 16 * M: 29000.0}[st["NCCLSHIM_CHUNK_BYTES"]], 9e-4, c
     if c == "off":
         return 50 + s / 100, 6e-8, "-"
     if c == "int8":  # twice as fast as fp16, beyond the bound
@@ -255,20 +257,20 @@ model_case() { # desc bf16_factor bf16_err expected [twophase_factor [bound]]
   if [ "$out" = "$4" ]; then ok "model: $1 -> $4"; else not_ok "model: $1: got '$out', want '$4'"; sed 's/^/#   /' "$TMPD/model.err" | tail -n 5; fi
 }
 model_case "bf16 beyond the bound; fp16 wins from 64K; fusion 1M and chunk 16M beat the defaults" 1.0 2e-2 \
-  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
+  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M launch_bytes=0"
 check_grep "model: the bf16 row is marked beyond the bound" '^# compress +compress=bf16 algo=auto min_bytes=0 .* over the bound$' "$TMPD/model.env"
 model_case "bf16 within the bound but only 2% faster: a tie, fp16 kept" 0.98 7e-3 \
-  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
+  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M launch_bytes=0"
 model_case "bf16 within the bound and 20% faster: bf16, from 64K" 0.8 7e-3 \
-  "compress=bf16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M"
+  "compress=bf16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M launch_bytes=0"
 # NCCLSHIM_ALGO with the formats: fp16/bf16 once per algorithm, int8 once
 # (always two-phase; the model's int8 is twice as fast as fp16, error 6e-2).
 model_case "two-phase 20% faster than the ring: fp16 two-phase (listed before bf16's)" 1.0 2e-2 \
-  "compress=fp16 algo=twophase min_bytes=64K fuse_bytes=1M chunk_bytes=16M" 0.8
+  "compress=fp16 algo=twophase min_bytes=64K fuse_bytes=1M chunk_bytes=16M launch_bytes=0" 0.8
 check "model: 8 rows in the compress phase (off, fp16 x3, bf16 x3, int8 once)" \
   test "$(grep -c '^# compress ' "$TMPD/model.env")" -eq 8
 check_grep "model: the int8 row is marked beyond the bound" '^# compress +compress=int8 algo=auto min_bytes=0 .* over the bound$' "$TMPD/model.env"
 model_case "two-phase 2% faster: a tie, ALGO=auto kept" 1.0 2e-2 \
-  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M" 0.98
+  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M launch_bytes=0" 0.98
 model_case "a bound of 0.1: int8 (twice as fast) from the smallest size" 1.0 2e-2 \
-  "compress=int8 algo=auto min_bytes=16K fuse_bytes=1M chunk_bytes=16M" 1.0 0.1
+  "compress=int8 algo=auto min_bytes=16K fuse_bytes=1M chunk_bytes=16M launch_bytes=0" 1.0 0.1
