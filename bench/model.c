@@ -816,11 +816,12 @@ static int selftest(const rates *rt) {
     fabric f = {.N = sh2[i][0], .L = sh2[i][1], .nic = 0.0625e9, .intra = 6.25e9, .nic_per_node = 1, .ideal_cpu = 1};
     int N = f.N, L = f.L, n = N * L;
     result rp, rf, rg, rh, r8;
-    if (model(&f, rt, &none, S, 0, &rp) || model(&f, rt, &flat, S, 0, &rg) || model(&f, rt, &hier, S, 0, &rh) ||
-        model(&f, rt, &hier8, S, 0, &r8))
+    if (model(&f, rt, &none, S, 0, &rp) || model(&f, rt, &hier, S, 0, &rh) || model(&f, rt, &hier8, S, 0, &r8))
       return 1;
     sets[nsets++] = "NCCLSHIM_TWOPHASE_GATHER=sendrecv";
     int e = model(&f, rt, &flat, S, 0, &rf);
+    sets[nsets - 1] = "NCCLSHIM_TWOPHASE_GATHER=allgather";
+    e |= model(&f, rt, &flat, S, 0, &rg);
     nsets--;
     if (e) return 1;
     char what[160];

@@ -86,9 +86,13 @@ void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, si
    * piece k lie rank-major (slot k*n + j), so rank j's piece is its part of
    * the gather, padding included; a rank without staging gathers into its
    * receive buffer, which must hold n slots (the peers' gather is the same
-   * size). A pure function of the count, the rank count and the settings. */
-  p->gather = !rs && n >= 2 && cfg->twophase_gather != NSC_GATHER_SENDRECV &&
-              (size_t)n * p->slot <= 4 * p->count;
+   * size). auto gathers on device memory, where NCCL's all-gather beat
+   * pairwise sends 2.5x (the GPU rig, 4 ranks), and keeps the sends under
+   * the host rule, where the host NCCL's ring of n-1 steps measured slower
+   * than its concurrent sends (bench/README.md). A pure function of the
+   * count, the rank count, the settings and the agreed memory kind. */
+  int want = cfg->twophase_gather == NSC_GATHER_ALLGATHER || (cfg->twophase_gather == NSC_GATHER_AUTO && !host);
+  p->gather = !rs && n >= 2 && want && (size_t)n * p->slot <= 4 * p->count;
 }
 
 int nsc_tp_launches(const nsc_tp_plan *p, int rs) { return p->n < 2 ? 0 : (rs ? 1 : 2) * p->npieces; }

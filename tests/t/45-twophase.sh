@@ -72,12 +72,12 @@ awk '$1 == "maxrel" { e[$2 " " $4] = $5; k++ } END {
 
 # 5. A real call failing mid-way (HOSTNCCL_FAIL_CALL=N on every rank; real
 # calls 1 and 2 are the configuration check and its confirmation; with 3
-# ranks the all-reduce's first-phase sends and receives are calls 3-6 and its
-# second phase one all-gather, call 7, the reduce-scatter's 8-11): the
-# failing collective returns ncclSystemError (2) on every rank, the other
-# succeeds, nobody hangs.
-for n in 2 3 6 7 8 11; do
-  want="rc 2 0"; [ $n -ge 8 ] && want="rc 0 2"
+# ranks the all-reduce's sends and receives are calls 3-6 and 7-10 (host
+# memory: auto's second phase is sends and receives), the reduce-scatter's
+# 11-14): the failing collective returns ncclSystemError (2) on every rank,
+# the other succeeds, nobody hangs.
+for n in 2 3 8 10 14; do
+  want="rc 2 0"; [ $n -ge 11 ] && want="rc 0 2"
   with HOSTNCCL_FAIL_CALL=$n NCCLSHIM_COMPRESS=int8 mpirun_shim 3 "$P" fault >"$TMPD/fault.$n" 2>&1
   rc=$?
   [ $rc -eq 0 ] && [ "$(grep -c "^$want\$" "$TMPD/fault.$n")" -eq 3 ] \
@@ -177,12 +177,13 @@ for m in exact rs nonblocking group group-nb; do
 done
 # A real call failing among the pieces: fault's all-reduce of 65536 elements
 # on 3 ranks has chunks of 21846 elements, 6 pieces of 4096 (16 KiB): phase 1
-# is real calls 3-26, phase 2 one all-gather per piece, 27-32; the
-# reduce-scatter's 16 pieces 33-96 (97 is past both: the layout's count is
-# exact).
+# is real calls 3-26, phase 2 (NCCLSHIM_TWOPHASE_GATHER=allgather) one
+# all-gather per piece, 27-32; the reduce-scatter's 16 pieces 33-96 (97 is
+# past both: the layout's count is exact).
 for n in 3 20 27 30 32 33 70 96 97; do
   want="rc 2 0"; [ $n -ge 33 ] && want="rc 0 2"; [ $n -ge 97 ] && want="rc 0 0"
-  with HOSTNCCL_FAIL_CALL=$n NCCLSHIM_COMPRESS=int8 NCCLSHIM_TWOPHASE_PIECE_BYTES=16K mpirun_shim 3 "$P" fault >"$TMPD/pfault.$n" 2>&1
+  with HOSTNCCL_FAIL_CALL=$n NCCLSHIM_COMPRESS=int8 NCCLSHIM_TWOPHASE_PIECE_BYTES=16K NCCLSHIM_TWOPHASE_GATHER=allgather \
+    mpirun_shim 3 "$P" fault >"$TMPD/pfault.$n" 2>&1
   rc=$?
   [ $rc -eq 0 ] && [ "$(grep -c "^$want\$" "$TMPD/pfault.$n")" -eq 3 ] \
     && ok "pieces: real call $n fails: '$want' on all 3 ranks, no hang" \

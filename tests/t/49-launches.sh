@@ -44,8 +44,8 @@ launches() {
 }
 
 M64=16777216
-launches 1x4 $M64 2 "one piece, a group and an all-gather; 32 at 16ee431" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase
-launches 1x4 $M64 2 "the second phase as a group of sends and receives" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_TWOPHASE_GATHER=sendrecv
+launches 1x4 $M64 2 "one piece, two groups of sends and receives; 32 at 16ee431" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase
+launches 1x4 $M64 2 "the second phase as one all-gather" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_TWOPHASE_GATHER=allgather
 launches 1x4 $M64 6 "3 pieces: the codec's 4M/k + 2 x 256K k is least at k = 3" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_LAUNCH_BYTES=256K
 launches 1x4 $M64 32 "free launches: the old 1 MiB pieces" NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_LAUNCH_BYTES=0
 launches 1x4 $M64 2 "no settings: two-phase fp16 in one piece" NCCLSHIM_COMPRESS=fp16

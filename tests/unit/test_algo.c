@@ -124,14 +124,20 @@ static void test_plan_pieces(void **state) {
   assert_int_equal(nsc_tp_launches(&p, 0), 32);
   assert_int_equal(nsc_tp_launches(&p, 1), 16);
   /* the second phase as one ncclAllGather per piece where the receive buffer
-   * holds the n slots (auto and allgather), never for a reduce-scatter */
+   * holds the n slots: auto on device memory (not under the host rule) and
+   * allgather; never for a reduce-scatter */
+  assert_false(p.gather); /* host rule, auto */
+  nsc_tp_plan_init(&p, &d0, 4, 1, 1u << 24, 0, 0);
+  assert_true(p.gather);
+  nsc_config ag = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_GATHER=allgather", NULL);
+  nsc_tp_plan_init(&p, &ag, 4, 1, 1u << 24, 0, 1);
   assert_true(p.gather);
   nsc_config sr = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_GATHER=sendrecv", NULL);
   nsc_tp_plan_init(&p, &sr, 4, 1, 1u << 24, 0, 1);
   assert_false(p.gather);
   nsc_tp_plan_init(&p, &d, 4, 1, 1u << 20, 1, 0);
   assert_false(p.gather);
-  nsc_config fp = cfg_of("NCCLSHIM_COMPRESS=fp16", NULL);
+  nsc_config fp = cfg_of("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_TWOPHASE_GATHER=allgather");
   nsc_tp_plan_init(&p, &fp, 4, 0, 16, 0, 0); /* 4 elements per chunk: 8 bytes in a 16-byte slot; 4 x 16 = 64 bytes */
   assert_true(p.gather);
   nsc_tp_plan_init(&p, &fp, 4, 0, 15, 0, 0); /* 60 bytes cannot hold the 4 slots */
