@@ -259,8 +259,9 @@ hier() {
 # Launches cost (issue 33): the host NCCL charges HOSTNCCL_LAUNCH_US per
 # launch, 1 MB and 4 MB of the link's time (1 Gb/s per rank on one node or
 # on nodes of one rank; one 1 Gb/s NIC per node and 50 Gb/s inside on nodes of
-# several ranks): no shim, the shim with no settings at all, and two-phase
-# int8 (ALGO=twophase), 4, 16 and 64 MiB; time / no shim.
+# several ranks): no shim, the shim with no settings at all, and int8
+# (always two phases: flat on one node or on nodes of one rank, hierarchical
+# on nodes of several), 4, 16 and 64 MiB; time / no shim.
 # LAUNCH_SHAPES (default "1x4 4x1 2x2 2x4") and LAUNCH_MB ("1 4") select.
 launch() {
   local AP="$BUILD/bin/allreduce_perf" shape n l mb us v
@@ -275,7 +276,7 @@ launch() {
         for v in plain:0 none:1 int8:1; do
           local px=()
           [ "${v#*:}" = 1 ] && px=(LD_PRELOAD="$SHIM")
-          [ "${v%:*}" = int8 ] && px+=(NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase)
+          [ "${v%:*}" = int8 ] && px+=(NCCLSHIM_COMPRESS=int8)
           ctx_nodes "$n" "$l" "${links[@]}" HOSTNCCL_LAUNCH_US=$us "${px[@]}" -- "$AP" -b 4M -e 64M -f 4 -n 1 -w 1 -c 0
           env -u NCCLSHIM_LAUNCH_BYTES timeout 900 mpirun "${CTX[@]}" >>"$TMP/u-${v%:*}.out" 2>&1 ||
             { echo "ratios: launch $shape $v failed" >&2; tail -5 "$TMP/u-${v%:*}.out" >&2; exit 1; }
