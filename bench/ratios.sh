@@ -44,8 +44,8 @@
 #             MODEL_SHAPES, MODEL_ROUNDS
 #   launch    a launch cost per launch (HOSTNCCL_LAUNCH_US = 1 MB and 4 MB at the
 #             1 Gb/s link) on 1x4, 4x1, 2x2 and 2x4: no shim, the shim with no
-#             settings, two-phase int8; time / no shim (goals: no settings
-#             <= 1.0 everywhere, two-phase int8 <= 0.40 at 64 MiB)
+#             settings, int8 (two phases, hierarchical on nodes); time / no
+#             shim (goals: no settings <= 1.0 everywhere, int8 <= 0.40 at 64 MiB)
 # Environment: B (build dir), ROUNDS (alternations, default 3), GBPS_LIST.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -284,7 +284,7 @@ launch() {
       done
       echo "# $shape, HOSTNCCL_LAUNCH_US=$us ($mb MB at 1 Gb/s), out-of-place time (us) and ratio to no shim, median of $ROUNDS alternated runs"
       printf '%10s %10s %18s %18s
-' size no_shim "no settings" "two-phase int8"
+' size no_shim "no settings" "int8"
       join <(ap_times u-plain) <(ap_times u-none) | join - <(ap_times u-int8) |
         awk '{printf "%10d %10.0f %9.0f (%.3f) %9.0f (%.3f)\n", $1, $2, $3, $3 / $2, $4, $4 / $2}'
     done

@@ -31,7 +31,8 @@ for f in $(cd "$ROOT" && ls shim/*.c shim/*/*.c); do
 done
 $CC -O2 -g -fPIC -c "$ROOT/tests/layers/tracer.c" -o "$OUT/obj/tracer.o" || exit 1
 comp=$(ls "$ROOT/$B"/obj/compress/*.o)
-$CC -shared -o "$OUT/libncclshim.so" "${objs[@]}" "$OUT/obj/tracer.o" $comp -Wl,--version-script="$ROOT/shim/ncclshim.map" \
+sed 's/^    ncclshim_\*;$/    ncclshim_*;\n    nsc_trace_nccl;/' "$ROOT/shim/ncclshim.map" >"$OUT/ncclshim.map"
+$CC -shared -o "$OUT/libncclshim.so" "${objs[@]}" "$OUT/obj/tracer.o" $comp -Wl,--version-script="$OUT/ncclshim.map" \
   -ldl -lpthread -lm || exit 1
 # the host NCCL, instrumented: its first function entered ends the trace
 mkdir -p "$OUT/hostnccl"
@@ -42,7 +43,8 @@ for f in $(cd "$ROOT/tests/hostnccl" && ls *.c | grep -v '^test_'); do
      -Itests/hostnccl $NCCL_INC -c "tests/hostnccl/$f" -o "$o") || exit 1
   hobjs+=("$o")
 done
-$MPICC -shared -o "$OUT/hostnccl/libnccl.so.2" -Wl,-soname,libnccl.so.2 "${hobjs[@]}" \
+$CC -O2 -g -fPIC -c "$ROOT/tests/layers/hn_trace.c" -o "$OUT/obj/hn_trace.o" || exit 1
+$MPICC -shared -o "$OUT/hostnccl/libnccl.so.2" -Wl,-soname,libnccl.so.2 "${hobjs[@]}" "$OUT/obj/hn_trace.o" \
   -Wl,--version-script="$ROOT/tests/hostnccl/hostnccl.map" -lpthread -lm -ldl || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
@@ -50,7 +52,7 @@ rm -f "$OUT"/trace.*
 sets=(-x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=twophase)
 for kv in "$@"; do sets+=(-x "$kv"); done
 timeout 120 mpirun -np 4 -x LD_LIBRARY_PATH="$OUT/hostnccl" -x LD_PRELOAD="$OUT/libncclshim.so" -x NCCLSHIM_LOG=off \
-  -x NCCLSHIM_BANNER=0 -x NCCLSHIM_LAUNCH_BYTES=0 -x TRACE_FILE="$OUT/trace" "${sets[@]}" \
+  -x NCCLSHIM_BANNER=0 -x TRACE_FILE="$OUT/trace" "${sets[@]}" \
   "$ROOT/$B/tests/shim_launches" 16777216 >"$OUT/run.out" 2>&1 || { cat "$OUT/run.out" >&2; exit 1; }
 t=$(ls -t "$OUT"/trace.* | tail -n 1)
 [ -n "$t" ] || { echo "callpath: no trace written" >&2; exit 1; }
@@ -59,21 +61,23 @@ import collections, os, subprocess, sys
 trace, root = sys.argv[1], sys.argv[2]
 rows = [l.split() for l in open(trace) if l.strip()]
 by_obj = collections.defaultdict(list)
-for i, (obj, off, name) in enumerate(rows):
+for i, (obj, off, _) in enumerate(rows):
     by_obj[obj].append((i, off))
-files = [None] * len(rows)
+where = [None] * len(rows)
 for obj, items in by_obj.items():
-    out = subprocess.run(["addr2line", "-e", obj] + [o for _, o in items], capture_output=True, text=True).stdout.split("\n")
-    for (i, _), line in zip(items, out):
-        f = line.split(":")[0]
-        files[i] = os.path.relpath(f, root) if f.startswith(root) else f
+    out = subprocess.run(["addr2line", "-f", "-e", obj] + [o for _, o in items], capture_output=True, text=True).stdout.split("\n")
+    for k, (i, _) in enumerate(items):
+        fn, loc = out[2 * k], out[2 * k + 1].split(":")[0]
+        where[i] = (fn, os.path.relpath(loc, root) if loc.startswith(root) else loc)
 route, left, returns, plans = [], set(), 0, 0
-for (obj, off, name), f in zip(rows, files):
-    if name == "nsc_plan_make":
+for (obj, _, _), (fn, f) in zip(rows, where):
+    if fn == "nsc_plan_make":
         plans += 1
     if "hostnccl" in obj:
-        route.append("-> NCCL (%s)" % name)
+        route.append("NCCL %s" % fn)
         break
+    if not f.endswith(".c"):  # a header's inline function: no file entered
+        continue
     if route and route[-1] == f:
         continue
     if f in left:
@@ -81,7 +85,8 @@ for (obj, off, name), f in zip(rows, files):
     if route:
         left.add(route[-1])
     route.append(f)
-shim = [f for f in dict.fromkeys(route) if f and f.startswith("shim/")]
+shim = [f for f in dict.fromkeys(route) if f.startswith("shim/")]
 print("route: " + " > ".join(route))
-print("files %d, returns %d, plan made %d times" % (len(shim), returns, plans))
+print("files %d, returns %d, plan made %d times%s" % (len(shim), returns, plans,
+      "" if route and route[-1].startswith("NCCL") else " (no NCCL call reached)"))
 PY

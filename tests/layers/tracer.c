@@ -4,9 +4,10 @@
  *
  * Armed at the TRACE_CALL-th entry (default 4) of the exported hook named by
  * TRACE_HOOK (default ncclAllReduce), it records every instrumented function
- * entered on that thread, and stops at the first function of another object
- * (the real NCCL, itself instrumented by callpath.sh) or when the hook
- * returns. At exit it writes "object offset" lines to TRACE_FILE.%pid.
+ * entered on that thread, and stops at the first function of the real NCCL
+ * (callpath.sh instruments the host NCCL with a tracer of its own that calls
+ * nsc_trace_nccl) or when the hook returns. At exit it writes
+ * "object offset name" lines to TRACE_FILE.%pid.
  *
  * Must not: allocate or lock while recording (a fixed buffer), or touch
  * anything of the shim's. */
@@ -74,6 +75,16 @@ NOTRACE void __cyg_profile_func_enter(void *fn, void *site) {
     }
   }
   busy = 0;
+}
+
+/* The real NCCL entered a function of its own (exported for callpath.sh's
+ * instrumented host NCCL). */
+__attribute__((visibility("default"))) NOTRACE void nsc_trace_nccl(void *fn) {
+  if (armed && mine) {
+    if (nseen < MAX) seen[nseen++] = fn;
+    armed = 0;
+    done = 1;
+  }
 }
 
 NOTRACE void __cyg_profile_func_exit(void *fn, void *site) {
