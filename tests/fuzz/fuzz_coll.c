@@ -1628,7 +1628,9 @@ static void run_calls(const step_t *s) {
  * result checked against the exact sum over the clique's inputs: bit for bit
  * for exact Sum inputs where the wire format keeps them (plain NCCL, the
  * shim off, fp16 or bf16), within the bound elsewhere. Every code must be
- * ncclSuccess (no fault is drawn with it). */
+ * ncclSuccess (no fault is drawn with it), or, under a staging limit,
+ * ncclInvalidUsage on every rank of the clique with recvbuff untouched (the
+ * call's own code; the group's end then reports it for every call). */
 static ncclComm_t lc[MAXL];
 static void run_local(const step_t *s) {
   int L = P.nlocal, rk[MAXL];
@@ -1649,6 +1651,7 @@ static void run_local(const step_t *s) {
       send[d][i] = xalloc(sc * 4);
       for (size_t j = 0; j < sc; j++) ((float *)send[d][i])[j] = (float)in_val(P.seed, c, rk[d], j);
       recv[d][i] = c->inplace ? (char *)send[d][i] + (c->kind == K_RS ? (size_t)d * c->count * 4 : 0) : xalloc(c->count * 4);
+      if (!c->inplace) memset(recv[d][i], 0xa5, c->count * 4);
     }
   ncclResult_t code[MAXL][MAXG], g = ncclGroupStart();
   for (int d = 0; d < L; d++)
@@ -1666,6 +1669,21 @@ static void run_local(const step_t *s) {
     for (int i = 0; i < s->n; i++) {
       const call_t *c = &s->c[i];
       ncclResult_t r = combine(code[d][i], g);
+      if (code[d][i] == ncclInvalidUsage && P.staging && half == 1) {
+        /* refused for the staging limit: on every rank of the clique, nothing changed */
+        size_t bad = 0;
+        for (int q = 0; q < L; q++) bad += code[q][i] != ncclInvalidUsage;
+        if (bad) FAIL("call %u on this process's clique: refused (staging limit) on some of its ranks only", c->uid);
+        for (size_t j = 0, bad = 0; j < c->count; j++) {
+          float w;
+          if (c->inplace) w = (float)in_val(P.seed, c, rk[d], (c->kind == K_RS ? (size_t)d * c->count : 0) + j);
+          else memset(&w, 0xa5, 4);
+          if (memcmp(&w, (float *)recv[d][i] + j, 4) && !bad++)
+            FAIL("call %u on this process's clique, its rank %d: refused (staging limit) but recvbuff[%zu] changed", c->uid, d, j);
+        }
+        continue;
+      }
+      if (r == ncclInvalidUsage && P.staging && half == 1) continue; /* another call of the group was refused */
       if (r != ncclSuccess) {
         FAIL("call %u on this process's clique, its rank %d: %s", c->uid, d, ncclGetErrorString(r));
         continue;
