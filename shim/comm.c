@@ -12,28 +12,8 @@
 #include "backend.h"
 #include "core.h"
 
-#define NBUCKETS 256
-static nsc_comm *table[NBUCKETS];
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static unsigned bucket(ncclComm_t c) {
-  uintptr_t p = (uintptr_t)c;
-  return (unsigned)((p >> 4) ^ (p >> 12)) % NBUCKETS;
-}
-
-static nsc_comm *lookup_locked(ncclComm_t comm) {
-  for (nsc_comm *c = table[bucket(comm)]; c; c = c->next)
-    if (c->comm == comm) return c;
-  return NULL;
-}
-
-nsc_comm *nsc_comm_find(ncclComm_t comm) {
-  pthread_mutex_lock(&table_lock);
-  nsc_comm *c = lookup_locked(comm);
-  if (c) __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
-  pthread_mutex_unlock(&table_lock);
-  return c;
-}
+nsc_comm *nsc_comm_table[NSC_COMM_BUCKETS];
+pthread_mutex_t nsc_comm_table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void nsc_accum_release(nsc_comm *c) {
   for (int i = 0; i < c->nagree; i++)
@@ -55,9 +35,8 @@ static void free_entry(nsc_comm *c) {
   free(c);
 }
 
-nsc_comm *nsc_comm_get(ncclComm_t comm) {
-  nsc_comm *c = nsc_comm_find(comm);
-  if (c) return c;
+nsc_comm *nsc_comm_create(ncclComm_t comm) {
+  nsc_comm *c;
   nsc_comm *fresh = calloc(1, sizeof *fresh);
   if (!fresh) return NULL;
   fresh->comm = comm;
@@ -67,18 +46,18 @@ nsc_comm *nsc_comm_get(ncclComm_t comm) {
   pthread_mutex_init(&fresh->lock, NULL);
   pthread_mutex_init(&fresh->finish_lock, NULL);
   nsc_accum_init(&fresh->accum);
-  pthread_mutex_lock(&table_lock);
-  c = lookup_locked(comm);
+  pthread_mutex_lock(&nsc_comm_table_lock);
+  c = nsc_comm_lookup_locked(comm);
   if (c) {
     __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
   } else {
-    unsigned b = bucket(comm);
-    fresh->next = table[b];
-    table[b] = fresh;
+    unsigned b = nsc_comm_bucket(comm);
+    fresh->next = nsc_comm_table[b];
+    nsc_comm_table[b] = fresh;
     c = fresh;
     fresh = NULL;
   }
-  pthread_mutex_unlock(&table_lock);
+  pthread_mutex_unlock(&nsc_comm_table_lock);
   if (fresh) {
     pthread_mutex_destroy(&fresh->lock);
     pthread_mutex_destroy(&fresh->finish_lock);
@@ -98,8 +77,8 @@ void nsc_comm_put(nsc_comm *c) {
 }
 
 nsc_comm *nsc_comm_detach(ncclComm_t comm) {
-  pthread_mutex_lock(&table_lock);
-  nsc_comm **pp = &table[bucket(comm)], *c = NULL;
+  pthread_mutex_lock(&nsc_comm_table_lock);
+  nsc_comm **pp = &nsc_comm_table[nsc_comm_bucket(comm)], *c = NULL;
   for (; *pp; pp = &(*pp)->next)
     if ((*pp)->comm == comm) {
       c = *pp;
@@ -107,7 +86,7 @@ nsc_comm *nsc_comm_detach(ncclComm_t comm) {
       c->next = NULL;
       break; /* the table's reference passes to the caller */
     }
-  pthread_mutex_unlock(&table_lock);
+  pthread_mutex_unlock(&nsc_comm_table_lock);
   return c;
 }
 

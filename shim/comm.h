@@ -90,8 +90,36 @@ typedef struct nsc_comm {
   struct nsc_comm *next;
 } nsc_comm;
 
+/* The table: a small chained hash under one mutex (comm.c); lookups are on
+ * every call's path, inline here, creation is comm.c's. */
+#define NSC_COMM_BUCKETS 256
+extern nsc_comm *nsc_comm_table[NSC_COMM_BUCKETS];
+extern pthread_mutex_t nsc_comm_table_lock;
+static inline unsigned nsc_comm_bucket(ncclComm_t c) {
+  uintptr_t p = (uintptr_t)c;
+  return (unsigned)((p >> 4) ^ (p >> 12)) % NSC_COMM_BUCKETS;
+}
+static inline nsc_comm *nsc_comm_lookup_locked(ncclComm_t comm) {
+  for (nsc_comm *c = nsc_comm_table[nsc_comm_bucket(comm)]; c; c = c->next)
+    if (c->comm == comm) return c;
+  return NULL;
+}
+/* Look up without creating (refs + 1), NULL if unknown. */
+static inline nsc_comm *nsc_comm_find(ncclComm_t comm) {
+  pthread_mutex_lock(&nsc_comm_table_lock);
+  nsc_comm *c = nsc_comm_lookup_locked(comm);
+  if (c) __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&nsc_comm_table_lock);
+  return c;
+}
+/* Create the entry (refs + 1; another thread's, when it was first). NULL
+ * only when out of memory. */
+nsc_comm *nsc_comm_create(ncclComm_t comm);
 /* Find or create the entry (refs + 1). NULL only when out of memory. */
-nsc_comm *nsc_comm_get(ncclComm_t comm);
+static inline nsc_comm *nsc_comm_get(ncclComm_t comm) {
+  nsc_comm *c = nsc_comm_find(comm);
+  return c ? c : nsc_comm_create(comm);
+}
 /* Take one more reference on an entry the caller already holds. */
 void nsc_comm_ref(nsc_comm *c);
 /* Drop a reference; frees a detached entry when the last one goes. */
@@ -99,8 +127,6 @@ void nsc_comm_put(nsc_comm *c);
 /* Remove the entry from the table (refs + 1 for the caller, or NULL if none):
  * the caller releases its resources, then nsc_comm_put(). */
 nsc_comm *nsc_comm_detach(ncclComm_t comm);
-/* Look up without creating (refs + 1), NULL if unknown. */
-nsc_comm *nsc_comm_find(ncclComm_t comm);
 /* A destroyed or aborted communicator's pending agreement: its exchange
  * abandoned (the slot comes back once the collective completed), no wait. */
 void nsc_accum_release(nsc_comm *c);

@@ -24,12 +24,14 @@ nsc_global_t nsc_g;
 ncclshim_stats_t nsc_totals;
 __thread int nsc_in_shim;
 
-static __thread char noted[512];
-void nsc_note_error(const char *msg) { snprintf(noted, sizeof noted, "ncclshim: %s", msg); }
-void nsc_forget_error(void) { noted[0] = 0; }
-const char *nsc_noted_error(void) { return noted; }
+__thread char nsc_noted[512];
+void nsc_note_error(const char *msg) { snprintf(nsc_noted, sizeof nsc_noted, "ncclshim: %s", msg); }
+const char *nsc_noted_error(void) { return nsc_noted; }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+/* The state activation decides, published (release) only when everything it
+ * set is in place: nsc_activate's fast path reads nsc_g.state alone. */
+static int decided;
 
 /* A child forked after activation is inert: it forwards every call and never
  * writes the parent's logs (it owns no CUDA context and none of the files). */
@@ -41,7 +43,7 @@ static void in_child(void) {
 }
 
 static void fail(ncclResult_t code, const char *msg) {
-  nsc_g.state = NSC_FAILED;
+  decided = NSC_FAILED;
   nsc_g.fail_code = code;
   snprintf(nsc_g.fail_msg, sizeof nsc_g.fail_msg, "%s", msg);
   nsc_warn("%s; every collective will return %s", msg, code == ncclInvalidUsage ? "ncclInvalidUsage" : "ncclSystemError");
@@ -58,10 +60,10 @@ static void bad_setting(const char *msg) {
   nsc_g.fail_code = ncclInvalidUsage;
   snprintf(nsc_g.fail_msg, sizeof nsc_g.fail_msg, "%s", msg);
   nsc_warn("%s; every collective will return ncclInvalidUsage, on every rank of its communicator", msg);
-  nsc_g.state = NSC_ACTIVE;
+  decided = NSC_ACTIVE;
 }
 
-static void activate(void) {
+static void decide(void) {
   char err[768];
   pthread_atfork(NULL, NULL, in_child);
   /* Resolve first: with a bad setting, collectives fail but destroy and
@@ -77,7 +79,7 @@ static void activate(void) {
     const char *d = getenv("NCCLSHIM_DISABLE");
     if (d && !strcmp(d, "1")) {
       nsc_warn("%s; ignored: NCCLSHIM_DISABLE=1 forwards every call untouched", err);
-      nsc_g.state = NSC_DISABLED;
+      decided = NSC_DISABLED;
       return;
     }
     bad_setting(err);
@@ -89,7 +91,7 @@ static void activate(void) {
   }
   if (nsc_g.cfg.dump_config) nsc_config_dump(&nsc_g.cfg, stderr, "ncclshim config: ");
   if (nsc_g.cfg.disable) {
-    nsc_g.state = NSC_DISABLED;
+    decided = NSC_DISABLED;
     return;
   }
   /* ncclBfloat16 exists since NCCL 2.10 (version code 21000). */
@@ -105,12 +107,17 @@ static void activate(void) {
   static const char *const wire_names[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"};
   snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s", wire_names[nsc_g.cfg.compress]);
   nsc_log_init(&nsc_g.cfg);
-  nsc_g.state = NSC_ACTIVE;
+  decided = NSC_ACTIVE;
 }
 
-int nsc_activate(void) {
+static void activate(void) {
+  decide();
+  if (!nsc_g.forked_child) __atomic_store_n(&nsc_g.state, decided, __ATOMIC_RELEASE);
+}
+
+int nsc_activate_once(void) {
   pthread_once(&once, activate);
-  return nsc_g.state;
+  return __atomic_load_n(&nsc_g.state, __ATOMIC_ACQUIRE);
 }
 
 /* Per-thread counters ------------------------------------------------------ */

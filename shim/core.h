@@ -36,8 +36,14 @@ typedef struct {
 
 extern nsc_global_t nsc_g;
 
-/* Activate once (thread-safe) and return nsc_g.state. */
-int nsc_activate(void);
+/* Activate once (thread-safe) and return nsc_g.state: after the first call
+ * a load (the state is published last, with release, and never changes but
+ * in a forked child, which is single-threaded there). */
+int nsc_activate_once(void);
+static inline int nsc_activate(void) {
+  int s = __atomic_load_n(&nsc_g.state, __ATOMIC_ACQUIRE);
+  return s ? s : nsc_activate_once();
+}
 
 /* Process totals (ncclshim_get_stats). Each thread adds into its own block
  * with plain stores (no locked read-modify-write on the per-call path); a
@@ -75,7 +81,8 @@ extern __thread int nsc_in_shim;
  * where the error is returned and forgotten when the thread enters its next
  * collective; "" when none (then NCCL's own string is the answer). */
 void nsc_note_error(const char *msg);
-void nsc_forget_error(void);
+extern __thread char nsc_noted[512];
+static inline void nsc_forget_error(void) { nsc_noted[0] = 0; }
 const char *nsc_noted_error(void);
 
 

@@ -2,8 +2,7 @@
 # against the shim's own objects (no NCCL, no MPI, no GPU), and the
 # libFuzzer target for the configuration parser (clang only).
 UNIT_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
-SHIM_PURE_OBJS := $(B)/obj/shim/misc/config.o $(B)/obj/shim/plan/policy.o $(B)/obj/shim/real.o \
-  $(B)/obj/shim/plan/tp_plan.o $(B)/obj/shim/plan/cost.o
+SHIM_PURE_OBJS := $(B)/obj/shim/misc/config.o $(B)/obj/shim/plan/plan.o $(B)/obj/shim/topo/topo.o $(B)/obj/shim/real.o
 
 $(B)/obj/tests/unit/test_config.o $(B)/obj/tests/unit/test_core.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 
@@ -37,8 +36,7 @@ TEST_BINS += $(B)/tests/test_algo
 
 # The plans (shim/plan/plan.h): algorithms and steps over node maps.
 $(B)/obj/tests/unit/test_plan.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
-$(B)/tests/test_plan: $(B)/obj/tests/unit/test_plan.o $(SHIM_PURE_OBJS) $(B)/obj/shim/plan/plan.o \
-  $(B)/obj/shim/topo/topo.o
+$(B)/tests/test_plan: $(B)/obj/tests/unit/test_plan.o $(SHIM_PURE_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -ldl
 TEST_BINS += $(B)/tests/test_plan

@@ -50,13 +50,23 @@ static inline nsc_cost_rule nsc_cost_rule_of(const nsc_config *cfg, int host) {
 }
 
 /* Link bytes the codec's time is worth for `fp32` bytes through it. */
-uint64_t nsc_cost_codec(const nsc_cost_rule *r, uint64_t fp32);
+static inline uint64_t nsc_cost_codec(const nsc_cost_rule *r, uint64_t fp32) {
+  return r->host ? fp32 / NSC_COST_HOST_CODEC_DIV : 0;
+}
 
 /* How many pieces (1..most) a call whose codec time is `codec` link bytes
  * should travel in, each piece costing `launches` launches: the k that
  * minimises codec / k + k * launches * r->launch (what one piece leaves
  * exposed, against what the pieces cost); ties go to fewer pieces. */
-int nsc_cost_pieces(const nsc_cost_rule *r, uint64_t codec, int launches, int most);
+static inline int nsc_cost_pieces(const nsc_cost_rule *r, uint64_t codec, int launches, int most) {
+  int best = 1;
+  unsigned __int128 best_cost = 0;
+  for (int k = 1; k <= most; k++) {
+    unsigned __int128 c = codec / (uint64_t)k + (unsigned __int128)k * (unsigned)launches * r->launch;
+    if (k == 1 || c < best_cost) best = k, best_cost = c;
+  }
+  return best;
+}
 
 /* a costs at most 9/10 of b (auto's gain) */
 static inline int nsc_cost_gains(uint64_t a, uint64_t b) {

@@ -1,4 +1,5 @@
-/* tp_plan.h — the layout of a two-phase collective (twophase.c): how the
+/* tp_plan.h — the layout of a two-phase collective (twophase.c; made in
+ * plan.c with the rest of a call's plan): how the
  * elements are cut into one chunk per rank and where each encoded chunk lives
  * in the staging buffer. A pure function of the count, the rank count and the
  * configuration, so every rank computes the same plan (and the same messages).
@@ -50,19 +51,38 @@ void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, si
 /* The launches one two-phase collective issues: a group of sends and
  * receives per piece in phase 1, and (all-reduce) one per piece in phase 2,
  * a group or an ncclAllGather. */
-int nsc_tp_launches(const nsc_tp_plan *p, int rs);
-void nsc_tp_chunk(const nsc_tp_plan *p, int c, size_t *off, size_t *len);
-size_t nsc_tp_chunk_bytes(const nsc_tp_plan *p, int c);
+static inline int nsc_tp_launches(const nsc_tp_plan *p, int rs) { return p->n < 2 ? 0 : (rs ? 1 : 2) * p->npieces; }
+static inline void nsc_tp_chunk(const nsc_tp_plan *p, int c, size_t *off, size_t *len) {
+  size_t base = p->count / (size_t)p->n, rem = p->count % (size_t)p->n, uc = (size_t)c;
+  *off = uc * base + (uc < rem ? uc : rem);
+  *len = base + (uc < rem);
+}
+static inline size_t nsc_tp_chunk_bytes(const nsc_tp_plan *p, int c) {
+  size_t off, len;
+  nsc_tp_chunk(p, c, &off, &len);
+  return nsc_fmt_bytes(p->fmt, len, p->block);
+}
 /* Piece k of chunk c: its element offset in the whole count and its length
  * (0 for a piece past the chunk's end), and its encoded bytes. */
-void nsc_tp_piece(const nsc_tp_plan *p, int c, int k, size_t *off, size_t *len);
-size_t nsc_tp_piece_bytes(const nsc_tp_plan *p, int c, int k);
+static inline void nsc_tp_piece(const nsc_tp_plan *p, int c, int k, size_t *off, size_t *len) {
+  size_t coff, clen, start = (size_t)k * p->piece;
+  nsc_tp_chunk(p, c, &coff, &clen);
+  *off = coff + (start < clen ? start : clen);
+  *len = start >= clen ? 0 : clen - start < p->piece ? clen - start : p->piece;
+}
+static inline size_t nsc_tp_piece_bytes(const nsc_tp_plan *p, int c, int k) {
+  size_t off, len;
+  nsc_tp_piece(p, c, k, &off, &len);
+  return nsc_fmt_bytes(p->fmt, len, p->block);
+}
 /* Byte offset of piece k of chunk c in a region. */
 static inline size_t nsc_tp_slot(const nsc_tp_plan *p, int c, int k) {
   return ((size_t)k * (size_t)p->n + (size_t)c) * p->slot;
 }
 /* Staging bytes: 3 or 2 (reduce-scatter) regions of n * npieces slots. */
-size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs);
+static inline size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs) {
+  return (rs ? 2 : 3) * (size_t)p->n * (size_t)p->npieces * p->slot;
+}
 /* Two-phase is possible: n >= 2, compression on, and the largest encoded
  * chunk fits in recvbuff (4 * count bytes; reduce-scatter: 4 * its shard),
  * which a rank that could not get staging sends and receives from, so that

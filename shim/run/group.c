@@ -11,18 +11,16 @@
 #include "msg.h"
 #include "run.h"
 
-static __thread int depth;
-static __thread uint64_t gid; /* the outermost group this thread is in */
+__thread int nsc_gdepth;
+__thread uint64_t nsc_gid; /* the outermost group this thread is in */
 static uint64_t gid_last;
 static __thread nsc_work *q_head, *q_tail;
 
 static __thread ncclComm_t gcomms[NSC_GROUP_COMMS];
 static __thread int ngcomms;
 
-int nsc_group_depth(void) { return depth; }
-
-void nsc_group_note(ncclComm_t comm) {
-  if (depth <= 0 || !comm) return;
+void nsc_group_note_in(ncclComm_t comm) {
+  if (!comm) return;
   for (int i = 0; i < ngcomms; i++)
     if (gcomms[i] == comm) return;
   if (ngcomms < NSC_GROUP_COMMS) gcomms[ngcomms++] = comm;
@@ -35,10 +33,9 @@ int nsc_group_comms(ncclComm_t *out) {
   return n;
 }
 void nsc_group_enter(void) {
-  if (depth++ == 0) gid = __atomic_add_fetch(&gid_last, 1, __ATOMIC_RELAXED);
+  if (nsc_gdepth++ == 0) nsc_gid = __atomic_add_fetch(&gid_last, 1, __ATOMIC_RELAXED);
 }
-uint64_t nsc_group_id(void) { return depth > 0 ? gid : 0; }
-int nsc_group_leave(void) { return depth > 0 ? --depth : 0; }
+int nsc_group_leave(void) { return nsc_gdepth > 0 ? --nsc_gdepth : 0; }
 
 static void append(nsc_work **h, nsc_work **t, nsc_work *w) {
   w->next = NULL;

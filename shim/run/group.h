@@ -65,11 +65,13 @@ struct nsc_pending {
 };
 
 /* The calling thread's group depth (hooks keep it). */
-int nsc_group_depth(void);
+extern __thread int nsc_gdepth;
+static inline int nsc_group_depth(void) { return nsc_gdepth; }
 void nsc_group_enter(void);
 /* A number of the outermost group this thread is in (0: none), the same
  * for every call of one user group and new for the next. */
-uint64_t nsc_group_id(void);
+extern __thread uint64_t nsc_gid;
+static inline uint64_t nsc_group_id(void) { return nsc_gdepth > 0 ? nsc_gid : 0; }
 /* Returns the depth after leaving (0 = this was the outermost end). */
 int nsc_group_leave(void);
 /* Inside a group: note the communicator of a call made into it (hooks.c, for
@@ -79,7 +81,10 @@ int nsc_group_leave(void);
  * group (checks, agreements, two-phase members) first wait for the group's
  * work on every communicator it touched (lifecycle.c). */
 #define NSC_GROUP_COMMS 16
-void nsc_group_note(ncclComm_t comm);
+void nsc_group_note_in(ncclComm_t comm);
+static inline void nsc_group_note(ncclComm_t comm) {
+  if (nsc_gdepth > 0) nsc_group_note_in(comm);
+}
 int nsc_group_comms(ncclComm_t *out);
 
 /* A two-phase all-reduce (rs = 0) or reduce-scatter (rs = 1, count per
