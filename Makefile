@@ -5,7 +5,7 @@
 #   make test       install what is missing, build, run every test (ends "N passed, N failed")
 #   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
 #   make deps       apt-get only what is missing
-#   make env-doc    regenerate docs/environment.md's table from shim/misc/config.def
+#   make env-doc    regenerate docs/environment.md's table from shim/config/config.def
 #   make gpu-check  on a machine with a GPU (pip PyTorch, toolkit optional): driver, kernels and
 #                   their bandwidth, PyTorch's NCCL with and without the shim, DDP (tests/gpu/check.sh)
 #
@@ -61,7 +61,7 @@ WARN    := -Wall -Wextra -Werror
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SANFLAGS) -D_GNU_SOURCE
 NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_INC)
 # The shim's folders, one concern each (shim/module.mk).
-SHIM_DIRS := shim shim/accum shim/algo shim/backend shim/coll shim/diag shim/ef shim/hooks shim/log shim/misc shim/plan shim/run shim/topo
+SHIM_DIRS := shim shim/accum shim/agree shim/backend shim/coll shim/config shim/diag shim/ef shim/exec shim/hooks shim/log shim/msg shim/plan shim/queue shim/staging shim/topo
 SHIM_INC := $(addprefix -I,$(SHIM_DIRS))
 LDFLAGS_BASE := $(SANFLAGS)
 
@@ -112,8 +112,8 @@ demo: deps
 
 DEMO_GBPS ?= 1
 
-# docs/environment.md's table, generated from shim/misc/config.def.
-$(B)/bin/ncclshim-envdoc: shim/tools/envdoc.c $(B)/obj/shim/misc/config.o
+# docs/environment.md's table, generated from shim/config/config.def.
+$(B)/bin/ncclshim-envdoc: shim/tools/envdoc.c $(B)/obj/shim/config/config.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) $(SHIM_INC) -o $@ $^ -lpthread
 env-doc: $(B)/bin/ncclshim-envdoc

@@ -535,15 +535,6 @@ static int make_cfg(nsc_config *cfg, const variant *v) {
 
 /* What hier.c's nsc_hier_wanted decides from the settings and the map
  * (every rank can run the kernels and split: true in a model). */
-static int hier_adopted(const nsc_config *cfg, const fabric *f) {
-  return (cfg->algo == NSC_ALGO_HIER || cfg->algo == NSC_ALGO_AUTO) && cfg->compress != NSC_COMPRESS_OFF && f->N >= 2 &&
-         f->L >= 2;
-}
-
-/* The staging block's rounding of a take (assumed: 256 bytes; the real one
- * is the backend's, shim/backend/staging.c). */
-static size_t round_staging(size_t b) { return (b + 255) / 256 * 256; }
-
 /* Every rank's map of the same key vector: rank 0's from nsc_topo_build
  * (the shim's own code), the others' the same map seen from rank i (the
  * local fields of contiguous nodes of L ranks; the selftest compares them
@@ -574,8 +565,6 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   w.topo = xcalloc((size_t)n, sizeof *w.topo);
   if (topo_all(w.topo, keys, n, f->L)) return -1;
   size_t count = bytes / 4;
-  nsc_plan_call call = {rs, count, 0, cfg.compress != NSC_COMPRESS_OFF && bytes >= (size_t)cfg.min_bytes, &w.topo[0],
-                        hier_adopted(&cfg, f), !f->gpu};
   nsc_plan plan;
   if (rs == 2) { /* a plain ncclAllGather whose output is `bytes` (the shim forwards it untouched) */
     memset(&plan, 0, sizeof plan);
@@ -585,9 +574,13 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
     plan.step[0] = (nsc_step){.kind = NSC_STEP_ALLGATHER, .on = NSC_ON_ALL, .count = plan.count};
     plan.launches = 1;
     plan.why = "an all-gather: forwarded";
-  } else {
-    call.rs = rs;
-    nsc_plan_make(&plan, &cfg, &call);
+  } else { /* the shim's own decision (plan.h) for one fp32 Sum call outside a group */
+    nsc_call k = {.count = rs ? count * (size_t)n : count, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1,
+                  .rs = rs, .arg = count};
+    const char *why;
+    /* hier adopted where the settings and the map want it (every rank can split, in the model) */
+    nsc_agreed ag = {&w.topo[0], nsc_plan_hier_wanted(&cfg, &w.topo[0], 0, &why), !f->gpu};
+    nsc_decide(&plan, &cfg, &k, &ag, 0);
   }
   /* Every rank's plan has the same steps (the planner reads only agreed
    * values); the walk charges every rank's messages of each step. */
@@ -653,7 +646,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
     w.c.launch = w.c.time - t;
     w.c.by_lat += w.c.launch;
   }
-  out->staging = (double)nsc_plan_staging(&plan, &cfg, &w.topo[0], round_staging);
+  out->staging = (double)nsc_plan_staging(&plan, &cfg, &w.topo[0], nsc_plan_round);
   out->grows = cfg.staging_bytes > 0 && out->staging > (double)cfg.staging_bytes;
   out->plan_alg = nsc_plan_alg_name(plan.alg);
   out->why = plan.why;

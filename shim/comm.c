@@ -6,11 +6,13 @@
  * creation allocates outside the lock and races are resolved by re-checking. */
 #include "comm.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "core.h"
+#include "real.h"
 
 nsc_comm *nsc_comm_table[NSC_COMM_BUCKETS];
 pthread_mutex_t nsc_comm_table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -23,12 +25,15 @@ void nsc_accum_release(nsc_comm *c) {
 
 static void free_entry(nsc_comm *c) {
   nsc_comm_put(c->hier_xc); /* hier's internal entry lives as long as its parent's (calls may still be inside) */
-  if (c->drop) c->drop(c); /* what a layer above allocated in the entry (run/group.c) */
+  if (c->drop) c->drop(c); /* what the rooms above allocated in the entry (queue.c, staging.c) */
+  if (c->drop_stage) c->drop_stage(c);
   nsc_accum_release(c);
   nsc_accum_free(&c->accum);
-  nsc_staging_release(&c->staging);
   nsc_ef_free(&c->ef);
   nsc_topo_free(&c->topo);
+  if (nsc_log_on()) { /* the log is told the process's totals before it writes this communicator's summary */
+    nsc_tell_log();
+  }
   nsc_log_comm_close(&c->log);
   pthread_mutex_destroy(&c->lock);
   pthread_mutex_destroy(&c->finish_lock);
@@ -96,4 +101,15 @@ nsc_comm *nsc_comm_detach(ncclComm_t comm) {
 ncclResult_t nsc_comm_created(ncclResult_t r, const int *devs, int ndev) {
   if ((r == ncclSuccess || r == ncclInProgress) && nsc_activate() == NSC_ACTIVE) nsc_backend_prepare(devs, ndev);
   return r;
+}
+
+ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
+  ncclResult_t e = ncclInProgress;
+  while (e == ncclInProgress) {
+    ncclResult_t r = nsc_real.CommGetAsyncError ? nsc_real.CommGetAsyncError(comm, &e) : ncclSuccess;
+    if (!nsc_real.CommGetAsyncError) e = ncclSuccess;
+    if (r != ncclSuccess) return r;
+    if (e == ncclInProgress) sched_yield();
+  }
+  return e;
 }

@@ -14,12 +14,15 @@
 #include <stdint.h>
 
 #include "accum.h"
+#include "backend.h"
 #include "ef.h"
 #include "log.h"
-#include "staging.h"
 #include "topo.h"
 
-struct nsc_pending; /* group.h: work waiting for a nonblocking communicator */
+struct nsc_pending; /* queue.h: work waiting for a nonblocking communicator */
+
+/* Bytes of a communicator's staging-room state (staging.c asserts it fits). */
+#define NSC_STAGE_MEM 1024
 
 /* One of the shim's own small all-reduces, issued and not yet collected. */
 typedef struct nsc_xchg {
@@ -65,27 +68,22 @@ typedef struct nsc_comm {
   nsc_agree agree[NSC_ACC_INFLIGHT]; /* accumulation: agreements in flight, oldest first */
   int nagree;
   int agree_queued;        /* ... one is queued for the current group's end */
-  nsc_staging staging;     /* the agreed staging block (backend/staging.h) */
-  uint64_t staging_gid;    /* the user group whose compressed members took staging_gneed */
-  size_t staging_gneed;    /* ... bytes of staging so far (agreed: the group's calls) */
-  nsc_ef ef;               /* error feedback: the buckets' residuals (algo/ef.h) */
-  nsc_staging_agreement staging_agreement; /* how its staging block grows (check.c) */
-  /* The one growth agreement in flight (check.c's private struct): never
-   * allocated, so that starting it cannot fail on one rank alone. */
-  _Alignas(16) unsigned char agree_mem[320];
-  uint64_t settle_gid;     /* the user group after which its staging is settled (coll/allreduce.c) */
+  nsc_ef ef;               /* error feedback: the buckets' residuals (ef/ef.h) */
+  /* The staging room's state (staging/staging.h: its agreed block, the
+   * user group's needs, the settle list, the growth agreement), opaque
+   * here: the core knows its size only. A sub-communicator of the shim's
+   * own uses its parent's block. */
+  _Alignas(16) unsigned char stage_mem[NSC_STAGE_MEM];
+  void (*drop_stage)(struct nsc_comm *); /* set by the staging room once it holds memory: frees it */
   int wire_out;            /* cast-backs holding a wire buffer of the block, not yet run or dropped
                             * (atomic; parked ones, and those another thread is running) */
   ncclResult_t flush_err;  /* parked work the shim ran itself failed: told at the next poll (atomic) */
   int ended;               /* destroyed or aborted: nothing more is issued on it */
-  struct nsc_comm *settle_next; /* ... the calling thread's list of them */
-  const nsc_backend *settle_be;  /* ... and a call's memory kind and stream in that group */
-  nsc_stream settle_stream;
   nsc_comm_log log;
   pthread_mutex_t lock;    /* guards pending, staging, log, accum and agree of this entry */
   pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */
   struct nsc_pending *pending;    /* nonblocking: work to run once NCCL reports completion */
-  void (*drop)(struct nsc_comm *); /* set by the layer that allocated pending (run/group.c): it
+  void (*drop)(struct nsc_comm *); /* set by the room that allocated pending (queue/queue.c): it
                                     * frees that when the entry is freed */
   struct nsc_comm *next;
 } nsc_comm;
@@ -135,5 +133,17 @@ void nsc_accum_release(nsc_comm *c);
  * ncclInProgress, set up the CUDA context the new communicator(s) will use
  * (nsc_backend_prepare(devs, ndev)). No lock is held, nothing is issued. */
 ncclResult_t nsc_comm_created(ncclResult_t r, const int *devs, int ndev);
+
+/* Poll a nonblocking communicator until its operations are enqueued (the
+ * shim's own, or a group's; never the caller's stream, never the device). */
+ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
+/* A real call's answer r on c, made on `on` (c's own communicator or one
+ * of its sub-communicators): ncclInProgress marks c nonblocking and is
+ * waited for; any other answer is returned as it is. */
+static inline ncclResult_t nsc_enqueued(nsc_comm *c, ncclComm_t on, ncclResult_t r) {
+  if (r != ncclInProgress) return r;
+  c->nonblocking = 1;
+  return nsc_wait_nonblocking(on);
+}
 
 #endif

@@ -16,7 +16,6 @@
 #include "log.h"
 #include "msg.h"
 #include "real.h"
-#include "staging.h"
 
 extern char **environ;
 
@@ -63,6 +62,17 @@ static void bad_setting(const char *msg) {
   decided = NSC_ACTIVE;
 }
 
+void nsc_tell_log(void) {
+  ncclshim_stats_t st;
+  if (nsc_g.forked_child || ncclshim_get_stats(&st)) return;
+  nsc_log_casts t = {st.compressed + st.fused, st.overflow, st.underflow, ""};
+  memcpy(t.wire, st.wire, sizeof t.wire);
+  nsc_log_tell_casts(&t);
+}
+
+/* At exit, before the log's own handler writes what is left. */
+static void tell_log(void) { nsc_tell_log(); }
+
 static void decide(void) {
   char err[768];
   pthread_atfork(NULL, NULL, in_child);
@@ -102,11 +112,11 @@ static void decide(void) {
     return;
   }
   nsc_cast_set_threads((int)nsc_g.cfg.cast_threads);
-  nsc_staging_fault_at(nsc_g.cfg.fault_alloc, nsc_g.cfg.fault_stage);
   nsc_totals.enabled = 1;
   static const char *const wire_names[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"};
   snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s", wire_names[nsc_g.cfg.compress]);
   nsc_log_init(&nsc_g.cfg);
+  if (nsc_log_on()) atexit(tell_log); /* after the log's own exit handler is registered: runs before it */
   decided = NSC_ACTIVE;
 }
 

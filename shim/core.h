@@ -72,6 +72,10 @@ static inline void nsc_count_add(int i, uint64_t n) {
 /* wire type name and enabled flag for ncclshim_get_stats */
 extern ncclshim_stats_t nsc_totals;
 
+/* Tell the log what the casts of the process lost so far (log.h: it never
+ * asks): at a communicator's end and at exit. */
+void nsc_tell_log(void);
+
 /* Re-entry guard: a hook entered while this thread is already inside the shim
  * (real NCCL calling a hooked API, or a callback) forwards untouched. */
 extern __thread int nsc_in_shim;

@@ -30,7 +30,7 @@ typedef struct {
   uint64_t underflow;     /* non-zero values that became +-0 */
   char wire[8];           /* "fp16", "bf16", "int8", "fp8", "fp16s" or "off" */
   int enabled;            /* 0 when NCCLSHIM_DISABLE=1 or not yet active */
-  uint64_t twophase;      /* compressed calls carried out in two phases (shim/algo/) */
+  uint64_t twophase;      /* compressed calls carried out in two phases (shim/exec/) */
 } ncclshim_stats_t;
 
 /* Fills *out; returns 0, or -1 when out is NULL. */

@@ -4,7 +4,7 @@
 # tests/t/40-accum.sh.
 TEST_ACCUM := $(B)/tests/test_accum
 TEST_ACCUM_OBJS := $(B)/obj/tests/unit/test_accum.o $(B)/obj/shim/accum/accum.o $(B)/obj/shim/plan/plan.o $(B)/obj/shim/topo/topo.o \
-  $(B)/obj/shim/misc/config.o
+  $(B)/obj/shim/config/config.o
 
 $(B)/obj/tests/unit/test_accum.o: EXTRA_CFLAGS := $(SHIM_INC) $(NCCL_INC)
 

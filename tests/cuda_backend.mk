@@ -5,7 +5,7 @@
 TEST_CUDA_BACKEND := $(B)/tests/test_cuda_backend
 $(B)/obj/tests/unit/test_cuda_backend.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress -Itests/cudadrv -I$(CUDA_INC)
 $(TEST_CUDA_BACKEND): $(B)/obj/tests/unit/test_cuda_backend.o $(B)/obj/shim/backend/backend_cuda.o \
-                      $(B)/obj/shim/backend/backend_host.o $(B)/obj/shim/backend/host_stream.o $(B)/obj/shim/backend/staging.o $(COMPRESS_OBJS) \
+                      $(B)/obj/shim/backend/backend_host.o $(B)/obj/shim/backend/host_stream.o $(B)/obj/shim/staging/block.o $(COMPRESS_OBJS) \
                       $(CUDADRV_LIB)
 	@mkdir -p $(@D)
 	$(CC) -o $@ $(filter %.o,$^) -L$(CUDADRV_DIR) -l:libcuda.so.1 -Wl,-rpath,$(abspath $(CUDADRV_DIR)) \

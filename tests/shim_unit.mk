@@ -2,7 +2,7 @@
 # against the shim's own objects (no NCCL, no MPI, no GPU), and the
 # libFuzzer target for the configuration parser (clang only).
 UNIT_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
-SHIM_PURE_OBJS := $(B)/obj/shim/misc/config.o $(B)/obj/shim/plan/plan.o $(B)/obj/shim/topo/topo.o $(B)/obj/shim/real.o
+SHIM_PURE_OBJS := $(B)/obj/shim/config/config.o $(B)/obj/shim/plan/plan.o $(B)/obj/shim/topo/topo.o $(B)/obj/shim/real.o
 
 $(B)/obj/tests/unit/test_config.o $(B)/obj/tests/unit/test_core.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 
@@ -19,9 +19,9 @@ TEST_BINS += $(B)/tests/test_config $(B)/tests/test_core
 # libFuzzer: `make fuzz-config FUZZ_SECONDS=600` for a long run; the test
 # suite runs a short one (tests/t/05-unit.sh).
 FUZZ_SECONDS ?= 20
-$(B)/tests/fuzz_config: tests/unit/fuzz_config.c shim/misc/config.c shim/misc/config.h shim/misc/config.def
+$(B)/tests/fuzz_config: tests/unit/fuzz_config.c shim/config/config.c shim/config/config.h shim/config/config.def
 	@mkdir -p $(@D)
-	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined $(SHIM_INC) -o $@ tests/unit/fuzz_config.c shim/misc/config.c -lpthread
+	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined $(SHIM_INC) -o $@ tests/unit/fuzz_config.c shim/config/config.c -lpthread
 
 .PHONY: fuzz-config
 fuzz-config: $(B)/tests/fuzz_config
@@ -51,7 +51,7 @@ TEST_BINS += $(B)/tests/test_host_stream
 
 # A communicator's staging block (shim/backend/staging.h) on a counting backend.
 $(B)/obj/tests/unit/test_staging.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
-$(B)/tests/test_staging: $(B)/obj/tests/unit/test_staging.o $(B)/obj/shim/backend/staging.o
+$(B)/tests/test_staging: $(B)/obj/tests/unit/test_staging.o $(B)/obj/shim/staging/block.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread
 TEST_BINS += $(B)/tests/test_staging

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "accum.h"
+#include "agree.h"
 #include "comm.h"
 #include "core.h"
 #include "msg.h"

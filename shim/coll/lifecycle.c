@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo.h"
 #include "comm.h"
-#include "hier.h"
 #include "core.h"
+#include "exec.h"
+#include "hier.h"
 #include "msg.h"
 #include "real.h"
+#include "staging.h"
 #include "coll.h"
 
 ncclResult_t nsc_group_start(void) {
@@ -83,10 +84,7 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
       if (w->be->capturing(w->stream, &capturing)) capturing = 1;
       ncclResult_t wr = ncclSuccess, rr = ncclSuccess;
       if (!capturing) {
-        if (in_progress) {
-          c->nonblocking = 1;
-          wr = nsc_wait_nonblocking(c->comm);
-        }
+        if (in_progress) wr = nsc_enqueued(c, c->comm, ncclInProgress);
         rr = nsc_check_comm(c, w->be, w->stream);
       }
       if (r == ncclSuccess) r = wr != ncclSuccess ? wr : rr;
@@ -105,23 +103,14 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
        * this rank's alone, and its peers issue it); after an ncclInProgress
        * the group's work is waited for first, so that the two phases follow
        * it on the communicator and the stream, as on every other rank. */
-      ncclResult_t wr = ncclSuccess;
-      if (in_progress) {
-        w->c->nonblocking = 1;
-        wr = nsc_wait_nonblocking(w->c->comm);
-      }
-      ncclResult_t rr =
-          nsc_twophase(w->c, w->be, w->tsend, w->trecv, w->count, w->op, (cudaStream_t)w->stream, w->rs, w->seq);
-      if (rr == ncclInProgress) { /* forwarded plain (no staging room): enqueued before anything follows */
-        w->c->nonblocking = 1;
-        rr = nsc_wait_nonblocking(w->c->comm);
-      }
+      ncclResult_t wr = in_progress ? nsc_enqueued(w->c, w->c->comm, ncclInProgress) : ncclSuccess;
+      ncclResult_t rr = nsc_exec_deferred(w); /* its plan, made when it was called */
       if (r == ncclSuccess) r = wr != ncclSuccess ? wr : NSC_OK(rr) ? ncclSuccess : rr;
       nsc_work_drop(w);
     } else if (w->kind == NSC_W_SETTLE) {
       /* Whatever the group end answered: every rank settles alike. */
       if (in_progress) w->c->nonblocking = 1;
-      nsc_staging_settle_comm(w->c, (cudaStream_t)w->stream);
+      nsc_staging_settle_comm(w->c, w->stream);
       nsc_work_drop(w);
     } else if (!ok) {
       nsc_work_drop(w);
@@ -313,7 +302,7 @@ ncclResult_t nsc_async_error(ncclComm_t comm, ncclResult_t *err) {
      * Failed: nothing to cast back; the error is the caller's to see. */
     ncclResult_t pr = nsc_pending_finish(c, *err == ncclSuccess, upto);
     if (*err == ncclSuccess && pr != ncclSuccess) *err = pr;
-    /* Parked work the shim ran itself before a later call (coll/allreduce.c) */
+    /* Parked work the shim ran itself before a later call (staging.c) */
     ncclResult_t fe = __atomic_exchange_n(&c->flush_err, ncclSuccess, __ATOMIC_ACQ_REL);
     if (*err == ncclSuccess && fe != ncclSuccess) *err = fe;
   }

@@ -1,5 +1,7 @@
 /* hooks.c — the exported NCCL entry points. Thin on purpose: re-entry guard,
- * activation, then hand over to the function that holds the behaviour.
+ * activation, then hand over to the function that holds the behaviour (an
+ * all-reduce or reduce-scatter as a call descriptor to the one path,
+ * coll/call.c).
  *
  * A hook entered while this thread is already inside the shim (real NCCL
  * calling a public API internally) forwards straight to the real function.
@@ -39,14 +41,16 @@ static ncclResult_t ready(void) {
 NSC_API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   GUARDED_ON(comm, nsc_real.AllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream),
-          nsc_allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream));
+             nsc_collective(&(nsc_call){.dt = datatype, .op = op, .arg = count, .send = sendbuff, .recv = recvbuff,
+                                        .comm = comm, .stream = stream}));
 }
 
 NSC_API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                        cudaStream_t stream) {
   GUARDED_ON(comm, nsc_real.ReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
-          nsc_reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
+             nsc_collective(&(nsc_call){.rs = 1, .dt = datatype, .op = op, .arg = recvcount, .send = sendbuff,
+                                        .recv = recvbuff, .comm = comm, .stream = stream}));
 }
 
 /* Observed: forwarded untouched, timed with logging on (coll/observe.c).

@@ -768,3 +768,19 @@ static void at_exit(void) {
   }
   nsc_log_writer_stop();
 }
+
+void nsc_rec_start(nsc_rec *r, int kind, uint64_t seq, int action, size_t count, ncclDataType_t dt,
+                   ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, nsc_stream s, int in_group) {
+  memset(r, 0, sizeof *r);
+  r->kind = kind;
+  r->seq = seq;
+  r->action = action;
+  r->count = count;
+  r->dtype = dt;
+  r->wire_dtype = wire_dt;
+  r->op = op;
+  r->nmembers = 1;
+  r->logical_bytes = count * nsc_dtype_size(dt);
+  r->wire_bytes = action == NSC_ACT_SKIP ? 0 : count * nsc_dtype_size(wire_dt);
+  if (nsc_log_on()) nsc_log_begin(r, be, s, in_group);
+}

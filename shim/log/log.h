@@ -132,6 +132,15 @@ static inline int nsc_log_p2p(const nsc_rec *r) {
 static inline const char *nsc_log_algo(const nsc_rec *r) { return r->kind & NSC_KIND_TWOPHASE ? "twophase" : "nccl"; }
 
 void nsc_log_init(const nsc_config *cfg);
+/* What the casts of the process lost, as the core tells it (at each
+ * communicator's end and at exit; the log never asks): the summary's last
+ * lines (the counts and the advice) are written from the last one told. */
+typedef struct {
+  uint64_t casts;              /* compressed and fused calls so far */
+  uint64_t overflow, underflow; /* values that became +-Inf, non-zero values that became +-0 */
+  char wire[8];                /* the wire format's name */
+} nsc_log_casts;
+void nsc_log_tell_casts(const nsc_log_casts *t);
 /* In a forked child: forget everything, write nothing. */
 void nsc_log_forget(void);
 /* 1 when records are kept at all (NCCLSHIM_LOG != off or a trace file). */
@@ -160,6 +169,12 @@ void nsc_log_ef_state(nsc_comm_log *l, uint64_t slots, uint64_t bytes, uint64_t 
  * none for a passthrough inside a user group, in_group: its work runs at the
  * group end, after any mark taken here). */
 void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s, int in_group);
+/* A call's record from what its caller tells: kind (NSC_KIND_* bits), its
+ * number on the communicator, the action (policy.h), count and types (wire
+ * bytes 0 for a call answered locally), timed from here when logging is on
+ * (in_group: inside a user group, where nothing runs before its end). */
+void nsc_rec_start(nsc_rec *r, int kind, uint64_t seq, int action, size_t count, ncclDataType_t dt,
+                   ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, nsc_stream s, int in_group);
 void nsc_log_mark(nsc_rec *r, int which);
 /* The record is complete from the host's view (its work is enqueued). */
 void nsc_log_commit(nsc_comm_log *l, nsc_rec *r);

@@ -39,7 +39,6 @@
 #include "diag_nvml.h"
 #include "diag_policy.h"
 #include "log_int.h"
-#include "ncclshim.h"
 #include "msg.h"
 #include "policy.h"
 
@@ -227,6 +226,16 @@ static void set_tmpl(sink *s, const char *v, const char *in_dir) {
   } else {
     snprintf(s->tmpl, sizeof s->tmpl, "%s", v);
   }
+}
+
+/* What the casts lost, as last told (nsc_log_tell_casts). */
+static pthread_mutex_t told_lock = PTHREAD_MUTEX_INITIALIZER;
+static nsc_log_casts told;
+
+void nsc_log_tell_casts(const nsc_log_casts *t) {
+  pthread_mutex_lock(&told_lock);
+  told = *t;
+  pthread_mutex_unlock(&told_lock);
 }
 
 void nsc_log_out_init(const nsc_config *cfg) {
@@ -458,8 +467,11 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
             pre, l->marks_dropped, sf);
   /* What the casts lost, counted on the device without synchronising (GPU)
    * or in the host casts; process totals, all communicators together. */
-  ncclshim_stats_t st;
-  if (ncclshim_get_stats(&st) == 0 && st.compressed + st.fused > 0) {
+  nsc_log_casts st;
+  pthread_mutex_lock(&told_lock);
+  st = told;
+  pthread_mutex_unlock(&told_lock);
+  if (st.casts > 0) {
     fprintf(f, "%s# casts to %s in this process: %" PRIu64 " values overflowed to +-Inf, %" PRIu64
             " non-zero values flushed to zero\n", pre, st.wire, st.overflow, st.underflow);
     /* what to do about it (issue 24: the counts came without advice) */

@@ -42,6 +42,12 @@ int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c) {
          !c->capturing && c->count * es >= (size_t)cfg->min_bytes;
 }
 
+int nsc_policy_may_transform(const nsc_config *cfg, const nsc_call *c) {
+  if (c->rs) return nsc_policy_compressible(cfg, c); /* two phases or untouched: never fused or accumulated */
+  return nsc_policy_accumulable(cfg, c) || nsc_policy_compressible(cfg, c) ||
+         (c->in_group && cfg->fuse_bytes > 0 && nsc_policy_compressible_kind(cfg, c));
+}
+
 nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c) {
   /* A capture freezes whatever is enqueued; staging growth there is not
    * allowed, so captured calls are forwarded as they are. */
@@ -52,15 +58,6 @@ nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c) {
   if (c->in_group && cfg->fuse_bytes > 0 && nsc_policy_compressible_kind(cfg, c)) return NSC_ACT_FUSE;
   if (nsc_policy_compressible(cfg, c)) return NSC_ACT_COMPRESS;
   return NSC_ACT_PASS;
-}
-
-ncclDataType_t nsc_policy_wire_dtype(const nsc_config *cfg) {
-  switch (cfg->compress) {
-  case NSC_COMPRESS_BF16: return ncclBfloat16;
-  case NSC_COMPRESS_INT8: return ncclInt8;
-  case NSC_COMPRESS_FP8: return ncclFloat8e4m3;
-  default: return ncclFloat16; /* fp16, and fp16s's codes */
-  }
 }
 
 int nsc_policy_blocked(const nsc_config *cfg) {
@@ -423,6 +420,88 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
   p->cost = p->plain_cost;
 }
 
+/* ---- the decision ---- */
+
+int nsc_plan_hier_wanted(const nsc_config *cfg, const nsc_topo *t, int untouched, const char **why) {
+  *why = "";
+  if (cfg->algo != NSC_ALGO_HIER && cfg->algo != NSC_ALGO_AUTO) return 0; /* auto: hier wherever the map allows */
+  if (cfg->compress == NSC_COMPRESS_OFF) *why = "compression is off";
+  else if (untouched) *why = "a rank cannot run the kernels";
+  else if (t->nnodes < 2) *why = "the communicator is on one node";
+  else if (t->min_local != t->max_local) *why = "its nodes hold different numbers of its ranks";
+  else if (t->max_local < 2) *why = "every rank is alone on its node";
+  return !**why;
+}
+
+/* The plain call's plan (forwarded untouched). */
+static void plain_of(nsc_plan *p, const nsc_call *k, const char *why) {
+  nsc_plan x = {0};
+  x.rs = k->rs;
+  x.count = k->arg;
+  x.fmt = p->fmt;
+  x.host = p->host;
+  x.plain_cost = x.cost = p->plain_cost;
+  x.wdt = p->wdt;
+  make_plain(&x, k->op == ncclAvg);
+  x.launches = 1;
+  x.why = why;
+  *p = x;
+}
+
+void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc_agreed *a, int local) {
+  nsc_plan_call in = {k->rs, k->arg, k->op == ncclAvg, 1, a->topo, a->hier, a->host};
+  nsc_action act = k->rs ? NSC_ACT_PASS : nsc_policy_transform(cfg, k);
+  int tp = 0;
+  *p = (nsc_plan){0};
+  p->fmt = nsc_tp_fmt(cfg);
+  p->host = a->host;
+  p->wdt = (int)nsc_policy_wire_dtype(cfg);
+  if (nsc_policy_compressible(cfg, k)) { /* the plan only where it can be more than the call itself */
+    nsc_plan_make(p, cfg, &in);
+    p->wdt = (int)nsc_policy_wire_dtype(cfg);
+    tp = p->alg == NSC_PLAN_TWOPHASE || p->alg == NSC_PLAN_HIER;
+    /* no plan gains at the agreed launch cost (plan.h): the call as it is */
+    if (p->alg == NSC_PLAN_PLAIN && act == NSC_ACT_COMPRESS) act = NSC_ACT_PASS;
+  } else {
+    nsc_cost_rule r = nsc_cost_rule_of(cfg, a->host);
+    uint64_t S = 4 * (uint64_t)k->arg * (k->rs ? (uint64_t)a->topo->nranks : 1);
+    p->plain_cost = cost_plain(&r, a->topo->nranks, S, k->rs);
+  }
+  /* A capture freezes what is enqueued: captured calls are forwarded
+   * (nsc_policy_transform says PASS for them). */
+  if (k->capturing) tp = 0;
+  /* Calls that may take staging settle it: after the call, or after the
+   * outermost group end (decided by the call alone, as the takes are). */
+  int settles = !k->capturing && (tp || act == NSC_ACT_COMPRESS || act == NSC_ACT_FUSE);
+  if (local) { /* accumulation answers it: this rank's W * x (Sum) or x (Avg) */
+    plain_of(p, k, "accumulation: answered locally");
+    p->alg = NSC_PLAN_LOCAL;
+    p->nsteps = 0;
+    p->launches = 0;
+  } else if (tp) {
+    /* two phases inside a group as outside (there after the real group
+     * end); it takes precedence over fusion: a two-phase member is not
+     * packed with the ring's fused members */
+    p->deferred = k->in_group;
+    if (p->alg == NSC_PLAN_TWOPHASE) nsc_tp_plan_init(&p->tp, cfg, a->topo->nranks, a->topo->rank, p->count, p->rs, p->host);
+    else
+      for (int i = 0; i < p->nsteps; i++)
+        if (p->step[i].kind == NSC_STEP_TWOPHASE) nsc_plan_tp(p, &p->step[i], cfg, a->topo, &p->tp);
+    p->staging = nsc_plan_staging(p, cfg, a->topo, nsc_plan_round);
+  } else if (act == NSC_ACT_COMPRESS && !nsc_policy_blocked(cfg)) {
+    /* the ring (nsc_plan_make's plan): too small for two phases */
+    p->staging = nsc_plan_staging(p, cfg, a->topo, nsc_plan_round);
+  } else if (act == NSC_ACT_FUSE) {
+    plain_of(p, k, "a group's member: fused at the group end");
+    p->alg = NSC_PLAN_FUSE;
+    p->nsteps = 0;
+  } else {
+    plain_of(p, k, act == NSC_ACT_COMPRESS ? "too small for two-phase (NCCL cannot reduce block-scaled runs)"
+                   : p->why ? p->why : "not compressed");
+  }
+  p->settles = settles;
+}
+
 void nsc_plan_group(const nsc_topo *t, nsc_plan_on on, int *size, int *index) {
   switch (on) {
   case NSC_ON_NODE:
@@ -484,7 +563,7 @@ size_t nsc_plan_staging(const nsc_plan *p, const nsc_config *cfg, const nsc_topo
 }
 
 const char *nsc_plan_alg_name(nsc_plan_alg a) {
-  static const char *const n[] = {"plain", "ring", "twophase", "hier"};
+  static const char *const n[] = {"plain", "ring", "twophase", "hier", "local", "fuse"};
   return (unsigned)a < sizeof n / sizeof *n ? n[a] : "?";
 }
 

@@ -49,15 +49,19 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "policy.h"
 #include "topo.h"
 #include "tp_plan.h"
 #include "wire.h"
 
 typedef enum {
-  NSC_PLAN_PLAIN = 0, /* the call as the program made it, in fp32 */
+  NSC_PLAN_PLAIN = 0, /* the call as the program made it (forwarded untouched) */
   NSC_PLAN_RING,      /* cast, NCCL's all-reduce in the wire type, cast back */
   NSC_PLAN_TWOPHASE,  /* one two-phase step on ALL */
   NSC_PLAN_HIER,      /* fp32 inside the node, two-phase between nodes */
+  NSC_PLAN_LOCAL,     /* accumulation: answered on this rank, no collective */
+  NSC_PLAN_FUSE,      /* a user group's member, packed with its neighbours at the group end */
+  NSC_PLAN_NALGS
 } nsc_plan_alg;
 
 typedef enum { NSC_ON_ALL = 0, NSC_ON_NODE, NSC_ON_CROSS } nsc_plan_on;
@@ -98,6 +102,9 @@ typedef struct {
 
 typedef struct {
   nsc_plan_alg alg;
+  int settles;          /* it may take staging: the block is settled after the call (outside a
+                         * group) or after the outermost group end (staging.h) */
+  int deferred;         /* TWOPHASE/HIER in a user group: issued right after the real group end */
   int rs;               /* the call is a reduce-scatter (count per rank) */
   size_t count;         /* the call's count (per rank for rs) */
   nsc_fmt_t fmt;        /* the wire format (ring: fp16 or bf16) */
@@ -109,6 +116,9 @@ typedef struct {
   int nsteps;
   nsc_step step[NSC_PLAN_MAX_STEPS];
   const char *why;      /* one phrase: why this algorithm */
+  nsc_tp_plan tp;       /* the layout of its two-phase step on this rank's group (TWOPHASE, HIER) */
+  size_t staging;       /* the staging one call of it takes on this rank (nsc_plan_staging) */
+  int wdt;              /* the wire's NCCL datatype as the log names it (policy.h) */
 } nsc_plan;
 
 typedef struct {
@@ -122,6 +132,27 @@ typedef struct {
 } nsc_plan_call;
 
 void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *call);
+
+/* What every rank agreed at a communicator's check, as the decision reads
+ * it: its node map (nnodes 0: one node), whether it adopted hier's
+ * sub-communicators, and the host rule (cost.h). */
+typedef struct {
+  const nsc_topo *topo;
+  int hier;
+  int host;
+} nsc_agreed;
+
+/* The decision, made once per call: the whole plan of one all-reduce or
+ * reduce-scatter (policy.h's nsc_call) on a checked communicator —
+ * forwarded (PLAIN), answered by accumulation (LOCAL: `local`, the
+ * learner's answer, is an input; its own updates stay in the learner),
+ * fused at the group end (FUSE), or compressed (RING with its chunks,
+ * TWOPHASE with its pieces, HIER), with its steps, launches, staging and
+ * whether it settles the staging or is issued after the group end. A pure
+ * function of the call's arguments (count, type, op, group depth, capture),
+ * the settings and the agreed values: every rank makes the same plan.
+ * bench/model.c makes its plans with it. */
+void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *call, const nsc_agreed *a, int local);
 /* The ring's chunk (elements, 0: one collective) for a compressed call of
  * count elements: NCCLSHIM_CHUNK_BYTES, or for auto the cost rule's count
  * (cost.h: chunks only where the casts they hide outweigh their launches). */
@@ -140,11 +171,23 @@ int nsc_plan_node_order(const nsc_topo *t, int q);
 nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *s, int j, int l);
 /* The two-phase layout of a TWOPHASE step on rank t->rank's group. */
 void nsc_plan_tp(const nsc_plan *p, const nsc_step *s, const nsc_config *cfg, const nsc_topo *t, nsc_tp_plan *tp);
+/* The staging block hands out its takes in multiples of this many bytes
+ * (staging.c asserts it), and plans count their staging so. */
+#define NSC_STAGING_ALIGN 256
+static inline size_t nsc_plan_round(size_t bytes) {
+  size_t want = (bytes + NSC_STAGING_ALIGN - 1) / NSC_STAGING_ALIGN * NSC_STAGING_ALIGN;
+  return want ? want : NSC_STAGING_ALIGN;
+}
 /* The staging one call of the plan takes on this rank: TMP plus every
- * two-phase step's (tp_plan.h) or the ring's wire buffers, each rounded as
- * the staging block rounds its takes (round: that function). */
+ * two-phase step's (tp_plan.h) or the ring's wire buffers, each rounded by
+ * `round` (nsc_plan_round: as the staging block rounds its takes). */
 size_t nsc_plan_staging(const nsc_plan *p, const nsc_config *cfg, const nsc_topo *t, size_t (*round)(size_t));
-/* "plain", "ring", "twophase", "hier"; "allreduce", "reducescatter", ... */
+/* NCCLSHIM_ALGO=hier (or auto) wants hier's sub-communicators on a map t:
+ * N >= 2 nodes of the same L >= 2 ranks each, compression on, kernels usable
+ * on every rank (untouched: they are not); *why says why not. The
+ * communicator still needs NCCL's split and collectives (exec/hier.c). */
+int nsc_plan_hier_wanted(const nsc_config *cfg, const nsc_topo *t, int untouched, const char **why);
+/* "plain", "ring", "twophase", "hier", "local", "fuse"; "allreduce", "reducescatter", ... */
 const char *nsc_plan_alg_name(nsc_plan_alg a);
 const char *nsc_plan_step_name(nsc_step_kind k);
 const char *nsc_plan_on_name(nsc_plan_on on);

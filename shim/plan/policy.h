@@ -8,6 +8,7 @@
 
 #include <nccl.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -22,13 +23,22 @@ typedef enum {
 
 const char *nsc_action_name(nsc_action a);
 
+/* One intercepted all-reduce or reduce-scatter: what every decision reads
+ * (the policy's fields first), and what the executor needs to carry it out. */
 typedef struct {
-  size_t count;
+  size_t count;    /* elements the call reduces (a reduce-scatter: its whole send buffer) */
   ncclDataType_t dt;
   ncclRedOp_t op;
   int has_buffers; /* sendbuff and recvbuff non-NULL */
   int in_group;    /* inside ncclGroupStart/End on this thread */
   int capturing;   /* the stream is being captured into a CUDA graph */
+  int rs;          /* a reduce-scatter */
+  size_t arg;      /* the count argument (a reduce-scatter's: per rank) */
+  const void *send;
+  void *recv;
+  ncclComm_t comm;
+  cudaStream_t stream;
+  uint64_t seq;    /* its number on the communicator (0 until the communicator is checked) */
 } nsc_call;
 
 /* fp32, Sum/Avg, valid buffers, count > 0, compression on. Size not checked. */
@@ -42,11 +52,22 @@ int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c);
 /* The action before accumulation is consulted: FUSE (in a group, fusion on,
  * compressible kind of any size), COMPRESS or PASS. */
 nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c);
+/* Whether the call may be anything but forwarded (transformed, fused, two
+ * phases in a group, or answered by accumulation): when not, the path needs
+ * neither its memory kind, nor capture, nor a plan (the forwarded path). */
+int nsc_policy_may_transform(const nsc_config *cfg, const nsc_call *c);
 
 /* Wire datatype of the configuration as the log names it (ncclFloat16,
  * ncclBfloat16; ncclInt8 / ncclFloat8e4m3 for the 8-bit formats, ncclFloat16
  * for fp16s's codes). */
-ncclDataType_t nsc_policy_wire_dtype(const nsc_config *cfg);
+static inline ncclDataType_t nsc_policy_wire_dtype(const nsc_config *cfg) {
+  switch (cfg->compress) {
+  case NSC_COMPRESS_BF16: return ncclBfloat16;
+  case NSC_COMPRESS_INT8: return ncclInt8;
+  case NSC_COMPRESS_FP8: return ncclFloat8e4m3;
+  default: return ncclFloat16; /* fp16, and fp16s's codes */
+  }
+}
 
 /* A block-scaled format is configured (NCCLSHIM_COMPRESS=int8|fp8|fp16s):
  * NCCL cannot reduce them, so they exist only in the two-phase algorithm. */

@@ -1579,8 +1579,12 @@ static void check_point(int *tainted) {
   }
   /* Stochastic rounding: two calls of one input (twins in one group) round
    * independently; their results agree in about 2/3 of the elements (issue
-   * 26: grouped calls all took the group's last call number, 100 %). */
-  for (int j = 0; half == 1 && P.sr && !P.disable && j < npend; j++) {
+   * 26: grouped calls all took the group's last call number, 100 %). Only
+   * where they run in two phases: with launches priced (issue 33) a twin
+   * whose two phases gain nothing is fused when fusion is on, and the
+   * fused ring rounds to nearest (the same bits for both twins). */
+  int fusable = P.fuse_bytes > 0 && P.launch_bytes != 0;
+  for (int j = 0; half == 1 && P.sr && !P.disable && !fusable && j < npend; j++) {
     const call_t *b = pend[j].c;
     /* only where both were transformed (a communicator whose check or an
      * exchange failed forwards everything: plain NCCL's bits) */

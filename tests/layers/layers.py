@@ -1,25 +1,30 @@
 #!/usr/bin/env python3
-"""tests/layers/layers.py ROOT [--dot] — the include graph between the rooms
-of ROOT/shim (each directory is a room: shim/log, shim/coll, ...; the files
-directly in shim/ are the core room) must have no circle.
+"""tests/layers/layers.py ROOT [OBJ] — the rooms of ROOT/shim (each directory
+is a room: shim/log, shim/coll, ...; the files directly in shim/ are the core
+room) must depend on each other without a circle, by includes and by calls.
 
-A room A depends on room B when a file of A includes a header of B. A leaf
-header (one that includes no header of the project: ncclshim.h, the public
-API) adds no edge: nothing can reach back through it. Prints the rooms in an
-order where each depends only on rooms before it, or, for every room on a
-circle, a shortest circle through it (with the includes that make it) and
-exits 1.
+A room A depends on room B when a file of A includes a header of B, or when
+an object of A (OBJ/shim/<room>/*.o, OBJ/compress/*.o; OBJ defaults to
+ROOT/build/obj, and calls are read only where objects exist) leaves a
+symbol undefined that an object of B defines (nm). Every header counts,
+however little it includes. A function pointer one room hands another (a
+runner table, an agreement's callbacks, a drop function set in an entry) is
+not a call the objects show: those are the told-not-called direction by
+design. Prints the rooms in an order where each depends only on rooms
+before it, or, for every room on a circle, a shortest circle through it
+(with the include or call that makes each step) and exits 1.
 
-Must not: change anything; read more than ROOT/shim and ROOT/compress."""
+Must not: change anything; read more than ROOT/shim, ROOT/compress and OBJ."""
 import collections
 import os
 import re
+import subprocess
 import sys
 
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
-def scan(root):
+def scan(root, obj=None):
     rooms = {}  # file path -> room
     for d, _, files in os.walk(os.path.join(root, "shim")):
         for f in files:
@@ -33,17 +38,48 @@ def scan(root):
         if p.endswith(".h"):
             header[os.path.basename(p)] = p
     incs = {p: INC.findall(open(p, encoding="utf-8", errors="replace").read()) for p in rooms}
-    leaf = {h for h, p in header.items() if not any(os.path.basename(i) in header for i in incs[p])}
-    edges = collections.defaultdict(dict)  # room -> room -> first "file includes header"
+    edges = collections.defaultdict(dict)  # room -> room -> first "file includes header" / "object calls symbol"
     for p, names in incs.items():
         for n in names:
             h = os.path.basename(n)
-            if h not in header or h in leaf:
+            if h not in header:
                 continue
             a, b = rooms[p], rooms[header[h]]
             if a != b:
                 edges[a].setdefault(b, f"{os.path.relpath(p, root)} includes {h}")
+    for a, b, why in calls(root, obj or os.path.join(root, "build", "obj"), set(rooms.values())):
+        edges[a].setdefault(b, why)
     return sorted(set(rooms.values())), edges
+
+
+def nm(path, *flags):
+    out = subprocess.run(["nm", *flags, path], capture_output=True, text=True).stdout
+    return [l.split()[-1] for l in out.splitlines() if l.strip()]
+
+
+def calls(root, obj, known):
+    """(room A, room B, why) for every symbol an object of A needs that an
+    object of B defines."""
+    objs = {}  # object path -> room
+    for d, _, files in os.walk(obj):
+        rel = os.path.relpath(d, obj)
+        room = "compress" if rel == "compress" else rel if rel in known else None
+        if room is None:
+            continue
+        for f in files:
+            if f.endswith(".o"):
+                objs[os.path.join(d, f)] = room
+    where = {}  # symbol -> room defining it
+    for o, room in objs.items():
+        for sym in nm(o, "-g", "--defined-only"):
+            where.setdefault(sym, room)
+    out = []
+    for o, room in sorted(objs.items()):
+        for sym in nm(o, "-u"):
+            b = where.get(sym)
+            if b and b != room:
+                out.append((room, b, f"{os.path.relpath(o, obj)} calls {sym}"))
+    return out
 
 
 def circles(nodes, edges):
@@ -109,7 +145,7 @@ def circles(nodes, edges):
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
-    nodes, edges = scan(root)
+    nodes, edges = scan(root, sys.argv[2] if len(sys.argv) > 2 else None)
     bad = circles(nodes, edges)
     if bad:
         for c in bad:

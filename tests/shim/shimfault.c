@@ -39,7 +39,7 @@
  *   shimfault offcalls    NCCLSHIM_COMPRESS=off: one extra call per communicator
  *
  * Must not: rely on timings, or on anything but documented behaviour of the
- * shim (ncclshim.h, shim/misc/config.def) and of the host NCCL (docs/emulation.md and
+ * shim (ncclshim.h, shim/config/config.def) and of the host NCCL (docs/emulation.md and
  * hostnccl_hooks.h). */
 #include "shimfault_util.h"
 

@@ -15,6 +15,6 @@ else
 fi
 if [ -x "$BIN/ncclshim-envdoc" ]; then
   "$BIN/ncclshim-envdoc" >"$TMPD/env-table.md"
-  check "docs/environment.md's table matches shim/misc/config.def (make env-doc)" \
+  check "docs/environment.md's table matches shim/config/config.def (make env-doc)" \
     python3 "$ROOT/tests/splice.py" "$ROOT/docs/environment.md" env-table "$TMPD/env-table.md" --check
 else not_ok "ncclshim-envdoc was not built"; fi

@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# 07-layers.sh — the shim's rooms (its directories) include each other
-# without a circle (tests/layers/layers.py), so that each layer can be read,
-# and tested, knowing only those below it: the log is told what happened and
-# never calls back, the algorithms sit below the collectives that use them,
-# the core (shim/*.c) below everything that keeps state in a communicator.
-# The checker itself must find a circle: one is made in a copy of the tree.
+# 07-layers.sh — the shim's rooms (its directories) depend on each other,
+# by includes and by calls (the objects' undefined symbols against the
+# symbols other rooms define), without a circle (tests/layers/layers.py; no
+# header is exempt), so that each layer can be read, and tested, knowing only
+# those below it: the log is told what happened and never calls back, the
+# executor sits below the path that uses it, the core (shim/*.c) below
+# everything that keeps state in a communicator. The checker itself must
+# find a circle: one made by an include and one made by a call, each in a
+# copy of the tree.
 source "$(dirname "$0")/../lib.sh"
 L="$ROOT/tests/layers/layers.py"
-check "no include circle between the shim's rooms ($(python3 "$L" "$ROOT" 2>&1 | wc -l) rooms in order)" \
-  python3 "$L" "$ROOT"
-python3 "$L" "$ROOT" | sed 's/^/#   /' >&9
+O="$ROOT/$B/obj"
+check "no circle between the shim's rooms, by includes or calls ($(python3 "$L" "$ROOT" "$O" 2>&1 | wc -l) rooms in order)" \
+  python3 "$L" "$ROOT" "$O"
+python3 "$L" "$ROOT" "$O" | sed 's/^/#   /' >&9
 C="$TMPD/tree"
-mkdir -p "$C" && cp -r "$ROOT/shim" "$ROOT/compress" "$C/"
-printf '#include "comm.h"\n' >>"$C/shim/log/log_trace.c" # the log calling back into the core
-python3 "$L" "$C" >"$TMPD/circle.out" 2>&1
+mkdir -p "$C/obj" && cp -r "$ROOT/shim" "$ROOT/compress" "$C/" && cp -r "$O/shim" "$O/compress" "$C/obj/"
+printf '#include "comm.h"\n' >>"$C/shim/log/log_trace.c" # the log including the core
+python3 "$L" "$C" "$C/obj" >"$TMPD/circle.out" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q '^circle: shim -> shim/log .*shim/log -> shim (shim/log/log_trace.c includes comm.h)' "$TMPD/circle.out" \
-  && ok "the checker finds a circle made in a copy (log_trace.c including comm.h) and names the include" \
-  || { not_ok "the checker missed a circle (exit $rc)"; sed 's/^/#   /' "$TMPD/circle.out"; }
+  && ok "the checker finds a circle made by an include in a copy (log_trace.c including comm.h) and names it" \
+  || { not_ok "the checker missed an include circle (exit $rc)"; sed 's/^/#   /' "$TMPD/circle.out"; }
+cp "$ROOT/shim/log/log_trace.c" "$C/shim/log/log_trace.c"
+# the log calling back into the core: an object of the log room that needs nsc_comm_put
+printf 'void nsc_comm_put(void *c);\nvoid nsc_log_calls_back(void *c) { nsc_comm_put(c); }\n' >"$TMPD/back.c"
+cc -c "$TMPD/back.c" -o "$C/obj/shim/log/back.o"
+python3 "$L" "$C" "$C/obj" >"$TMPD/call.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q '^circle: shim -> shim/log .*shim/log -> shim (shim/log/back.o calls nsc_comm_put)' "$TMPD/call.out" \
+  && ok "the checker finds a circle made by a call in a copy (a log object calling nsc_comm_put) and names it" \
+  || { not_ok "the checker missed a call circle (exit $rc)"; sed 's/^/#   /' "$TMPD/call.out"; }

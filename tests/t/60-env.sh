@@ -13,8 +13,8 @@ unset LD_PRELOAD
 for v in $(compgen -e | grep -E '^NCCL(SHIM)?_'); do unset "$v"; done
 
 # Every NCCLSHIM_* name the shim knows, from its one table.
-sed -n 's/^NSC_CFG(\([a-z0-9_]*\),.*/\1/p' "$ROOT/shim/misc/config.def" | tr '[:lower:]' '[:upper:]' | sed 's/^/NCCLSHIM_/' | sort >"$TMPD/known"
-check "shim/misc/config.def lists NCCLSHIM_COMPRESS (name list is not empty)" grep -qx NCCLSHIM_COMPRESS "$TMPD/known"
+sed -n 's/^NSC_CFG(\([a-z0-9_]*\),.*/\1/p' "$ROOT/shim/config/config.def" | tr '[:lower:]' '[:upper:]' | sed 's/^/NCCLSHIM_/' | sort >"$TMPD/known"
+check "shim/config/config.def lists NCCLSHIM_COMPRESS (name list is not empty)" grep -qx NCCLSHIM_COMPRESS "$TMPD/known"
 
 # ---- presets ------------------------------------------------------------------
 
@@ -38,7 +38,7 @@ for p in "${presets[@]}"; do
   check "preset $n does not set NCCLSHIM_ACCUM_STEPS" bash -c '! grep -qx NCCLSHIM_ACCUM_STEPS "$1"' _ "$TMPD/$n.names"
   # Every name mentioned, commented-out lines included, must be one the shim knows.
   grep -oE 'NCCLSHIM_[A-Z0-9_]+' "$p" | sort -u | comm -23 - "$TMPD/known" >"$TMPD/$n.unknown"
-  check "preset $n names only NCCLSHIM_ variables from shim/misc/config.def" test ! -s "$TMPD/$n.unknown"
+  check "preset $n names only NCCLSHIM_ variables from shim/config/config.def" test ! -s "$TMPD/$n.unknown"
   # Every variable it sets exported, and every one of them left alone when set.
   check "preset $n exports what it sets and keeps every user-set value" env -i PATH="$PATH" bash --norc -c '
     names=$(cat "$2")
@@ -166,7 +166,7 @@ check_grep "tuned file: the measurements, not the launch rule, decide (NCCLSHIM_
 check "tuned file assigns nothing else (never NCCLSHIM_ACCUM_STEPS)" \
   test "$(grep -vc '^#' "$TMPD/tuned.env")" -eq 6
 preset_names "$TMPD/tuned.env" | comm -23 - "$TMPD/known" >"$TMPD/tuned.unknown"
-check "tuned file sets only names from shim/misc/config.def" test ! -s "$TMPD/tuned.unknown"
+check "tuned file sets only names from shim/config/config.def" test ! -s "$TMPD/tuned.unknown"
 ( . "$TMPD/tuned.env"; mpirun_shim 2 "$BIN/allreduce_perf" -b 64K -e 1M -f 4 -n 2 -w 1 -R 1 ) >"$TMPD/tuned.run" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && ! grep -qiE 'invalid|unknown variable' "$TMPD/tuned.run"; then ok "the shim accepts the tuned file: allreduce_perf exit 0, nothing invalid"

@@ -797,7 +797,7 @@ static void policy_types_and_ops(void **state) {
     size_t count = 65536 / es_of((ncclDataType_t)dt);
     for (int op = 0; op <= (int)ncclNumOps; op++) { /* ncclNumOps: the first created (premulsum) op */
       int sum_avg = op == ncclSum || op == ncclAvg;
-      nsc_call c = {count, (ncclDataType_t)dt, (ncclRedOp_t)op, 1, 0, 0};
+      nsc_call c = {.count = count, .dt = (ncclDataType_t)dt, .op = (ncclRedOp_t)op, .has_buffers = 1, .in_group = 0, .capturing = 0};
       assert_int_equal(nsc_policy_accumulable(&cfg, &c), floating && sum_avg);
       c.in_group = 1; /* groups do not matter to accumulation */
       assert_int_equal(nsc_policy_accumulable(&cfg, &c), floating && sum_avg);
@@ -808,7 +808,7 @@ static void policy_types_and_ops(void **state) {
 static void policy_edges(void **state) {
   (void)state;
   nsc_config cfg = cfg_with("NCCLSHIM_ACCUM_STEPS=2");
-  nsc_call c = {16384, ncclFloat32, ncclSum, 1, 0, 0}; /* exactly MIN_BYTES */
+  nsc_call c = {.count = 16384, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .in_group = 0, .capturing = 0}; /* exactly MIN_BYTES */
   assert_true(nsc_policy_accumulable(&cfg, &c));
   c.count = 16383;
   assert_false(nsc_policy_accumulable(&cfg, &c));
@@ -823,26 +823,26 @@ static void policy_edges(void **state) {
   c.count = 8191;
   assert_false(nsc_policy_accumulable(&cfg, &c));
   /* Captured into a CUDA graph: never accumulable, and passed through. */
-  nsc_call cap = {1 << 20, ncclFloat32, ncclSum, 1, 0, 1};
+  nsc_call cap = {.count = 1 << 20, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .in_group = 0, .capturing = 1};
   assert_false(nsc_policy_accumulable(&cfg, &cap));
   assert_int_equal(nsc_policy_transform(&cfg, &cap), NSC_ACT_PASS);
   cap.capturing = 0;
   assert_true(nsc_policy_accumulable(&cfg, &cap));
   /* NULL buffers or count 0: the caller gets plain NCCL's answer. */
-  nsc_call nb = {1 << 20, ncclFloat32, ncclSum, 0, 0, 0};
+  nsc_call nb = {.count = 1 << 20, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 0, .in_group = 0, .capturing = 0};
   assert_false(nsc_policy_accumulable(&cfg, &nb));
-  nsc_call zero = {0, ncclFloat32, ncclSum, 1, 0, 0};
+  nsc_call zero = {.count = 0, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .in_group = 0, .capturing = 0};
   nsc_config cfg0 = cfg_with("NCCLSHIM_MIN_BYTES=0");
   cfg0.accum_steps = 2;
   assert_false(nsc_policy_accumulable(&cfg0, &zero));
   /* The 1-element metric all-reduce and an int32 used-map never count. */
-  nsc_call metric = {1, ncclFloat32, ncclSum, 1, 0, 0};
+  nsc_call metric = {.count = 1, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .in_group = 0, .capturing = 0};
   assert_false(nsc_policy_accumulable(&cfg, &metric));
-  nsc_call used = {1 << 20, ncclInt32, ncclSum, 1, 0, 0};
+  nsc_call used = {.count = 1 << 20, .dt = ncclInt32, .op = ncclSum, .has_buffers = 1, .in_group = 0, .capturing = 0};
   assert_false(nsc_policy_accumulable(&cfg, &used));
   /* K = 1 (the default): nothing is accumulable. */
   nsc_config one = cfg_with("NCCLSHIM_ACCUM_STEPS=1");
-  nsc_call big = {1 << 20, ncclFloat32, ncclSum, 1, 0, 0};
+  nsc_call big = {.count = 1 << 20, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .in_group = 0, .capturing = 0};
   assert_false(nsc_policy_accumulable(&one, &big));
   /* Accumulation does not depend on compression being on. */
   nsc_config off = cfg_with("NCCLSHIM_COMPRESS=off");

@@ -1,4 +1,4 @@
-/* test_config.c — the configuration parser (shim/misc/config.c) as a pure function
+/* test_config.c — the configuration parser (shim/config/config.c) as a pure function
  * of an injected environment: defaults, every kind of bad value, unknown
  * names, and the one-line messages that name variable, value and range.
  * Also the environment table generator (docs/environment.md) and the per-setting hashes. */

@@ -108,7 +108,7 @@ static nsc_config cfg_with(const char *kv) {
 static void policy_which_calls(void **state) {
   (void)state;
   nsc_config c = cfg_with(NULL);
-  nsc_call call = {65536 / 4, ncclFloat32, ncclSum, 1, 0, 0};
+  nsc_call call = {.count = 65536 / 4, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .in_group = 0, .capturing = 0};
   assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_COMPRESS);
   call.op = ncclAvg;
   assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_COMPRESS);
@@ -150,7 +150,7 @@ static void policy_which_calls(void **state) {
 static void policy_accumulable(void **state) {
   (void)state;
   nsc_config k1 = cfg_with(NULL), k4 = cfg_with("NCCLSHIM_ACCUM_STEPS=4");
-  nsc_call call = {1 << 20, ncclFloat32, ncclSum, 1, 0, 0};
+  nsc_call call = {.count = 1 << 20, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .in_group = 0, .capturing = 0};
   assert_false(nsc_policy_accumulable(&k1, &call));
   assert_true(nsc_policy_accumulable(&k4, &call));
   call.capturing = 1; /* a decision would be frozen into the graph */

@@ -293,6 +293,88 @@ static void test_plan_launches(void **state) {
 }
 
 /* Names, for logs and the cost model. */
+
+/* The decision (nsc_decide) as a table: settings, the call's kind and size,
+ * its group depth, capture and the learner's answer -> the plan's algorithm,
+ * whether it settles the staging and whether it waits for the group end.
+ * One node of 4 ranks; launches free unless a row says otherwise. */
+static void test_decide_table(void **state) {
+  (void)state;
+  static const int ids[4] = {1, 1, 1, 1}, two[4] = {1, 1, 2, 2};
+  nsc_topo t = topo_of(ids, 4, 1), t2 = topo_of(two, 4, 1);
+  enum { AR = 0, RS = 1 };
+  static const struct {
+    const char *a, *b, *lb;
+    int rs;
+    size_t arg; /* the count argument (a reduce-scatter's per rank) */
+    int dt, op, in_group, capturing, local, nodes2, hier;
+    int alg, settles, deferred;
+  } rows[] = {
+      /* not compressible: forwarded, nothing settled */
+      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclInt32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclMax, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      /* fp16: the ring below two-phase's threshold (64 KiB per rank at 4 ranks), two phases above */
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_RING, 1, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclAvg, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0},
+      /* in a group: two phases after the group end; below it, fused */
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0},
+      {"NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_FUSE_BYTES=0", "0", AR, 32768, ncclFloat32, ncclSum, 1, 0, 0, 0, 0,
+       NSC_PLAN_RING, 1, 0},
+      /* int8: two phases or untouched (NCCL cannot reduce block-scaled runs), never fused */
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      /* capture: forwarded, nothing settled */
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 1, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      /* the learner's answer: answered locally (staging settled as the call's kind says) */
+      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_PLAN_LOCAL, 0, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_PLAN_LOCAL, 1, 0},
+      /* reduce-scatters: two phases (the whole buffer against MIN_BYTES), deferred in a group */
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 4096, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 16, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      /* two nodes of two ranks, hier adopted: hierarchical from HIER_MIN_BYTES */
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 22, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_PLAN_HIER, 1, 0},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", RS, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 1, 1, NSC_PLAN_HIER, 1, 1},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 16, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_PLAN_TWOPHASE, 1, 0},
+      /* launches priced at 4 MB: a 256 KiB call gains nothing, so it goes untouched (and settles nothing);
+       * in a group it is still fused (one launch for the group's members) */
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+    nsc_config cfg = cfg_lb(rows[i].a, rows[i].b, NULL, rows[i].lb);
+    const nsc_topo *tp = rows[i].nodes2 ? &t2 : &t;
+    nsc_call k = {.count = rows[i].rs ? rows[i].arg * 4 : rows[i].arg, .dt = (ncclDataType_t)rows[i].dt,
+                  .op = (ncclRedOp_t)rows[i].op, .has_buffers = 1, .in_group = rows[i].in_group,
+                  .capturing = rows[i].capturing, .rs = rows[i].rs, .arg = rows[i].arg};
+    nsc_agreed ag = {tp, rows[i].hier, 0};
+    nsc_plan p;
+    nsc_decide(&p, &cfg, &k, &ag, rows[i].local);
+    if ((int)p.alg != rows[i].alg || p.settles != rows[i].settles || p.deferred != rows[i].deferred)
+      fail_msg("row %zu (%s %s lb=%s %s %zu%s%s%s): %s settles %d deferred %d; want %s %d %d (%s)", i, rows[i].a,
+               rows[i].b ? rows[i].b : "", rows[i].lb, rows[i].rs ? "rs" : "ar", rows[i].arg,
+               rows[i].in_group ? " grouped" : "", rows[i].capturing ? " captured" : "",
+               rows[i].local ? " local" : "", nsc_plan_alg_name(p.alg), p.settles, p.deferred,
+               nsc_plan_alg_name((nsc_plan_alg)rows[i].alg), rows[i].settles, rows[i].deferred, p.why ? p.why : "");
+    /* the layout of its two-phase step is the plan's, made with it */
+    if (p.alg == NSC_PLAN_TWOPHASE) {
+      assert_int_equal(p.tp.n, 4);
+      assert_int_equal(p.tp.rank, 1);
+      assert_true(p.staging >= nsc_tp_staging_bytes(&p.tp, rows[i].rs));
+    }
+    if (p.alg == NSC_PLAN_HIER) assert_int_equal(p.tp.n, 2); /* between the two nodes */
+    if (p.alg == NSC_PLAN_PLAIN) assert_int_equal(p.launches, 1);
+  }
+  nsc_topo_free(&t);
+  nsc_topo_free(&t2);
+}
+
 static void test_plan_names(void **state) {
   (void)state;
   assert_string_equal(nsc_plan_alg_name(NSC_PLAN_HIER), "hier");
@@ -308,6 +390,7 @@ int main(void) {
       cmocka_unit_test(test_plan_hier_min_bytes),
       cmocka_unit_test(test_plan_hier_reducescatter),
       cmocka_unit_test(test_plan_launches),
+      cmocka_unit_test(test_decide_table),
       cmocka_unit_test(test_plan_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,16 +1,6 @@
 /* names.c — see names.h. */
 #include "names.h"
 
-size_t nsc_dtype_size(ncclDataType_t dt) {
-  switch (dt) {
-  case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-  case ncclFloat16: case ncclBfloat16: return 2;
-  case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-  case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-  default: return 0;
-  }
-}
-
 const char *nsc_dtype_name(ncclDataType_t dt) {
   static const char *n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
                             "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};

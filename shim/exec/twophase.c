@@ -41,13 +41,13 @@
  * communicator is polled only until the shim's own group is enqueued). */
 #include <string.h>
 
-#include "algo.h"
 #include "comm.h"
+#include "exec.h"
 #include "core.h"
 #include "msg.h"
 #include "policy.h"
 #include "real.h"
-#include "run.h"
+#include "staging.h"
 #include "tp_plan.h"
 
 /* One group for piece k: to every peer j send its bytes from the send
@@ -72,11 +72,7 @@ static ncclResult_t exchange(nsc_comm *c, const nsc_tp_plan *p, int k, const uin
   ncclResult_t e = nsc_real.GroupEnd(); /* always closed, also after a failed member */
   NSC_COUNT(real_calls, 2 * (p->n - 1));
   if (NSC_OK(res)) res = e;
-  if (res == ncclInProgress) {
-    c->nonblocking = 1;
-    res = nsc_wait_nonblocking(c->comm);
-  }
-  return res;
+  return nsc_enqueued(c, c->comm, res);
 }
 
 /* Phase 2 of a piece as one in-place ncclAllGather of `slot` bytes per rank
@@ -85,11 +81,7 @@ static ncclResult_t exchange(nsc_comm *c, const nsc_tp_plan *p, int k, const uin
 static ncclResult_t gather(nsc_comm *c, uint8_t *base, int rank, size_t slot, cudaStream_t s) {
   ncclResult_t res = nsc_real.AllGather(base + (size_t)rank * slot, base, slot, ncclUint8, c->comm, s);
   NSC_COUNT(real_calls, 1);
-  if (res == ncclInProgress) {
-    c->nonblocking = 1;
-    res = nsc_wait_nonblocking(c->comm);
-  }
-  return res;
+  return nsc_enqueued(c, c->comm, res);
 }
 
 /* The poisoned path: no staging on this rank. Every message its peers expect
@@ -105,19 +97,15 @@ static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_pl
                              size_t recv_bytes, int rs, cudaStream_t s) {
   int r = p->rank;
   ncclResult_t res = ncclSuccess;
-#define FIRST(x)                                  \
-  do {                                            \
-    ncclResult_t x_ = (x);                        \
-    if (NSC_OK(res) && !NSC_OK(x_)) res = x_;     \
-  } while (0)
-  be->fill_ones((nsc_stream)s, recv, recv_bytes);
+#define FIRST(x) NSC_FIRST(res, x)
+  nsc_poison(be, (nsc_stream)s, recv, recv_bytes);
   for (int phase = 0; phase < (rs ? 1 : 2); phase++)
     for (int k = 0; k < p->npieces; k++)
       for (int dir = 0; dir < 2; dir++) {
         if (phase == 1 && p->gather) { /* the same gather as the peers', of n slots in recvbuff (tp_plan.h) */
           if (dir == 1) continue;
           FIRST(gather(c, recv, r, p->slot, s));
-          be->fill_ones((nsc_stream)s, recv, recv_bytes);
+          nsc_poison(be, (nsc_stream)s, recv, recv_bytes);
           continue;
         }
         ncclResult_t gs = nsc_real.GroupStart();
@@ -131,10 +119,9 @@ static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_pl
         }
         ncclResult_t e = NSC_OK(gs) ? nsc_real.GroupEnd() : ncclSuccess;
         NSC_COUNT(real_calls, p->n - 1);
-        if (e == ncclInProgress) e = nsc_wait_nonblocking(c->comm);
-        FIRST(e);
+        FIRST(nsc_enqueued(c, c->comm, e));
         /* what was received is never sent on: all 0xff again */
-        if (dir == 1) be->fill_ones((nsc_stream)s, recv, recv_bytes);
+        if (dir == 1) nsc_poison(be, (nsc_stream)s, recv, recv_bytes);
       }
 #undef FIRST
   nsc_warn("rank %d could not stage a two-phase %s: it sent NaN and fails this call (its real calls returned %d)",
@@ -224,20 +211,18 @@ static void exchanged(lanes *l, ncclResult_t *res, ncclResult_t e) {
   l->bad = 1;
 }
 
-ncclResult_t nsc_twophase_poisoned(nsc_comm *c, const nsc_backend *be, float *recv, size_t count, int rs,
-                                   cudaStream_t s, const void *ef_send) {
-  nsc_tp_plan p;
-  nsc_tp_plan_init(&p, &nsc_g.cfg, c->nranks, c->rank, count, rs, c->host_rule);
-  nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, &p, ef_send, recv, count, rs); /* its place in the sequence */
+ncclResult_t nsc_twophase_poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *tp, float *recv,
+                                   size_t count, int rs, cudaStream_t s, const void *ef_send) {
+  nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, tp, ef_send, recv, count, rs); /* its place in the sequence */
   if (ef) ef->have = 0;
-  return poisoned(c, be, &p, recv, 4 * count, rs, s);
+  return poisoned(c, be, tp, recv, 4 * count, rs, s);
 }
 
-ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float *send, float *recv, size_t count,
-                                ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq, const void *ef_send) {
+ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *tp, const float *send,
+                                float *recv, size_t count, ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq,
+                                const void *ef_send) {
   const nsc_config *cfg = &nsc_g.cfg;
-  nsc_tp_plan p;
-  nsc_tp_plan_init(&p, cfg, c->nranks, c->rank, count, rs, c->host_rule);
+  const nsc_tp_plan p = *tp; /* the plan's layout on this rank's group (made once, by the decision) */
   int n = p.n, r = p.rank, np = p.npieces;
   nsc_stream st = (nsc_stream)s;
   size_t enc_bytes = 0;
@@ -246,20 +231,20 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float 
   /* before staging: a call that fails here still takes its place in the sequence */
   nsc_ef_slot *ef = ef_slot(c, be, st, &p, ef_send, recv, count, rs);
   ncclResult_t res = ncclSuccess;
-  switch (nsc_get_staging(c, be, s, nsc_tp_staging_bytes(&p, rs), rs ? "a reduce-scatter" : "an all-reduce", &stage)) {
+  switch (nsc_get_staging(c, be, st, nsc_tp_staging_bytes(&p, rs), rs ? "a reduce-scatter" : "an all-reduce", &stage)) {
   case NSC_STAGE_REFUSED: return ncclInvalidUsage; /* the limit: the same on every rank, nothing issued anywhere */
   case NSC_STAGE_PLAIN: /* no room in the agreed block: fp32 on every rank, nothing of this call's to feed back */
     if (ef) ef->have = 0;
     nsc_ef_used(ef, st);
-    return nsc_forward_plain(c, send, recv, count, op, s, rs);
+    return nsc_forward(c, rs, send, recv, count, ncclFloat32, op, s, NSC_ACT_PASS);
   case NSC_STAGE_POISON: return poisoned(c, be, &p, recv, 4 * count, rs, s);
   default: break;
   }
 
   nsc_rec rec;
-  nsc_rec_init_kind(&rec, NSC_KIND_TWOPHASE | (rs ? NSC_KIND_REDUCESCATTER : 0), c, NSC_ACT_COMPRESS, p.count, ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, s);
+  nsc_rec_start(&rec, NSC_KIND_TWOPHASE | (rs ? NSC_KIND_REDUCESCATTER : 0), seq, NSC_ACT_COMPRESS, p.count,
+                ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, st, 0);
   rec.wire_bytes = enc_bytes;
-  rec.seq = seq;
   if (!c->internal) { /* hier's stage between nodes: counted and logged as the whole call (hier.c) */
     nsc_count_call(NSC_ACT_COMPRESS, p.count * 4, enc_bytes, 0);
     NSC_COUNT(twophase, 1);
@@ -291,8 +276,8 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float 
       bad |= be->fmt_encode_opt(L.side, p.fmt, p.block, send + off, dst, len, down, &o) != 0;
     }
     if (bad) { /* every message of this piece NaN */
-      be->fill_ones(L.side, enc + nsc_tp_slot(&p, 0, k), (size_t)n * p.slot);
-      be->fill_ones(L.side, in + nsc_tp_slot(&p, r, k), p.slot);
+      nsc_poison(be, L.side, enc + nsc_tp_slot(&p, 0, k), (size_t)n * p.slot);
+      nsc_poison(be, L.side, in + nsc_tp_slot(&p, r, k), p.slot);
       L.bad = 1;
     }
     point_take(&L, L.side, &em[k]);
@@ -314,7 +299,7 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const float 
       enc_opt(&o, c, seq, ef, ef ? ef->out + (off - roff) : NULL, 2u * (uint32_t)r + 1u + runs * (uint32_t)k);
       if (be->fmt_encode_opt(L.side, p.fmt, p.block, a, g, len, 1.0f, &o) || L.bad) {
         L.bad = 1; /* this rank's chunk goes out NaN: nobody keeps a wrong value */
-        be->fill_ones(L.side, g, p.slot);
+        nsc_poison(be, L.side, g, p.slot);
       }
     }
     point_take(&L, L.side, &dm[k]);
@@ -346,7 +331,7 @@ out:
   }
   if (ef) ef->have = NSC_OK(res) && !L.bad; /* a failed call leaves no residuals to carry */
   nsc_ef_used(ef, st); /* after the join: the side stream's encodes are behind st */
-  if (L.bad) be->fill_ones(st, recv, 4 * count); /* a failed cast or exchange: NaN, never a wrong value */
+  if (L.bad) nsc_poison(be, st, recv, 4 * count); /* a failed cast or exchange: NaN, never a wrong value */
   if (NSC_OK(res) && L.bad) {
     nsc_warn("two-phase %s: a cast on rank %d failed (%s); its result is NaN", rs ? "reduce-scatter" : "all-reduce",
              r, nsc_backend_error());
@@ -354,9 +339,14 @@ out:
   }
   nsc_log_mark(&rec, NSC_MARK_COLL);
   nsc_log_mark(&rec, NSC_MARK_END);
-  nsc_staging_done_on(c, s);
+  nsc_staging_done_on(c, st);
   rec.result = res;
   if (NSC_OK(res) && !c->internal) nsc_log_commit(&c->log, &rec);
   else nsc_log_discard(&rec);
   return res;
+}
+
+ncclResult_t nsc_twophase_run(nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p) {
+  if (p->deferred) return nsc_exec_defer(c, be, k, p);
+  return nsc_twophase_keyed(c, be, &p->tp, k->send, k->recv, k->arg, k->op, k->stream, k->rs, c->seq, k->send);
 }

@@ -15,17 +15,32 @@
  * itself joins the streams of one group. A local failure (a cast, a join,
  * host memory) poisons the bucket: the same collective is issued on NaN.
  * A bucket's wire buffer comes from the communicator's agreed staging block
- * (backend/staging.h); one that does not fit is forwarded member by member
+ * (staging/staging.h); one that does not fit is forwarded member by member
  * in fp32, alike on every rank, and the block grows after the group. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
 #include "core.h"
+#include "exec.h"
 #include "msg.h"
 #include "policy.h"
 #include "real.h"
-#include "coll.h"
+#include "staging.h"
+
+ncclResult_t nsc_fuse_queue(nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p) {
+  (void)p;
+  nsc_work *w = nsc_work_new(NSC_W_FUSE, c);
+  if (!w) return ncclSystemError; /* same on every rank only by luck: say so loudly */
+  w->be = be;
+  w->stream = (nsc_stream)k->stream;
+  w->op = k->op;
+  w->src = k->send;
+  w->dst = k->recv;
+  w->count = k->arg;
+  nsc_group_defer(w);
+  return ncclSuccess;
+}
 
 static int same_key(const nsc_work *a, const nsc_work *b) {
   return a->c == b->c && a->op == b->op && a->be == b->be;
@@ -34,7 +49,7 @@ static int same_key(const nsc_work *a, const nsc_work *b) {
 static void forward_members(nsc_work *m, ncclResult_t *r) {
   nsc_group_enter(); /* still inside the real group: the log must not time these */
   for (; m; m = m->bnext) {
-    ncclResult_t rr = nsc_forward(m->c, m->src, m->dst, m->count, ncclFloat32, m->op, (cudaStream_t)m->stream,
+    ncclResult_t rr = nsc_forward(m->c, 0, m->src, m->dst, m->count, ncclFloat32, m->op, (cudaStream_t)m->stream,
                                   NSC_ACT_PASS);
     if (*r == ncclSuccess && !NSC_OK(rr)) *r = rr;
   }
@@ -51,11 +66,11 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
     forward_members(m0, &r);
     return r;
   }
-  nsc_work *w = nsc_work_new(NSC_W_CASTBACK, c);
+  nsc_work *w = nsc_castback_new(c);
   nsc_seg *segs = nsc_coll_calloc((size_t)n, sizeof *segs);
   nsc_stream *joins = nsc_coll_calloc((size_t)n, sizeof *joins);
   void *stage = NULL;
-  int rc = nsc_staging_take_comm(c, be, (cudaStream_t)home, T * 2, &stage);
+  int rc = nsc_staging_take_comm(c, be, home, T * 2, &stage);
   if (rc < 0) {
     /* Not (yet) agreed space for this fused buffer: forwarded in fp32 this
      * time, alike on every rank; the block grows after the group. */
@@ -85,13 +100,13 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
   if (bad) {
     nsc_warn("fusion: a fused collective could not be prepared on rank %d (%s); it contributes NaN and fails "
              "the group's members", c->rank, nsc_backend_error());
-    be->fill_ones(home, stage, T * 2);
+    nsc_poison(be, home, stage, T * 2);
   }
   NSC_COUNT(fused, (uint64_t)n);
   NSC_COUNT(logical_bytes, T * 4);
   NSC_COUNT(wire_bytes, T * 2);
   if (!w || !segs || !joins) { /* no item to carry the cast-back: NaN now, the same collective all the same */
-    for (nsc_work *m = m0; m; m = m->bnext) be->fill_ones(home, m->dst, m->count * 4);
+    for (nsc_work *m = m0; m; m = m->bnext) nsc_poison(be, home, m->dst, m->count * 4);
     free(segs);
     free(joins);
     if (w) nsc_work_drop(w);

@@ -1,6 +1,15 @@
-/* staging.h — a communicator's staging: one block of memory whose size every
- * rank agreed on, from which every compressed call takes its wire buffers
- * (fused groups, single calls, two-phase and hierarchical stages).
+/* staging.h — the staging room: a communicator's staging, one block of
+ * memory whose size every rank agreed on, from which every compressed call
+ * takes its wire buffers (fused groups, single calls, two-phase and
+ * hierarchical stages); the limit NCCLSHIM_MAX_STAGING_BYTES; the settles
+ * after a call or group, and the agreement by which the block grows.
+ *
+ * Two levels: the block (nsc_staging, staging.c's first half: memory, takes,
+ * release points; no NCCL, unit-tested alone) and, on top, what a
+ * communicator's calls use (nsc_stage_*, nsc_get_staging, ...: the block of
+ * the communicator's own or its parent's, the user group's needs against the
+ * limit, parked work moved off the block; settle.c: the settles and the
+ * growth agreement, which issue the shim's own exchanges).
  *
  * Issue 23, defect 3: memory is allocated only at points every rank reaches
  * together — the communicator's first call (its configuration check) and
@@ -28,9 +37,8 @@
  * be destroyed by then). CU_STREAM_PER_THREAD is a different stream on
  * every thread: it is told apart by the calling thread too.
  *
- * NCCLSHIM_MAX_STAGING_BYTES is not decided here (nsc_staging_refused in
- * coll/allreduce.c refuses a call beyond it on every rank); here it caps
- * how far the block grows.
+ * NCCLSHIM_MAX_STAGING_BYTES refuses a call beyond it on every rank
+ * (nsc_staging_refused, below) and caps how far the block grows.
  *
  * Locking: a spin lock for field updates (never held across a backend call)
  * and one that serialises moves of the release point (backend event calls,
@@ -41,6 +49,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <nccl.h>
 
 #include "backend.h"
 
@@ -169,5 +179,80 @@ void nsc_staging_release(nsc_staging *st);
 /* Testing: make the n-th allocation of this process fail, and the t-th
  * take fail to wait for the block's earlier use (0 = never). */
 void nsc_staging_fault_at(long long n, long long t);
+
+/* ---- a communicator's staging ------------------------------------------------ */
+
+struct nsc_comm;
+struct nsc_work;
+
+/* What the staging room keeps in a communicator entry (comm.h's stage_mem). */
+typedef struct {
+  nsc_staging block;       /* the agreed block (a sub-communicator uses its parent's) */
+  uint64_t gid;            /* the user group whose compressed members took gneed */
+  size_t gneed;            /* ... bytes of staging so far (agreed: the group's calls) */
+  uint64_t settle_gid;     /* the user group after which it is settled (settle.c) */
+  struct nsc_comm *settle_next; /* ... the calling thread's list of them */
+  const nsc_backend *settle_be; /* ... and a call's memory kind and stream in that group */
+  nsc_stream settle_stream;
+  nsc_staging_agreement agreement; /* how the block grows (settle.c) */
+  /* The one growth agreement in flight (settle.c's private struct): never
+   * allocated, so that starting it cannot fail on one rank alone. */
+  _Alignas(16) unsigned char agree_mem[320];
+} nsc_stage;
+nsc_stage *nsc_stage_of(struct nsc_comm *c);
+/* Before anything of c's staging may allocate or take: the settings' fault
+ * points (NCCLSHIM_FAULT_ALLOC, _STAGE) are read (once per process), and
+ * the owner's entry frees its block when it goes (comm.h's drop_stage). */
+void nsc_stage_arm(struct nsc_comm *c);
+
+/* Staging of `bytes` for one compressed call on stream s of c (`what` names
+ * it in messages), from its agreed block: NSC_STAGE_OK; NSC_STAGE_REFUSED
+ * (beyond NCCLSHIM_MAX_STAGING_BYTES for this call and its user group's
+ * earlier compressed calls: ncclInvalidUsage on every rank, message noted);
+ * NSC_STAGE_PLAIN (the agreed block has no room: the call is forwarded in
+ * fp32 on every rank); NSC_STAGE_POISON (handed out, but this rank cannot
+ * use it: it must still issue every call, poisoned). The limit is decided
+ * from what every rank agrees on: the call's own need (count, rank count,
+ * settings) plus, inside a user group, the needs of the group's compressed
+ * calls on this communicator before it — never from streams or from
+ * regions still live on this rank (issue 26). */
+enum { NSC_STAGE_OK, NSC_STAGE_REFUSED, NSC_STAGE_PLAIN, NSC_STAGE_POISON };
+int nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, nsc_stream s, size_t bytes, const char *what,
+                    void **p);
+/* The limit alone, nothing reserved: ncclInvalidUsage (with the message)
+ * where nsc_get_staging would refuse `bytes` now, else ncclSuccess. */
+ncclResult_t nsc_staging_refused(struct nsc_comm *c, size_t bytes, const char *what);
+/* The take alone (no limit): 0, -1 (no room), 1 (poison); fusion's. */
+int nsc_staging_take_comm(struct nsc_comm *c, const nsc_backend *be, nsc_stream s, size_t bytes, void **p);
+/* Whether takes of `bytes` in all fit c's block now (a call of several
+ * pieces decides once; when not, it is forwarded in fp32 and the block grows). */
+int nsc_staging_room(struct nsc_comm *c, const nsc_backend *be, nsc_stream s, size_t bytes);
+/* A region of c's staging is no longer read after what is enqueued on s. */
+void nsc_staging_done_on(struct nsc_comm *c, nsc_stream s);
+/* The check (coll/check.c): c's initial block of `bytes` on s (1: this rank
+ * got it), then what every rank agreed (ok: all got it). */
+int nsc_stage_reserve(struct nsc_comm *c, const nsc_backend *be, nsc_stream s, size_t bytes);
+void nsc_stage_agreed(struct nsc_comm *c, const nsc_backend *be, nsc_stream s, int ok);
+/* A captured call on c: an agreement of the shim's own still in flight is
+ * finished first (nothing of ours may run when the graph's collectives are
+ * launched; capture is alike on every rank). */
+void nsc_stage_before_capture(struct nsc_comm *c, nsc_stream s);
+
+/* settle.c: after a call outside any group that could take staging, and
+ * after the outermost group end (whatever it answered) for every
+ * communicator whose calls in the group could: reset the block's per-group
+ * counts, apply the growth agreed at the previous settle, and, when a take
+ * did not fit, start the agreement on a bigger block (applied at the next
+ * settle; the same on every rank: it depends on the call sequence only). */
+void nsc_staging_settle_comm(struct nsc_comm *c, nsc_stream s); /* s: the call's (alive) */
+/* Inside a user group: c's staging is settled after the outermost group end,
+ * after the group's other work on c (be, s: a call of c's in the group).
+ * nsc_staging_settle_items() turns the noted communicators into
+ * NSC_W_SETTLE work items (run with the rest of the group's after-work, per
+ * device); nsc_staging_settle_group() settles those no item could be made
+ * for. */
+void nsc_staging_note(struct nsc_comm *c, const nsc_backend *be, nsc_stream s);
+struct nsc_work *nsc_staging_settle_items(void);
+void nsc_staging_settle_group(void);
 
 #endif

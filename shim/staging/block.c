@@ -1,6 +1,8 @@
-/* staging.c — see staging.h. Memory comes from the backend (stream-ordered
- * allocation on a GPU, malloc on the host); nothing here touches NCCL: the
- * agreements are the caller's (coll/check.c).
+/* block.c — the staging block (staging.h, its first half): memory from the
+ * backend (stream-ordered allocation on a GPU, malloc on the host), takes,
+ * release points, the mechanics of growth. Nothing here knows a
+ * communicator or issues a collective: the agreements are settle.c's and
+ * the check's (coll/check.c), handed in as an nsc_staging_agreement.
  *
  * Every change of a field happens under the staging's spin lock; the
  * backend's alloc and release run outside it: a block to free is detached
@@ -13,7 +15,9 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#define ALIGN 256
+#include "plan.h"
+
+#define ALIGN NSC_STAGING_ALIGN /* plan.h: plans count staging as the block hands it out */
 #define PER_THREAD_STREAM ((nsc_stream)0x2) /* CU_STREAM_PER_THREAD / cudaStreamPerThread */
 
 static long long fault_n, fault_t;

@@ -21,19 +21,12 @@
 #include "core.h"
 #include "msg.h"
 #include "real.h"
-#include "run.h"
+#include "plan.h"
 
 int nsc_hier_wanted(const nsc_comm *c, const char **why) {
-  const nsc_config *cfg = &nsc_g.cfg;
   const nsc_topo *t = &c->topo;
-  *why = "";
-  if (cfg->algo != NSC_ALGO_HIER && cfg->algo != NSC_ALGO_AUTO) return 0; /* auto: hier wherever the map allows */
-  if (cfg->compress == NSC_COMPRESS_OFF) *why = "compression is off";
-  else if (c->untouched) *why = "a rank cannot run the kernels";
-  else if (t->nnodes < 2) *why = "the communicator is on one node";
-  else if (t->min_local != t->max_local) *why = "its nodes hold different numbers of its ranks";
-  else if (t->max_local < 2) *why = "every rank is alone on its node";
-  else if (!nsc_real.CommSplit || !nsc_real.ReduceScatter || !nsc_real.AllGather || (!t->contiguous && !nsc_real.Reduce))
+  if (!nsc_plan_hier_wanted(&nsc_g.cfg, t, c->untouched, why)) return 0; /* the settings and the map (plan.c) */
+  if (!nsc_real.CommSplit || !nsc_real.ReduceScatter || !nsc_real.AllGather || (!t->contiguous && !nsc_real.Reduce))
     *why = "this NCCL lacks ncclCommSplit, ncclReduceScatter, ncclAllGather or (nodes of non-consecutive ranks) ncclReduce";
   return !**why;
 }

@@ -1,19 +1,22 @@
-/* group.h — per-thread group depth and the work that must wait for the
- * outermost ncclGroupEnd (cast-backs, fused collectives, configuration checks)
- * or, on nonblocking communicators, for ncclCommGetAsyncError to report
- * completion.
+/* queue.h — the queue room: per-thread group depth and the work that must
+ * wait for the outermost ncclGroupEnd (cast-backs, fused collectives,
+ * configuration checks, grouped two-phase plans) or, on nonblocking
+ * communicators, for ncclCommGetAsyncError to report completion. Items are
+ * data: what running one does is the executor's (exec/), told through the
+ * item's `run`; this room only keeps, orders, runs and frees them.
  *
  * Inside a group NCCL enqueues nothing until the outermost group end, so a
  * cast-back enqueued earlier would run before its collective. Work items are
  * run in the order they were queued; if the group end fails they are dropped
  * (staging returned, nothing enqueued) and the error is returned unchanged. */
-#ifndef NSC_GROUP_H
-#define NSC_GROUP_H
+#ifndef NSC_QUEUE_H
+#define NSC_QUEUE_H
 
 #include <nccl.h>
 
 #include "backend.h"
 #include "log.h"
+#include "plan.h"
 
 struct nsc_comm;
 
@@ -22,12 +25,16 @@ typedef enum {
   NSC_W_FUSE,     /* an fp32 member waiting to be packed at group end */
   NSC_W_CHECK,    /* a communicator first seen in this group: check it after */
   NSC_W_AGREE,    /* accumulation: issue an agreement after this group */
-  NSC_W_TWOPHASE, /* a two-phase all-reduce or reduce-scatter: run after the real group end */
+  NSC_W_TWOPHASE, /* a two-phase or hierarchical plan of a grouped call: run after the real group end */
   NSC_W_SETTLE,   /* a communicator's staging settle (its agreements), after the group's other work */
 } nsc_work_kind;
 
 typedef struct nsc_work {
   nsc_work_kind kind;
+  /* What running the item does, set by the room that made it (exec/: a
+   * cast-back); NULL: nothing but freeing it (the other kinds are run by
+   * the group end, coll/lifecycle.c). */
+  ncclResult_t (*run)(struct nsc_work *);
   struct nsc_comm *c;       /* holds a reference */
   const nsc_backend *be;
   nsc_stream stream;
@@ -39,8 +46,8 @@ typedef struct nsc_work {
   int fail_late;            /* poisoned after its call had answered (a parked cast-back whose
                              * fusion block was lost): it fails when it runs, at the poll */
   void *own;                /* a buffer of the item's own, released on its stream when it ends */
-  const float *src;         /* FUSE: member's sendbuff */
-  float *dst;               /* CASTBACK: recvbuff; FUSE: member's recvbuff */
+  const float *src;         /* FUSE, TWOPHASE: the call's sendbuff */
+  float *dst;               /* CASTBACK, TWOPHASE: recvbuff; FUSE: member's recvbuff */
   size_t count;
   float scale;
   nsc_seg *segs;            /* CASTBACK of a fused collective */
@@ -51,11 +58,9 @@ typedef struct nsc_work {
   uint64_t pseq;            /* order in the communicator's parked list */
   int done;                 /* fuse_flush: already in a bucket */
   struct nsc_work *bnext;   /* fuse_flush: next member of the same bucket */
-  /* TWOPHASE (a two-phase member of a user group, run after its real end) */
-  int rs;                   /* 1: a reduce-scatter (count per rank) */
+  /* TWOPHASE (a two-phase call of a user group, run after its real end) */
   uint64_t seq;             /* the call's number on its communicator, taken when it was made */
-  const float *tsend;
-  float *trecv;
+  nsc_plan plan;            /* its plan, made when it was called (made once) */
   struct nsc_work *next;
 } nsc_work;
 
@@ -87,13 +92,6 @@ static inline void nsc_group_note(ncclComm_t comm) {
 }
 int nsc_group_comms(ncclComm_t *out);
 
-/* A two-phase all-reduce (rs = 0) or reduce-scatter (rs = 1, count per
- * rank) called inside a user's group: its second phase needs the first
- * phase's data, and nothing of a group runs before the outermost end, so the
- * whole call is issued right after the real group end (lifecycle.c), in the
- * order it was queued, on its own stream, by every rank alike. */
-ncclResult_t nsc_twophase_defer(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv,
-                                size_t count, ncclRedOp_t op, nsc_stream s, int rs);
 /* Queue work for the outermost group end of this thread. */
 void nsc_group_defer(nsc_work *w);
 /* Take this thread's queued work (in order) and clear the queue. */
@@ -113,8 +111,8 @@ void nsc_coll_free(void *p);
  * NCCLSHIM_FAULT_HOST_ALLOC (the N-th call fails; tests). */
 void *nsc_coll_calloc(size_t n, size_t size);
 nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c);
-/* Run a CASTBACK (enqueue the cast, or the NaN fill of a poisoned item,
- * release staging, commit the record). */
+/* Run an item (its `run`: a CASTBACK enqueues its cast, or the NaN fill of
+ * a poisoned item, releases its staging, commits its record) and free it. */
 ncclResult_t nsc_work_run(nsc_work *w);
 /* Drop one item: staging returned, record discarded, reference released. */
 void nsc_work_drop(nsc_work *w);

@@ -1,7 +1,7 @@
 /* group.c — see group.h. Per-thread state lives in thread-locals; parked work
  * of nonblocking communicators lives in the communicator entry under its lock
  * (never held while calling NCCL or enqueuing casts). */
-#include "group.h"
+#include "queue.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,6 @@
 #include "comm.h"
 #include "core.h"
 #include "msg.h"
-#include "run.h"
 
 __thread int nsc_gdepth;
 __thread uint64_t nsc_gid; /* the outermost group this thread is in */
@@ -104,55 +103,9 @@ static void work_free(nsc_work *w) {
 }
 
 ncclResult_t nsc_work_run(nsc_work *w) {
-  ncclResult_t r = ncclSuccess;
-  if (w->kind == NSC_W_CASTBACK) {
-    nsc_log_mark(&w->rec, NSC_MARK_COLL); /* the collective is enqueued by now */
-    int rc = 0;
-    if (w->poison) /* the error was returned by the call itself */
-      for (int i = 0; i < (w->segs ? w->nseg : 1); i++)
-        rc |= w->be->fill_ones(w->stream, w->segs ? w->segs[i].dst : w->dst, 4 * (w->segs ? w->segs[i].count : w->count));
-    else
-      rc = w->segs ? w->be->seg_from_wire(w->stream, w->wire, w->segs, w->nseg, w->wirebuf, w->scale)
-                   : w->be->from_wire(w->stream, w->wire, w->wirebuf, w->dst, w->count, w->scale);
-    for (int j = 0; j < w->njoin; j++) rc |= w->be->join(w->joins[j], w->stream);
-    if (rc) {
-      nsc_warn("cast back from the wire type failed: %s", nsc_backend_error());
-      r = ncclSystemError;
-    }
-    if (w->fail_late) r = ncclSystemError; /* the call answered before it was poisoned */
-    nsc_log_mark(&w->rec, NSC_MARK_END);
-    if (w->c && w->wirebuf) { /* backend calls: not under the lock */
-      nsc_staging_done_on(w->c, (cudaStream_t)w->stream);
-      w->wirebuf = NULL;
-      __atomic_sub_fetch(&w->c->wire_out, 1, __ATOMIC_ACQ_REL);
-    }
-    if (w->c) {
-      w->rec.result = w->poison ? ncclSystemError : r;
-      nsc_log_commit(&w->c->log, &w->rec);
-    }
-  }
+  ncclResult_t r = w->run ? w->run(w) : ncclSuccess;
   work_free(w);
   return r;
-}
-
-ncclResult_t nsc_twophase_defer(struct nsc_comm *c, const nsc_backend *be, const float *send, float *recv,
-                                size_t count, ncclRedOp_t op, nsc_stream s, int rs) {
-  nsc_work *w = nsc_work_new(NSC_W_TWOPHASE, c);
-  if (!w) { /* heap and reserve exhausted at once: the peers' group issues it, this one cannot */
-    nsc_warn("out of host memory on rank %d for a grouped two-phase call on communicator %p: its peers will wait "
-             "for it", c->rank, (void *)c->comm);
-    return ncclSystemError;
-  }
-  w->be = be;
-  w->stream = s;
-  w->op = op;
-  w->tsend = send;
-  w->trecv = recv;
-  w->count = count;
-  w->rs = rs;
-  w->seq = c->seq;
-  nsc_group_defer(w);
-  return ncclSuccess;
 }
 
 void nsc_work_hold_wire(nsc_work *w, void *p) {
