@@ -8,6 +8,8 @@
 #   make env-doc    regenerate docs/environment.md's table from shim/config/config.def
 #   make gpu-check  on a machine with a GPU (pip PyTorch, toolkit optional): driver, kernels and
 #                   their bandwidth, PyTorch's NCCL with and without the shim, DDP (tests/gpu/check.sh)
+#   make gpu-bench  right after gpu-check: all-reduces and a DDP step with and without the shim, every
+#                   format and preset, 2 and 4 ranks sharing the GPU, one table with the goals (tests/gpu/bench.sh)
 #
 # Each directory contributes a module.mk; this file holds only what they share.
 
@@ -68,7 +70,7 @@ LDFLAGS_BASE := $(SANFLAGS)
 HAVE_NVCC := $(if $(NVCC),1,)
 HAVE_NCCL_H := $(if $(wildcard $(NCCL_HOME)/include/nccl.h),1,)
 
-.PHONY: all deps demo test test-san test-build env-doc gpu-check clean
+.PHONY: all deps demo test test-san test-build env-doc gpu-check gpu-bench clean
 all:
 
 # Fragments: the shim and its numeric core first (others name SHIM_LIB), then
@@ -127,6 +129,11 @@ TEST_BINS += $(B)/bin/ncclshim-envdoc
 # Open MPI, and check.sh builds the MPI benchmark only where mpicc exists.
 gpu-check: $(SHIM_LIB)
 	@B=$(B) ./tests/gpu/check.sh
+
+# The GPU numbers (tests/gpu/bench.sh): the shim, the host NCCL (for
+# --emulate) and PyTorch; about 4 minutes on one GPU.
+gpu-bench: $(SHIM_LIB)
+	@B=$(B) ./tests/gpu/bench.sh
 
 clean:
 	rm -rf build build-san

@@ -81,7 +81,7 @@ typedef struct nsc_comm {
   int ended;               /* destroyed or aborted: nothing more is issued on it */
   nsc_comm_log log;
   pthread_mutex_t lock;    /* guards pending, staging, log, accum and agree of this entry */
-  pthread_mutex_t finish_lock; /* serialises running parked work (group.c) */
+  pthread_mutex_t finish_lock; /* serialises running parked work (queue.c) */
   struct nsc_pending *pending;    /* nonblocking: work to run once NCCL reports completion */
   void (*drop)(struct nsc_comm *); /* set by the room that allocated pending (queue/queue.c): it
                                     * frees that when the entry is freed */
@@ -118,8 +118,9 @@ static inline nsc_comm *nsc_comm_get(ncclComm_t comm) {
   nsc_comm *c = nsc_comm_find(comm);
   return c ? c : nsc_comm_create(comm);
 }
-/* Take one more reference on an entry the caller already holds. */
-void nsc_comm_ref(nsc_comm *c);
+/* Take one more reference on an entry the caller already holds (a count
+ * that cannot rise from 0: an atomic of its own, no lock). */
+static inline void nsc_comm_ref(nsc_comm *c) { __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); }
 /* Drop a reference; frees a detached entry when the last one goes. */
 void nsc_comm_put(nsc_comm *c);
 /* Remove the entry from the table (refs + 1 for the caller, or NULL if none):

@@ -49,7 +49,7 @@ $(B)/tests/test_host_stream: $(B)/obj/tests/unit/test_host_stream.o $(B)/obj/shi
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka -lpthread -lm -ldl
 TEST_BINS += $(B)/tests/test_host_stream
 
-# A communicator's staging block (shim/backend/staging.h) on a counting backend.
+# A communicator's staging block (shim/staging/staging.h, block.c) on a counting backend.
 $(B)/obj/tests/unit/test_staging.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 $(B)/tests/test_staging: $(B)/obj/tests/unit/test_staging.o $(B)/obj/shim/staging/block.o
 	@mkdir -p $(@D)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/model/auto-rule.sh — the MODELLED evidence behind the thresholds of
-# NCCLSHIM_ALGO=auto (shim/plan/tp_plan.c, nsc_algo_choose; shim/algo/hier.c,
+# NCCLSHIM_ALGO=auto (shim/plan/plan.c, nsc_algo_choose and nsc_plan_hier_wanted; shim/exec/hier.c,
 # nsc_hier_wanted), derived offline as issue 22 asks: the rule itself stays
 # a rule over count, rank count, node map and settings inside the shim.
 #   1. one node (NVLink, 3600 Gb/s per GPU): flat two-phase fp16 / the ring

@@ -132,33 +132,24 @@ static ncclResult_t walk_twophase(const walk *w, const nsc_step *st, float *dst)
  * rank wrote nothing, *wrote to the elements it wrote. */
 typedef ncclResult_t (*step_fn)(const walk *w, const nsc_step *st, float **dst, size_t *wrote);
 
-static ncclResult_t step_reducescatter(const walk *w, const nsc_step *st, float **dst, size_t *wrote) {
+static ncclResult_t step_collective(const walk *w, const nsc_step *st, float **dst, size_t *wrote) {
   ncclComm_t comm = nccl_of(w, st->on);
-  (void)wrote;
-  return enqueued(w, comm, nsc_real.ReduceScatter(src_of(w, st), *dst, st->count, ncclFloat32,
-                                                  st->avg ? ncclAvg : ncclSum, comm, w->s));
-}
-
-static ncclResult_t step_reduce(const walk *w, const nsc_step *st, float **dst, size_t *wrote) {
-  ncclComm_t comm = nccl_of(w, st->on);
-  ncclResult_t r = enqueued(w, comm, nsc_real.Reduce(src_of(w, st), *dst, st->count, ncclFloat32,
-                                                     st->avg ? ncclAvg : ncclSum, st->root, comm, w->s));
-  (void)wrote;
-  if (st->root != w->c->topo.local_rank) *dst = NULL; /* only the root writes */
-  return r;
-}
-
-static ncclResult_t step_allgather(const walk *w, const nsc_step *st, float **dst, size_t *wrote) {
-  ncclComm_t comm = nccl_of(w, st->on);
-  *wrote *= (size_t)w->c->topo.local_size;
-  return enqueued(w, comm, nsc_real.AllGather(src_of(w, st), *dst, st->count, ncclFloat32, comm, w->s));
-}
-
-static ncclResult_t step_allreduce(const walk *w, const nsc_step *st, float **dst, size_t *wrote) {
-  ncclComm_t comm = nccl_of(w, st->on);
-  (void)wrote;
-  return enqueued(w, comm, nsc_real.AllReduce(src_of(w, st), *dst, st->count, ncclFloat32,
-                                              st->avg ? ncclAvg : ncclSum, comm, w->s));
+  ncclRedOp_t op = st->avg ? ncclAvg : ncclSum;
+  const float *src = src_of(w, st);
+  ncclResult_t r;
+  switch (st->kind) {
+  case NSC_STEP_REDUCESCATTER: r = nsc_real.ReduceScatter(src, *dst, st->count, ncclFloat32, op, comm, w->s); break;
+  case NSC_STEP_ALLREDUCE: r = nsc_real.AllReduce(src, *dst, st->count, ncclFloat32, op, comm, w->s); break;
+  case NSC_STEP_ALLGATHER:
+    *wrote *= (size_t)w->c->topo.local_size;
+    r = nsc_real.AllGather(src, *dst, st->count, ncclFloat32, comm, w->s);
+    break;
+  default: /* NSC_STEP_REDUCE: only the root writes */
+    r = nsc_real.Reduce(src, *dst, st->count, ncclFloat32, op, st->root, comm, w->s);
+    if (st->root != w->c->topo.local_rank) *dst = NULL;
+    break;
+  }
+  return enqueued(w, comm, r);
 }
 
 static ncclResult_t step_twophase(const walk *w, const nsc_step *st, float **dst, size_t *wrote) {
@@ -169,9 +160,9 @@ static ncclResult_t step_twophase(const walk *w, const nsc_step *st, float **dst
 /* The casts and the wire collective are the ring's runner's (ring.c): a
  * walk never meets them. */
 static const step_fn step_handlers[] = {
-    [NSC_STEP_ALLREDUCE] = step_allreduce, [NSC_STEP_REDUCESCATTER] = step_reducescatter,
-    [NSC_STEP_ALLGATHER] = step_allgather, [NSC_STEP_TWOPHASE] = step_twophase,
-    [NSC_STEP_REDUCE] = step_reduce,
+    [NSC_STEP_ALLREDUCE] = step_collective, [NSC_STEP_REDUCESCATTER] = step_collective,
+    [NSC_STEP_ALLGATHER] = step_collective, [NSC_STEP_TWOPHASE] = step_twophase,
+    [NSC_STEP_REDUCE] = step_collective,
 };
 
 /* One step (for node j when it repeats per node); returns its result, after
@@ -298,18 +289,12 @@ static ncclResult_t run_local(nsc_comm *c, const nsc_backend *be, const nsc_call
 }
 
 ncclResult_t nsc_exec_defer(nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p) {
-  nsc_work *w = nsc_work_new(NSC_W_TWOPHASE, c);
+  nsc_work *w = nsc_work_of_call(NSC_W_TWOPHASE, c, be, k);
   if (!w) { /* heap and reserve exhausted at once: the peers' group issues it, this one cannot */
     nsc_warn("out of host memory on rank %d for a grouped two-phase call on communicator %p: its peers will wait "
              "for it", c->rank, (void *)c->comm);
     return ncclSystemError;
   }
-  w->be = be;
-  w->stream = (nsc_stream)k->stream;
-  w->op = k->op;
-  w->src = k->send;
-  w->dst = k->recv;
-  w->count = k->arg;
   w->seq = c->seq;
   w->plan = *p;
   nsc_group_defer(w);

@@ -30,14 +30,8 @@
 
 ncclResult_t nsc_fuse_queue(nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p) {
   (void)p;
-  nsc_work *w = nsc_work_new(NSC_W_FUSE, c);
+  nsc_work *w = nsc_work_of_call(NSC_W_FUSE, c, be, k);
   if (!w) return ncclSystemError; /* same on every rank only by luck: say so loudly */
-  w->be = be;
-  w->stream = (nsc_stream)k->stream;
-  w->op = k->op;
-  w->src = k->send;
-  w->dst = k->recv;
-  w->count = k->arg;
   nsc_group_defer(w);
   return ncclSuccess;
 }
@@ -125,17 +119,9 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
   w->njoin = nj;
   w->poison = bad;
   w->scale = (float)nsc_g.cfg.prescale;
-  memset(&w->rec, 0, sizeof w->rec);
-  w->rec.seq = c->seq;
-  w->rec.action = NSC_ACT_FUSE;
-  w->rec.dtype = ncclFloat32;
-  w->rec.wire_dtype = wdt;
-  w->rec.op = w->op;
-  w->rec.count = T;
+  nsc_rec_start(&w->rec, NSC_KIND_ALLREDUCE, c->seq, NSC_ACT_FUSE, T, ncclFloat32, wdt, w->op, be, w->stream,
+                nsc_group_depth() > 0);
   w->rec.nmembers = n;
-  w->rec.logical_bytes = T * 4;
-  w->rec.wire_bytes = T * 2;
-  if (nsc_log_on()) nsc_log_begin(&w->rec, be, w->stream, nsc_group_depth() > 0);
   return nsc_reduce_wire(c, w, T, 0, 1);
 }
 

@@ -31,7 +31,7 @@ static ncclResult_t ready(void) {
     return r_;                                     \
   } while (0)
 
-/* A call on a communicator: noted when it joins a group (group.h). */
+/* A call on a communicator: noted when it joins a group (queue.h). */
 #define GUARDED_ON(comm, real_call, shim_call)     \
   do {                                             \
     if (!nsc_in_shim) nsc_group_note(comm);        \

@@ -519,28 +519,6 @@ void nsc_plan_group(const nsc_topo *t, nsc_plan_on on, int *size, int *index) {
   }
 }
 
-int nsc_plan_node_rank(const nsc_topo *t, int j, int l) {
-  for (int i = 0; i < t->nranks; i++)
-    if (t->node[i] == j && l-- == 0) return i;
-  return -1;
-}
-
-int nsc_plan_node_order(const nsc_topo *t, int q) {
-  int own = t->node[t->rank];
-  return q == 0 ? own : q <= own ? q - 1 : q;
-}
-
-nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *s, int j, int l) {
-  nsc_step x = *s;
-  if (s->flags & NSC_STEP_EACH_NODE) { /* hier's reduce-scatter: node j's blocks into TMP slot j */
-    int first = nsc_plan_node_rank(t, j, (s->flags & NSC_STEP_EACH_LOCAL) ? l : 0);
-    x.src_off = s->src_off + (size_t)first * p->count;
-    x.dst_off = s->dst_off + (size_t)j * p->count;
-    if (s->flags & NSC_STEP_EACH_LOCAL) x.root = l;
-  }
-  return x;
-}
-
 void nsc_plan_tp(const nsc_plan *p, const nsc_step *s, const nsc_config *cfg, const nsc_topo *t, nsc_tp_plan *tp) {
   int n, idx;
   nsc_plan_group(t, s->on, &n, &idx);

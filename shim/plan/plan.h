@@ -20,14 +20,15 @@
  * encoded bytes a two-phase step or a cast needs come from there too; their
  * sizes are tp_plan.h's).
  *
- * Who reads plans:
- *   - shim/algo/exec.c walks a hierarchical plan's steps (the one executor of
- *     step lists: streams, staging, the poisoned path, the log record);
- *   - shim/algo/twophase.c carries out a two-phase step;
- *   - shim/coll/allreduce.c carries out the ring's three steps (cast, the
- *     real all-reduce in the wire type, cast back) and plain forwarding;
- *   - bench/ncclshim-model charges each step's bytes to the links it
- *     crosses, so the model cannot drift from what is issued.
+ * Who makes and reads plans:
+ *   - nsc_decide (below) makes a call's whole plan once; shim/coll/call.c,
+ *     the one path of the collectives, calls it;
+ *   - the executor (shim/exec/) runs it: a runner per algorithm (ring.c the
+ *     ring's three steps, twophase.c a two-phase step, exec.c plain, local
+ *     and the walk of a hierarchical plan's steps, fuse.c fusion's queue);
+ *   - bench/ncclshim-model makes its plans with nsc_decide and charges each
+ *     step's bytes to the links it crosses, so the model cannot drift from
+ *     what is issued.
  *
  * Launches count (cost.h): each real collective, each group of sends and
  * receives, each grouped repetition of a step (hier's per-node reduce-scatters
@@ -36,10 +37,11 @@
  * transforms a call only where its plan costs at most 9/10 of the plain
  * call at NCCLSHIM_LAUNCH_BYTES per launch (else the plan is PLAIN).
  *
- * Not in a plan, decided before or around it from agreed values as well:
- * whether the policy compresses the call at all (policy.h), accumulation,
- * fusion, capture (forwarded), and whether the agreed staging block has
- * room (when not, the call is plain NCCL on every rank; staging.h).
+ * Decided in the plan (nsc_decide), from agreed values as well: whether the
+ * policy transforms the call at all (policy.h), the accumulation learner's
+ * answer (an input), fusion, capture (forwarded). Not in it: whether the
+ * agreed staging block has room at the time (when not, the call is plain
+ * NCCL on every rank; staging.h), which the runner asks.
  *
  * Must not: call NCCL, allocate, or read anything but its arguments. */
 #ifndef NSC_PLAN_H
@@ -160,15 +162,32 @@ size_t nsc_plan_ring_chunk(const nsc_config *cfg, int host, size_t count);
 
 /* The size of group `on` for a rank of t, and that rank's index in it. */
 void nsc_plan_group(const nsc_topo *t, nsc_plan_on on, int *size, int *index);
-/* Node j's l-th rank in rank order (t->node), -1 when it has none. */
-int nsc_plan_node_rank(const nsc_topo *t, int j, int l);
+/* Node j's l-th rank in rank order (t->node), -1 when it has none. Inline,
+ * as the next two: the executor's walk asks them for every repetition. */
+static inline int nsc_plan_node_rank(const nsc_topo *t, int j, int l) {
+  for (int i = 0; i < t->nranks; i++)
+    if (t->node[i] == j && l-- == 0) return i;
+  return -1;
+}
 /* The q-th node an EACH_NODE step visits on rank t->rank: its own first,
  * then the others in order (so that an in-place reduce-scatter reads its
  * own node's blocks before anything is written to the receive buffer). */
-int nsc_plan_node_order(const nsc_topo *t, int q);
+static inline int nsc_plan_node_order(const nsc_topo *t, int q) {
+  int own = t->node[t->rank];
+  return q == 0 ? own : q <= own ? q - 1 : q;
+}
 /* Step s for node j and local index l (an EACH_NODE step's offsets, an
  * EACH_LOCAL step's root; others unchanged). */
-nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *s, int j, int l);
+static inline nsc_step nsc_plan_step_at(const nsc_plan *p, const nsc_topo *t, const nsc_step *s, int j, int l) {
+  nsc_step x = *s;
+  if (s->flags & NSC_STEP_EACH_NODE) { /* hier's reduce-scatter: node j's blocks into TMP slot j */
+    int first = nsc_plan_node_rank(t, j, (s->flags & NSC_STEP_EACH_LOCAL) ? l : 0);
+    x.src_off = s->src_off + (size_t)first * p->count;
+    x.dst_off = s->dst_off + (size_t)j * p->count;
+    if (s->flags & NSC_STEP_EACH_LOCAL) x.root = l;
+  }
+  return x;
+}
 /* The two-phase layout of a TWOPHASE step on rank t->rank's group. */
 void nsc_plan_tp(const nsc_plan *p, const nsc_step *s, const nsc_config *cfg, const nsc_topo *t, nsc_tp_plan *tp);
 /* The staging block hands out its takes in multiples of this many bytes

@@ -2,7 +2,7 @@
  * the call's arguments and the configuration (never data, timings, pointer
  * values or local failures: every rank must reach the same answer).
  *
- * Unit-tested without NCCL or a GPU (tests/unit/test_policy.c). */
+ * Unit-tested without NCCL or a GPU (tests/unit/test_accum.c, test_core.c; the decision: test_plan.c). */
 #ifndef NSC_POLICY_H
 #define NSC_POLICY_H
 

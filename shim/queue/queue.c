@@ -1,4 +1,4 @@
-/* group.c — see group.h. Per-thread state lives in thread-locals; parked work
+/* queue.c — see queue.h. Per-thread state lives in thread-locals; parked work
  * of nonblocking communicators lives in the communicator entry under its lock
  * (never held while calling NCCL or enqueuing casts). */
 #include "queue.h"
@@ -91,6 +91,18 @@ nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c) {
   w->kind = kind;
   w->c = c;
   if (c) nsc_comm_ref(c); /* the item's own: the caller's may go before it runs */
+  return w;
+}
+
+nsc_work *nsc_work_of_call(nsc_work_kind kind, struct nsc_comm *c, const nsc_backend *be, const nsc_call *k) {
+  nsc_work *w = nsc_work_new(kind, c);
+  if (!w) return NULL;
+  w->be = be;
+  w->stream = (nsc_stream)k->stream;
+  w->op = k->op;
+  w->src = k->send;
+  w->dst = k->recv;
+  w->count = k->arg;
   return w;
 }
 

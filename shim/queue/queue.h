@@ -111,6 +111,9 @@ void nsc_coll_free(void *p);
  * NCCLSHIM_FAULT_HOST_ALLOC (the N-th call fails; tests). */
 void *nsc_coll_calloc(size_t n, size_t size);
 nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c);
+/* An item for call k on c (its memory kind be, stream, op, buffers and count
+ * argument filled in), or NULL. */
+nsc_work *nsc_work_of_call(nsc_work_kind kind, struct nsc_comm *c, const nsc_backend *be, const nsc_call *k);
 /* Run an item (its `run`: a CASTBACK enqueues its cast, or the NaN fill of
  * a poisoned item, releases its staging, commits its record) and free it. */
 ncclResult_t nsc_work_run(nsc_work *w);

@@ -1,4 +1,4 @@
-/* envdoc.c — prints the environment table from shim/config.def
+/* envdoc.c — prints the environment table from shim/config/config.def
  * (`make env-doc` splices it between the env-table markers of docs/environment.md). */
 #include <stdio.h>
 

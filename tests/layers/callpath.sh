@@ -6,11 +6,16 @@
 # the issue counts them) into $B/callpath/, runs shim_launches on 4 ranks
 # (int8 two-phase of 64 MiB by default: three warm-up calls, the fourth
 # traced, tests/layers/tracer.c), and prints rank 0's route: each file as it
-# is entered, then "files N, returns R, plan made M times".
+# is entered, then "files N, returns R (H into the executor's handlers),
+# plan made M times".
 #   files   distinct shim .c files entered before the first NCCL call
-#   returns entries into a file already left (a file entered again)
+#   returns entries into a file already left (a file entered again); H of
+#           them into the executor's room (shim/exec/: a runner or handler
+#           the walk hands back to), the rest anywhere else
 #   plans   calls of the planner's entry (nsc_plan_make)
-# Needs a built tree (make). Prints nothing else on success; exit 1 on failure.
+# CALLPATH_NODES="n0 n0 n1 n1" gives the ranks NCCL_HOSTIDs (nodes: with
+# NCCLSHIM_ALGO=hier, the hierarchical route). Needs a built tree (make).
+# Prints nothing else on success; exit 1 on failure.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=${B:-build}
@@ -51,9 +56,16 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversub
 rm -f "$OUT"/trace.*
 sets=(-x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=twophase)
 for kv in "$@"; do sets+=(-x "$kv"); done
-timeout 120 mpirun -np 4 -x LD_LIBRARY_PATH="$OUT/hostnccl" -x LD_PRELOAD="$OUT/libncclshim.so" -x NCCLSHIM_LOG=off \
-  -x NCCLSHIM_BANNER=0 -x TRACE_FILE="$OUT/trace" "${sets[@]}" \
-  "$ROOT/$B/tests/shim_launches" 16777216 >"$OUT/run.out" 2>&1 || { cat "$OUT/run.out" >&2; exit 1; }
+# CALLPATH_NODES="n0 n0 n1 n1": each rank's NCCL_HOSTID (emulated nodes: hier's route)
+apps=()
+for h in ${CALLPATH_NODES:-"" "" "" ""}; do
+  [ ${#apps[@]} -gt 0 ] && apps+=(:)
+  apps+=(-np 1 -x LD_LIBRARY_PATH="$OUT/hostnccl" -x LD_PRELOAD="$OUT/libncclshim.so" -x NCCLSHIM_LOG=off
+         -x NCCLSHIM_BANNER=0 -x TRACE_FILE="$OUT/trace" "${sets[@]}")
+  [ -n "$h" ] && apps+=(-x NCCL_HOSTID="$h")
+  apps+=("$ROOT/$B/tests/shim_launches" 16777216)
+done
+timeout 120 mpirun "${apps[@]}" >"$OUT/run.out" 2>&1 || { cat "$OUT/run.out" >&2; exit 1; }
 t=$(ls -t "$OUT"/trace.* | tail -n 1)
 [ -n "$t" ] || { echo "callpath: no trace written" >&2; exit 1; }
 python3 - "$t" "$ROOT" <<'PY'
@@ -69,7 +81,7 @@ for obj, items in by_obj.items():
     for k, (i, _) in enumerate(items):
         fn, loc = out[2 * k], out[2 * k + 1].split(":")[0]
         where[i] = (fn, os.path.relpath(loc, root) if loc.startswith(root) else loc)
-route, left, returns, plans = [], set(), 0, 0
+route, left, returns, handlers, plans = [], set(), 0, 0, 0
 for (obj, _, _), (fn, f) in zip(rows, where):
     if fn == "nsc_plan_make":
         plans += 1
@@ -82,11 +94,12 @@ for (obj, _, _), (fn, f) in zip(rows, where):
         continue
     if f in left:
         returns += 1
+        handlers += f.startswith("shim/exec/")
     if route:
         left.add(route[-1])
     route.append(f)
 shim = [f for f in dict.fromkeys(route) if f.startswith("shim/")]
 print("route: " + " > ".join(route))
-print("files %d, returns %d, plan made %d times%s" % (len(shim), returns, plans,
+print("files %d, returns %d (%d into the executor's handlers), plan made %d times%s" % (len(shim), returns, handlers, plans,
       "" if route and route[-1].startswith("NCCL") else " (no NCCL call reached)"))
 PY

@@ -70,7 +70,7 @@
  * significant bits).
  *
  * Must not: rely on timings or on the shim's internals beyond its documented
- * behaviour (docs/collectives.md, shim/algo/tp_plan.h for the chunk layout). */
+ * behaviour (docs/collectives.md, shim/plan/tp_plan.h for the chunk layout). */
 #include <dlfcn.h>
 #include <float.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-# The two-phase compressed collectives (shim/algo/) over the host NCCL:
+# The two-phase compressed collectives (shim/exec/) over the host NCCL:
 # exactness and identical bits on every rank for every wire format, reduce-
 # scatter in and out of place, special values, documented bounds on random
 # inputs (not growing with the rank count), a real call failing mid-way, and

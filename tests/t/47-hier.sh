@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 47-hier.sh — NCCLSHIM_ALGO=hier (shim/algo/hier.c) on emulated nodes (one UTS
+# 47-hier.sh — NCCLSHIM_ALGO=hier (shim/exec/hier.c) on emulated nodes (one UTS
 # namespace per node, mpirun_nodes): fp32 reduce-scatter inside each node,
 # two-phase in the wire format between nodes, fp32 all-gather. Checked with
 # tests/shim/shim_twophase (which finds the nodes by host name itself):

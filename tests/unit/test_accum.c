@@ -1,7 +1,7 @@
 /* test_accum.c — the accumulation state machine (shim/accum/accum.c) as a
  * pure function of a call sequence, on 1 to 4 simulated ranks whose
  * agreements are computed here (Max over ranks, as nsc_exchange_max does),
- * and the policy's accumulable() predicate (shim/policy.c).
+ * and the policy's accumulable() predicate (shim/plan/plan.c).
  *
  * Sequences are built the way DDP issues them: the whole model in one bucket
  * first (twice with static_graph), rebuilt buckets at new addresses after it,

@@ -1,5 +1,5 @@
 /* test_algo.c — unit tests of the two-phase plan and the algorithm choice
- * (shim/algo/tp_plan.h): pure functions of count, rank count and
+ * (shim/plan/tp_plan.h): pure functions of count, rank count and
  * configuration, so every rank reaches the same answer.
  *
  * Must not: touch NCCL, MPI or a GPU. */

@@ -1,4 +1,4 @@
-/* test_ef.c — unit tests of the error-feedback slots (shim/algo/ef.h): which
+/* test_ef.c — unit tests of the error-feedback slots (shim/ef/ef.h): which
  * slot each call of a changing call sequence gets (DDP's rebuilt buckets,
  * FSDP2's fresh buffers with equal layers, a one-off call, buffers as
  * evidence), what state is dropped, memory only from a bucket's second use,

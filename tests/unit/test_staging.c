@@ -1,5 +1,5 @@
 /* test_staging.c — cmocka tests of a communicator's staging block
- * (shim/backend/staging.h, issue 23 defect 3) on a counting backend: what a
+ * (shim/staging/staging.h, block.c; issue 23 defect 3) on a counting backend: what a
  * take gets, when it waits or joins, when memory is allocated (only at the
  * reserve and at settles), how agreements swap or stop it, and the fault
  * knobs. No NCCL, no GPU: the agreement is a stand-in whose answer the test
