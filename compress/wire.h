@@ -1,4 +1,4 @@
-/* wire.h — wire formats of the two-phase collectives (shim/algo/): how a run
+/* wire.h — wire formats of the two-phase collectives (shim/exec/): how a run
  * of fp32 values is encoded for the network and decoded again.
  *
  *   NSC_FMT_FP16, NSC_FMT_BF16: 2 bytes per element (the casts of cast.h).
