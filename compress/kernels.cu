@@ -126,17 +126,32 @@ template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
 
-// Vector loads and stores: on the host build (tests/simt) each checks its
-// alignment and faults when it is wrong, as the GPU does.
+// Global memory: every load and store of a kernel goes through one of these.
+// On the host build (tests/simt) each is counted (loads, stores, bytes: the
+// access width tests/unit/kernel_access.c holds every kernel to), and a
+// vector one checks its alignment and faults when it is wrong, as the GPU
+// does. On the GPU they are plain accesses.
 template <typename V> __device__ __forceinline__ V ld_vec(const V *p, size_t i) {
 #if !defined(__CUDA_ARCH__)
-  simt_vec_access(p + i, sizeof(V));
+  simt_mem(p + i, sizeof(V), 0, 1);
 #endif
   return p[i];
 }
 template <typename V> __device__ __forceinline__ void st_vec(V *p, size_t i, const V &v) {
 #if !defined(__CUDA_ARCH__)
-  simt_vec_access(p + i, sizeof(V));
+  simt_mem(p + i, sizeof(V), 1, 1);
+#endif
+  p[i] = v;
+}
+template <typename T> __device__ __forceinline__ T gld(const T *p, size_t i) {
+#if !defined(__CUDA_ARCH__)
+  simt_mem(p + i, sizeof(T), 0, 0);
+#endif
+  return p[i];
+}
+template <typename T> __device__ __forceinline__ void gst(T *p, size_t i, T v) {
+#if !defined(__CUDA_ARCH__)
+  simt_mem(p + i, sizeof(T), 1, 0);
 #endif
   p[i] = v;
 }
@@ -174,7 +189,7 @@ __device__ __forceinline__ void map_tile(const In *src, Out *dst, size_t n, Op &
     vec = h < n && (uintptr_t)(src + h) % sizeof(VI) == 0 && (uintptr_t)(dst + h) % sizeof(VO) == 0;
     head = vec ? h : 0;
   }
-  for (size_t i = t; i < head; i += NSC_K_BLOCK) dst[i] = op(src[i]);
+  for (size_t i = t; i < head; i += NSC_K_BLOCK) gst(dst, i, op(gld(src, i)));
   size_t first = head;
   if (vec) {
     const VI *vs = reinterpret_cast<const VI *>(src + head);
@@ -189,7 +204,7 @@ __device__ __forceinline__ void map_tile(const In *src, Out *dst, size_t n, Op &
     }
     first = head + nv * V;
   }
-  for (size_t i = first + t; i < n; i += NSC_K_BLOCK) dst[i] = op(src[i]);
+  for (size_t i = first + t; i < n; i += NSC_K_BLOCK) gst(dst, i, op(gld(src, i)));
 }
 
 // ---- counters ------------------------------------------------------------------
@@ -351,11 +366,11 @@ K nsc_k_scale_bf16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
 
 template <int F>
 __device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block, u64 i) {
-  if (F == 0) return d_from_f16(((const uint16_t *)src)[i]);
-  if (F == 1) return d_from_bf16(((const uint16_t *)src)[i]);
+  if (F == 0) return d_from_f16(gld((const uint16_t *)src, i));
+  if (F == 1) return d_from_bf16(gld((const uint16_t *)src, i));
   u64 nb = (n + block - 1) / block, b = i / block;
-  uint16_t h = (uint16_t)(src[2 * b] | (src[2 * b + 1] << 8));
-  uint32_t c = F == 4 ? (uint32_t)((const uint16_t *)(src + 2 * nb))[i] : src[2 * nb + i];
+  uint16_t h = (uint16_t)(gld(src, 2 * b) | (gld(src, 2 * b + 1) << 8));
+  uint32_t c = F == 4 ? (uint32_t)gld((const uint16_t *)(src + 2 * nb), i) : gld(src, 2 * nb + i);
   return nsc_bs_value(F, c, h);
 }
 
@@ -364,27 +379,131 @@ __device__ void dec(const uint8_t *__restrict__ src, float *__restrict__ dst, u6
                     float scale) {
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
     float v = fmt_value<F>(src, n, block, i);
-    dst[i] = scale != 1.0f ? mul_x86(v, scale) : v;
+    gst(dst, i, scale != 1.0f ? mul_x86(v, scale) : v);
   }
+}
+
+template <int F>
+__device__ __forceinline__ float sum_at(const uint8_t *__restrict__ base, u64 stride, u64 m, u64 n, u64 block,
+                                        float post, u64 i) {
+  float s = fmt_value<F>(base, n, block, i);
+  for (u64 j = 1; j < m; j++) s = __fadd_rn(s, fmt_value<F>(base + j * stride, n, block, i));
+  if (post != 1.0f) s = __fmul_rn(s, post);
+  return s != s ? __uint_as_float(NSC_NAN_BITS) : s;
 }
 
 template <int F>
 __device__ void decsum(const uint8_t *__restrict__ base, u64 stride, u64 m, float *__restrict__ dst, u64 n,
                        u64 block, float post) {
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-    float s = fmt_value<F>(base, n, block, i);
-    for (u64 j = 1; j < m; j++) s = __fadd_rn(s, fmt_value<F>(base + j * stride, n, block, i));
-    if (post != 1.0f) s = __fmul_rn(s, post);
-    dst[i] = s != s ? __uint_as_float(NSC_NAN_BITS) : s;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    gst(dst, i, sum_at<F>(base, stride, m, n, block, post, i));
+}
+
+// ---- the same, wide: 16 bytes of codes per load ----------------------------
+// Each thread takes groups of G consecutive elements (one 16-byte load of
+// codes per operand, the header of the group's wire block, or of both blocks
+// it straddles, read once) and stores them as float4s where the result is
+// aligned (else one by one). The elements before the first 16-byte aligned
+// code and after the last whole group go the scalar way. The arithmetic is
+// the scalar path's, element for element, so the bits are the same. Taken
+// when every operand's codes share one alignment (the stride a multiple of
+// 16, as two-phase's slots are), codes and headers are aligned to their
+// width, and a wire block holds a whole group at least; else the scalar
+// kernels above run.
+template <int F> struct Wide {
+  static constexpr int W = (F == 0 || F == 1 || F == 4) ? 2 : 1; /* bytes per code */
+  static constexpr int G = 16 / W;                               /* codes per load */
+  static constexpr bool BS = F >= 2;                             /* block-scaled: a header per wire block */
+};
+
+template <int F> __device__ __forceinline__ float code_value(uint32_t c, uint16_t h) {
+  if (F == 0) return d_from_f16((uint16_t)c);
+  if (F == 1) return d_from_bf16((uint16_t)c);
+  return nsc_bs_value(F, c, h);
+}
+
+template <int F>
+__device__ __forceinline__ bool wide_ok(const uint8_t *base, u64 stride, u64 m, u64 n, u64 block) {
+  typedef Wide<F> X;
+  u64 nb = X::BS ? (n + block - 1) / block : 0;
+  uintptr_t codes = (uintptr_t)(base + 2 * nb);
+  return n >= 2 * (u64)X::G && (m < 2 || stride % 16 == 0) && (uintptr_t)base % 2 == 0 && codes % X::W == 0 &&
+         (!X::BS || block >= (u64)X::G);
+}
+
+// DEC: a decode (times scale, x86's products), else a decode-and-sum of m
+// operands (times post, NaN made canonical).
+template <int F, int DEC>
+__device__ void decsum_wide(const uint8_t *__restrict__ base, u64 stride, u64 m, float *__restrict__ dst, u64 n,
+                            u64 block, float f) {
+  typedef Wide<F> X;
+  typedef Vec<uint8_t, 16> V16;
+  typedef Vec<float, 4> F4;
+  const u64 nb = X::BS ? (n + block - 1) / block : 0;
+  const uintptr_t c0 = (uintptr_t)(base + 2 * nb);
+  u64 head = ((16 - c0 % 16) % 16) / X::W;
+  if (head > n) head = n;
+  const u64 ng = (n - head) / X::G, tail = head + ng * X::G;
+  const bool dvec = (uintptr_t)(dst + head) % 16 == 0;
+  const u64 t0 = blockIdx.x * (u64)blockDim.x + threadIdx.x, nt = (u64)gridDim.x * blockDim.x;
+  for (u64 i = t0; i < head; i += nt) /* before the first aligned code */
+    gst(dst, i, DEC ? (f != 1.0f ? mul_x86(fmt_value<F>(base, n, block, i), f) : fmt_value<F>(base, n, block, i))
+                    : sum_at<F>(base, stride, m, n, block, f, i));
+  for (u64 i = tail + t0; i < n; i += nt) /* after the last whole group */
+    gst(dst, i, DEC ? (f != 1.0f ? mul_x86(fmt_value<F>(base, n, block, i), f) : fmt_value<F>(base, n, block, i))
+                    : sum_at<F>(base, stride, m, n, block, f, i));
+  for (u64 g = t0; g < ng; g += nt) {
+    const u64 i0 = head + g * X::G;
+    float s[X::G];
+    for (u64 j = 0; j < m; j++) {
+      const uint8_t *bj = base + j * stride;
+      V16 v = ld_vec(reinterpret_cast<const V16 *>(bj + 2 * nb + i0 * X::W), 0);
+      uint16_t h0 = 0, h1 = 0;
+      u64 b0 = 0;
+      if (X::BS) {
+        b0 = i0 / block;
+        u64 b1 = (i0 + X::G - 1) / block;
+        h0 = gld(reinterpret_cast<const uint16_t *>(bj), b0);
+        h1 = b1 == b0 ? h0 : gld(reinterpret_cast<const uint16_t *>(bj), b1);
+      }
+#pragma unroll
+      for (int k = 0; k < X::G; k++) {
+        uint32_t c = X::W == 2 ? (uint32_t)v.v[2 * k] | ((uint32_t)v.v[2 * k + 1] << 8) : v.v[k];
+        uint16_t h = X::BS && (i0 + (u64)k) / block != b0 ? h1 : h0;
+        float x = code_value<F>(c, h);
+        s[k] = j ? __fadd_rn(s[k], x) : x;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < X::G; k++) {
+      if (DEC) s[k] = f != 1.0f ? mul_x86(s[k], f) : s[k];
+      else {
+        if (f != 1.0f) s[k] = __fmul_rn(s[k], f);
+        if (s[k] != s[k]) s[k] = __uint_as_float(NSC_NAN_BITS);
+      }
+    }
+    if (dvec) {
+#pragma unroll
+      for (int q = 0; q < X::G / 4; q++) {
+        F4 o;
+        o.v[0] = s[4 * q], o.v[1] = s[4 * q + 1], o.v[2] = s[4 * q + 2], o.v[3] = s[4 * q + 3];
+        st_vec(reinterpret_cast<F4 *>(dst + i0), q, o);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < X::G; k++) gst(dst, i0 + k, s[k]);
+    }
   }
 }
 
 #define TP_DEC(sfx, F)                                                                                        \
   K nsc_k_tp_dec_##sfx(const uint8_t *src, float *dst, u64 n, u64 block, float scale) {                         \
-    dec<F>(src, dst, n, block, scale);                                                                        \
+    if (wide_ok<F>(src, 0, 1, n, block)) decsum_wide<F, 1>(src, 0, 1, dst, n, block, scale);                  \
+    else dec<F>(src, dst, n, block, scale);                                                                   \
   }                                                                                                           \
   K nsc_k_tp_sum_##sfx(const uint8_t *base, u64 stride, u64 m, float *dst, u64 n, u64 block, float post) {      \
-    decsum<F>(base, stride, m, dst, n, block, post);                                                          \
+    if (wide_ok<F>(base, stride, m, n, block)) decsum_wide<F, 0>(base, stride, m, dst, n, block, post);       \
+    else decsum<F>(base, stride, m, dst, n, block, post);                                                     \
   }
 TP_DEC(f16, 0)
 TP_DEC(bf16, 1)
@@ -396,23 +515,68 @@ TP_DEC(f16s, 4)
 
 __device__ __forceinline__ float encx_y(int fmt, const float *src, const float *resid, u64 i, float scale,
                                         unsigned fl) {
-  float x = scale != 1.0f ? mul_x86(src[i], scale) : src[i];
-  return (fl & NSC_KENC_EF) && !(fl & NSC_KENC_ZERO) ? nsc_ef_in(fmt, x, resid[i]) : x;
+  float v = gld(src, i), x = scale != 1.0f ? mul_x86(v, scale) : v;
+  return (fl & NSC_KENC_EF) && !(fl & NSC_KENC_ZERO) ? nsc_ef_in(fmt, x, gld(resid, i)) : x;
 }
 
+// One element's code (and counters) from its y (encx_y).
+template <int BF16>
+__device__ __forceinline__ uint16_t code16(float y, u64 i, const nsc_kencopt &o, unsigned &ov, unsigned &uf) {
+  uint32_t a = __float_as_uint(y) & 0x7fffffffu;
+  ov += nsc_bits_is_overflow(a, BF16 ? NSC_BF16_OVF_LO : NSC_F16_OVF_LO);
+  uf += nsc_bits_is_underflow(a, BF16 ? NSC_BF16_UNF_HI : NSC_F16_UNF_HI);
+  int sr = (o.flags & NSC_KENC_SR) != 0;
+  return nsc_w16_code_x(BF16, y, sr, sr ? nsc_sr_bits(o.key, i) : 0u);
+}
+
+// Element by element from i0, stride nt, below n.
+template <int BF16>
+__device__ __forceinline__ void encx16_each(const float *src, float *resid, uint16_t *dst, u64 i0, u64 nt, u64 n,
+                                            float scale, const nsc_kencopt &o, unsigned &ov, unsigned &uf) {
+  for (u64 i = i0; i < n; i += nt) {
+    float y = encx_y(BF16, src, resid, i, scale, o.flags);
+    uint16_t h = code16<BF16>(y, i, o, ov, uf);
+    gst(dst, i, h);
+    if (o.flags & NSC_KENC_EF) gst(resid, i, nsc_ef_resid(y, nsc_w16_value(BF16, h)));
+  }
+}
+
+// Four consecutive elements per thread where the source (and residuals)
+// are 16-byte and the codes 8-byte aligned after the same head: float4
+// loads and stores, four codes in one store; the rest element by element.
 template <int BF16>
 __device__ void encx16(const float *__restrict__ src, float *__restrict__ resid, uint16_t *__restrict__ dst, u64 n,
                        float scale, nsc_kencopt o) {
+  typedef Vec<float, 4> F4;
+  typedef Vec<uint16_t, 4> H4;
   unsigned ov = 0, uf = 0, fl = o.flags;
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-    float y = encx_y(BF16, src, resid, i, scale, fl);
-    uint32_t a = __float_as_uint(y) & 0x7fffffffu;
-    ov += nsc_bits_is_overflow(a, BF16 ? NSC_BF16_OVF_LO : NSC_F16_OVF_LO);
-    uf += nsc_bits_is_underflow(a, BF16 ? NSC_BF16_UNF_HI : NSC_F16_UNF_HI);
-    int sr = (fl & NSC_KENC_SR) != 0;
-    uint16_t h = nsc_w16_code_x(BF16, y, sr, sr ? nsc_sr_bits(o.key, i) : 0u);
-    dst[i] = h;
-    if (fl & NSC_KENC_EF) resid[i] = nsc_ef_resid(y, nsc_w16_value(BF16, h));
+  const u64 t0 = blockIdx.x * (u64)blockDim.x + threadIdx.x, nt = (u64)gridDim.x * blockDim.x;
+  const bool ef = fl & NSC_KENC_EF, rd = ef && !(fl & NSC_KENC_ZERO);
+  u64 head = (uintptr_t)src % 4 ? n : ((16 - (uintptr_t)src % 16) % 16) / 4;
+  if (head > n) head = n;
+  bool wide = head < n && (uintptr_t)(dst + head) % 8 == 0 && (!ef || (uintptr_t)(resid + head) % 16 == 0);
+  if (!wide) {
+    encx16_each<BF16>(src, resid, dst, t0, nt, n, scale, o, ov, uf);
+  } else {
+    const u64 ng = (n - head) / 4, tail = head + 4 * ng;
+    encx16_each<BF16>(src, resid, dst, t0, nt, head, scale, o, ov, uf);
+    encx16_each<BF16>(src, resid, dst, tail + t0, nt, n, scale, o, ov, uf);
+    for (u64 g = t0; g < ng; g += nt) {
+      const u64 i0 = head + 4 * g;
+      F4 x = ld_vec(reinterpret_cast<const F4 *>(src + i0), 0), r;
+      if (rd) r = ld_vec(reinterpret_cast<const F4 *>(resid + i0), 0);
+      H4 c;
+      F4 out;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        float v = scale != 1.0f ? mul_x86(x.v[k], scale) : x.v[k];
+        float y = rd ? nsc_ef_in(BF16, v, r.v[k]) : v;
+        c.v[k] = code16<BF16>(y, i0 + k, o, ov, uf);
+        out.v[k] = nsc_ef_resid(y, nsc_w16_value(BF16, c.v[k]));
+      }
+      st_vec(reinterpret_cast<H4 *>(dst + i0), 0, c);
+      if (ef) st_vec(reinterpret_cast<F4 *>(resid + i0), 0, out);
+    }
   }
   if (o.counters) block_count(ov, uf, (u64 *)o.counters);
 }
@@ -422,6 +586,89 @@ __device__ void encx16(const float *__restrict__ src, float *__restrict__ resid,
 // the largest finite |y| and "holds Inf/NaN" by xor-shuffle reductions, lane
 // 0 writes the header, then one code per element (one byte, fp16s two). The
 // plain encode (tp_enc_*) is this with no options.
+// A whole wire block of 32 * E elements by one warp, E consecutive elements
+// per lane held in registers: E / 4 float4 loads of the source (and of the
+// residuals), the header from the warp's maximum, the lane's E codes in
+// one or two wide stores (or one by one where the codes are not aligned),
+// the residuals back as float4s. The same element rules as encx8's loop
+// below, element for element.
+template <int F, int E>
+__device__ __forceinline__ void encx8_block(const float *src, float *resid, uint8_t *dst, uint8_t *codes, u64 b,
+                                            u64 lo, float scale, const nsc_kencopt &o, bool cvec, unsigned &uf) {
+  typedef Vec<float, 4> F4;
+  typedef Vec<uint8_t, 8> C8;
+  const unsigned lane = threadIdx.x & 31u, fl = o.flags;
+  const bool ef = fl & NSC_KENC_EF, rd = ef && !(fl & NSC_KENC_ZERO);
+  const int sr = (fl & NSC_KENC_SR) != 0;
+  const u64 i0 = lo + (u64)lane * E;
+  float y[E];
+  unsigned am = 0, sp = 0;
+#pragma unroll
+  for (int q = 0; q < E / 4; q++) {
+    F4 x = ld_vec(reinterpret_cast<const F4 *>(src + i0), q), r;
+    if (rd) r = ld_vec(reinterpret_cast<const F4 *>(resid + i0), q);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      float v = scale != 1.0f ? mul_x86(x.v[k], scale) : x.v[k];
+      y[4 * q + k] = rd ? nsc_ef_in(F, v, r.v[k]) : v;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < E; k++) {
+    unsigned a = __float_as_uint(y[k]) & 0x7fffffffu;
+    if (a >= NSC_F32_INF) sp = 1;
+    else am = a > am ? a : am;
+  }
+#pragma unroll
+  for (int k = 16; k > 0; k >>= 1) {
+    unsigned oa = __shfl_xor_sync(0xffffffffu, am, k), os = __shfl_xor_sync(0xffffffffu, sp, k);
+    am = oa > am ? oa : am;
+    sp |= os;
+  }
+  int kk = nsc_bs_k(F, am);
+  uint32_t lim = nsc_bs_lim(F, am, kk, (int)sp);
+  uint16_t h = nsc_bs_header(kk, (int)sp);
+  if (lane == 0) {
+    if ((uintptr_t)dst % 2 == 0) gst(reinterpret_cast<uint16_t *>(dst), b, h);
+    else {
+      gst(dst, 2 * b, (uint8_t)(h & 0xffu));
+      gst(dst, 2 * b + 1, (uint8_t)(h >> 8));
+    }
+  }
+  uint32_t c[E];
+#pragma unroll
+  for (int k = 0; k < E; k++) {
+    uint32_t u = sr ? nsc_sr_bits(o.key, i0 + k) : 0u;
+    c[k] = nsc_bs_code_x(F, y[k], kk, lim, sr, u);
+    uf += nsc_bs_flushed(F, __float_as_uint(y[k]) & 0x7fffffffu, c[k]);
+  }
+  if (cvec) { /* E codes (E or 2E bytes) in 8-byte stores */
+#pragma unroll
+    for (int q = 0; q < (F == 4 ? 2 : 1) * E / 8; q++) {
+      C8 v;
+#pragma unroll
+      for (int k = 0; k < 8; k++)
+        v.v[k] = F == 4 ? (uint8_t)(c[(8 * q + k) / 2] >> ((k & 1) * 8)) : (uint8_t)c[8 * q + k];
+      st_vec(reinterpret_cast<C8 *>(codes + i0 * (F == 4 ? 2 : 1)), q, v);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < E; k++) {
+      if (F == 4) gst(reinterpret_cast<uint16_t *>(codes), i0 + k, (uint16_t)c[k]);
+      else gst(codes, i0 + k, (uint8_t)c[k]);
+    }
+  }
+  if (ef) {
+#pragma unroll
+    for (int q = 0; q < E / 4; q++) {
+      F4 out;
+#pragma unroll
+      for (int k = 0; k < 4; k++) out.v[k] = nsc_ef_resid(y[4 * q + k], nsc_bs_value(F, c[4 * q + k], h));
+      st_vec(reinterpret_cast<F4 *>(resid + i0), q, out);
+    }
+  }
+}
+
 template <int F>
 __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, uint8_t *__restrict__ dst, u64 n,
                       u64 block, float scale, nsc_kencopt o) {
@@ -431,8 +678,19 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
   const u64 nwarps = (u64)gridDim.x * wpb;
   u64 nb = (n + block - 1) / block;
   uint8_t *codes = dst + 2 * nb;
+  /* Whole wire blocks of 256 or 512 go the wide way (encx8_block) where the
+   * source and residuals are 16-byte aligned; their codes in wide stores
+   * where those are aligned too. Warp-uniform: a launch's choice. */
+  const bool ef = fl & NSC_KENC_EF;
+  const bool wide = (block == 256 || block == 512) && (uintptr_t)src % 16 == 0 && (!ef || (uintptr_t)resid % 16 == 0);
+  const bool cvec = (uintptr_t)codes % 8 == 0;
   for (u64 b = (u64)blockIdx.x * wpb + (threadIdx.x >> 5); b < nb; b += nwarps) { /* warp-uniform */
     u64 lo = b * block, hi = lo + block < n ? lo + block : n;
+    if (wide && hi - lo == block) {
+      if (block == 256) encx8_block<F, 8>(src, resid, dst, codes, b, lo, scale, o, cvec, uf);
+      else encx8_block<F, 16>(src, resid, dst, codes, b, lo, scale, o, cvec, uf);
+      continue;
+    }
     unsigned am = 0, sp = 0;
     for (u64 i = lo + lane; i < hi; i += 32) {
       unsigned a = __float_as_uint(encx_y(F, src, resid, i, scale, fl)) & 0x7fffffffu;
@@ -449,17 +707,17 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
     uint32_t lim = nsc_bs_lim(F, am, k, (int)sp);
     uint16_t h = nsc_bs_header(k, (int)sp);
     if (lane == 0) {
-      dst[2 * b] = (uint8_t)(h & 0xffu);
-      dst[2 * b + 1] = (uint8_t)(h >> 8);
+      gst(dst, 2 * b, (uint8_t)(h & 0xffu));
+      gst(dst, 2 * b + 1, (uint8_t)(h >> 8));
     }
     for (u64 i = lo + lane; i < hi; i += 32) {
       float y = encx_y(F, src, resid, i, scale, fl);
       uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
       uint32_t c = nsc_bs_code_x(F, y, k, lim, sr, u);
-      if (F == 4) ((uint16_t *)codes)[i] = (uint16_t)c;
-      else codes[i] = (uint8_t)c;
+      if (F == 4) gst((uint16_t *)codes, i, (uint16_t)c);
+      else gst(codes, i, (uint8_t)c);
       uf += nsc_bs_flushed(F, __float_as_uint(y) & 0x7fffffffu, c);
-      if (fl & NSC_KENC_EF) resid[i] = nsc_ef_resid(y, nsc_bs_value(F, c, h));
+      if (fl & NSC_KENC_EF) gst(resid, i, nsc_ef_resid(y, nsc_bs_value(F, c, h)));
     }
   }
   if (o.counters) block_count(0, uf, (u64 *)o.counters); /* every thread of the CTA reaches it */

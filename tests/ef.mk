@@ -30,3 +30,16 @@ $(B)/tests/test_ef: $(B)/obj/tests/unit/test_ef.o $(B)/obj/shim/ef/ef.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka
 TEST_BINS += $(B)/tests/test_ef
+
+# Global memory accesses per element of every kernel (issue 34): the
+# kernels on tests/simt through the CUDA backend on the driver double;
+# run by tests/t/46-ef.sh.
+KERNEL_ACCESS := $(B)/tests/kernel_access
+$(B)/obj/tests/unit/kernel_access.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress -Itests/cudadrv -I$(CUDA_INC)
+$(B)/obj/tests/unit/kernel_access.o: tests/unit/kernel_access.def
+$(KERNEL_ACCESS): $(B)/obj/tests/unit/kernel_access.o $(B)/obj/shim/backend/backend_cuda.o \
+                  $(B)/obj/shim/backend/backend_host.o $(B)/obj/shim/backend/host_stream.o $(COMPRESS_OBJS) $(CUDADRV_LIB)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $(filter %.o,$^) -L$(CUDADRV_DIR) -l:libcuda.so.1 -Wl,-rpath,$(abspath $(CUDADRV_DIR)) \
+	  $(LDFLAGS_BASE) -lpthread -ldl -lm
+TEST_BINS += $(KERNEL_ACCESS)

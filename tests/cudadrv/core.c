@@ -61,6 +61,10 @@ CD_EXPORT int cudadrv_get_stats(cudadrv_stats *out) {
   out->kernel_barriers = c.barriers - simt_base.barriers;
   out->kernel_shuffles = c.shuffles - simt_base.shuffles;
   out->kernel_vec_accesses = c.vec_accesses - simt_base.vec_accesses;
+  out->kernel_loads = c.loads - simt_base.loads;
+  out->kernel_stores = c.stores - simt_base.stores;
+  out->kernel_load_bytes = c.load_bytes - simt_base.load_bytes;
+  out->kernel_store_bytes = c.store_bytes - simt_base.store_bytes;
   return 0;
 }
 CD_EXPORT void cudadrv_reset_stats(void) {

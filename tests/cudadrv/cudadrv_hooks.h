@@ -44,6 +44,9 @@ typedef struct {
    * there waits for the device (issue 23, defect 2). CUDADRV_POLL_NOTES=1
    * prints each. */
   uint64_t region_polls;
+  /* The kernels' global memory accesses (tests/simt: every one through
+   * kernels.cu's accessors), information: loads and stores, and bytes. */
+  uint64_t kernel_loads, kernel_stores, kernel_load_bytes, kernel_store_bytes;
 } cudadrv_stats;
 
 /* Copies the counters; returns 0. */

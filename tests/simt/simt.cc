@@ -246,6 +246,12 @@ extern "C" void simt_vec_access(const void *p, size_t bytes) {
   if ((uintptr_t)p % bytes) fault("misaligned %zu-byte vector access at %p", bytes, p);
 }
 
+extern "C" void simt_mem(const void *p, size_t bytes, int store, int vec) {
+  if (vec) simt_vec_access(p, bytes);
+  count(store ? &counts.stores : &counts.loads, 1);
+  count(store ? &counts.store_bytes : &counts.load_bytes, bytes);
+}
+
 /* ---- fp16 conversions as PTX defines them ------------------------------------------------------ */
 
 extern "C" uint16_t simt_cvt_rn_f16_f32(float x) {
@@ -353,4 +359,8 @@ extern "C" void simt_get_counts(simt_counts *out) {
   out->shuffles = __atomic_load_n(&counts.shuffles, __ATOMIC_RELAXED);
   out->vec_accesses = __atomic_load_n(&counts.vec_accesses, __ATOMIC_RELAXED);
   out->faults = __atomic_load_n(&counts.faults, __ATOMIC_RELAXED);
+  out->loads = __atomic_load_n(&counts.loads, __ATOMIC_RELAXED);
+  out->stores = __atomic_load_n(&counts.stores, __ATOMIC_RELAXED);
+  out->load_bytes = __atomic_load_n(&counts.load_bytes, __ATOMIC_RELAXED);
+  out->store_bytes = __atomic_load_n(&counts.store_bytes, __ATOMIC_RELAXED);
 }

@@ -13,8 +13,11 @@
  *   - __shared__ variables are one copy per block (per OS thread, and an OS
  *     thread runs one block at a time);
  *   - atomics are atomic (shared and global memory);
- *   - vector loads and stores (NSC_LD_VEC/NSC_ST_VEC in kernels.cu) fault
- *     when misaligned, as the GPU's do (CUDA_ERROR_MISALIGNED_ADDRESS);
+ *   - vector loads and stores (ld_vec/st_vec in kernels.cu) fault when
+ *     misaligned, as the GPU's do (CUDA_ERROR_MISALIGNED_ADDRESS);
+ *   - every global memory access of the kernels goes through their own
+ *     accessors, which count loads and stores and their bytes here (the
+ *     access width a test holds each kernel to; not a timing);
  *   - fp16 conversions as the PTX ISA defines cvt.rn.f16.f32 and
  *     cvt.f32.f16 (round to nearest even, the canonical NaN 0x7fff /
  *     0x7fffffff for any NaN), through the compiler's own _Float16;
@@ -60,6 +63,10 @@ void simt_syncthreads(void);
 /* mode 0: __shfl_down_sync (arg = delta), 1: __shfl_xor_sync (arg = lane mask) */
 uint64_t simt_shfl(int mode, unsigned mask, uint64_t bits, unsigned arg, int width);
 void simt_vec_access(const void *p, size_t bytes); /* faults when misaligned */
+/* One global memory access of the kernels (kernels.cu's gld/gst/ld_vec/
+ * st_vec): counted as a load or a store of `bytes`; a vector one (vec)
+ * faults when misaligned. */
+void simt_mem(const void *p, size_t bytes, int store, int vec);
 uint16_t simt_cvt_rn_f16_f32(float x);
 float simt_cvt_f32_f16(uint16_t h);
 }

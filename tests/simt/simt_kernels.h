@@ -45,6 +45,9 @@ typedef struct {
   uint64_t launches, blocks, barriers, shuffles;
   uint64_t vec_accesses; /* vector loads and stores (NSC_LD_VEC/NSC_ST_VEC) */
   uint64_t faults;
+  /* Global memory as the kernels' own accessors report it (kernels.cu: gld,
+   * gst, ld_vec, st_vec): loads and stores, vector or not, and their bytes. */
+  uint64_t loads, stores, load_bytes, store_bytes;
 } simt_counts;
 void simt_get_counts(simt_counts *out);
 

@@ -22,6 +22,20 @@ if [ -x "$TBIN/test_ef_cuda" ]; then
   grep -E '^(ok|not ok) ' "$TMPD/efcuda"
   [ $rc -eq 0 ] || { not_ok "test_ef_cuda exited $rc"; sed 's/^/#   /' "$TMPD/efcuda" | tail -5; }
 else not_ok "test_ef_cuda was not built"; fi
+# Issue 34: every kernel's global memory accesses per element against its
+# recorded most (tests/unit/kernel_access.def), on the kernels compiled for
+# the CPU; at 0.9 of every limit each check must fail (the limits are tight).
+if [ -x "$TBIN/kernel_access" ]; then
+  LD_LIBRARY_PATH="$BUILD/lib/cudadrv" timeout "${TEST_TIMEOUT:-120}" "$TBIN/kernel_access" >"$TMPD/ka" 2>&1
+  rc=$?
+  grep -E '^(ok|not ok) ' "$TMPD/ka" | sed 's/^\(ok\|not ok\) - /\1 - kernel accesses: /'
+  [ $rc -eq 0 ] || { not_ok "kernel_access exited $rc"; sed 's/^/#   /' "$TMPD/ka" | tail -5; }
+  KERNEL_ACCESS_SCALE=0.9 LD_LIBRARY_PATH="$BUILD/lib/cudadrv" "$TBIN/kernel_access" >"$TMPD/ka9" 2>&1
+  nk=$(grep -c '^ok - [a-z]' "$TMPD/ka") nf=$(grep -c '^not ok - ' "$TMPD/ka9")
+  [ "$nf" -eq "$((nk - 1))" ] && [ "$nk" -gt 30 ] \
+    && ok "kernel accesses: with every limit at 0.9 each of the $((nk - 1)) kernels' checks fails" \
+    || not_ok "kernel accesses at 0.9 of the limits: $nf of $((nk - 1)) failed"
+else not_ok "kernel_access was not built"; fi
 
 # 1. Convergence of the running mean (N = 64 calls of one bucket, 3 ranks).
 for w in fp16 int8 fp8 fp16s; do

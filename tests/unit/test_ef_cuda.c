@@ -58,11 +58,14 @@ static void dec_and_sum(const nsc_backend *be, CUstream s, const nsc_fmt_t *fmts
   for (int fi = 0; fi < nf; fi++) {
     nsc_fmt_t f = fmts[fi];
     int ok = 1;
-    for (size_t li = 0; li < 4 && ok; li++)
+    for (size_t li = 0; li < 8 && ok; li++)
       for (int m = 1; m <= 3 && ok; m += 2) {
-        size_t n = lens[li], block = li & 1 ? 256 : 16, one = nsc_fmt_bytes(f, n, block);
-        size_t stride = (one + 3) & ~(size_t)3, ow = (li + (size_t)m) % 2, od = (li + 1) % 4;
-        float post = li == 2 ? 0.5f : 1.0f;
+        /* operands 4 bytes apart at least (the scalar kernels), or a multiple
+         * of 16, as two-phase's slots are (the wide ones, issue 34) */
+        size_t n = lens[li % 4], block = li & 1 ? 256 : 16, one = nsc_fmt_bytes(f, n, block);
+        size_t stride = li < 4 ? (one + 3) & ~(size_t)3 : (one + 15) & ~(size_t)15;
+        size_t ow = (li + (size_t)m) % 2, od = (li + 1) % 4;
+        float post = li % 4 == 2 ? 0.5f : 1.0f;
         for (int j = 0; j < m; j++) {
           fill(x, n);
           nsc_fmt_encode_ref(f, block, x, w + ow * 2 + (size_t)j * stride, n, 1.0f, NULL);
@@ -95,8 +98,8 @@ static void dec_and_sum(const nsc_backend *be, CUstream s, const nsc_fmt_t *fmts
         free(got);
       }
     char d[160];
-    snprintf(d, sizeof d, "%s: decode and decode-and-sum (1 and 3 contributions) = reference, misaligned operands",
-             nsc_fmt_name(f));
+    snprintf(d, sizeof d, "%s: decode and decode-and-sum (1 and 3 contributions) = reference, misaligned operands, "
+             "slots 4 and 16 bytes apart", nsc_fmt_name(f));
     report(ok, d);
   }
 }
@@ -130,13 +133,18 @@ int main(void) {
   for (int fi = 0; fi < (int)(sizeof fmts / sizeof fmts[0]); fi++)
     for (int mode = 0; mode < 4; mode++) { /* 0: EF nearest, 1: stochastic only, 2: EF + stochastic, 3: plain */
       int ok = 1;
-      for (size_t li = 0; li < 4 && ok; li++) {
+      for (size_t li = 0; li < 7 && ok; li++) {
         nsc_fmt_t f = fmts[fi];
-        size_t n = lens[li], block = li == 3 ? 256 : 16, eb = nsc_fmt_bytes(f, n, block);
-        float scale = li == 2 ? 0.25f : 1.0f;
+        /* li 0-3: offsets that vary; 4-6 (issue 34's wide kernels): source and
+         * residuals aligned, wire blocks of 256 and 512, the codes aligned or
+         * not (li 6: the wire 2 bytes past its allocation) */
+        static const size_t wlens[3] = {65536, 70001, 70001}, wblocks[3] = {256, 512, 256};
+        size_t n = li < 4 ? lens[li] : wlens[li - 4], block = li < 4 ? (li == 3 ? 256 : 16) : wblocks[li - 4];
+        size_t eb = nsc_fmt_bytes(f, n, block);
+        float scale = li == 2 || li == 5 ? 0.25f : 1.0f;
         int ef = mode == 0 || mode == 2;
         /* element offsets of source, residuals and wire from their allocations */
-        size_t ox = (li + (size_t)mode) % 4, orr = (li + 1) % 4, ow = li % 2;
+        size_t ox = li < 4 ? (li + (size_t)mode) % 4 : 0, orr = li < 4 ? (li + 1) % 4 : 0, ow = li < 4 ? li % 2 : li == 6;
         CUdeviceptr px = dx + ox * 4, pr = dr + orr * 4, pe = de + ow * 2;
         for (int call = 0; call < 3 && ok; call++) {
           fill(x, n);
@@ -177,7 +185,8 @@ int main(void) {
         }
       }
       char what[160];
-      snprintf(what, sizeof what, "%s %s: CUDA kernel = host fast path = reference, bytes and residuals, 3 calls",
+      snprintf(what, sizeof what, "%s %s: CUDA kernel = host fast path = reference, bytes and residuals, 3 calls, "
+               "scalar and wide", 
                nsc_fmt_name(fmts[fi]), mode == 0   ? "error feedback"
                : mode == 1 ? "stochastic"
                : mode == 2 ? "error feedback + stochastic"
