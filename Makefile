@@ -5,7 +5,8 @@
 #   make test       install what is missing, build, run every test (ends "N passed, N failed")
 #   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
 #   make deps       apt-get only what is missing
-#   make env-doc    regenerate docs/environment.md's table from shim/config/config.def
+#   make env-doc    regenerate docs/environment.md's table from shim/config/config.def, and the
+#                   formats' table (docs/collectives.md) and env/ncclshim/formats.py from compress/formats.h
 #   make gpu-check  on a machine with a GPU (pip PyTorch, toolkit optional): driver, kernels and
 #                   their bandwidth, PyTorch's NCCL with and without the shim, DDP (tests/gpu/check.sh)
 #   make gpu-bench  right after gpu-check: all-reduces and a DDP step with and without the shim, every
@@ -64,7 +65,8 @@ CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SANFLAGS) -D_GNU_SOURCE
 NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_INC)
 # The shim's folders, one concern each (shim/module.mk).
 SHIM_DIRS := shim shim/accum shim/agree shim/backend shim/coll shim/config shim/diag shim/ef shim/exec shim/hooks shim/log shim/msg shim/plan shim/queue shim/staging shim/topo
-SHIM_INC := $(addprefix -I,$(SHIM_DIRS))
+# compress/: config.h names the formats of compress/formats.h
+SHIM_INC := $(addprefix -I,$(SHIM_DIRS)) -Icompress
 LDFLAGS_BASE := $(SANFLAGS)
 
 HAVE_NVCC := $(if $(NVCC),1,)
@@ -115,13 +117,16 @@ demo: deps
 DEMO_GBPS ?= 1
 
 # docs/environment.md's table, generated from shim/config/config.def.
-$(B)/bin/ncclshim-envdoc: shim/tools/envdoc.c $(B)/obj/shim/config/config.o
+$(B)/bin/ncclshim-envdoc: shim/tools/envdoc.c $(B)/obj/shim/config/config.o $(B)/obj/compress/formats.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) $(SHIM_INC) -o $@ $^ -lpthread
 env-doc: $(B)/bin/ncclshim-envdoc
 	@$< > $(B)/env-table.md
 	@python3 tests/splice.py docs/environment.md env-table $(B)/env-table.md
-	@echo "docs/environment.md: environment table regenerated"
+	@$< --formats > $(B)/formats-table.md
+	@python3 tests/splice.py docs/collectives.md formats-table $(B)/formats-table.md
+	@$< --formats-py > env/ncclshim/formats.py
+	@echo "docs/environment.md, docs/collectives.md's formats, env/ncclshim/formats.py: regenerated"
 TEST_BINS += $(B)/bin/ncclshim-envdoc
 
 # Needs a GPU, its driver and a real libnccl (see tests/gpu/check.sh). Only
@@ -132,7 +137,7 @@ gpu-check: $(SHIM_LIB)
 
 # The GPU numbers (tests/gpu/bench.sh): the shim, the host NCCL (for
 # --emulate) and PyTorch; about 4 minutes on one GPU.
-gpu-bench: $(SHIM_LIB)
+gpu-bench: $(SHIM_LIB) $(B)/bin/ncclshim-envdoc
 	@B=$(B) ./tests/gpu/bench.sh
 
 clean:

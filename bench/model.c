@@ -62,7 +62,7 @@
 #define MiB (1024.0 * 1024.0)
 #define NFMT NSC_FMT_COUNT
 
-static const char *const fmt_names[NFMT] = {"fp16", "bf16", "int8", "fp8", "fp16s"};
+#define fmt_name(i) nsc_fmt_name((nsc_fmt_t)(i)) /* compress/formats.h's rows */
 
 /* ---------------------------------------------------------------- rates */
 
@@ -109,13 +109,13 @@ static int rates_load(rates *r, const char *path) {
     int done = 0;
     for (int i = 0; i < NFMT && !done; i++) {
       char k[64];
-      snprintf(k, sizeof k, "enc_%s", fmt_names[i]);
+      snprintf(k, sizeof k, "enc_%s", fmt_name(i));
       if (!strcmp(key, k)) r->enc[i] = v * 1e9, done = 1;
-      snprintf(k, sizeof k, "dec_%s", fmt_names[i]);
+      snprintf(k, sizeof k, "dec_%s", fmt_name(i));
       if (!strcmp(key, k)) r->dec[i] = v * 1e9, done = 1;
-      snprintf(k, sizeof k, "dsum4_%s", fmt_names[i]);
+      snprintf(k, sizeof k, "dsum4_%s", fmt_name(i));
       if (!strcmp(key, k)) r->dsum4[i] = v * 1e9, done = 1;
-      snprintf(k, sizeof k, "twophase_cpu_factor_%s", fmt_names[i]);
+      snprintf(k, sizeof k, "twophase_cpu_factor_%s", fmt_name(i));
       if (!strcmp(key, k)) r->tp_factor_fmt[i] = v, done = 1;
     }
     if (done) continue;
@@ -742,11 +742,11 @@ static int variants(const char *algo, const char *compress, variant *v, int max)
       continue;
     }
     for (int c = 0; c < NFMT && n < max - 2; c++) {
-      if (compress && strcmp(compress, fmt_names[c])) continue;
+      if (compress && strcmp(compress, fmt_name(c))) continue;
       if (!strcmp(algos[a], "ring") && c >= NSC_FMT_INT8 && !algo) continue; /* ring is fp16/bf16 only */
       variant x = {"", "", -1};
       snprintf(x.algo, sizeof x.algo, "%s", algos[a]);
-      snprintf(x.compress, sizeof x.compress, "%s", fmt_names[c]);
+      snprintf(x.compress, sizeof x.compress, "%s", fmt_name(c));
       v[n++] = x;
       if ((!strcmp(algos[a], "twophase") || !strcmp(algos[a], "hier")) && !algo && (c == 0 || c == 2)) {
         x.piece_bytes = 0;
@@ -841,7 +841,7 @@ static void usage(FILE *o) {
           "usage: ncclshim_model [--nodes N] [--ranks-per-node L] [--nic-gbps G] [--nic-per node|rank]\n"
           "         [--intra-gbps G] [--latency-us U] [--launch-us U] [--launch-overlap O] [--fabric host|gpu]\n"
           "         [--bytes S] [--coll allreduce|reducescatter|allgather]\n"
-          "         [--compress off|fp16|bf16|int8|fp8|fp16s] [--algo none|auto|ring|twophase|hier]\n"
+          "         [--compress " NSC_COMPRESS_CHOICES "] [--algo none|auto|ring|twophase|hier]\n"
           "         [--piece-bytes B] [--set NCCLSHIM_X=V]... [--rates FILE] [--json] [--sweep-nodes 1,2,4,...]\n"
           "         [--tsv FILE] [--selftest]\n"
           "Predicted (modelled) time of one call per plan; see bench/README.md, \"Cost model\".\n");

@@ -8,6 +8,7 @@
  * Must not: call NCCL, MPI or CUDA; allocate; depend on the rounding mode
  * being anything but the default (round to nearest even). */
 #include "perf_data.h"
+#include "wire.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -54,20 +55,20 @@ int perf_op_index(const char *name) {
   return -1;
 }
 
+/* The 16-bit floats: one rounding's relative error (compress/formats.h). */
 double perf_wire_unit(const char *wire) {
-  if (strcmp(wire, "fp16") == 0) return 0x1p-11;
-  if (strcmp(wire, "bf16") == 0) return 0x1p-8;
-  return 0;
+  int f = nsc_fmt_by_name(wire);
+  return f >= 0 && !nsc_fmt_blocked((nsc_fmt_t)f) ? nsc_fmt_bound((nsc_fmt_t)f) : 0;
 }
 
-/* Per element, two roundings of at most M/127.5 (int8), 2^-4 M (fp8) or
- * 2^-11 M + 2^-39 M (fp16s) each (wire_bits.h); blocks whose largest |x| reaches 2^111 round their top step
- * down (up to twice that), which the generated data never comes near. */
+/* The block-scaled formats, per element: two roundings (input and sum) of at
+ * most their bound times the block's largest |x| each (compress/formats.h:
+ * int8 M/127.5, fp8 (2^-4 + 2^-17) M, fp16s (2^-11 + 2^-39) M, int4 M/7.5);
+ * blocks whose largest |x| reaches 2^111 round their top step down (more
+ * than that), which the generated data never comes near. */
 double perf_wire_block_coef(const char *wire) {
-  if (strcmp(wire, "int8") == 0) return 2 / 127.5;
-  if (strcmp(wire, "fp8") == 0) return 0x1p-3 + 0x1p-16;
-  if (strcmp(wire, "fp16s") == 0) return 0x1p-10 + 0x1p-38;
-  return 0;
+  int f = nsc_fmt_by_name(wire);
+  return f >= 0 && nsc_fmt_blocked((nsc_fmt_t)f) ? 2 * nsc_fmt_bound((nsc_fmt_t)f) : 0;
 }
 
 /* ---- fp16 / bf16: sign, ebits exponent bits, mbits stored mantissa bits ---- */

@@ -12,12 +12,13 @@
 #             (goal <= 0.15), step time and its compute/communication split,
 #             for a communication-heavy and a compute-heavy job
 #   twophase  allreduce_perf 4 ranks, 4..64 MiB, HOSTNCCL_LINK_GBPS=1: no shim (fp32),
-#             ring fp16, two-phase fp16/bf16/int8/fp8 (default pieces), and
+#             ring fp16, two-phase in every wire format (compress/formats.h;
+#             default pieces), and
 #             fp16/int8 in one piece, time / fp32 per size
 #             (goals: two-phase fp16 <= 0.55, int8 <= 0.30)
 #   errors    max |error| / sum |x| of random inputs over 2^-30..2^30 against
 #             the rank count n = 2, 3, 4, 8 (oversubscribed), ring fp16/bf16 and
-#             two-phase fp16/bf16/int8/fp8, with each documented bound
+#             two-phase in every wire format, with each documented bound
 #   link      twophase_link: fp32 two-phase over send/recv / fp32 ring, same
 #             bytes, HOSTNCCL_LINK_GBPS=1 (goal: within 10 %)
 #   fabric    the emulated multi-node fabric's honesty: a ring all-reduce and an
@@ -34,7 +35,7 @@
 #             goals: hier fp16 <= 0.55, int8 <= 0.30)
 #   hier-errors  max |error| / sum |x| of random inputs (as errors) with hier on
 #             2x2, 2x4 and 4x2 emulated nodes against flat two-phase on the same
-#             rank count, fp16/bf16/int8/fp8/fp16s, with each documented bound
+#             rank count, every wire format, with each documented bound
 #   model     the cost model (bench/ncclshim-model, issue 22) against the emulator:
 #             allreduce_perf on 1x4, 2x2, 2x4 and 4x2 emulated nodes x ranks, a 0.5 Gb/s
 #             NIC per node and per rank, 50 Gb/s inside a node, 4/16/64 MiB: no shim,
@@ -149,10 +150,12 @@ torch_ddp() {
 twophase() {
   rm -f "$TMP"/t-*.out
   local ap=("$BUILD/bin/allreduce_perf" -b 4M -e 64M -f 2 -n 1 -w 1 -c 0)
+  # every wire format of compress/formats.h (ncclshim-envdoc --names)
+  local fmts; fmts=$("$BUILD/bin/ncclshim-envdoc" --names) || { echo "ratios: ncclshim-envdoc is not built" >&2; exit 1; }
   for ((r = 0; r < ROUNDS; r++)); do
     run t-fp32 0 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} -- "${ap[@]}"
     run t-ring16 1 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=ring -- "${ap[@]}"
-    for w in fp16 bf16 int8 fp8; do
+    for w in $fmts; do
       run t-2p$w 1 HOSTNCCL_LINK_GBPS=${TP_GBPS:-1} NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase -- "${ap[@]}"
     done
     for w in fp16 int8; do # the same without pieces: what the pipeline buys
@@ -161,18 +164,21 @@ twophase() {
     done
   done
   echo "# two-phase, 4 ranks, HOSTNCCL_LINK_GBPS=${TP_GBPS:-1}, out-of-place time (us) and ratio to fp32, median of $ROUNDS alternated runs"
-  echo "# (2p: default pieces, NCCLSHIM_TWOPHASE_PIECE_BYTES=1M; 1p: one piece, =0)"
-  printf '%10s %10s %16s %16s %16s %16s %16s %16s %16s\n' size fp32 ring_fp16 2p_fp16 2p_bf16 2p_int8 2p_fp8 1p_fp16 1p_int8
-  join <(ap_times t-fp32) <(ap_times t-ring16) | join - <(ap_times t-2pfp16) | join - <(ap_times t-2pbf16) |
-    join - <(ap_times t-2pint8) | join - <(ap_times t-2pfp8) | join - <(ap_times t-1pfp16) | join - <(ap_times t-1pint8) |
-    awk '{printf "%10d %10.0f", $1, $2; for (i = 3; i <= 9; i++) printf " %9.0f (%.3f)", $i, $i / $2; print ""}'
+  echo "# (2p: default pieces, NCCLSHIM_TWOPHASE_PIECE_BYTES=auto; 1p: one piece, =0)"
+  local cols=(ring16) heads=(ring_fp16) t
+  for w in $fmts; do cols+=(2p$w); heads+=(2p_$w); done
+  cols+=(1pfp16 1pint8) heads+=(1p_fp16 1p_int8)
+  printf '%10s %10s' size fp32; printf ' %16s' "${heads[@]}"; echo
+  t=$(ap_times t-fp32)
+  for c in "${cols[@]}"; do t=$(join <(printf '%s\n' "$t") <(ap_times t-$c)); done
+  printf '%s\n' "$t" | awk '{printf "%10d %10.0f", $1, $2; for (i = 3; i <= NF; i++) printf " %9.0f (%.3f)", $i, $i / $2; print ""}'
 }
 
 errors() {
   local P="$BUILD/tests/shim_twophase" out="$TMP/e.out"
   : >"$out"
   for np in 2 3 4 8; do
-    for v in ring:fp16 ring:bf16 twophase:fp16 twophase:bf16 twophase:int8 twophase:fp8; do
+    for v in ring:fp16 ring:bf16 $(for w in $("$BUILD/bin/ncclshim-envdoc" --names); do echo twophase:$w; done); do
       NP=$np run e-$np 1 NCCLSHIM_ALGO=${v%%:*} NCCLSHIM_COMPRESS=${v#*:} NCCLSHIM_MIN_BYTES=0 NCCLSHIM_BANNER=0 -- "$P" bound 8
     done
     grep -h '^maxrel' "$TMP/e-$np.out" >>"$out"
@@ -296,7 +302,7 @@ hier_errors() {
   : >"$out"
   for shape in 2x2 2x4 4x2; do
     n=${shape%x*} l=${shape#*x}
-    for w in fp16 bf16 int8 fp8 fp16s; do
+    for w in $("$BUILD/bin/ncclshim-envdoc" --names); do
       for a in twophase hier; do
         ctx_nodes "$n" "$l" LD_PRELOAD="$SHIM" NCCLSHIM_ALGO=$a NCCLSHIM_COMPRESS=$w NCCLSHIM_MIN_BYTES=0 NCCLSHIM_BANNER=0 \
           -- "$P" bound 8

@@ -62,12 +62,12 @@ typedef struct {
  *   seg_from_{f16,bf16}_{s,l} (segtab tab, const uint16_t *wire, float scale)
  *   scale_{f32,f16,bf16} (const T *src, T *dst, u64 n, float f)
  *   scale_f64            (const double *src, double *dst, u64 n, double f)
- *   tp_enc_{int8,fp8,f16s}    (const float *src, uint8_t *dst, u64 n, u64 block, float scale)
- *   tp_dec_{f16,bf16,int8,fp8,f16s} (const uint8_t *src, float *dst, u64 n, u64 block, float scale)
- *   tp_sum_{f16,bf16,int8,fp8,f16s} (const uint8_t *base, u64 stride, u64 m, float *dst, u64 n,
- *                               u64 block, float post)
- *   tp_encx_{f16,bf16,int8,fp8,f16s} (const float *src, float *resid, uint8_t *dst, u64 n, u64 block,
- *                               float scale, nsc_kencopt opt)
+ * and per format of formats.h (its kernel suffix k: f16, bf16, int8, fp8, f16s, int4):
+ *   tp_enc_<k>  block-scaled formats only (const float *src, uint8_t *dst, u64 n, u64 block, float scale)
+ *   tp_dec_<k>  (const uint8_t *src, float *dst, u64 n, u64 block, float scale)
+ *   tp_sum_<k>  (const uint8_t *base, u64 stride, u64 m, float *dst, u64 n, u64 block, float post)
+ *   tp_encx_<k> (const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale,
+ *                nsc_kencopt opt)
  * counters (may be NULL): [0] overflow, [1] underflow, one atomicAdd per block. */
 #define NSC_KERNEL_NAMES(X)                                                            \
   X(to_f16) X(to_bf16) X(from_f16) X(from_bf16)                                        \
@@ -77,6 +77,7 @@ typedef struct {
   X(tp_enc_int8) X(tp_enc_fp8) X(tp_dec_f16) X(tp_dec_bf16) X(tp_dec_int8) X(tp_dec_fp8) \
   X(tp_sum_f16) X(tp_sum_bf16) X(tp_sum_int8) X(tp_sum_fp8)                           \
   X(tp_encx_f16) X(tp_encx_bf16) X(tp_encx_int8) X(tp_encx_fp8)                       \
-  X(tp_enc_f16s) X(tp_dec_f16s) X(tp_sum_f16s) X(tp_encx_f16s)
+  X(tp_enc_f16s) X(tp_dec_f16s) X(tp_sum_f16s) X(tp_encx_f16s)                       \
+  X(tp_enc_int4) X(tp_dec_int4) X(tp_sum_int4) X(tp_encx_int4)
 
 #endif

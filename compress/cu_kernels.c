@@ -119,6 +119,20 @@ CUresult nsc_cuk_scale(nsc_cuctx *c, CUstream s, char kind, const void *src, voi
   return launch(c, s, k, tiles(n), params, what);
 }
 
+/* Each format's kernels, by its row of formats.h (fp16 and bf16 encode with
+ * the plain casts: no tp_enc kernel, -1). */
+enum { NSC_K_tp_enc_f16 = -1, NSC_K_tp_enc_bf16 = -1 };
+#define NSC_K_OF(kind) \
+  {NSC_FORMATS(NSC_K_ROW_##kind)}
+#define NSC_K_ROW_enc(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_K_tp_enc_##k,
+#define NSC_K_ROW_dec(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_K_tp_dec_##k,
+#define NSC_K_ROW_sum(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_K_tp_sum_##k,
+#define NSC_K_ROW_encx(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_K_tp_encx_##k,
+static const int enc_kernel[NSC_FMT_COUNT] = NSC_K_OF(enc);
+static const int dec_kernel[NSC_FMT_COUNT] = NSC_K_OF(dec);
+static const int sum_kernel[NSC_FMT_COUNT] = NSC_K_OF(sum);
+static const int encx_kernel[NSC_FMT_COUNT] = NSC_K_OF(encx);
+
 CUresult nsc_cuk_fmt_encode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const float *src,
                             void *dst, size_t n, float scale, const char **what) {
   if (!nsc_fmt_blocked(f))
@@ -128,14 +142,8 @@ CUresult nsc_cuk_fmt_encode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block,
   uint64_t n64 = n, b64 = block;
   CUdeviceptr cnt = c->counters_dev; /* values flushed to zero: underflows */
   void *params[] = {&ps, &pd, &n64, &b64, &scale, &cnt};
-  int k = f == NSC_FMT_INT8 ? NSC_K_tp_enc_int8 : f == NSC_FMT_FP8 ? NSC_K_tp_enc_fp8 : NSC_K_tp_enc_f16s;
-  return launch(c, s, k, enc_ctas(n, block), params, what);
+  return launch(c, s, enc_kernel[f], enc_ctas(n, block), params, what);
 }
-
-static const int dec_kernel[NSC_FMT_COUNT] = {NSC_K_tp_dec_f16, NSC_K_tp_dec_bf16, NSC_K_tp_dec_int8, NSC_K_tp_dec_fp8,
-                                             NSC_K_tp_dec_f16s};
-static const int sum_kernel[NSC_FMT_COUNT] = {NSC_K_tp_sum_f16, NSC_K_tp_sum_bf16, NSC_K_tp_sum_int8, NSC_K_tp_sum_fp8,
-                                             NSC_K_tp_sum_f16s};
 
 CUresult nsc_cuk_fmt_decode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const void *src,
                             float *dst, size_t n, float scale, const char **what) {
@@ -154,9 +162,6 @@ CUresult nsc_cuk_fmt_decode_sum(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t bl
   void *params[] = {&pb, &st, &m64, &pd, &n64, &b64, &post};
   return launch(c, s, sum_kernel[f], tiles(n), params, what);
 }
-
-static const int encx_kernel[NSC_FMT_COUNT] = {NSC_K_tp_encx_f16, NSC_K_tp_encx_bf16, NSC_K_tp_encx_int8,
-                                              NSC_K_tp_encx_fp8, NSC_K_tp_encx_f16s};
 
 CUresult nsc_cuk_fmt_encode_opt(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const float *src,
                                 void *dst, size_t n, float scale, const nsc_enc_opt *o, const char **what) {

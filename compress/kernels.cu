@@ -370,7 +370,9 @@ __device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block,
   if (F == 1) return d_from_bf16(gld((const uint16_t *)src, i));
   u64 nb = (n + block - 1) / block, b = i / block;
   uint16_t h = (uint16_t)(gld(src, 2 * b) | (gld(src, 2 * b + 1) << 8));
-  uint32_t c = F == 4 ? (uint32_t)gld((const uint16_t *)(src + 2 * nb), i) : gld(src, 2 * nb + i);
+  uint32_t c = F == 4   ? (uint32_t)gld((const uint16_t *)(src + 2 * nb), i)
+               : F == 5 ? ((uint32_t)gld(src, 2 * nb + i / 2) >> (4 * (i & 1))) & 0xfu /* int4: a nibble */
+                        : gld(src, 2 * nb + i);
   return nsc_bs_value(F, c, h);
 }
 
@@ -411,10 +413,17 @@ __device__ void decsum(const uint8_t *__restrict__ base, u64 stride, u64 m, floa
 // width, and a wire block holds a whole group at least; else the scalar
 // kernels above run.
 template <int F> struct Wide {
-  static constexpr int W = (F == 0 || F == 1 || F == 4) ? 2 : 1; /* bytes per code */
-  static constexpr int G = 16 / W;                               /* codes per load */
-  static constexpr bool BS = F >= 2;                             /* block-scaled: a header per wire block */
+  static constexpr int BITS = (F == 0 || F == 1 || F == 4) ? 16 : F == 5 ? 4 : 8; /* per code */
+  static constexpr int G = 128 / BITS;                                              /* codes per load */
+  static constexpr bool BS = F >= 2; /* block-scaled: a header per wire block */
 };
+// Code k of a 16-byte load of codes (little-endian; int4's nibble k % 2 of byte k / 2).
+template <int F> __device__ __forceinline__ uint32_t code_of(const Vec<uint8_t, 16> &v, int k) {
+  typedef Wide<F> X;
+  if (X::BITS == 16) return (uint32_t)v.v[2 * k] | ((uint32_t)v.v[2 * k + 1] << 8);
+  if (X::BITS == 4) return ((uint32_t)v.v[k / 2] >> (4 * (k & 1))) & 0xfu;
+  return v.v[k];
+}
 
 template <int F> __device__ __forceinline__ float code_value(uint32_t c, uint16_t h) {
   if (F == 0) return d_from_f16((uint16_t)c);
@@ -427,8 +436,8 @@ __device__ __forceinline__ bool wide_ok(const uint8_t *base, u64 stride, u64 m, 
   typedef Wide<F> X;
   u64 nb = X::BS ? (n + block - 1) / block : 0;
   uintptr_t codes = (uintptr_t)(base + 2 * nb);
-  return n >= 2 * (u64)X::G && (m < 2 || stride % 16 == 0) && (uintptr_t)base % 2 == 0 && codes % X::W == 0 &&
-         (!X::BS || block >= (u64)X::G);
+  return n >= 2 * (u64)X::G && (m < 2 || stride % 16 == 0) && (uintptr_t)base % 2 == 0 &&
+         codes % (X::BITS == 16 ? 2 : 1) == 0 && (!X::BS || block >= (u64)X::G);
 }
 
 // DEC: a decode (times scale, x86's products), else a decode-and-sum of m
@@ -441,7 +450,7 @@ __device__ void decsum_wide(const uint8_t *__restrict__ base, u64 stride, u64 m,
   typedef Vec<float, 4> F4;
   const u64 nb = X::BS ? (n + block - 1) / block : 0;
   const uintptr_t c0 = (uintptr_t)(base + 2 * nb);
-  u64 head = ((16 - c0 % 16) % 16) / X::W;
+  u64 head = ((16 - c0 % 16) % 16) * 8 / X::BITS; /* elements before the first aligned code */
   if (head > n) head = n;
   const u64 ng = (n - head) / X::G, tail = head + ng * X::G;
   const bool dvec = (uintptr_t)(dst + head) % 16 == 0;
@@ -457,7 +466,7 @@ __device__ void decsum_wide(const uint8_t *__restrict__ base, u64 stride, u64 m,
     float s[X::G];
     for (u64 j = 0; j < m; j++) {
       const uint8_t *bj = base + j * stride;
-      V16 v = ld_vec(reinterpret_cast<const V16 *>(bj + 2 * nb + i0 * X::W), 0);
+      V16 v = ld_vec(reinterpret_cast<const V16 *>(bj + 2 * nb + i0 * X::BITS / 8), 0);
       uint16_t h0 = 0, h1 = 0;
       u64 b0 = 0;
       if (X::BS) {
@@ -468,7 +477,7 @@ __device__ void decsum_wide(const uint8_t *__restrict__ base, u64 stride, u64 m,
       }
 #pragma unroll
       for (int k = 0; k < X::G; k++) {
-        uint32_t c = X::W == 2 ? (uint32_t)v.v[2 * k] | ((uint32_t)v.v[2 * k + 1] << 8) : v.v[k];
+        uint32_t c = code_of<F>(v, k);
         uint16_t h = X::BS && (i0 + (u64)k) / block != b0 ? h1 : h0;
         float x = code_value<F>(c, h);
         s[k] = j ? __fadd_rn(s[k], x) : x;
@@ -510,6 +519,7 @@ TP_DEC(bf16, 1)
 TP_DEC(int8, 2)
 TP_DEC(fp8, 3)
 TP_DEC(f16s, 4)
+TP_DEC(int4, 5)
 
 // ---- error feedback and stochastic rounding (nsc_fmt_encode_opt_ref) ------
 
@@ -642,7 +652,16 @@ __device__ __forceinline__ void encx8_block(const float *src, float *resid, uint
     c[k] = nsc_bs_code_x(F, y[k], kk, lim, sr, u);
     uf += nsc_bs_flushed(F, __float_as_uint(y[k]) & 0x7fffffffu, c[k]);
   }
-  if (cvec) { /* E codes (E or 2E bytes) in 8-byte stores */
+  if (F == 5) { /* int4: E / 2 bytes of two codes each, element 2j in the low nibble */
+    typedef Vec<uint8_t, E / 2> CB;
+    CB v;
+#pragma unroll
+    for (int j = 0; j < E / 2; j++) v.v[j] = (uint8_t)(c[2 * j] | (c[2 * j + 1] << 4));
+    if (cvec) st_vec(reinterpret_cast<CB *>(codes + i0 / 2), 0, v);
+    else
+#pragma unroll
+      for (int j = 0; j < E / 2; j++) gst(codes, i0 / 2 + j, v.v[j]);
+  } else if (cvec) { /* E codes (E or 2E bytes) in 8-byte stores */
 #pragma unroll
     for (int q = 0; q < (F == 4 ? 2 : 1) * E / 8; q++) {
       C8 v;
@@ -710,14 +729,29 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
       gst(dst, 2 * b, (uint8_t)(h & 0xffu));
       gst(dst, 2 * b + 1, (uint8_t)(h >> 8));
     }
-    for (u64 i = lo + lane; i < hi; i += 32) {
-      float y = encx_y(F, src, resid, i, scale, fl);
-      uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
-      uint32_t c = nsc_bs_code_x(F, y, k, lim, sr, u);
-      if (F == 4) gst((uint16_t *)codes, i, (uint16_t)c);
-      else gst(codes, i, (uint8_t)c);
-      uf += nsc_bs_flushed(F, __float_as_uint(y) & 0x7fffffffu, c);
-      if (fl & NSC_KENC_EF) gst(resid, i, nsc_ef_resid(y, nsc_bs_value(F, c, h)));
+    if (F == 5) { /* int4: a lane writes whole bytes, elements 2p and 2p + 1 (lo is even: config.c) */
+      for (u64 p = lo / 2 + lane; 2 * p < hi; p += 32) {
+        uint32_t byte = 0;
+        for (u64 i = 2 * p; i < 2 * p + 2 && i < hi; i++) {
+          float y = encx_y(F, src, resid, i, scale, fl);
+          uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
+          uint32_t c = nsc_bs_code_x(F, y, k, lim, sr, u);
+          byte |= c << (4 * (i & 1));
+          uf += nsc_bs_flushed(F, __float_as_uint(y) & 0x7fffffffu, c);
+          if (fl & NSC_KENC_EF) gst(resid, i, nsc_ef_resid(y, nsc_bs_value(F, c, h)));
+        }
+        gst(codes, p, (uint8_t)byte);
+      }
+    } else {
+      for (u64 i = lo + lane; i < hi; i += 32) {
+        float y = encx_y(F, src, resid, i, scale, fl);
+        uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
+        uint32_t c = nsc_bs_code_x(F, y, k, lim, sr, u);
+        if (F == 4) gst((uint16_t *)codes, i, (uint16_t)c);
+        else gst(codes, i, (uint8_t)c);
+        uf += nsc_bs_flushed(F, __float_as_uint(y) & 0x7fffffffu, c);
+        if (fl & NSC_KENC_EF) gst(resid, i, nsc_ef_resid(y, nsc_bs_value(F, c, h)));
+      }
     }
   }
   if (o.counters) block_count(0, uf, (u64 *)o.counters); /* every thread of the CTA reaches it */
@@ -748,4 +782,10 @@ K nsc_k_tp_encx_int8(const float *src, float *resid, uint8_t *dst, u64 n, u64 bl
 }
 K nsc_k_tp_encx_fp8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   encx8<3>(src, resid, dst, n, block, scale, o);
+}
+K nsc_k_tp_enc_int4(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
+  encx8<5>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+}
+K nsc_k_tp_encx_int4(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+  encx8<5>(src, resid, dst, n, block, scale, o);
 }

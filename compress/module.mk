@@ -31,7 +31,7 @@ KERNELS_MODE_FILE := $(B)/obj/compress/kernels.mode
 $(shell mkdir -p $(B)/obj/compress && { [ "$$(cat $(KERNELS_MODE_FILE) 2>/dev/null)" = "$(KERNELS_MODE)" ] || echo "$(KERNELS_MODE)" > $(KERNELS_MODE_FILE); })
 
 ifeq ($(HAVE_NVCC),1)
-$(KERNELS_FATBIN): compress/kernels.cu compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h $(KERNELS_MODE_FILE)
+$(KERNELS_FATBIN): compress/kernels.cu compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h compress/formats.h $(KERNELS_MODE_FILE)
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ $<
 else

@@ -3,7 +3,8 @@
  * fp16/bf16 go through the vectorised casts of cast.c. The block-scaled
  * formats work block by block: one pass for the largest finite |x| (integer
  * max over the bit patterns), the scale exponent, one pass of codes (fp16s:
- * the fp16 cast with the block's power-of-two scale); each pass is a plain
+ * the fp16 cast with the block's power-of-two scale; int4: int8's loop with
+ * int4's limit, then packed two per byte); each pass is a plain
  * loop without branches that the compiler vectorises, built twice (AVX2 and
  * baseline, chosen at load by the ifunc of target_clones; baseline only in
  * ASan/TSan builds, whose runtimes cannot run an ifunc resolver at load). A block holding
@@ -108,52 +109,94 @@ static void split(int e, float *p1, float *p2) {
   *p2 = nsc_pow2(e - e1);
 }
 
-/* Values of a block flushed to zero by its codes (an underflow each). */
-static uint64_t flushed(nsc_fmt_t f, const float *y, const uint8_t *c, size_t len) {
+/* Code i of a run's codes (whole bytes little-endian, or int4's nibble),
+ * and storing one. */
+static uint32_t get_code(nsc_fmt_t f, const uint8_t *codes, size_t i) {
+  int bits = nsc_fmt_code_bits(f);
+  if (bits == 4) return (uint32_t)(codes[i / 2] >> (4 * (i % 2))) & 0xfu;
+  uint16_t c = 0;
+  memcpy(&c, codes + (size_t)bits / 8 * i, (size_t)bits / 8);
+  return c;
+}
+static void put_code(nsc_fmt_t f, uint8_t *codes, size_t i, uint32_t c) {
+  int bits = nsc_fmt_code_bits(f);
+  if (bits == 4) { /* element 2j in the low nibble; an odd run's last high nibble is 0 */
+    uint8_t *b = codes + i / 2;
+    *b = i % 2 ? (uint8_t)((*b & 0x0fu) | (c << 4)) : (uint8_t)(c & 0x0fu);
+    return;
+  }
+  uint16_t c16 = (uint16_t)c;
+  memcpy(codes + (size_t)bits / 8 * i, &c16, (size_t)bits / 8);
+}
+
+/* int4: codes c[0..len) (-8..7) into the run's nibbles from element lo. */
+CLONES static void pack_pairs(uint8_t *dst, const int8_t *c, size_t npairs) {
+  for (size_t j = 0; j < npairs; j++) dst[j] = (uint8_t)(((uint8_t)c[2 * j] & 0x0fu) | ((uint8_t)c[2 * j + 1] << 4));
+}
+static void pack_int4(uint8_t *codes, size_t lo, const int8_t *c, size_t len) {
+  size_t i = 0;
+  if (lo % 2 && len) put_code(NSC_FMT_INT4, codes, lo + i++, nsc_nib(c[0])); /* an odd start: its high nibble */
+  pack_pairs(codes + (lo + i) / 2, c + i, (len - i) / 2);
+  i += (len - i) / 2 * 2;
+  if (i < len) put_code(NSC_FMT_INT4, codes, lo + i, nsc_nib(c[i]));
+}
+CLONES static void unpack_int4(const uint8_t *codes, size_t lo, int8_t *c, size_t len) {
+  for (size_t i = 0; i < len; i++) c[i] = nsc_unnib((uint32_t)(codes[(lo + i) / 2] >> (4 * ((lo + i) % 2))));
+}
+
+/* Values of a block (elements lo.. of the run) flushed to zero by their
+ * codes (an underflow each). */
+static uint64_t flushed(nsc_fmt_t f, const float *y, const uint8_t *codes, size_t lo, size_t len) {
   uint64_t k = 0;
-  if (f == NSC_FMT_FP16S) {
-    uint16_t c16[NSC_FMT_MAX_BLOCK];
-    memcpy(c16, c, 2 * len);
-    for (size_t i = 0; i < len; i++) k += nsc_bs_flushed((int)f, NSC_F2U(y[i]) & 0x7fffffffu, c16[i]);
+  if (f == NSC_FMT_INT8 || f == NSC_FMT_FP8) {
+    for (size_t i = 0; i < len; i++) k += nsc_w8_flushed(f == NSC_FMT_INT8, NSC_F2U(y[i]) & 0x7fffffffu, codes[lo + i]);
     return k;
   }
-  for (size_t i = 0; i < len; i++) k += nsc_w8_flushed(f == NSC_FMT_INT8, NSC_F2U(y[i]) & 0x7fffffffu, c[i]);
+  for (size_t i = 0; i < len; i++) k += nsc_bs_flushed((int)f, NSC_F2U(y[i]) & 0x7fffffffu, get_code(f, codes, lo + i));
   return k;
 }
 
-/* One element's code by the rules of wire_bits.h, stored little-endian. */
-static void code_at(nsc_fmt_t f, uint8_t *c, size_t i, float y, int k, uint32_t lim, int sr, uint32_t u24) {
-  uint16_t code = (uint16_t)nsc_bs_code_x((int)f, y, k, lim, sr, u24);
-  memcpy(c + nsc_fmt_code_bytes(f) * i, &code, nsc_fmt_code_bytes(f));
+/* One element's code by the rules of wire_bits.h. */
+static void code_at(nsc_fmt_t f, uint8_t *codes, size_t i, float y, int k, uint32_t lim, int sr, uint32_t u24) {
+  put_code(f, codes, i, nsc_bs_code_x((int)f, y, k, lim, sr, u24));
 }
 
-/* The codes of one block of y (len elements, scale exponent k, limit lim):
- * the vectorised loops (fp16s: the fp16 cast, one multiply by 2^-k, which
- * rounds once as nsc_ldexp2 does), or element by element through the rules
- * where the loops do not apply: a block holding Inf/NaN, stochastic
+/* The codes of one block of y (len elements from element lo of the run,
+ * scale exponent k, limit lim): the vectorised loops (fp16s: the fp16 cast,
+ * one multiply by 2^-k, which rounds once as nsc_ldexp2 does; int4: int8's
+ * loop with its limit, then packed), or element by element through the
+ * rules where the loops do not apply: a block holding Inf/NaN, stochastic
  * rounding, an fp16s top block (lim clamps) or scale beyond one float. */
-static void block_codes(nsc_fmt_t f, const float *y, uint8_t *c, size_t len, int k, uint32_t lim, int special,
-                        const nsc_enc_opt *o, size_t lo) {
+static void block_codes(nsc_fmt_t f, const float *y, uint8_t *codes, size_t lo, size_t len, int k, uint32_t lim,
+                        int special, const nsc_enc_opt *o) {
   int sr = o && o->stochastic;
   if (special || sr || (f == NSC_FMT_FP16S && (lim != NSC_F16S_LIM || k < -126 || k > 126))) {
-    for (size_t i = 0; i < len; i++) code_at(f, c, i, y[i], k, lim, sr, sr ? nsc_sr_bits(o->key, lo + i) : 0);
+    for (size_t i = 0; i < len; i++)
+      code_at(f, codes, lo + i, y[i], k, lim, sr, sr ? nsc_sr_bits(o->key, lo + i) : 0);
     return;
   }
   if (f == NSC_FMT_FP16S) {
-    nsc_cast_to_wire(NSC_WIRE_FP16, y, (uint16_t *)(void *)c, len, nsc_pow2(-k), NULL);
+    nsc_cast_to_wire(NSC_WIRE_FP16, y, (uint16_t *)(void *)(codes + 2 * lo), len, nsc_pow2(-k), NULL);
     return;
   }
   float p1, p2;
   split(-k, &p1, &p2);
-  if (f == NSC_FMT_INT8) int8_codes(y, (int8_t *)c, len, p1, p2, (float)lim);
-  else fp8_codes(y, c, len, p1, p2, lim);
+  if (f == NSC_FMT_INT4) {
+    int8_t c[NSC_FMT_MAX_BLOCK];
+    int8_codes(y, c, len, p1, p2, (float)lim);
+    pack_int4(codes, lo, c, len);
+  } else if (f == NSC_FMT_INT8) {
+    int8_codes(y, (int8_t *)(codes + lo), len, p1, p2, (float)lim);
+  } else {
+    fp8_codes(y, codes + lo, len, p1, p2, lim);
+  }
 }
 
 static void encode_blocked(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
                            nsc_cast_counts *counts) {
   float tile[NSC_FMT_MAX_BLOCK];
   uint64_t uf = 0;
-  size_t nb = (n + block - 1) / block, cb = nsc_fmt_code_bytes(f);
+  size_t nb = (n + block - 1) / block;
   uint8_t *codes = dst + 2 * nb;
   for (size_t b = 0; b < nb; b++) {
     size_t lo = b * block, len = lo + block < n ? block : n - lo;
@@ -168,8 +211,8 @@ static void encode_blocked(nsc_fmt_t f, size_t block, const float *src, uint8_t 
     uint32_t lim = nsc_bs_lim((int)f, amax, k, special);
     uint16_t h = nsc_bs_header(k, special);
     memcpy(dst + 2 * b, &h, 2);
-    block_codes(f, x, codes + cb * lo, len, k, lim, special, NULL, lo);
-    if (counts) uf += flushed(f, x, codes + cb * lo, len);
+    block_codes(f, x, codes, lo, len, k, lim, special, NULL);
+    if (counts) uf += flushed(f, x, codes, lo, len);
   }
   if (counts) counts->underflow += uf;
 }
@@ -190,7 +233,6 @@ static void decode_range(nsc_fmt_t f, size_t block, const void *src, size_t n, s
     return;
   }
   if (f == NSC_FMT_FP8) pthread_once(&lut_once, lut_init);
-  size_t cb = nsc_fmt_code_bytes(f);
   const uint8_t *codes = (const uint8_t *)src + 2 * ((n + block - 1) / block);
   for (size_t i = i0; i < i0 + len;) {
     size_t b = i / block, end = (b + 1) * block < i0 + len ? (b + 1) * block : i0 + len;
@@ -199,12 +241,17 @@ static void decode_range(nsc_fmt_t f, size_t block, const void *src, size_t n, s
     int k = (int)(h & 0x3ffu) - NSC_W8_BIAS;
     /* int8 blocks with Inf/NaN codes, invalid headers, and fp16s scales
      * beyond one float: element by element */
-    if ((h & (NSC_W8_INVALID | (f == NSC_FMT_INT8 ? NSC_W8_SPECIAL : 0))) ||
+    if ((h & (NSC_W8_INVALID | (f == NSC_FMT_INT8 || f == NSC_FMT_INT4 ? NSC_W8_SPECIAL : 0))) ||
         (f == NSC_FMT_FP16S && (k < -126 || k > 126))) {
-      for (size_t j = i; j < end; j++) {
-        uint16_t c = 0;
-        memcpy(&c, codes + cb * j, cb);
-        d[j - i0] = nsc_bs_value((int)f, c, h);
+      for (size_t j = i; j < end; j++) d[j - i0] = nsc_bs_value((int)f, get_code(f, codes, j), h);
+    } else if (f == NSC_FMT_INT4) {
+      int8_t c[TILE];
+      float p1, p2;
+      split(k, &p1, &p2);
+      for (size_t j = i; j < end; j += TILE) {
+        size_t len = end - j < TILE ? end - j : TILE;
+        unpack_int4(codes, j, c, len);
+        int8_values(c, d + (j - i0), len, p1, p2);
       }
     } else if (f == NSC_FMT_FP16S) {
       /* fp16 -> fp32 is exact; one multiply by 2^k rounds once as nsc_ldexp2
@@ -297,7 +344,7 @@ static void encode_blocked_opt(nsc_fmt_t f, size_t block, const float *src, uint
                                const nsc_enc_opt *o, nsc_cast_counts *counts) {
   float y[NSC_FMT_MAX_BLOCK], v[NSC_FMT_MAX_BLOCK];
   uint64_t uf = 0;
-  size_t nb = (n + block - 1) / block, cb = nsc_fmt_code_bytes(f);
+  size_t nb = (n + block - 1) / block;
   uint8_t *codes = dst + 2 * nb;
   const float *r0 = o->resid && !o->resid_zero ? o->resid : NULL;
   if (f == NSC_FMT_FP8) pthread_once(&lut_once, lut_init);
@@ -310,9 +357,8 @@ static void encode_blocked_opt(nsc_fmt_t f, size_t block, const float *src, uint
     uint32_t lim = nsc_bs_lim((int)f, amax, k, special);
     uint16_t h = nsc_bs_header(k, special);
     memcpy(dst + 2 * b, &h, 2);
-    uint8_t *c = codes + cb * lo;
-    block_codes(f, y, c, len, k, lim, special, o, lo);
-    if (counts) uf += flushed(f, y, c, len);
+    block_codes(f, y, codes, lo, len, k, lim, special, o);
+    if (counts) uf += flushed(f, y, codes, lo, len);
     if (!o->resid) continue;
     decode_range(f, block, dst, n, lo, len, v);
     resid_tile(y, v, o->resid + lo, len);

@@ -1,11 +1,13 @@
 /* wire.h — wire formats of the two-phase collectives (shim/exec/): how a run
  * of fp32 values is encoded for the network and decoded again.
  *
+ *   The formats are the rows of formats.h:
  *   NSC_FMT_FP16, NSC_FMT_BF16: 2 bytes per element (the casts of cast.h).
- *   NSC_FMT_INT8, NSC_FMT_FP8 (e4m3), NSC_FMT_FP16S (fp16 codes): block-scaled,
- *     one 16-bit power-of-two scale header per block of `block` elements
- *     (wire_bits.h has the rules and bounds): ceil(n/block) headers, then n
- *     codes of one byte (int8, fp8) or two (fp16s).
+ *   NSC_FMT_INT8, NSC_FMT_FP8 (e4m3), NSC_FMT_FP16S (fp16 codes), NSC_FMT_INT4:
+ *     block-scaled, one 16-bit power-of-two scale header per block of `block`
+ *     elements (wire_bits.h has the rules and bounds): ceil(n/block) headers,
+ *     then n codes of one byte (int8, fp8), two (fp16s) or half a byte (int4,
+ *     element 2i in the low nibble of byte i).
  *
  * Each operation has a scalar reference (nsc_fmt_*_ref, the test oracle) and
  * a fast host path (nsc_fmt_*, block-structured loops the compiler
@@ -29,19 +31,77 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cast.h"
+#include "formats.h"
 
-typedef enum { NSC_FMT_FP16 = 0, NSC_FMT_BF16 = 1, NSC_FMT_INT8 = 2, NSC_FMT_FP8 = 3, NSC_FMT_FP16S = 4 } nsc_fmt_t;
-#define NSC_FMT_COUNT 5
+/* The formats, in formats.h's order. */
+typedef enum {
+#define NSC_FMT_ENUM(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_FMT_##ID,
+  NSC_FORMATS(NSC_FMT_ENUM)
+#undef NSC_FMT_ENUM
+  NSC_FMT_COUNT
+} nsc_fmt_t;
 
-/* 1 for the block-scaled formats (a header per block: NCCL cannot sum them). */
-static inline int nsc_fmt_blocked(nsc_fmt_t f) { return f >= NSC_FMT_INT8; }
-/* Bytes per code: 1 for int8/fp8, else 2. */
-static inline size_t nsc_fmt_code_bytes(nsc_fmt_t f) { return f == NSC_FMT_INT8 || f == NSC_FMT_FP8 ? 1 : 2; }
-/* Encoded size of n elements. */
+/* A format's row (formats.h), as data. */
+typedef struct {
+  const char *name;
+  int bits;        /* per code: 16, 8 or 4 (two per byte) */
+  int blocked;     /* a power-of-two scale per block: two phases only */
+  double bound;    /* one rounding's largest error (formats.h) */
+  int zero;        /* block-scaled: values 2^zero below the block's largest flush to 0 */
+  const char *doc;
+} nsc_fmt_info;
+extern const nsc_fmt_info nsc_fmt_infos[NSC_FMT_COUNT];
+/* The format named `name` (NCCLSHIM_COMPRESS's spelling), or -1; and one
+ * rounding's bound (formats.h): inline, so that programs that do not link
+ * the codec (the benchmarks' checkers) read the rows too. */
+static inline int nsc_fmt_by_name(const char *name) {
+  static const char *const names[] = {
+#define NSC_FMT_NAME(ID, name, bits, blocked, dt, k, bound, zero, doc) name,
+      NSC_FORMATS(NSC_FMT_NAME)
+#undef NSC_FMT_NAME
+  };
+  for (int f = 0; name && f < NSC_FMT_COUNT; f++)
+    if (!strcmp(names[f], name)) return f;
+  return -1;
+}
+static inline double nsc_fmt_bound(nsc_fmt_t f) {
+  switch (f) {
+#define NSC_FMT_CASE(ID, name, bits, blocked, dt, k, bound, zero, doc) \
+  case NSC_FMT_##ID: return bound;
+    NSC_FORMATS(NSC_FMT_CASE)
+#undef NSC_FMT_CASE
+  default: return 0;
+  }
+}
+
+/* 1 for the block-scaled formats (a header per block: NCCL cannot sum them),
+ * and the bits of a code: from the rows, inline (no table to link: the pure
+ * rooms use them too). */
+static inline int nsc_fmt_blocked(nsc_fmt_t f) {
+  switch (f) {
+#define NSC_FMT_CASE(ID, name, bits, blocked, dt, k, bound, zero, doc) \
+  case NSC_FMT_##ID: return blocked;
+    NSC_FORMATS(NSC_FMT_CASE)
+#undef NSC_FMT_CASE
+  default: return 0;
+  }
+}
+static inline int nsc_fmt_code_bits(nsc_fmt_t f) {
+  switch (f) {
+#define NSC_FMT_CASE(ID, name, bits, blocked, dt, k, bound, zero, doc) \
+  case NSC_FMT_##ID: return bits;
+    NSC_FORMATS(NSC_FMT_CASE)
+#undef NSC_FMT_CASE
+  default: return 16;
+  }
+}
+/* Encoded size of n elements: the headers, then the codes (4-bit codes two
+ * per byte, an odd run's last byte half used). */
 static inline size_t nsc_fmt_bytes(nsc_fmt_t f, size_t n, size_t block) {
-  return (nsc_fmt_blocked(f) ? 2 * ((n + block - 1) / block) : 0) + nsc_fmt_code_bytes(f) * n;
+  return (nsc_fmt_blocked(f) ? 2 * ((n + block - 1) / block) : 0) + (n * (size_t)nsc_fmt_code_bits(f) + 7) / 8;
 }
 const char *nsc_fmt_name(nsc_fmt_t f);
 

@@ -95,34 +95,49 @@ NSC_HD int nsc_ilog2_bits(uint32_t a) {
   return a >= 0x800000u ? (int)(a >> 23) - 127 : (31 - (int)NSC_CLZ32(a)) - 149;
 }
 
-/* ---- int8 ---- */
-NSC_HD int nsc_int8_k(uint32_t amax) { return amax ? nsc_ilog2_bits(amax) - 6 : 0; }
+/* ---- int8 and int4: integers -q..q times the block's 2^k (q = 127, or 7
+ * for int4, issue 36) ----
+ * k = E - 6 (int8: amax * 2^-k in [64, 128)) or E - 2 (int4: in [4, 8)); lim
+ * q (q - 1 in a block with Inf/NaN, where q = +Inf, -q = -Inf, -q-1 = NaN);
+ * codes rint(x * 2^-k) clamped to +-lim. |error| <= amax/(q + 0.5) per
+ * element: half a step (2^k/2 <= amax/(q + 1)) where x * 2^-k <= q + 0.5,
+ * and where it lies above, clamped to q, less than 2^k < amax/(q + 0.5);
+ * in a block with Inf/NaN (lim q - 1) less than 2 * 2^k. int4's codes are
+ * stored two per byte, as 4-bit two's complement (nsc_nib). */
+NSC_HD int nsc_intq_k(int q, uint32_t amax) { return amax ? nsc_ilog2_bits(amax) - (q == 127 ? 6 : 2) : 0; }
 #define NSC_W8_TOP_BITS 0x77000000u /* 2^111: a top block's amax (bits) */
-/* The block's largest code magnitude: 127 (126 with Inf/NaN), and in a top
- * block floor(amax * 2^-k) (exact: a power of two times amax, in [64, 128)). */
-NSC_HD int nsc_int8_lim(uint32_t amax, int k, int special) {
-  int m = special ? 126 : 127;
+/* The block's largest code magnitude: q (q - 1 with Inf/NaN), and in a top
+ * block floor(amax * 2^-k) (exact: a power of two times amax, in [q/2, q+1)). */
+NSC_HD int nsc_intq_lim(int q, uint32_t amax, int k, int special) {
+  int m = special ? q - 1 : q;
   if (amax < NSC_W8_TOP_BITS) return m;
   int t = (int)nsc_ldexp2(NSC_U2F(amax), -k);
   return t < m ? t : m;
 }
 NSC_HD float nsc_clampf(float v, float lim) { return v > lim ? lim : v < -lim ? -lim : v; }
-/* Inf and NaN only occur in a block with Inf/NaN (lim <= 126 there). */
-NSC_HD int8_t nsc_int8_code(float y, int k, int lim) {
+/* Inf and NaN only occur in a block with Inf/NaN (lim <= q - 1 there). */
+NSC_HD int8_t nsc_intq_code(int q, float y, int k, int lim) {
   uint32_t u = NSC_F2U(y), a = u & 0x7fffffffu;
-  if (a > NSC_F32_INF) return (int8_t)-128;
-  if (a == NSC_F32_INF) return (int8_t)((u >> 31) ? -127 : 127);
+  if (a > NSC_F32_INF) return (int8_t)(-q - 1);
+  if (a == NSC_F32_INF) return (int8_t)((u >> 31) ? -q : q);
   return (int8_t)(int)nsc_clampf(NSC_RINT(nsc_ldexp2(y, -k)), (float)lim);
 }
-NSC_HD float nsc_int8_value(int8_t c, uint16_t h) {
+NSC_HD float nsc_intq_value(int q, int8_t c, uint16_t h) {
   if (h & NSC_W8_INVALID) return NSC_U2F(NSC_NAN_BITS);
   if (h & NSC_W8_SPECIAL) {
-    if (c == -128) return NSC_U2F(NSC_NAN_BITS);
-    if (c == 127) return NSC_U2F(NSC_F32_INF);
-    if (c == -127) return NSC_U2F(NSC_F32_INF | 0x80000000u);
+    if (c == -q - 1) return NSC_U2F(NSC_NAN_BITS);
+    if (c == q) return NSC_U2F(NSC_F32_INF);
+    if (c == -q) return NSC_U2F(NSC_F32_INF | 0x80000000u);
   }
   return nsc_ldexp2((float)c, (int)(h & 0x3ffu) - NSC_W8_BIAS);
 }
+NSC_HD int nsc_int8_k(uint32_t amax) { return nsc_intq_k(127, amax); }
+NSC_HD int nsc_int8_lim(uint32_t amax, int k, int special) { return nsc_intq_lim(127, amax, k, special); }
+NSC_HD int8_t nsc_int8_code(float y, int k, int lim) { return nsc_intq_code(127, y, k, lim); }
+NSC_HD float nsc_int8_value(int8_t c, uint16_t h) { return nsc_intq_value(127, c, h); }
+/* int4's 4-bit code (two's complement in a nibble) and back. */
+NSC_HD uint32_t nsc_nib(int8_t c) { return (uint32_t)(uint8_t)c & 0xfu; }
+NSC_HD int8_t nsc_unnib(uint32_t n) { return (int8_t)((int)((n & 0xfu) ^ 0x8u) - 8); }
 
 /* ---- fp8 e4m3 ---- */
 NSC_HD int nsc_fp8_k(uint32_t amax) { return amax ? nsc_ilog2_bits(amax) - 7 : 0; }
@@ -232,7 +247,7 @@ NSC_HD float nsc_canon_nan(float x) { return x != x ? NSC_U2F(NSC_NAN_BITS) : x;
  * done for Inf/NaN. The random bits of element i are a pure function of the
  * encode's key and i (SplitMix64): the same on host and GPU, on every run. */
 NSC_HD int nsc_finite_f(float x) { return (NSC_F2U(x) & 0x7fffffffu) < NSC_F32_INF; }
-/* fmt: 0 fp16, 1 bf16, 2 int8, 3 fp8 (nsc_fmt_t). */
+/* fmt: 0 fp16, 1 bf16, 2 int8, 3 fp8, 4 fp16s, 5 int4 (nsc_fmt_t). */
 NSC_HD float nsc_ef_in(int fmt, float x, float r) {
   if (r == 0.0f || x != x) return x;
   float y = NSC_FADD(x, r);
@@ -263,14 +278,19 @@ NSC_HD int nsc_sr_take(float y, float v, float w, uint32_t u24) {
 }
 
 /* int8 code of y (scale 2^k): nearest, or stochastic with random bits u24. */
-NSC_HD int8_t nsc_int8_code_x(float y, int k, int lim, int sr, uint32_t u24) {
-  int8_t c = nsc_int8_code(y, k, lim);
+/* An integer format's code of y (scale 2^k, q 127 or 7): nearest, or
+ * stochastic with random bits u24 (c in -lim..lim there, so c +- 1 is a code). */
+NSC_HD int8_t nsc_intq_code_x(int q, float y, int k, int lim, int sr, uint32_t u24) {
+  int8_t c = nsc_intq_code(q, y, k, lim);
   if (!sr || !nsc_finite_f(y)) return c;
   float t = nsc_ldexp2(y, -k), v = (float)c;
   if (t == v) return c;
   int o = t > v ? c + 1 : c - 1;
   if (o > lim || o < -lim) return c;
   return nsc_sr_take(t, v, (float)o, u24) ? (int8_t)o : c;
+}
+NSC_HD int8_t nsc_int8_code_x(float y, int k, int lim, int sr, uint32_t u24) {
+  return nsc_intq_code_x(127, y, k, lim, sr, u24);
 }
 
 /* A neighbouring code one step of magnitude from `code` towards y (whose
@@ -310,27 +330,34 @@ NSC_HD uint16_t nsc_f16s_code_x(float y, int k, uint32_t lim, int sr, uint32_t u
   return nsc_sr_take(t, v, nsc_f16_bits_value((uint16_t)o), u24) ? (uint16_t)o : c;
 }
 
-/* ---- the block-scaled formats together: f 2 int8, 3 fp8, 4 fp16s
- * (nsc_fmt_t); codes of 1 byte (8-bit) or 2 (fp16s) ---- */
+/* ---- the block-scaled formats together: f 2 int8, 3 fp8, 4 fp16s, 5 int4
+ * (nsc_fmt_t); codes of 1 byte (8-bit), 2 (fp16s), or a nibble (int4: c is
+ * the 4-bit two's complement, nsc_nib) ---- */
 NSC_HD int nsc_bs_k(int f, uint32_t amax) {
-  return f == 2 ? nsc_int8_k(amax) : f == 3 ? nsc_fp8_k(amax) : nsc_f16s_k(amax);
+  return f == 2 ? nsc_int8_k(amax) : f == 3 ? nsc_fp8_k(amax) : f == 5 ? nsc_intq_k(7, amax) : nsc_f16s_k(amax);
 }
 NSC_HD uint32_t nsc_bs_lim(int f, uint32_t amax, int k, int special) {
-  return f == 2 ? (uint32_t)nsc_int8_lim(amax, k, special) : f == 3 ? nsc_fp8_lim(amax, k) : nsc_f16s_lim(amax, k);
+  return f == 2   ? (uint32_t)nsc_int8_lim(amax, k, special)
+         : f == 3 ? nsc_fp8_lim(amax, k)
+         : f == 5 ? (uint32_t)nsc_intq_lim(7, amax, k, special)
+                  : nsc_f16s_lim(amax, k);
 }
 NSC_HD uint32_t nsc_bs_code_x(int f, float y, int k, uint32_t lim, int sr, uint32_t u24) {
   if (f == 2) return (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u24);
   if (f == 3) return nsc_fp8_code_x(y, k, lim, sr, u24);
+  if (f == 5) return nsc_nib(nsc_intq_code_x(7, y, k, (int)lim, sr, u24));
   return nsc_f16s_code_x(y, k, lim, sr, u24);
 }
 NSC_HD float nsc_bs_value(int f, uint32_t c, uint16_t h) {
   if (f == 2) return nsc_int8_value((int8_t)(uint8_t)c, h);
   if (f == 3) return nsc_fp8_value((uint8_t)c, h);
+  if (f == 5) return nsc_intq_value(7, nsc_unnib(c), h);
   return nsc_f16s_value((uint16_t)c, h);
 }
 /* A finite non-zero |y| (bits a) whose code c is a zero (an underflow). */
 NSC_HD uint32_t nsc_bs_flushed(int f, uint32_t a, uint32_t c) {
   if (f == 4) return (a - 1u) < (NSC_F32_INF - 1u) && (c & 0x7fffu) == 0u;
+  if (f == 5) return (a - 1u) < (NSC_F32_INF - 1u) && c == 0u;
   return nsc_w8_flushed(f == 2, a, (uint8_t)c);
 }
 /* The block's header: k and the "holds Inf/NaN" bit. */

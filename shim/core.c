@@ -16,6 +16,7 @@
 #include "log.h"
 #include "msg.h"
 #include "real.h"
+#include "wire.h"
 
 extern char **environ;
 
@@ -113,8 +114,8 @@ static void decide(void) {
   }
   nsc_cast_set_threads((int)nsc_g.cfg.cast_threads);
   nsc_totals.enabled = 1;
-  static const char *const wire_names[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"};
-  snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s", wire_names[nsc_g.cfg.compress]);
+  snprintf(nsc_totals.wire, sizeof nsc_totals.wire, "%s",
+           nsc_g.cfg.compress == NSC_COMPRESS_OFF ? "off" : nsc_fmt_name((nsc_fmt_t)(nsc_g.cfg.compress - 1)));
   nsc_log_init(&nsc_g.cfg);
   if (nsc_log_on()) atexit(tell_log); /* after the log's own exit handler is registered: runs before it */
   decided = NSC_ACTIVE;

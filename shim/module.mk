@@ -8,7 +8,7 @@ SHIM_LIB  := $(B)/lib/libncclshim.so
 # default): a preloaded library's thread-local is then a load, not a call to
 # __tls_get_addr, on every intercepted call (the forwarded path's cost).
 SHIM_TLS := $(if $(filter x86_64,$(shell uname -m)),-mtls-dialect=gnu2)
-$(SHIM_OBJS): EXTRA_CFLAGS := -fvisibility=hidden $(SHIM_TLS) $(SHIM_INC) -Icompress -I$(B)/gen $(NCCL_INC)
+$(SHIM_OBJS): EXTRA_CFLAGS := -fvisibility=hidden $(SHIM_TLS) $(SHIM_INC) -I$(B)/gen $(NCCL_INC)
 
 $(SHIM_LIB): $(SHIM_OBJS) $(COMPRESS_OBJS) shim/ncclshim.map
 	@mkdir -p $(@D)

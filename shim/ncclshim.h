@@ -28,7 +28,7 @@ typedef struct {
   uint64_t wire_bytes;    /* bytes real NCCL was asked to reduce */
   uint64_t overflow;      /* values that became +-Inf in the wire type */
   uint64_t underflow;     /* non-zero values that became +-0 */
-  char wire[8];           /* "fp16", "bf16", "int8", "fp8", "fp16s" or "off" */
+  char wire[8];           /* "off" or a format's name (compress/formats.h: "fp16" ... "int4") */
   int enabled;            /* 0 when NCCLSHIM_DISABLE=1 or not yet active */
   uint64_t twophase;      /* compressed calls carried out in two phases (shim/exec/) */
 } ncclshim_stats_t;

@@ -3,7 +3,7 @@
 # linked against the double so its hooks resolve; run by
 # tests/t/16-cuda-backend.sh.
 TEST_CUDA_BACKEND := $(B)/tests/test_cuda_backend
-$(B)/obj/tests/unit/test_cuda_backend.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress -Itests/cudadrv -I$(CUDA_INC)
+$(B)/obj/tests/unit/test_cuda_backend.o: EXTRA_CFLAGS := $(SHIM_INC) -Itests/cudadrv -I$(CUDA_INC)
 $(TEST_CUDA_BACKEND): $(B)/obj/tests/unit/test_cuda_backend.o $(B)/obj/shim/backend/backend_cuda.o \
                       $(B)/obj/shim/backend/backend_host.o $(B)/obj/shim/backend/host_stream.o $(B)/obj/shim/staging/block.o $(COMPRESS_OBJS) \
                       $(CUDADRV_LIB)

@@ -7,7 +7,7 @@ TEST_DIAG_OBJS := $(B)/obj/tests/unit/test_diag.o $(B)/obj/shim/diag/diag.o $(B)
   $(B)/obj/shim/diag/diag_policy.o \
   $(B)/obj/shim/accum/accum.o
 
-$(B)/obj/tests/unit/test_diag.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
+$(B)/obj/tests/unit/test_diag.o: EXTRA_CFLAGS := $(SHIM_INC) $(NCCL_INC)
 
 $(TEST_DIAG): $(TEST_DIAG_OBJS)
 	@mkdir -p $(@D)

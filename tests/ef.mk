@@ -4,7 +4,7 @@
 # kernels on tests/simt), bit for bit against the host reference; run by
 # tests/t/46-ef.sh.
 TEST_EF_CUDA := $(B)/tests/test_ef_cuda
-$(B)/obj/tests/unit/test_ef_cuda.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress -Itests/cudadrv -I$(CUDA_INC)
+$(B)/obj/tests/unit/test_ef_cuda.o: EXTRA_CFLAGS := $(SHIM_INC) -Itests/cudadrv -I$(CUDA_INC)
 $(TEST_EF_CUDA): $(B)/obj/tests/unit/test_ef_cuda.o $(B)/obj/shim/backend/backend_cuda.o \
                  $(B)/obj/shim/backend/backend_host.o $(B)/obj/shim/backend/host_stream.o $(COMPRESS_OBJS) $(CUDADRV_LIB)
 	@mkdir -p $(@D)
@@ -25,7 +25,7 @@ TEST_BINS += $(GPU_EF_CUDA)
 gpu-check: $(GPU_EF_CUDA)
 
 # The error-feedback slots (shim/ef/ef.h), cmocka, with a stand-in backend.
-$(B)/obj/tests/unit/test_ef.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress
+$(B)/obj/tests/unit/test_ef.o: EXTRA_CFLAGS := $(SHIM_INC)
 $(B)/tests/test_ef: $(B)/obj/tests/unit/test_ef.o $(B)/obj/shim/ef/ef.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka
@@ -35,7 +35,7 @@ TEST_BINS += $(B)/tests/test_ef
 # kernels on tests/simt through the CUDA backend on the driver double;
 # run by tests/t/46-ef.sh.
 KERNEL_ACCESS := $(B)/tests/kernel_access
-$(B)/obj/tests/unit/kernel_access.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress -Itests/cudadrv -I$(CUDA_INC)
+$(B)/obj/tests/unit/kernel_access.o: EXTRA_CFLAGS := $(SHIM_INC) -Itests/cudadrv -I$(CUDA_INC)
 $(B)/obj/tests/unit/kernel_access.o: tests/unit/kernel_access.def
 $(KERNEL_ACCESS): $(B)/obj/tests/unit/kernel_access.o $(B)/obj/shim/backend/backend_cuda.o \
                   $(B)/obj/shim/backend/backend_host.o $(B)/obj/shim/backend/host_stream.o $(COMPRESS_OBJS) $(CUDADRV_LIB)

@@ -135,6 +135,11 @@ expect_mismatch() {
 }
 
 # with K=V... cmd args...: run cmd (a function too) with extra exported variables.
+# The wire formats' names, from compress/formats.h's rows (ncclshim-envdoc
+# --names): every format, the block-scaled ones, the 16-bit floats.
+FORMATS=$("$BIN/ncclshim-envdoc" --names 2>/dev/null)
+FORMATS_BLOCKED=$("$BIN/ncclshim-envdoc" --names blocked 2>/dev/null)
+
 with() {
   local kv=()
   while [[ "${1:-}" == [A-Za-z_]*=* ]]; do kv+=("$1"); shift; done

@@ -18,7 +18,7 @@ TEST_BINS += $(TEST_CAST)
 # come from NVRTC at run time; `make gpu-kernels-check`, part of gpu-check.
 CHECK_KERNELS := $(B)/tests/check_kernels
 .PHONY: gpu-kernels-check
-$(B)/obj/tests/gpu/check_kernels.o: EXTRA_CFLAGS := $(SHIM_INC) -Icompress $(NCCL_INC)
+$(B)/obj/tests/gpu/check_kernels.o: EXTRA_CFLAGS := $(SHIM_INC) $(NCCL_INC)
 $(CHECK_KERNELS): $(B)/obj/tests/gpu/check_kernels.o $(B)/obj/shim/backend/backend_cuda.o \
                   $(B)/obj/shim/backend/backend_host.o $(B)/obj/shim/backend/host_stream.o $(COMPRESS_OBJS)
 	@mkdir -p $(@D)

@@ -234,6 +234,15 @@ int nsc_config_parse(char *const *envp, nsc_config *cfg, char *err, size_t errle
     if (set_value(&tmp, found, val, err, errlen)) return -1;
     tmp.from_env[found] = 1;
   }
+  /* Rows that constrain each other: int4 packs two codes per byte within a
+   * run, and a GPU kernel writes each byte from one wire block, so its blocks
+   * hold an even number of elements. */
+  if (tmp.compress == NSC_COMPRESS_INT4 && tmp.block_elems % 2) {
+    char v[32];
+    snprintf(v, sizeof v, "%lld", tmp.block_elems);
+    fail(err, errlen, NSC_CFGI_block_elems, v, "an even number from 16 to 4096 with NCCLSHIM_COMPRESS=int4 (two codes per byte)");
+    return -1;
+  }
   *cfg = tmp;
   return 0;
 }

@@ -11,11 +11,22 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "formats.h"
+
 #define NSC_CFG_STR_MAX 4096
 /* An INT or SIZE row set to "auto" (its choices allow it): the shim decides. */
 #define NSC_CFG_AUTO (-1LL)
 
-enum { NSC_COMPRESS_OFF = 0, NSC_COMPRESS_FP16 = 1, NSC_COMPRESS_BF16 = 2, NSC_COMPRESS_INT8 = 3, NSC_COMPRESS_FP8 = 4, NSC_COMPRESS_FP16S = 5 };
+/* NCCLSHIM_COMPRESS: off, then the wire formats in formats.h's order (a
+ * format's value is its nsc_fmt_t + 1), and its choices string. */
+enum {
+  NSC_COMPRESS_OFF = 0,
+#define NSC_COMPRESS_ENUM(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_COMPRESS_##ID,
+  NSC_FORMATS(NSC_COMPRESS_ENUM)
+#undef NSC_COMPRESS_ENUM
+};
+#define NSC_COMPRESS_CHOICE(ID, name, bits, blocked, dt, k, bound, zero, doc) "|" name
+#define NSC_COMPRESS_CHOICES "off" NSC_FORMATS(NSC_COMPRESS_CHOICE)
 enum { NSC_ALGO_AUTO = 0, NSC_ALGO_RING = 1, NSC_ALGO_TWOPHASE = 2, NSC_ALGO_HIER = 3 };
 enum { NSC_LOG_OFF = 0, NSC_LOG_SUMMARY = 1, NSC_LOG_CALLS = 2 };
 enum { NSC_ROUND_NEAREST = 0, NSC_ROUND_STOCHASTIC = 1 };

@@ -41,6 +41,7 @@
 #include "log_int.h"
 #include "msg.h"
 #include "policy.h"
+#include "wire.h"
 
 typedef struct {
   const char *env;          /* the variable that named it, for messages */
@@ -482,13 +483,13 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
               "11 bits under each block's largest value anywhere in fp32's range (two-phase only), NCCLSHIM_COMPRESS=bf16 "
               "keeps fp32's range with 8 bits, or NCCLSHIM_PRESCALE=F with F a power of two below 1 (the cast multiplies by 1/F, the result "
               "by F) lifts small values into fp16's range\n", pre);
-    int w8 = !strcmp(st.wire, "int8") || !strcmp(st.wire, "fp8") || !strcmp(st.wire, "fp16s"); /* block-scaled */
-    if (st.underflow && w8)
+    int fi = nsc_fmt_by_name(st.wire); /* block-scaled: formats.h says how far below its largest a block keeps values */
+    if (st.underflow && fi >= 0 && nsc_fmt_infos[fi].blocked)
       fprintf(f, "%s# advice: %s blocks share one scale, set by their largest value: values about 2^%d and more below it "
               "are flushed to zero; NCCLSHIM_ERROR_FEEDBACK=1 carries what they lose into the next call, a smaller "
               "NCCLSHIM_BLOCK_ELEMS gives outliers fewer neighbours%s\n",
-              pre, st.wire, !strcmp(st.wire, "int8") ? 8 : !strcmp(st.wire, "fp8") ? 17 : 39,
-              !strcmp(st.wire, "fp16s") ? "" : ", and at 2 bytes per value NCCLSHIM_COMPRESS=fp16s keeps 11 bits over 39 "
+              pre, st.wire, nsc_fmt_infos[fi].zero,
+              fi == NSC_FMT_FP16S ? "" : ", and at 2 bytes per value NCCLSHIM_COMPRESS=fp16s keeps 11 bits over 39 "
               "binades under each block's largest value, bf16 8 bits over fp32's range");
     if (st.overflow && f16)
       fprintf(f, "%s# advice: fp16 overflows beyond 65504 (an Inf: AMP's GradScaler skips that step on every rank, "

@@ -61,19 +61,15 @@ nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c) {
 }
 
 int nsc_policy_blocked(const nsc_config *cfg) {
-  return cfg->compress == NSC_COMPRESS_INT8 || cfg->compress == NSC_COMPRESS_FP8 || cfg->compress == NSC_COMPRESS_FP16S;
+  return cfg->compress != NSC_COMPRESS_OFF && nsc_fmt_blocked(nsc_tp_fmt(cfg));
 }
 
 /* ---- the two-phase layout (tp_plan.h) ---- */
 
+/* NCCLSHIM_COMPRESS's value is the format's position + 1 (config.h). */
 nsc_fmt_t nsc_tp_fmt(const nsc_config *cfg) {
-  switch (cfg->compress) {
-  case NSC_COMPRESS_BF16: return NSC_FMT_BF16;
-  case NSC_COMPRESS_INT8: return NSC_FMT_INT8;
-  case NSC_COMPRESS_FP8: return NSC_FMT_FP8;
-  case NSC_COMPRESS_FP16S: return NSC_FMT_FP16S;
-  default: return NSC_FMT_FP16;
-  }
+  return cfg->compress > NSC_COMPRESS_OFF && cfg->compress <= NSC_FMT_COUNT ? (nsc_fmt_t)(cfg->compress - 1)
+                                                                            : NSC_FMT_FP16;
 }
 
 /* The pieces "auto" allows at most: pieces of at least NSC_TP_AUTO_PIECE

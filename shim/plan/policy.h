@@ -57,19 +57,20 @@ nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c);
  * neither its memory kind, nor capture, nor a plan (the forwarded path). */
 int nsc_policy_may_transform(const nsc_config *cfg, const nsc_call *c);
 
-/* Wire datatype of the configuration as the log names it (ncclFloat16,
- * ncclBfloat16; ncclInt8 / ncclFloat8e4m3 for the 8-bit formats, ncclFloat16
- * for fp16s's codes). */
+/* Wire datatype of the configuration as the log names it (formats.h's dt:
+ * ncclFloat16, ncclBfloat16; ncclInt8 / ncclFloat8e4m3 for the 8-bit formats,
+ * ncclFloat16 for fp16s's codes, ncclUint8 for int4's pairs). */
 static inline ncclDataType_t nsc_policy_wire_dtype(const nsc_config *cfg) {
   switch (cfg->compress) {
-  case NSC_COMPRESS_BF16: return ncclBfloat16;
-  case NSC_COMPRESS_INT8: return ncclInt8;
-  case NSC_COMPRESS_FP8: return ncclFloat8e4m3;
-  default: return ncclFloat16; /* fp16, and fp16s's codes */
+#define NSC_WIRE_DT(ID, name, bits, blocked, dt, k, bound, zero, doc) \
+  case NSC_COMPRESS_##ID: return dt;
+    NSC_FORMATS(NSC_WIRE_DT)
+#undef NSC_WIRE_DT
+  default: return ncclFloat16;
   }
 }
 
-/* A block-scaled format is configured (NCCLSHIM_COMPRESS=int8|fp8|fp16s):
+/* A block-scaled format is configured (formats.h's "blocked" column: int8, fp8, fp16s, int4):
  * NCCL cannot reduce them, so they exist only in the two-phase algorithm. */
 int nsc_policy_blocked(const nsc_config *cfg);
 

@@ -90,7 +90,7 @@ static inline size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs) {
 int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs);
 /* How a compressed call is carried out, from its count, the rank count and
  * the configuration only: for an all-reduce of `count` fp32 elements (rs = 0)
- * or a reduce-scatter of `count` per rank (rs = 1). int8/fp8/fp16s and every
+ * or a reduce-scatter of `count` per rank (rs = 1). The block-scaled formats and every
  * reduce-scatter: two-phase where nsc_tp_fits (else the caller passes the
  * call through: NCCL cannot reduce block-scaled runs, and a reduce-scatter has no
  * compressed ring here); NCCLSHIM_ALGO=ring: the ring; twophase: two-phase

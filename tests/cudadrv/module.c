@@ -290,6 +290,10 @@ static const cd_kernel kernels[] = {
     {"nsc_k_tp_dec_f16s", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_FP16S, 0},
     {"nsc_k_tp_sum_f16s", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_FP16S, 0},
     {"nsc_k_tp_encx_f16s", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_FP16S, 0},
+    {"nsc_k_tp_enc_int4", 6, {8, 8, 8, 8, 4, 8}, k_tp_enc, NSC_FMT_INT4, 0},
+    {"nsc_k_tp_dec_int4", 5, {8, 8, 8, 8, 4}, k_tp_dec, NSC_FMT_INT4, 0},
+    {"nsc_k_tp_sum_int4", 7, {8, 8, 8, 8, 8, 8, 4}, k_tp_sum, NSC_FMT_INT4, 0},
+    {"nsc_k_tp_encx_int4", 7, {8, 8, 8, 8, 8, 4, sizeof(nsc_kencopt)}, k_tp_encx, NSC_FMT_INT4, 0},
 };
 #define NKERNELS (sizeof kernels / sizeof kernels[0])
 

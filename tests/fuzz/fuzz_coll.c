@@ -55,6 +55,7 @@
 #define HMIN_SEEDS 100000 /* from here, auto on nodes draws NCCLSHIM_HIER_MIN_BYTES=0 half the time (issue 22) */
 #define LOCAL_SEEDS 120000 /* from here, one thread drives a clique of its own process (issue 37) */
 #define LAUNCH_SEEDS 130000 /* from here, launch costs, auto pieces and chunks, the all-gather phase (issue 33) */
+#define INT4_SEEDS 140000 /* from here, NCCLSHIM_COMPRESS=int4 (compress 6, issue 36) */
 #define MAXL 3   /* ranks of a process's own clique */
 #define LRANK 8  /* input index of its rank 0 (distinct from the world's ranks) */
 #define SPLIT_SEEDS 32000 /* from here, no pass that begins late right after one that ended early (any model) */
@@ -746,6 +747,12 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
     if (chance(0.3)) p->compress = 5;
     rng = saved;
   }
+  if (seed >= INT4_SEEDS && p->compress && !ddp) { /* int4 (issue 36), a generator of its own */
+    uint64_t saved = rng;
+    rng = mix64(seed ^ 0x14141414ull);
+    if (chance(0.35)) p->compress = 6;
+    rng = saved;
+  }
   if (seed >= EF_SEEDS) draw_ef_classes(p, seed, ddp);
   if (seed >= NODE_SEEDS) draw_nodes(p, seed);
   if (seed >= LOCAL_SEEDS) draw_local(p, seed);
@@ -786,7 +793,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (p->fault != F_NONE) feat(p, "%s", fault_name[p->fault]);
   if (p->fault == F_ALLOC_ONE && p->chunk_bytes < (32 << 20)) feat(p, "alloc-one+chunk");
   if (p->K > 1) feat(p, "accum");
-  if (p->compress >= 3) feat(p, p->compress == 3 ? "int8" : p->compress == 4 ? "fp8" : "fp16s");
+  if (p->compress >= 3) feat(p, p->compress == 3 ? "int8" : p->compress == 4 ? "fp8" : p->compress == 5 ? "fp16s" : "int4");
   if (p->algo) feat(p, p->algo == 3 ? "algo-hier" : p->algo == 2 ? "algo-twophase" : "algo-ring");
   if (!p->hier_min) feat(p, "hier-min-0");
   if (p->nnodes) {
@@ -888,7 +895,7 @@ static void size_str(long long v, char *buf, size_t n) {
 }
 
 static void print_plan(const prog_t *p) {
-  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"}, *al[] = {"auto", "ring", "twophase", "hier"};
+  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s", "int4"}, *al[] = {"auto", "ring", "twophase", "hier"};
   char stg[64] = "";
   if (p->staging) snprintf(stg, sizeof stg, " NCCLSHIM_MAX_STAGING_BYTES=%lld", p->staging);
   printf("FZ_NP=%d\n", p->W);
@@ -938,7 +945,7 @@ static void describe_call(const prog_t *p, const call_t *c, char *o, size_t n) {
 }
 
 static void describe(const prog_t *p) {
-  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s"}, *al[] = {"auto", "ring", "twophase", "hier"};
+  static const char *cz[] = {"off", "fp16", "bf16", "int8", "fp8", "fp16s", "int4"}, *al[] = {"auto", "ring", "twophase", "hier"};
   char chunk[24], piece[24];
   size_str(p->chunk_bytes, chunk, sizeof chunk);
   size_str(p->piece_bytes, piece, sizeof piece);
@@ -1312,8 +1319,13 @@ static size_t out_of_bound_over(const call_t *c, const float *got, size_t *first
    * |got - exact| <= q (sum_r M_r + M_s) (fp16s likewise, q = 2^-10 + 2^-39), M the largest magnitude of the
    * call's input of rank r and of the exact result (bounds of the blocks'). */
   int w8 = P.compress >= 3;
-  /* fp16s: 2^-11 relative, amax 2^-39 below fp16's normals; 2^-10 in a top block */
-  double q = P.compress == 3 ? 1.0 / 127 : P.compress == 4 ? 0x1p-4 : 0x1p-10 + 0x1p-39, Msum = 0, Ms = 0;
+  /* fp16s: 2^-11 relative, amax 2^-39 below fp16's normals; 2^-10 in a top block;
+   * int4: amax/7.5, and in a top block (values of 2^111 and more) one step, < amax/4 */
+  double q = P.compress == 3   ? 1.0 / 127
+             : P.compress == 4 ? 0x1p-4
+             : P.compress == 6 ? 0.25
+                               : 0x1p-10 + 0x1p-39,
+         Msum = 0, Ms = 0;
   size_t lo = c->kind == K_RS ? (size_t)rin * c->count : 0;
   size_t sc = c->kind == K_RS ? c->count * (size_t)n : c->count;
   for (int k = 0; w8 && k < n; k++) {

@@ -14,7 +14,8 @@
 # GPU_BENCH_STEPS steps timed, for
 #   plain     no shim at all (the baseline of every ratio)
 #   default   the shim with no settings
-#   fp16 bf16 int8 fp8 fp16s   NCCLSHIM_COMPRESS=<format>
+#   fp16 bf16 int8 fp8 fp16s int4   NCCLSHIM_COMPRESS=<format>, every row of
+#             compress/formats.h (ncclshim-envdoc --names)
 #   <preset>  each env/*.env
 #   accum4    NCCLSHIM_ACCUM_STEPS=4 under a naive loop of 4 passes per step,
 #             against plain NCCL under the same loop (plain-accum4)
@@ -66,7 +67,9 @@ fi
 [ -f "$SHIM" ] || { echo "not ok - the shim is built ($SHIM missing)"; exit 1; }
 T=${GPU_BENCH_TIMEOUT:-150} # seconds per run
 PRESETS=$(cd env && ls *.env | sed 's/\.env$//' | tr '\n' ' ')
-ALL="plain default fp16 bf16 int8 fp8 fp16s $PRESETS plain-accum4 accum4"
+FORMATS=$("$ROOT/$B/bin/ncclshim-envdoc" --names | tr '\n' ' ')
+[ -n "$FORMATS" ] || { echo "not ok - the formats ($B/bin/ncclshim-envdoc --names)"; exit 1; }
+ALL="plain default $FORMATS $PRESETS plain-accum4 accum4"
 # Every variant at the largest rank count; at the smaller ones the four that
 # answer "does it pay": plain, no settings, fp16, int8 (about 10 s a run on
 # a GPU, most of it torch's start: 4 minutes in all).
@@ -116,9 +119,9 @@ run() {
   case $var in
     plain|plain-accum4) plain_cmd "$w" "${args[@]}" ;;
     default) shim_cmd "$w" -- "${args[@]}" ;;
-    fp16|bf16|int8|fp8|fp16s) NCCLSHIM_COMPRESS=$var shim_cmd "$w" -- "${args[@]}" ;;
     accum4) NCCLSHIM_ACCUM_STEPS=4 shim_cmd "$w" -- "${args[@]}" ;;
-    *) shim_cmd "$w" --preset "$var" -- "${args[@]}" ;;
+    *) if [[ " $FORMATS " == *" $var "* ]]; then NCCLSHIM_COMPRESS=$var shim_cmd "$w" -- "${args[@]}"
+       else shim_cmd "$w" --preset "$var" -- "${args[@]}"; fi ;;
   esac >"$OUT/$tag.log" 2>&1
   local rc=$? t1=$(date +%s)
   if [ $rc -ne 0 ] || [ ! -s "$OUT/$tag.json" ]; then

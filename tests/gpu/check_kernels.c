@@ -543,6 +543,9 @@ static void bandwidth(void) {
       {"tp encode fp16s", {6, 0, NSC_FMT_FP16S, x, w2, n, NULL, 0}, 6.0 * (double)n},
       {"tp encode int8 underflow", {6, 0, NSC_FMT_INT8, z, w2, n, NULL, 0}, 5.0 * (double)n},
       {"tp decode-sum int8 x2", {7, 0, NSC_FMT_INT8, y, w2, n, NULL, 0}, 6.0 * (double)n},
+      {"tp decode-sum fp16 x2", {7, 0, NSC_FMT_FP16, y, w2, n, NULL, 0}, 8.0 * (double)n},
+      {"tp encode int4", {6, 0, NSC_FMT_INT4, x, w2, n, NULL, 0}, 4.5 * (double)n},
+      {"tp decode-sum int4 x2", {7, 0, NSC_FMT_INT4, y, w2, n, NULL, 0}, 5.0 * (double)n},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     float t = time_ms(run_op, &rows[i].a, 21);

@@ -38,7 +38,8 @@
  * residuals + the owner's last output residual); each of the two parts is
  * at most half a step per rounding at twice the magnitude, so
  * B = 2 (n hs(2 * 1.5) + hs(2 * 1.5n)),
- * hs(v) = 2^(floor(log2 v) - m), m = 11 fp16 and fp16s, 8 bf16, 7 int8, 4 fp8.
+ * hs(v) = 2^(floor(log2 v) - m), m = 11 fp16 and fp16s, 8 bf16, 7 int8, 4 fp8,
+ * 3 int4 (its step at a block largest in [1, 2) is 2^-2).
  *
  * Must not: rely on timings. */
 #include <math.h>
@@ -70,7 +71,11 @@ static double sum_xb(int b, size_t i) {
 static double sum_x(size_t i) { return sum_xb(0, i); }
 
 static double hs(double v) {
-  int m = !strcmp(fmt, "fp16") || !strcmp(fmt, "fp16s") ? 11 : !strcmp(fmt, "bf16") ? 8 : !strcmp(fmt, "int8") ? 7 : 4;
+  int m = !strcmp(fmt, "fp16") || !strcmp(fmt, "fp16s") ? 11
+          : !strcmp(fmt, "bf16")                         ? 8
+          : !strcmp(fmt, "int8")                         ? 7
+          : !strcmp(fmt, "int4")                         ? 3
+                                                         : 4;
   return ldexp(1.0, (int)floor(log2(v)) - m);
 }
 

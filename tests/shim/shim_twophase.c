@@ -67,7 +67,7 @@
  * Exact inputs: small integers times 1/2, at most 64 (fp16), 31 (bf16, int8)
  * or 3 (fp8) in magnitude per rank, so sums of up to 4 ranks are exact in the
  * format (int8 keeps every integer <= 127 of a block; e4m3 every integer of 4
- * significant bits).
+ * significant bits); int4: -1/2, 0 or 1/2, the same on every rank.
  *
  * Must not: rely on timings or on the shim's internals beyond its documented
  * behaviour (docs/collectives.md, shim/plan/tp_plan.h for the chunk layout). */
@@ -97,11 +97,16 @@ int hostnccl_get_type_counters(int datatype, uint64_t *allreduce_calls, uint64_t
 static int limit(void) {
   if (!strcmp(fmt, "fp16") || !strcmp(fmt, "fp16s")) return 64;
   if (!strcmp(fmt, "fp8")) return 3;
+  if (!strcmp(fmt, "int4")) return 1;
   return 31;
 }
 
+/* int4 keeps 15 levels per block: every rank gives the same value of
+ * {-1/2, 0, 1/2} for an element, so each block's codes are 0 and +-4 in, and
+ * its sums over n <= 4 ranks (0 and +-n/2 in a block) exact out. */
 static float exact_val(int r, size_t i) {
   int L = limit();
+  if (!strcmp(fmt, "int4")) r = 0;
   return (float)((int)((i * 7 + (size_t)r * 13 + i / 5) % (size_t)(2 * L + 1)) - L) * 0.5f;
 }
 
@@ -255,6 +260,7 @@ static double bound_for(const char *f, const char *algo, int n) {
   if (!strcmp(f, "fp16")) return ldexp(1, -10) + fp32;
   if (!strcmp(f, "bf16")) return ldexp(1, -7) + fp32;
   if (!strcmp(f, "int8")) return 4 / 127.5 + fp32;
+  if (!strcmp(f, "int4")) return 4 / 7.5 + fp32; /* int8's derivation with q = 7 (wire_bits.h) */
   if (!strcmp(f, "fp16s")) return ldexp(1, -10) + ldexp(1, -38) + fp32; /* two roundings: 2^-11 each, amax 2^-39 below */
   return ldexp(1, -3) + 2 * ldexp(1, -16) + fp32;
 }
@@ -583,6 +589,7 @@ static double rel_step(void) {
   return !strcmp(fmt, "fp16") || !strcmp(fmt, "fp16s") ? 0x1p-11
          : !strcmp(fmt, "bf16")                          ? 0x1p-8
          : !strcmp(fmt, "int8")                          ? 1.0 / 63
+         : !strcmp(fmt, "int4")                          ? 1.0 / 3.25
                                                          : 0x1p-3;
 }
 
@@ -597,7 +604,8 @@ static int all_finite(const float *x, size_t n, size_t *first) {
 
 static int cmd_limits(void) {
   enum { N = 8192, RC = 4096 };
-  int is8 = !strcmp(fmt, "int8") || !strcmp(fmt, "fp8") || !strcmp(fmt, "fp16s"), f16 = !strcmp(fmt, "fp16");
+  int is8 = !strcmp(fmt, "int8") || !strcmp(fmt, "fp8") || !strcmp(fmt, "fp16s") || !strcmp(fmt, "int4"),
+      f16 = !strcmp(fmt, "fp16");
   size_t tot = (size_t)RC * nranks > N ? (size_t)RC * nranks : N, bad;
   float *s = calloc(tot, 4), *r = calloc(tot, 4);
   double rel = rel_step();

@@ -17,4 +17,12 @@ if [ -x "$BIN/ncclshim-envdoc" ]; then
   "$BIN/ncclshim-envdoc" >"$TMPD/env-table.md"
   check "docs/environment.md's table matches shim/config/config.def (make env-doc)" \
     python3 "$ROOT/tests/splice.py" "$ROOT/docs/environment.md" env-table "$TMPD/env-table.md" --check
+  "$BIN/ncclshim-envdoc" --formats >"$TMPD/formats-table.md"
+  check "docs/collectives.md's table of wire formats matches compress/formats.h (make env-doc)" \
+    python3 "$ROOT/tests/splice.py" "$ROOT/docs/collectives.md" formats-table "$TMPD/formats-table.md" --check
+  "$BIN/ncclshim-envdoc" --formats-py >"$TMPD/formats.py"
+  check "env/ncclshim/formats.py (the tuner's formats) matches compress/formats.h (make env-doc)" \
+    cmp "$TMPD/formats.py" "$ROOT/env/ncclshim/formats.py"
+  check "NCCLSHIM_COMPRESS's choices are off and the formats' rows, in order" \
+    grep -q "| off/$("$BIN/ncclshim-envdoc" --names | tr ' ' '/') |" "$TMPD/env-table.md"
 else not_ok "ncclshim-envdoc was not built"; fi

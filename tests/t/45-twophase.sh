@@ -9,8 +9,9 @@ export NCCLSHIM_LOG=off NCCLSHIM_BANNER=0
 unset NCCLSHIM_COMPRESS NCCLSHIM_ALGO
 
 # 1. Exact inputs: every element exact, all ranks the same bits, no all-reduce reaches NCCL.
-for w in fp16 bf16 int8 fp8 fp16s; do
-  nps="2 3 4"; [ $w = bf16 ] && nps=4; [ $w = fp8 ] && nps="2 4"; [ $w = fp16s ] && nps=3
+[ -n "$FORMATS" ] || not_ok "no formats from ncclshim-envdoc --names (not built?)"
+for w in $FORMATS; do
+  nps="2 3 4"; [ $w = bf16 ] && nps=4; [ $w = fp8 ] && nps="2 4"; [ $w = fp16s ] && nps=3; [ $w = int4 ] && nps="2 4"
   for np in $nps; do
     check "two-phase $w, $np ranks: exact inputs exact on every rank (sizes 1..300001, in/out of place, Sum/Avg)" \
       with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 mpirun_shim $np "$P" exact
@@ -24,8 +25,9 @@ check "NCCLSHIM_ALGO=twophase, prescale 4: still exact (3 ranks)" \
   with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=twophase NCCLSHIM_PRESCALE=4 NCCLSHIM_MIN_BYTES=0 mpirun_shim 3 "$P" exact
 
 # 2. Reduce-scatter: the first phase, fp32 shard, in place and out of place.
-for w in fp16 int8 fp8 fp16s; do
-  nps="2 3"; [ $w = int8 ] && nps="3 4"; [ $w = fp8 ] && nps=4; [ $w = fp16s ] && nps=3
+for w in $FORMATS; do
+  [ $w = bf16 ] && continue # fp16's shape
+  nps="2 3"; [ $w = int8 ] && nps="3 4"; [ $w = fp8 ] && nps=4; [ $w = fp16s ] && nps=3; [ $w = int4 ] && nps=3
   for np in $nps; do
     check "reduce-scatter $w, $np ranks: exact, in and out of place (sendbuff untouched), Sum/Avg" \
       with NCCLSHIM_COMPRESS=$w NCCLSHIM_MIN_BYTES=0 mpirun_shim $np "$P" rs
@@ -33,7 +35,7 @@ for w in fp16 int8 fp8 fp16s; do
 done
 
 # 3. Inf, -Inf, NaN, Inf - Inf propagate as in fp32; identical on all ranks.
-for w in fp16 bf16 int8 fp8 fp16s; do
+for w in $FORMATS; do
   check "special values, $w, 3 ranks" with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase mpirun_shim 3 "$P" special
 done
 
@@ -42,7 +44,7 @@ done
 # to at most FLT_MAX, error feedback never turning a finite input into Inf;
 # with 4 KiB pieces and a reduce-scatter inside. Stochastic rounding: two
 # calls of one group round independently.
-for w in fp16 bf16 int8 fp8 fp16s; do
+for w in $FORMATS; do
   check "values near FLT_MAX (fp16: 65519), $w, 3 ranks, error feedback, 4 KiB pieces: Avg finite, sums finite, no Inf from residuals" \
     with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 mpirun_shim 3 "$P" limits
 done
@@ -55,18 +57,34 @@ done
 
 # 4. Random inputs over 2^-30..2^30: within the documented bound at 2 and 4 ranks.
 : >"$TMPD/bounds"
-for w in fp16 bf16 int8 fp8 fp16s; do
+# The summary's wire bytes: each format's bits per value (compress/formats.h,
+# as env/ncclshim/formats.py) plus 2 bytes per block of 256, over fp32's 4.
+for w in $FORMATS; do
   for np in 2 4; do
-    with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase mpirun_shim $np "$P" bound 2 >"$TMPD/b" 2>&1 \
+    with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_LOG=summary mpirun_shim $np "$P" bound 2 >"$TMPD/b" 2>&1 \
       && grep -q "^maxrel $w twophase $np " "$TMPD/b" \
       && ok "random inputs, two-phase $w, $np ranks: every element within the bound ($(grep maxrel "$TMPD/b" | cut -d' ' -f5))" \
       || { not_ok "random inputs, two-phase $w, $np ranks"; sed 's/^/#   /' "$TMPD/b" | tail -5; }
-    cat "$TMPD/b" >>"$TMPD/bounds"
+    grep maxrel "$TMPD/b" >>"$TMPD/bounds"
+    [ $np = 4 ] || continue
+    r=$(PYTHONPATH="$ROOT/env" python3 - "$w" "$TMPD/b" <<'PY'
+import re, sys
+from ncclshim import formats
+w, path = sys.argv[1:3]
+bits, blocked = formats.FORMATS[w]
+want = (bits / 8 + (2 / 256 if blocked else 0)) / 4
+rows = [l.split() for l in open(path) if re.search(r"ncclshim\[.*\]\s+compressed\s", l)]
+logical, wire = int(rows[0][4]), int(rows[0][5])
+print("%.4f %.4f %d" % (wire / logical, want, abs(wire / logical - want) <= 0.01 * want))
+PY
+)
+    [ "${r##* }" = 1 ] && ok "summary, $w, 4 ranks: wire bytes $(echo $r | cut -d' ' -f1) of the logical ones (the format's $(echo $r | cut -d' ' -f2))" \
+      || { not_ok "summary, $w: wire over logical bytes '$r'"; grep compressed "$TMPD/b" | head -3 | sed 's/^/#   /'; }
   done
 done
 # The error of two-phase does not grow with n: at 4 ranks at most 1.5x the 2-rank value.
-awk '$1 == "maxrel" { e[$2 " " $4] = $5; k++ } END {
-  bad = k != 10; for (w in e) { split(w, a, " "); if (a[2] == 2 && e[a[1] " 4"] > 1.5 * e[w] + 1e-12) bad = 1 }
+awk -v want="$(( 2 * $(echo $FORMATS | wc -w) ))" '$1 == "maxrel" { e[$2 " " $4] = $5; k++ } END {
+  bad = k != want; for (w in e) { split(w, a, " "); if (a[2] == 2 && e[a[1] " 4"] > 1.5 * e[w] + 1e-12) bad = 1 }
   exit bad }' "$TMPD/bounds" && ok "two-phase error at 4 ranks within 1.5x of 2 ranks, every format" \
   || { not_ok "two-phase error grows with n"; sed 's/^/#   /' "$TMPD/bounds"; }
 
@@ -147,7 +165,7 @@ check "log nonblocking.2: 3 call records in all" test "$(grep -c '"kind":"call"'
 # reduce-scatters, in and out of place, 3 rounds); more pieces make more real
 # calls (so the pieces really happened: 16K gives ~17 pieces per chunk, 4096
 # the 64-piece cap).
-for w in fp16 bf16 int8 fp8 fp16s; do
+for w in $FORMATS; do
   for ef in 0 1; do
     for pb in 0 16K 4096; do
       with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_ERROR_FEEDBACK=$ef NCCLSHIM_TWOPHASE_PIECE_BYTES=$pb \

@@ -27,7 +27,7 @@ nodes() {
 }
 
 # 1. Exact inputs (sizes 1..300001, in and out of place, Sum and Avg).
-for shape in 2x2:fp16 2x2:bf16 2x2:int8 2x2:fp8 2x2:fp16s 2x4:fp16 2x4:int8 4x2:bf16 3x2:fp16; do
+for shape in 2x2:fp16 2x2:bf16 2x2:int8 2x2:fp8 2x2:fp16s 2x2:int4 2x4:fp16 2x4:int8 4x2:bf16 3x2:fp16; do
   nl=${shape%:*} w=${shape#*:}
   check "hier $w on ${nl/x/ nodes x } ranks: exact inputs exact and identical on every rank, only the fp32 tails reach NCCL's all-reduce" \
     nodes "${nl%x*}" "${nl#*x}" "$w" exact
@@ -166,7 +166,7 @@ done
 # int8 with error feedback: the bits of flat two-phase differ, fewer wire
 # bytes, the same bits at every piece size; a map whose nodes are not
 # consecutive ranks runs hierarchically too (a reduce per block inside the node).
-for shape in 2x2:int8 2x4:fp16 4x2:bf16 2x2:fp16s; do
+for shape in 2x2:int8 2x4:fp16 4x2:bf16 2x2:fp16s 2x2:int4; do
   nl=${shape%:*} w=${shape#*:}
   check "hier reduce-scatter $w on ${nl/x/ nodes x } ranks: exact inputs exact, in and out of place, Sum/Avg" \
     nodes "${nl%x*}" "${nl#*x}" "$w" rs

@@ -137,7 +137,7 @@ for o in "--reps 0" "--iters 0"; do
   else not_ok "ncclshim-tune --quick $o: exit $rc: $(tail -n 2 "$TMPD/zero.out")"; fi
 done
 
-for o in "--algo bogus" "--compress fp16" "--compress off,int4"; do
+for o in "--algo bogus" "--compress fp16" "--compress off,int3"; do
   check_fails "ncclshim-tune $o: refused" "$TUNE" --quick $o -o "$TMPD/bad.env"
 done
 check "... and writes no file" test ! -e "$TMPD/bad.env"

@@ -49,7 +49,7 @@ if [ -e "$S/lib/libncclshim.so" ] && [ -e "$S/lib/hostnccl/libnccl.so.2" ] && [ 
       | sed -n "s/^\(ok\|not ok\) - /\1 - asan+ubsan $t: /p; /^#   /p"
   done
   # Pipelined two-phase pieces (the host codec thread, 4 KiB pieces), every format's digest run.
-  for w in fp16 int8 fp8 fp16s; do
+  for w in $FORMATS; do
     check "asan+ubsan: two-phase $w in 4 KiB pieces with error feedback, 3 ranks" \
       with SHIM="$S/lib/libncclshim.so" HOSTNCCL_DIR="$S/lib/hostnccl" NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase \
         NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 mpirun_shim 3 "$S/tests/shim_twophase" digest

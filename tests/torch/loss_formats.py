@@ -19,7 +19,8 @@ the largest per-step relative difference in the first 5 steps. The tolerance
 (bench/README.md, "Training loss per wire format"): the final loss may move
 by the documented relative error bound B of one compressed all-reduce in
 that format (max |error| / sum |x|: ring (W+1)u, two-phase fp16/bf16
-2u + W 2^-24, int8 4/127.5, fp8 2^-3 + 2^-15; u = 2^-11 fp16, 2^-8 bf16;
+2u + W 2^-24, int8 4/127.5, int4 4/7.5, fp8 2^-3 + 2^-15,
+fp16s 2^-10 + 2^-38 + W 2^-24; u = 2^-11 fp16, 2^-8 bf16;
 NCCLSHIM_ALGO=auto counts as the ring, the larger bound; FSDP2's
 reduce-scatters are always two-phase), |final - fp32 final| <= B |fp32
 final|, and never by more than fp32's seed spread (the standard deviation
@@ -103,6 +104,10 @@ def bound(fmt, fam):
     wire = name[:-3] if name.endswith("-ef") else name
     if wire == "int8":
         return 4 / 127.5
+    if wire == "int4":
+        return 4 / 7.5
+    if wire == "fp16s":
+        return 2.0 ** -10 + 2.0 ** -38 + a.world * 2.0 ** -24
     if wire == "fp8":
         return 2.0 ** -3 + 2.0 ** -15
     u = 2.0 ** -11 if wire == "fp16" else 2.0 ** -8

@@ -72,7 +72,7 @@ static void report_one(const char *name, int rc, const cudadrv_stats *st) {
   double lb = (double)st->kernel_load_bytes / N, sb = (double)st->kernel_store_bytes / N;
   double acc = ld + sd, most = most_of(name);
   if (table)
-    printf("| `%s` | %.3f | %.3f | %.2f | %.2f | %.3f |\n", name, ld, sd, lb, sb, most);
+    printf("| `%s` | %.6f | %.6f | %.2f | %.2f | %.5f |\n", name, ld, sd, lb, sb, most);
   else
     check(rc == 0 && st->illegal_accesses == 0 && most >= 0 && acc <= most + 1e-9,
           "%s: %.3f loads + %.3f stores per element (%.2f + %.2f bytes), at most %.3f", name, ld, sd, lb, sb,
@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
   MEASURE("scale_f16", be->scale(s, 'h', w, w, N, 2.0));
   MEASURE("scale_bf16", be->scale(s, 'b', w, w, N, 2.0));
 
-  static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8, NSC_FMT_FP16S};
+  static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8, NSC_FMT_FP16S, NSC_FMT_INT4};
   for (size_t fi = 0; fi < sizeof fmts / sizeof *fmts; fi++) {
     nsc_fmt_t f = fmts[fi];
     const char *fname = nsc_fmt_name(f);

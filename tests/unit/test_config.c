@@ -99,9 +99,23 @@ static void bad_values(void **state) {
   expect_bad("NCCLSHIM_LOG_FILE=", "empty");
   expect_bad("NCCLSHIM_MIN_BYTES=", "empty");
   /* garbage */
-  expect_bad("NCCLSHIM_COMPRESS=fp4", "off|fp16|bf16|int8|fp8|fp16s");
+  expect_bad("NCCLSHIM_COMPRESS=fp4", "off|fp16|bf16|int8|fp8|fp16s|int4");
   expect_bad("NCCLSHIM_ALGO=tree", "auto|ring|twophase|hier");
   expect_bad("NCCLSHIM_BLOCK_ELEMS=8", "16");
+  { /* rows that constrain each other: int4's wire blocks hold an even number of elements */
+    nsc_config cfg;
+    char err[512];
+    char *odd[] = {"NCCLSHIM_COMPRESS=int4", "NCCLSHIM_BLOCK_ELEMS=17", NULL};
+    assert_int_equal(nsc_config_parse(odd, &cfg, err, sizeof err), -1);
+    if (!strstr(err, "NCCLSHIM_BLOCK_ELEMS='17'") || !strstr(err, "even") || !strstr(err, "int4"))
+      fail_msg("int4 with an odd block: %s", err);
+    assert_int_equal(cfg.compress, NSC_COMPRESS_FP16); /* the defaults, nothing half-parsed */
+    char *even[] = {"NCCLSHIM_COMPRESS=int4", "NCCLSHIM_BLOCK_ELEMS=18", NULL};
+    assert_int_equal(nsc_config_parse(even, &cfg, err, sizeof err), 0);
+    assert_int_equal(cfg.compress, NSC_COMPRESS_INT4);
+    char *other[] = {"NCCLSHIM_COMPRESS=int8", "NCCLSHIM_BLOCK_ELEMS=17", NULL};
+    assert_int_equal(nsc_config_parse(other, &cfg, err, sizeof err), 0);
+  }
   expect_bad("NCCLSHIM_MIN_BYTES=lots", "[0, ");
   expect_bad("NCCLSHIM_DISABLE=maybe", "0 or 1");
   expect_bad("NCCLSHIM_PRESCALE=abc", "finite");
@@ -136,7 +150,7 @@ static void bad_values(void **state) {
   expect_bad("NCCLSHIM_ACCUM_STEPS=4x", "[1, 65536]");
   expect_bad("NCCLSHIM_ACCUM_STEPS=4K", "[1, 65536]");
   expect_bad("NCCLSHIM_PRESCALE=2.0x", "finite");
-  expect_bad("NCCLSHIM_COMPRESS=fp16 ", "off|fp16|bf16|int8|fp8|fp16s");
+  expect_bad("NCCLSHIM_COMPRESS=fp16 ", "off|fp16|bf16|int8|fp8|fp16s|int4");
 }
 
 static void very_long_value(void **state) {
@@ -223,7 +237,7 @@ static void dump_and_markdown(void **state) {
   lines = 0;
   for (char *p = buf; *p; p++) lines += *p == '\n';
   assert_int_equal(lines, NSC_CFG_COUNT + 2);
-  assert_non_null(strstr(buf, "| `NCCLSHIM_COMPRESS` | ENUM | `fp16` | off/fp16/bf16/int8/fp8/fp16s |"));
+  assert_non_null(strstr(buf, "| `NCCLSHIM_COMPRESS` | ENUM | `fp16` | off/fp16/bf16/int8/fp8/fp16s/int4 |"));
   free(buf);
 }
 

@@ -120,7 +120,7 @@ int main(void) {
     printf("not ok - the kernels load: %s\nBail out!\n", nsc_backend_error());
     return 1;
   }
-  static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8, NSC_FMT_FP16S};
+  static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8, NSC_FMT_FP16S, NSC_FMT_INT4};
   static const size_t lens[] = {1, 255, 1000, 70001};
   const size_t maxn = 70001 + 8, maxe = 8 * maxn; /* three wire runs of 70001 at most */
   float *x = malloc(maxn * 4), *rh = malloc(maxn * 4), *rd = malloc(maxn * 4), *rf = malloc(maxn * 4);

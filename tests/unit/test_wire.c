@@ -55,8 +55,8 @@ static void fill_random(float *x, size_t n, int specials) {
   }
 }
 
-static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8, NSC_FMT_FP16S};
-#define NF 5 /* fmts; from index 2 the block-scaled ones */
+static const nsc_fmt_t fmts[] = {NSC_FMT_FP16, NSC_FMT_BF16, NSC_FMT_INT8, NSC_FMT_FP8, NSC_FMT_FP16S, NSC_FMT_INT4};
+#define NF ((int)(sizeof fmts / sizeof *fmts)) /* fmts; from index 2 the block-scaled ones */
 
 static void same_bits(const float *a, const float *b, size_t n, const char *what) {
   for (size_t i = 0; i < n; i++)
@@ -142,9 +142,11 @@ static void test_exact_roundtrip(void **state) {
     for (int pass = 0; pass < 20; pass++) {
       int ex = (int)(rnd() % 240) - 140;
       for (int i = 0; i < N; i++) {
-        int lim = f == NSC_FMT_INT8 ? 127 : f == NSC_FMT_FP8 ? 15 : f == NSC_FMT_BF16 ? 255 : 2047; /* fp16(s): 11 bits */
+        int lim = f == NSC_FMT_INT8 ? 127 : f == NSC_FMT_FP8 ? 15 : f == NSC_FMT_BF16 ? 255 : f == NSC_FMT_INT4 ? 7
+                                                                                      : 2047; /* fp16(s): 11 bits */
         int v = (int)(rnd() % (2 * lim + 1)) - lim;
         if (f == NSC_FMT_FP8 && (i % 256) == 0) v = 15; /* block range: 4 significant bits suffice */
+        if (f == NSC_FMT_INT4 && (i % 256) == 0) v = 4; /* the block's scale is that of its largest: 2^ex */
         x[i] = ldexpf((float)v, ex);
       }
       if (f == NSC_FMT_FP16) for (int i = 0; i < N; i++) x[i] = ldexpf(x[i], -ex - 10 + (int)(pass % 10));
@@ -179,6 +181,7 @@ static void test_block_edges(void **state) {
       if (i == 300) continue;
       float amax = i < 256 ? 255 * 0.37f : 311 * 0.37f;
       double bound = f == NSC_FMT_INT8   ? amax / 63.0
+                     : f == NSC_FMT_INT4 ? amax / 3.25 /* lim 6 in a block with Inf/NaN: < 2 steps */
                      : f == NSC_FMT_FP8  ? fmax(fabs(x[i]) / 16.0, amax * ldexp(1, -17))
                                          : fmax(fabs(x[i]) * ldexp(1, -11), amax * ldexp(1, -39));
       if (fabs((double)y[i] - x[i]) > bound) fail_msg("%s edge: x[%d] = %g came back %g", nsc_fmt_name(f), i, x[i], y[i]);
@@ -186,16 +189,19 @@ static void test_block_edges(void **state) {
     /* subnormal block: int8 keeps subnormal integers m * 2^-149 exact */
     for (int i = 0; i < N; i++) x[i] = u2f((uint32_t)(i % 128)) * ((i & 1) ? -1.f : 1.f);
     roundtrip(f, 256, x, N, y, e);
-    if (f != NSC_FMT_FP8) same_bits(x, y, N, "int8/fp16s subnormals"); /* m * 2^-149, m < 128: exact */
+    if (f == NSC_FMT_INT4) { /* 7 levels: within amax/7.5 of each 128-value run's largest (127 * 2^-149) */
+      for (int i = 0; i < N; i++) assert_true(fabsf(y[i] - x[i]) <= u2f(127) / 7.5f + u2f(1));
+    } else if (f != NSC_FMT_FP8) same_bits(x, y, N, "int8/fp16s subnormals"); /* m * 2^-149, m < 128: exact */
     else for (int i = 0; i < N; i++) assert_true(fabsf(y[i] - x[i]) <= fabsf(x[i]) / 16);
     /* +-FLT_MAX: finite, never Inf */
     for (int i = 0; i < N; i++) x[i] = (i & 1) ? -FLT_MAX : FLT_MAX / 7.0f * (float)(i % 7);
     roundtrip(f, 256, x, N, y, e);
     for (int i = 0; i < N; i++) {
       assert_true(isfinite(y[i]));
-      assert_true(fabs((double)y[i] - x[i]) <= (f == NSC_FMT_INT8  ? FLT_MAX / 127.5
-                                                : f == NSC_FMT_FP8 ? fabs(x[i]) / 15.0 + FLT_MAX * ldexp(1, -17)
-                                                                   : fabs(x[i]) * ldexp(1, -10)));
+      assert_true(fabs((double)y[i] - x[i]) <= (f == NSC_FMT_INT8   ? FLT_MAX / 127.5
+                                                : f == NSC_FMT_INT4 ? FLT_MAX / 4 /* a top block: one step of 2^k */
+                                                : f == NSC_FMT_FP8  ? fabs(x[i]) / 15.0 + FLT_MAX * ldexp(1, -17)
+                                                                    : fabs(x[i]) * ldexp(1, -10)));
     }
     /* a buffer of 0xff (what a rank that could not stage sends) is NaN throughout */
     memset(e, 0xff, sizeof e);
@@ -226,10 +232,11 @@ static void test_bounds(void **state) {
         case NSC_FMT_BF16: bound = ax * ldexp(1, -8) + ldexp(1, -134); break;
         /* a top block (amax >= 2^111): above its top code (amax rounded down
          * to a code) values round down, by less than one step (wire_bits.h) */
-        case NSC_FMT_INT8: {
-          int k = ilogb(amax) - 6;
+        case NSC_FMT_INT8:
+        case NSC_FMT_INT4: { /* amax/(q + 0.5), q = 127 or 7 (wire_bits.h) */
+          int q = f == NSC_FMT_INT8 ? 127 : 7, k = ilogb(amax) - (q == 127 ? 6 : 2);
           double top = amax >= 0x1p111 ? floor(ldexp(amax, -k)) * ldexp(1, k) : INFINITY;
-          bound = ax <= top ? amax / 127.5 : ldexp(1, k);
+          bound = ax <= top ? amax / (q + 0.5) : ldexp(1, k);
           break;
         }
         case NSC_FMT_FP16S: { /* relative 2^-11 in fp16's normal range, half a subnormal step below */
@@ -280,9 +287,10 @@ static void test_top_range(void **state) {
         for (int b = 0; b < N / 256; b++) {
           double amax = 0;
           for (int i = b * 256; i < (b + 1) * 256; i++) amax = fmax(amax, fabs(yin[i]));
-          int k = ilogb(amax) - (f == NSC_FMT_INT8 ? 6 : f == NSC_FMT_FP8 ? 7 : 14);
+          int k = ilogb(amax) - (f == NSC_FMT_INT8 ? 6 : f == NSC_FMT_FP8 ? 7 : f == NSC_FMT_INT4 ? 2 : 14);
           /* below 2^111 up to the next code: half the top step (stochastic: all of it) */
-          double above = amax >= 0x1p111 ? 0 : ldexp((f == NSC_FMT_INT8 ? 1 : 16) * (opt == 1 ? 1.0 : 0.5), k);
+          double step = f == NSC_FMT_INT8 || f == NSC_FMT_INT4 ? 1 : 16;
+          double above = amax >= 0x1p111 ? 0 : ldexp(step * (opt == 1 ? 1.0 : 0.5), k);
           tops += amax >= 0x1p111;
           for (int i = b * 256; i < (b + 1) * 256; i++)
             if (!(fabs((double)y[i]) <= amax + above))
@@ -535,6 +543,8 @@ static void test_sizes(void **state) {
   assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP8, 256, 256), 258);
   assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP8, 0, 256), 0);
   assert_int_equal(nsc_fmt_bytes(NSC_FMT_FP16S, 1000, 256), 2000 + 2 * 4);
+  assert_int_equal(nsc_fmt_bytes(NSC_FMT_INT4, 1000, 256), 500 + 2 * 4); /* two codes per byte */
+  assert_int_equal(nsc_fmt_bytes(NSC_FMT_INT4, 1001, 256), 501 + 2 * 4); /* an odd run: its last byte half used */
 }
 
 /* fp16s on what DDP's averaging makes of small gradients (issue 21 part 5):
