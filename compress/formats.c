@@ -1,11 +1,6 @@
-/* formats.c — formats.h's rows as data (wire.h: nsc_fmt_infos, names). */
+/* formats.c — a format's name for the log and the tools (wire.h), and the
+ * rows' compile-time checks. */
 #include "wire.h"
-
-const nsc_fmt_info nsc_fmt_infos[NSC_FMT_COUNT] = {
-#define NSC_FMT_ROW(ID, name, bits, blocked, dt, k, bound, zero, doc) {name, bits, blocked, bound, zero, doc},
-    NSC_FORMATS(NSC_FMT_ROW)
-#undef NSC_FMT_ROW
-};
 
 /* A name fits ncclshim_stats.wire (char[8], shim/ncclshim.h) with its NUL. */
 #define NSC_FMT_NAME_FITS(ID, name, bits, blocked, dt, k, bound, zero, doc) \
@@ -13,4 +8,4 @@ const nsc_fmt_info nsc_fmt_infos[NSC_FMT_COUNT] = {
 NSC_FORMATS(NSC_FMT_NAME_FITS)
 #undef NSC_FMT_NAME_FITS
 
-const char *nsc_fmt_name(nsc_fmt_t f) { return (unsigned)f < NSC_FMT_COUNT ? nsc_fmt_infos[f].name : "?"; }
+const char *nsc_fmt_name(nsc_fmt_t f) { return nsc_fmt_row(f) ? nsc_fmt_row(f)->name : "?"; }

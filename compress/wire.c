@@ -109,36 +109,16 @@ static void split(int e, float *p1, float *p2) {
   *p2 = nsc_pow2(e - e1);
 }
 
-/* Code i of a run's codes (whole bytes little-endian, or int4's nibble),
- * and storing one. */
-static uint32_t get_code(nsc_fmt_t f, const uint8_t *codes, size_t i) {
-  int bits = nsc_fmt_code_bits(f);
-  if (bits == 4) return (uint32_t)(codes[i / 2] >> (4 * (i % 2))) & 0xfu;
-  uint16_t c = 0;
-  memcpy(&c, codes + (size_t)bits / 8 * i, (size_t)bits / 8);
-  return c;
-}
-static void put_code(nsc_fmt_t f, uint8_t *codes, size_t i, uint32_t c) {
-  int bits = nsc_fmt_code_bits(f);
-  if (bits == 4) { /* element 2j in the low nibble; an odd run's last high nibble is 0 */
-    uint8_t *b = codes + i / 2;
-    *b = i % 2 ? (uint8_t)((*b & 0x0fu) | (c << 4)) : (uint8_t)(c & 0x0fu);
-    return;
-  }
-  uint16_t c16 = (uint16_t)c;
-  memcpy(codes + (size_t)bits / 8 * i, &c16, (size_t)bits / 8);
-}
-
 /* int4: codes c[0..len) (-8..7) into the run's nibbles from element lo. */
 CLONES static void pack_pairs(uint8_t *dst, const int8_t *c, size_t npairs) {
   for (size_t j = 0; j < npairs; j++) dst[j] = (uint8_t)(((uint8_t)c[2 * j] & 0x0fu) | ((uint8_t)c[2 * j + 1] << 4));
 }
 static void pack_int4(uint8_t *codes, size_t lo, const int8_t *c, size_t len) {
   size_t i = 0;
-  if (lo % 2 && len) put_code(NSC_FMT_INT4, codes, lo + i++, nsc_nib(c[0])); /* an odd start: its high nibble */
+  if (lo % 2 && len) nsc_code_put(NSC_FMT_INT4, codes, lo + i++, nsc_nib(c[0])); /* an odd start: its high nibble */
   pack_pairs(codes + (lo + i) / 2, c + i, (len - i) / 2);
   i += (len - i) / 2 * 2;
-  if (i < len) put_code(NSC_FMT_INT4, codes, lo + i, nsc_nib(c[i]));
+  if (i < len) nsc_code_put(NSC_FMT_INT4, codes, lo + i, nsc_nib(c[i]));
 }
 CLONES static void unpack_int4(const uint8_t *codes, size_t lo, int8_t *c, size_t len) {
   for (size_t i = 0; i < len; i++) c[i] = nsc_unnib((uint32_t)(codes[(lo + i) / 2] >> (4 * ((lo + i) % 2))));
@@ -152,13 +132,13 @@ static uint64_t flushed(nsc_fmt_t f, const float *y, const uint8_t *codes, size_
     for (size_t i = 0; i < len; i++) k += nsc_w8_flushed(f == NSC_FMT_INT8, NSC_F2U(y[i]) & 0x7fffffffu, codes[lo + i]);
     return k;
   }
-  for (size_t i = 0; i < len; i++) k += nsc_bs_flushed((int)f, NSC_F2U(y[i]) & 0x7fffffffu, get_code(f, codes, lo + i));
+  for (size_t i = 0; i < len; i++) k += nsc_bs_flushed((int)f, NSC_F2U(y[i]) & 0x7fffffffu, nsc_code_get(f, codes, lo + i));
   return k;
 }
 
 /* One element's code by the rules of wire_bits.h. */
 static void code_at(nsc_fmt_t f, uint8_t *codes, size_t i, float y, int k, uint32_t lim, int sr, uint32_t u24) {
-  put_code(f, codes, i, nsc_bs_code_x((int)f, y, k, lim, sr, u24));
+  nsc_code_put(f, codes, i, nsc_bs_code_x((int)f, y, k, lim, sr, u24));
 }
 
 /* The codes of one block of y (len elements from element lo of the run,
@@ -243,7 +223,7 @@ static void decode_range(nsc_fmt_t f, size_t block, const void *src, size_t n, s
      * beyond one float: element by element */
     if ((h & (NSC_W8_INVALID | (f == NSC_FMT_INT8 || f == NSC_FMT_INT4 ? NSC_W8_SPECIAL : 0))) ||
         (f == NSC_FMT_FP16S && (k < -126 || k > 126))) {
-      for (size_t j = i; j < end; j++) d[j - i0] = nsc_bs_value((int)f, get_code(f, codes, j), h);
+      for (size_t j = i; j < end; j++) d[j - i0] = nsc_bs_value((int)f, nsc_code_get(f, codes, j), h);
     } else if (f == NSC_FMT_INT4) {
       int8_t c[TILE];
       float p1, p2;

@@ -53,57 +53,52 @@ typedef struct {
   int zero;        /* block-scaled: values 2^zero below the block's largest flush to 0 */
   const char *doc;
 } nsc_fmt_info;
-extern const nsc_fmt_info nsc_fmt_infos[NSC_FMT_COUNT];
-/* The format named `name` (NCCLSHIM_COMPRESS's spelling), or -1; and one
- * rounding's bound (formats.h): inline, so that programs that do not link
- * the codec (the benchmarks' checkers) read the rows too. */
+/* A format's row, or NULL for a value that is none; inline (no table to
+ * link: the pure rooms and the benchmarks' checkers, which do not link the
+ * codec, read the rows too). */
+#define NSC_FMT_ROW(ID, name, bits, blocked, dt, k, bound, zero, doc) {name, bits, blocked, bound, zero, doc},
+static inline const nsc_fmt_info *nsc_fmt_row(nsc_fmt_t f) {
+  static const nsc_fmt_info rows[NSC_FMT_COUNT] = {NSC_FORMATS(NSC_FMT_ROW)};
+  return (unsigned)f < NSC_FMT_COUNT ? &rows[f] : NULL;
+}
+/* The format named `name` (NCCLSHIM_COMPRESS's spelling), or -1. */
 static inline int nsc_fmt_by_name(const char *name) {
-  static const char *const names[] = {
-#define NSC_FMT_NAME(ID, name, bits, blocked, dt, k, bound, zero, doc) name,
-      NSC_FORMATS(NSC_FMT_NAME)
-#undef NSC_FMT_NAME
-  };
   for (int f = 0; name && f < NSC_FMT_COUNT; f++)
-    if (!strcmp(names[f], name)) return f;
+    if (!strcmp(nsc_fmt_row((nsc_fmt_t)f)->name, name)) return f;
   return -1;
 }
-static inline double nsc_fmt_bound(nsc_fmt_t f) {
-  switch (f) {
-#define NSC_FMT_CASE(ID, name, bits, blocked, dt, k, bound, zero, doc) \
-  case NSC_FMT_##ID: return bound;
-    NSC_FORMATS(NSC_FMT_CASE)
-#undef NSC_FMT_CASE
-  default: return 0;
-  }
-}
-
-/* 1 for the block-scaled formats (a header per block: NCCL cannot sum them),
- * and the bits of a code: from the rows, inline (no table to link: the pure
- * rooms use them too). */
-static inline int nsc_fmt_blocked(nsc_fmt_t f) {
-  switch (f) {
-#define NSC_FMT_CASE(ID, name, bits, blocked, dt, k, bound, zero, doc) \
-  case NSC_FMT_##ID: return blocked;
-    NSC_FORMATS(NSC_FMT_CASE)
-#undef NSC_FMT_CASE
-  default: return 0;
-  }
-}
-static inline int nsc_fmt_code_bits(nsc_fmt_t f) {
-  switch (f) {
-#define NSC_FMT_CASE(ID, name, bits, blocked, dt, k, bound, zero, doc) \
-  case NSC_FMT_##ID: return bits;
-    NSC_FORMATS(NSC_FMT_CASE)
-#undef NSC_FMT_CASE
-  default: return 16;
-  }
-}
+/* One rounding's bound (formats.h); whether a format is block-scaled (a
+ * header per block: NCCL cannot sum it); the bits of a code. */
+static inline double nsc_fmt_bound(nsc_fmt_t f) { return nsc_fmt_row(f) ? nsc_fmt_row(f)->bound : 0; }
+static inline int nsc_fmt_blocked(nsc_fmt_t f) { return nsc_fmt_row(f) ? nsc_fmt_row(f)->blocked : 0; }
+static inline int nsc_fmt_code_bits(nsc_fmt_t f) { return nsc_fmt_row(f) ? nsc_fmt_row(f)->bits : 16; }
 /* Encoded size of n elements: the headers, then the codes (4-bit codes two
  * per byte, an odd run's last byte half used). */
 static inline size_t nsc_fmt_bytes(nsc_fmt_t f, size_t n, size_t block) {
   return (nsc_fmt_blocked(f) ? 2 * ((n + block - 1) / block) : 0) + (n * (size_t)nsc_fmt_code_bits(f) + 7) / 8;
 }
 const char *nsc_fmt_name(nsc_fmt_t f);
+/* Code i of a run's codes (whole bytes little-endian, or int4's nibble:
+ * element 2j in the low nibble of byte j), and storing one (an odd run's
+ * last high nibble stays 0). The host paths' one definition of the packing;
+ * the kernels have their own (compress/kernels.cu), tested against these. */
+static inline uint32_t nsc_code_get(nsc_fmt_t f, const uint8_t *codes, size_t i) {
+  int bits = nsc_fmt_code_bits(f);
+  if (bits == 4) return (uint32_t)(codes[i / 2] >> (4 * (i % 2))) & 0xfu;
+  uint16_t c = 0;
+  memcpy(&c, codes + (size_t)bits / 8 * i, (size_t)bits / 8);
+  return c;
+}
+static inline void nsc_code_put(nsc_fmt_t f, uint8_t *codes, size_t i, uint32_t c) {
+  int bits = nsc_fmt_code_bits(f);
+  if (bits == 4) {
+    uint8_t *b = codes + i / 2;
+    *b = i % 2 ? (uint8_t)((*b & 0x0fu) | (c << 4)) : (uint8_t)(c & 0x0fu);
+    return;
+  }
+  uint16_t c16 = (uint16_t)c;
+  memcpy(codes + (size_t)bits / 8 * i, &c16, (size_t)bits / 8);
+}
 
 void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                     nsc_cast_counts *counts);

@@ -9,26 +9,6 @@
 #include "wire.h"
 #include "wire_bits.h"
 
-/* Code i of a run's codes: whole bytes little-endian, or int4's nibble. */
-static uint32_t code_at(nsc_fmt_t f, const uint8_t *codes, size_t i) {
-  int bits = nsc_fmt_code_bits(f);
-  if (bits == 4) return (uint32_t)(codes[i / 2] >> (4 * (i % 2))) & 0xfu;
-  uint16_t c = 0;
-  memcpy(&c, codes + (size_t)bits / 8 * i, (size_t)bits / 8); /* little-endian */
-  return c;
-}
-
-static void put_code(nsc_fmt_t f, uint8_t *codes, size_t i, uint32_t c) {
-  int bits = nsc_fmt_code_bits(f);
-  if (bits == 4) { /* element 2j in the low nibble; an odd run's last high nibble is 0 */
-    uint8_t *b = codes + i / 2;
-    *b = i % 2 ? (uint8_t)((*b & 0x0fu) | (c << 4)) : (uint8_t)(c & 0x0fu);
-    return;
-  }
-  uint16_t c16 = (uint16_t)c;
-  memcpy(codes + (size_t)bits / 8 * i, &c16, (size_t)bits / 8);
-}
-
 static float scaled(float x, float scale) { return scale != 1.0f ? x * scale : x; }
 
 void nsc_fmt_encode_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
@@ -43,7 +23,7 @@ static float value_ref(nsc_fmt_t f, size_t block, const void *src, size_t n, siz
   size_t nb = (n + block - 1) / block;
   uint16_t h;
   memcpy(&h, (const uint8_t *)src + 2 * (i / block), 2);
-  return nsc_bs_value((int)f, code_at(f, (const uint8_t *)src + 2 * nb, i), h);
+  return nsc_bs_value((int)f, nsc_code_get(f, (const uint8_t *)src + 2 * nb, i), h);
 }
 
 void nsc_fmt_decode_ref(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale) {
@@ -113,7 +93,7 @@ void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *d
       float y = ef_y(f, src, o, scale, i);
       uint32_t u = sr ? nsc_sr_bits(o->key, i) : 0;
       uint32_t code = nsc_bs_code_x((int)f, y, k, lim, sr, u);
-      put_code(f, codes, i, code);
+      nsc_code_put(f, codes, i, code);
       if (o->resid) o->resid[i] = nsc_ef_resid(y, nsc_bs_value((int)f, code, h));
       c.underflow += nsc_bs_flushed((int)f, NSC_F2U(y) & 0x7fffffffu, code);
     }

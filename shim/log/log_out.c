@@ -484,11 +484,11 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
               "keeps fp32's range with 8 bits, or NCCLSHIM_PRESCALE=F with F a power of two below 1 (the cast multiplies by 1/F, the result "
               "by F) lifts small values into fp16's range\n", pre);
     int fi = nsc_fmt_by_name(st.wire); /* block-scaled: formats.h says how far below its largest a block keeps values */
-    if (st.underflow && fi >= 0 && nsc_fmt_infos[fi].blocked)
+    if (st.underflow && fi >= 0 && nsc_fmt_row((nsc_fmt_t)fi)->blocked)
       fprintf(f, "%s# advice: %s blocks share one scale, set by their largest value: values about 2^%d and more below it "
               "are flushed to zero; NCCLSHIM_ERROR_FEEDBACK=1 carries what they lose into the next call, a smaller "
               "NCCLSHIM_BLOCK_ELEMS gives outliers fewer neighbours%s\n",
-              pre, st.wire, nsc_fmt_infos[fi].zero,
+              pre, st.wire, nsc_fmt_row((nsc_fmt_t)fi)->zero,
               fi == NSC_FMT_FP16S ? "" : ", and at 2 bytes per value NCCLSHIM_COMPRESS=fp16s keeps 11 bits over 39 "
               "binades under each block's largest value, bf16 8 bits over fp32's range");
     if (st.overflow && f16)

@@ -19,7 +19,7 @@
 static void names(const char *which) {
   const char *sep = "";
   for (int f = 0; f < NSC_FMT_COUNT; f++) {
-    const nsc_fmt_info *i = &nsc_fmt_infos[f];
+    const nsc_fmt_info *i = nsc_fmt_row((nsc_fmt_t)f);
     if (which && !strcmp(which, "blocked") && !i->blocked) continue;
     if (which && !strcmp(which, "16") && i->blocked) continue;
     printf("%s%s", sep, i->name);
@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     printf("| `NCCLSHIM_COMPRESS` | bits per value | wire bytes of 1 MiB of fp32 (blocks of 256) | runs as | one rounding's error | what it keeps |\n");
     printf("|---|---|---|---|---|---|\n");
     for (int f = 0; f < NSC_FMT_COUNT; f++) {
-      const nsc_fmt_info *i = &nsc_fmt_infos[f];
+      const nsc_fmt_info *i = nsc_fmt_row((nsc_fmt_t)f);
       printf("| `%s` | %d%s | %zu | %s | ≤ %.3g of %s | %s |\n", i->name, i->bits, i->blocked ? " + 16 per block" : "",
              nsc_fmt_bytes((nsc_fmt_t)f, 1 << 18, 256), i->blocked ? "two-phase or hierarchical only" : "ring or two-phase",
              i->bound, i->blocked ? "the block's largest magnitude" : "the value", i->doc);
@@ -46,8 +46,8 @@ int main(int argc, char **argv) {
            "`make env-doc` (ncclshim-envdoc --formats-py); 05-unit checks it. Do not edit.\"\"\"\n\n");
     printf("# name: (bits per code, block-scaled)\nFORMATS = {\n");
     for (int f = 0; f < NSC_FMT_COUNT; f++)
-      printf("    \"%s\": (%d, %s),\n", nsc_fmt_infos[f].name, nsc_fmt_infos[f].bits,
-             nsc_fmt_infos[f].blocked ? "True" : "False");
+      printf("    \"%s\": (%d, %s),\n", nsc_fmt_row((nsc_fmt_t)f)->name, nsc_fmt_row((nsc_fmt_t)f)->bits,
+             nsc_fmt_row((nsc_fmt_t)f)->blocked ? "True" : "False");
     printf("}\n\n\ndef encoded_bytes(name, n, block):\n"
            "    \"\"\"Bytes of n encoded elements (wire.h's nsc_fmt_bytes).\"\"\"\n"
            "    bits, blocked = FORMATS[name]\n"
