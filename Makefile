@@ -136,7 +136,7 @@ gpu-check: $(SHIM_LIB)
 	@B=$(B) ./tests/gpu/check.sh
 
 # The GPU numbers (tests/gpu/bench.sh): the shim, the host NCCL (for
-# --emulate) and PyTorch; about 4 minutes on one GPU.
+# --emulate) and PyTorch; about 3.5 minutes on one GPU (estimated).
 gpu-bench: $(SHIM_LIB) $(B)/bin/ncclshim-envdoc
 	@B=$(B) ./tests/gpu/bench.sh
 

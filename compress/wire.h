@@ -61,6 +61,7 @@ static inline const nsc_fmt_info *nsc_fmt_row(nsc_fmt_t f) {
   static const nsc_fmt_info rows[NSC_FMT_COUNT] = {NSC_FORMATS(NSC_FMT_ROW)};
   return (unsigned)f < NSC_FMT_COUNT ? &rows[f] : NULL;
 }
+#undef NSC_FMT_ROW
 /* The format named `name` (NCCLSHIM_COMPRESS's spelling), or -1. */
 static inline int nsc_fmt_by_name(const char *name) {
   for (int f = 0; name && f < NSC_FMT_COUNT; f++)

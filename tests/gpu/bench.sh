@@ -73,9 +73,10 @@ ALL="plain default $FORMATS $PRESETS plain-accum4 accum4"
 # Every variant at the largest rank count; at the smaller ones the three that
 # answer "does it pay": plain, no settings, int8. The time on a GPU,
 # estimated (no GPU run of this script yet): 21 runs (15 at W = 4, 3 at
-# W = 2, 3 under MPS) of about 10 s (torch's and NCCL's start ~6 s; at W = 4
-# the timed calls ~4 s plain: 5 rounds of 16+64+256 MiB at ~1.4 ms/MiB
-# and 4 DDP steps of 256 MiB; less with the shim), 3.5 minutes, 4 with the
+# W = 2, 3 under MPS) of about 10 s: torch's and NCCL's start ~6 s, and at
+# W = 4 the timed calls ~4.5 s plain (6 rounds with the 2 warm-ups of
+# 16+64+256 MiB at ~1.4 ms/MiB, 5 DDP steps of 256 MiB; plain-accum4's 4
+# synced passes per step ~10 s; less with the shim): 3.5 minutes, 4 with the
 # machine's start; the script prints its own time at the end.
 variants_for() { # W
   local v=${GPU_BENCH_VARIANTS:-}
