@@ -591,6 +591,32 @@ __device__ void encx16(const float *__restrict__ src, float *__restrict__ resid,
   if (o.counters) block_count(ov, uf, (u64 *)o.counters);
 }
 
+// The warp's wire block b, once its lanes hold their largest finite |y| (am,
+// as bits) and whether any y is Inf/NaN (sp): both reduced over the warp by
+// xor-shuffles, the block's exponent k and code limit lim, and lane 0 writes
+// the header (one 16-bit store where dst is even). Returns the header.
+template <int F>
+__device__ __forceinline__ uint16_t warp_block_scale(uint8_t *dst, u64 b, unsigned lane, unsigned am, unsigned sp,
+                                                     int &k, uint32_t &lim) {
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) {
+    unsigned oa = __shfl_xor_sync(0xffffffffu, am, s), os = __shfl_xor_sync(0xffffffffu, sp, s);
+    am = oa > am ? oa : am;
+    sp |= os;
+  }
+  k = nsc_bs_k(F, am);
+  lim = nsc_bs_lim(F, am, k, (int)sp);
+  uint16_t h = nsc_bs_header(k, (int)sp);
+  if (lane == 0) {
+    if ((uintptr_t)dst % 2 == 0) gst(reinterpret_cast<uint16_t *>(dst), b, h);
+    else {
+      gst(dst, 2 * b, (uint8_t)(h & 0xffu));
+      gst(dst, 2 * b + 1, (uint8_t)(h >> 8));
+    }
+  }
+  return h;
+}
+
 // One warp per wire block of `block` elements (grid-stride over blocks, so
 // a CTA encodes NSC_K_WARPS blocks at a time and no __syncthreads is needed):
 // the largest finite |y| and "holds Inf/NaN" by xor-shuffle reductions, lane
@@ -629,22 +655,9 @@ __device__ __forceinline__ void encx8_block(const float *src, float *resid, uint
     if (a >= NSC_F32_INF) sp = 1;
     else am = a > am ? a : am;
   }
-#pragma unroll
-  for (int k = 16; k > 0; k >>= 1) {
-    unsigned oa = __shfl_xor_sync(0xffffffffu, am, k), os = __shfl_xor_sync(0xffffffffu, sp, k);
-    am = oa > am ? oa : am;
-    sp |= os;
-  }
-  int kk = nsc_bs_k(F, am);
-  uint32_t lim = nsc_bs_lim(F, am, kk, (int)sp);
-  uint16_t h = nsc_bs_header(kk, (int)sp);
-  if (lane == 0) {
-    if ((uintptr_t)dst % 2 == 0) gst(reinterpret_cast<uint16_t *>(dst), b, h);
-    else {
-      gst(dst, 2 * b, (uint8_t)(h & 0xffu));
-      gst(dst, 2 * b + 1, (uint8_t)(h >> 8));
-    }
-  }
+  int kk;
+  uint32_t lim;
+  const uint16_t h = warp_block_scale<F>(dst, b, lane, am, sp, kk, lim);
   uint32_t c[E];
 #pragma unroll
   for (int k = 0; k < E; k++) {
@@ -716,19 +729,9 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
       if (a >= NSC_F32_INF) sp = 1;
       else am = a > am ? a : am;
     }
-#pragma unroll
-    for (int k = 16; k > 0; k >>= 1) {
-      unsigned oa = __shfl_xor_sync(0xffffffffu, am, k), os = __shfl_xor_sync(0xffffffffu, sp, k);
-      am = oa > am ? oa : am;
-      sp |= os;
-    }
-    int k = nsc_bs_k(F, am);
-    uint32_t lim = nsc_bs_lim(F, am, k, (int)sp);
-    uint16_t h = nsc_bs_header(k, (int)sp);
-    if (lane == 0) {
-      gst(dst, 2 * b, (uint8_t)(h & 0xffu));
-      gst(dst, 2 * b + 1, (uint8_t)(h >> 8));
-    }
+    int k;
+    uint32_t lim;
+    const uint16_t h = warp_block_scale<F>(dst, b, lane, am, sp, k, lim);
     if (F == 5) { /* int4: a lane writes whole bytes, elements 2p and 2p + 1 (lo is even: config.c) */
       for (u64 p = lo / 2 + lane; 2 * p < hi; p += 32) {
         uint32_t byte = 0;

@@ -28,35 +28,13 @@ Must not: judge anything (bench.sh does), or keep tensors anywhere but the
 device the run has (CUDA, else the CPU).
 """
 import argparse
-import ctypes
 import json
 import os
 import time
 
-
-def parse_size(s):
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
-
-
-class Stats(ctypes.Structure):  # ncclshim.h's ncclshim_stats_t (17-gpu-check checks the size)
-    _fields_ = [(f, ctypes.c_uint64) for f in
-                ("calls", "passthrough", "compressed", "skipped", "fused", "real_calls",
-                 "logical_bytes", "wire_bytes", "overflow", "underflow")] + \
-               [("wire", ctypes.c_char * 8), ("enabled", ctypes.c_int), ("twophase", ctypes.c_uint64)]
-
-
-def shim_stats():
-    try:
-        fn = ctypes.CDLL(None).ncclshim_get_stats
-    except AttributeError:
-        return None
-    s = Stats()
-    if fn(ctypes.byref(s)) != 0:
-        return None
-    d = {f: getattr(s, f) for f, _ in Stats._fields_ if f != "wire"}
-    d["wire"] = s.wire.decode()
-    return d
+# parse_size and shim_stats (ncclshim.h's ncclshim_stats_t read in-process)
+# are gpu-check's: tests/gpu/shim_torch.py beside this file.
+from shim_torch import parse_size, shim_stats
 
 
 def main():

@@ -81,20 +81,7 @@ static void report_one(const char *name, int rc, const cudadrv_stats *st) {
 
 int main(int argc, char **argv) {
   table = argc > 1 && !strcmp(argv[1], "--table");
-  DRV(cuInit(0));
-  CUcontext ctx;
-  DRV(cuDevicePrimaryCtxRetain(&ctx, 0));
-  DRV(cuCtxSetCurrent(ctx));
-  const nsc_backend *be = nsc_backend_cuda();
-  if (!be) {
-    printf("not ok - the CUDA backend loads: %s\nBail out!\n", nsc_backend_error());
-    return 1;
-  }
-  DRV(cuStreamCreate(&S, CU_STREAM_NON_BLOCKING));
-  if (!be->usable((nsc_stream)S)) {
-    printf("not ok - the kernels load: %s\nBail out!\n", nsc_backend_error());
-    return 1;
-  }
+  const nsc_backend *be = drv_backend(&S);
   if (!table) report(1, "the CUDA backend and its kernels load on the double");
   nsc_stream s = (nsc_stream)S;
   CUdeviceptr dx, dy, dw, dr;
