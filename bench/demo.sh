@@ -38,13 +38,14 @@ if [ "$ngpu" -gt 0 ]; then
   LIBPATH=${LD_LIBRARY_PATH:-}
   unset HOSTNCCL_LINK_GBPS
 else
-  where="host NCCL (tests/hostnccl: over Open MPI under mpirun, loopback TCP under torchrun), emulated link ${GBPS} Gb/s, 4 ranks on $(nproc) cores: emulation, not GPU numbers"
+  where="host NCCL (tests/hostnccl: over Open MPI under mpirun, loopback TCP under torchrun), emulated link ${GBPS} Gb/s, ${NP} ranks on $(nproc) cores: emulation, not GPU numbers"
   LIBPATH="$BUILD/lib/hostnccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export HOSTNCCL_LINK_GBPS=$GBPS
   # The emulated link charges nothing per launch (HOSTNCCL_LAUNCH_US unset):
   # the shim is told so, as a preset tells it its fabric's cost (issue 33).
   export NCCLSHIM_LAUNCH_BYTES=${NCCLSHIM_LAUNCH_BYTES:-0}
 fi
+export DEMO_NP=$NP # the plots name the rank count
 echo "# ncclshim demo: $where"
 echo "# outputs in $OUT"
 

@@ -157,10 +157,12 @@ def plots(d):
     if not shutil.which("gnuplot"):
         print("# gnuplot not found: no plots")
         return 0
+    gbps, ranks = os.environ.get("HOSTNCCL_LINK_GBPS"), os.environ.get("DEMO_NP", "4")
+    where = f"host NCCL, emulated {gbps} Gb/s link: not GPU numbers" if gbps else "real NCCL"
     script = f"""
 set terminal pngcairo size 900,560 noenhanced
 set output '{d}/busbw.png'
-set title 'all-reduce bus bandwidth vs size (4 ranks; see demo header for the link)'
+set title 'all-reduce bus bandwidth vs size ({ranks} ranks; {where})'
 set logscale x 2
 set xlabel 'size'
 set format x '%.0b %BB'
@@ -172,7 +174,7 @@ plot '{d}/perf.tsv' using 1:5 with linespoints title 'no shim', \
 set datafile separator '\t'
 TORCH_PLOTS
 set output '{d}/loss.png'
-set title 'real PyTorch DDP (torchrun, 4 ranks): training loss per optimizer step'
+set title 'real PyTorch DDP (torchrun, {ranks} ranks): training loss per optimizer step'
 unset logscale x
 set format x '%g'
 set xlabel 'optimizer step (4 backward passes each)'
