@@ -7,6 +7,7 @@
 #include "comm.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,11 +103,19 @@ ncclResult_t nsc_comm_created(ncclResult_t r, const int *devs, int ndev) {
   return r;
 }
 
-ncclResult_t nsc_wait_nonblocking(ncclComm_t comm) {
+ncclResult_t nsc_ended(const nsc_comm *c) {
+  char m[160];
+  snprintf(m, sizeof m, "communicator %p was destroyed or aborted while the shim was issuing its calls",
+           (void *)c->comm);
+  nsc_note_error(m);
+  return ncclInvalidUsage;
+}
+
+ncclResult_t nsc_wait_nonblocking(const nsc_comm *c, ncclComm_t on) {
   ncclResult_t e = ncclInProgress;
+  if (!nsc_real.CommGetAsyncError) return ncclSuccess;
   while (e == ncclInProgress) {
-    ncclResult_t r = nsc_real.CommGetAsyncError ? nsc_real.CommGetAsyncError(comm, &e) : ncclSuccess;
-    if (!nsc_real.CommGetAsyncError) e = ncclSuccess;
+    ncclResult_t r = NSC_ISSUE(c, CommGetAsyncError(on, &e));
     if (r != ncclSuccess) return r;
     if (e == ncclInProgress) sched_yield();
   }

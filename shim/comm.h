@@ -17,6 +17,7 @@
 #include "backend.h"
 #include "ef.h"
 #include "log.h"
+#include "real.h"
 #include "topo.h"
 
 struct nsc_pending; /* queue.h: work waiting for a nonblocking communicator */
@@ -135,16 +136,39 @@ void nsc_accum_release(nsc_comm *c);
  * (nsc_backend_prepare(devs, ndev)). No lock is held, nothing is issued. */
 ncclResult_t nsc_comm_created(ncclResult_t r, const int *devs, int ndev);
 
-/* Poll a nonblocking communicator until its operations are enqueued (the
- * shim's own, or a group's; never the caller's stream, never the device). */
-ncclResult_t nsc_wait_nonblocking(ncclComm_t comm);
+/* Ended: ncclCommDestroy or ncclCommAbort was called on the communicator
+ * (its entry's flag, set before the real call; an internal sub-communicator
+ * ends with its parent). From then on the shim issues nothing on it or on its
+ * sub-communicators: PyTorch's watchdog aborts from another thread while the
+ * caller is blocked inside a real call, and the loops that issue "the rest
+ * anyway" after a failure (rule 1) would otherwise go on issuing on a freed
+ * communicator. A call already inside NCCL when the end lands is NCCL's. */
+static inline int nsc_comm_ended(const nsc_comm *c) {
+  return __atomic_load_n(&c->ended, __ATOMIC_ACQUIRE) ||
+         (c->parent && __atomic_load_n(&c->parent->ended, __ATOMIC_ACQUIRE));
+}
+/* What a call the shim did not issue on an ended communicator answers
+ * (ncclInvalidUsage; noted for ncclGetLastError). */
+ncclResult_t nsc_ended(const nsc_comm *c);
+/* Every real NCCL call the shim makes on a communicator of its own accord
+ * (its exchanges, the steps of a plan, the queries of its check, the polls
+ * of a nonblocking communicator): `call` (e.g. AllReduce(buf, ...)) on
+ * nsc_real unless c has ended. tests/layers/issue.py checks that no other
+ * real call on a communicator is made outside the hooks' own forwarding. */
+#define NSC_ISSUE(c, call) (nsc_comm_ended(c) ? nsc_ended(c) : nsc_real.call)
+
+/* Poll nonblocking communicator `on` (c's own or one of its
+ * sub-communicators) until its operations are enqueued (the shim's own, or
+ * a group's; never the caller's stream, never the device); gives up with
+ * nsc_ended() once c has ended. */
+ncclResult_t nsc_wait_nonblocking(const nsc_comm *c, ncclComm_t on);
 /* A real call's answer r on c, made on `on` (c's own communicator or one
  * of its sub-communicators): ncclInProgress marks c nonblocking and is
  * waited for; any other answer is returned as it is. */
 static inline ncclResult_t nsc_enqueued(nsc_comm *c, ncclComm_t on, ncclResult_t r) {
   if (r != ncclInProgress) return r;
   c->nonblocking = 1;
-  return nsc_wait_nonblocking(on);
+  return nsc_wait_nonblocking(c, on);
 }
 
 #endif

@@ -16,7 +16,7 @@
 static long long oob_count; /* exchange buffers taken; NCCLSHIM_FAULT_OOB fails one */
 
 static ncclResult_t exchange_call(nsc_comm *c, void *buf, int n, nsc_stream s) {
-  ncclResult_t r = nsc_real.AllReduce(buf, buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)s);
+  ncclResult_t r = NSC_ISSUE(c, AllReduce(buf, buf, (size_t)n, ncclInt64, ncclMax, c->comm, (cudaStream_t)s));
   NSC_COUNT(real_calls, 1);
   return nsc_enqueued(c, c->comm, r);
 }

@@ -170,7 +170,7 @@ void nsc_accum_after(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_
   if (!in_group) {
     /* A nonblocking communicator takes the next call once this one completed
      * (only the timing depends on ncclInProgress, never what is issued). */
-    if (last == ncclInProgress) (void)nsc_wait_nonblocking(c->comm); /* an error shows in the agreement */
+    if (last == ncclInProgress) (void)nsc_wait_nonblocking(c, c->comm); /* an error shows in the agreement */
     issue(c, be, (nsc_stream)s, 0);
     return;
   }

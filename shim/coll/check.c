@@ -192,9 +192,10 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
 
 ncclResult_t nsc_check_comm(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   if (c->checked) return c->checked > 0 ? ncclSuccess : nsc_mismatch(c);
+  if (nsc_comm_ended(c)) return nsc_ended(c); /* a first call deferred to a group end that came after the end */
   int n = 1, r = 0;
-  if (nsc_real.CommCount) nsc_real.CommCount(c->comm, &n);
-  if (nsc_real.CommUserRank) nsc_real.CommUserRank(c->comm, &r);
+  if (nsc_real.CommCount) (void)NSC_ISSUE(c, CommCount(c->comm, &n));
+  if (nsc_real.CommUserRank) (void)NSC_ISSUE(c, CommUserRank(c->comm, &r));
   c->nranks = n;
   c->rank = r;
   nsc_log_comm_open(&c->log, (uint64_t)(uintptr_t)c->comm, r, n);

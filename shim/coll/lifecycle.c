@@ -64,7 +64,11 @@ typedef struct {
 static void wait_group(group_comms *g) {
   if (g->waited) return;
   g->waited = 1;
-  for (int i = 0; i < g->n; i++) (void)nsc_wait_nonblocking(g->comms[i]);
+  for (int i = 0; i < g->n; i++) {
+    nsc_comm *c = nsc_comm_find(g->comms[i]); /* none: ended since (its entry left the table), nothing to wait for */
+    if (c) (void)nsc_wait_nonblocking(c, c->comm);
+    nsc_comm_put(c);
+  }
 }
 
 static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms *g) {
@@ -92,7 +96,7 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
     } else if (w->kind == NSC_W_AGREE) {
       /* Issued on every rank; a nonblocking group end completes first (an
        * error there shows in the agreement). */
-      if (in_progress) (void)nsc_wait_nonblocking(w->c->comm);
+      if (in_progress) (void)nsc_wait_nonblocking(w->c, w->c->comm);
       /* Not after the group's check found a bad or differing setting: every
        * rank saw that check's answer, and a rank with a bad setting queued
        * no agreement (its calls failed before accumulation). */

@@ -46,15 +46,15 @@ ncclResult_t nsc_forward(nsc_comm *c, int rs, const void *send, void *recv, size
   size_t whole = rs ? count * (size_t)(c->nranks > 0 ? c->nranks : 1) : count;
   if (!nsc_log_on()) {
     nsc_count_call(action, whole * nsc_dtype_size(dt), whole * nsc_dtype_size(dt), 1);
-    return rs ? nsc_real.ReduceScatter(send, recv, count, dt, op, c->comm, s)
-              : nsc_real.AllReduce(send, recv, count, dt, op, c->comm, s);
+    return rs ? NSC_ISSUE(c, ReduceScatter(send, recv, count, dt, op, c->comm, s))
+              : NSC_ISSUE(c, AllReduce(send, recv, count, dt, op, c->comm, s));
   }
   nsc_rec rec;
   /* Timed on the buffer's own backend: CUDA events on the caller's stream. */
   nsc_rec_start(&rec, rs ? NSC_KIND_REDUCESCATTER : NSC_KIND_ALLREDUCE, c->seq, action, whole, dt, dt, op,
                 nsc_backend_for(recv), (nsc_stream)s, nsc_group_depth() > 0);
-  ncclResult_t r = rs ? nsc_real.ReduceScatter(send, recv, count, dt, op, c->comm, s)
-                      : nsc_real.AllReduce(send, recv, count, dt, op, c->comm, s);
+  ncclResult_t r = rs ? NSC_ISSUE(c, ReduceScatter(send, recv, count, dt, op, c->comm, s))
+                      : NSC_ISSUE(c, AllReduce(send, recv, count, dt, op, c->comm, s));
   nsc_count_call(action, rec.logical_bytes, rec.wire_bytes, 1);
   nsc_log_mark(&rec, NSC_MARK_END);
   rec.result = r;
@@ -138,14 +138,14 @@ static ncclResult_t step_collective(const walk *w, const nsc_step *st, float **d
   const float *src = src_of(w, st);
   ncclResult_t r;
   switch (st->kind) {
-  case NSC_STEP_REDUCESCATTER: r = nsc_real.ReduceScatter(src, *dst, st->count, ncclFloat32, op, comm, w->s); break;
-  case NSC_STEP_ALLREDUCE: r = nsc_real.AllReduce(src, *dst, st->count, ncclFloat32, op, comm, w->s); break;
+  case NSC_STEP_REDUCESCATTER: r = NSC_ISSUE(w->c, ReduceScatter(src, *dst, st->count, ncclFloat32, op, comm, w->s)); break;
+  case NSC_STEP_ALLREDUCE: r = NSC_ISSUE(w->c, AllReduce(src, *dst, st->count, ncclFloat32, op, comm, w->s)); break;
   case NSC_STEP_ALLGATHER:
     *wrote *= (size_t)w->c->topo.local_size;
-    r = nsc_real.AllGather(src, *dst, st->count, ncclFloat32, comm, w->s);
+    r = NSC_ISSUE(w->c, AllGather(src, *dst, st->count, ncclFloat32, comm, w->s));
     break;
   default: /* NSC_STEP_REDUCE: only the root writes */
-    r = nsc_real.Reduce(src, *dst, st->count, ncclFloat32, op, st->root, comm, w->s);
+    r = NSC_ISSUE(w->c, Reduce(src, *dst, st->count, ncclFloat32, op, st->root, comm, w->s));
     if (st->root != w->c->topo.local_rank) *dst = NULL;
     break;
   }

@@ -35,7 +35,7 @@ int nsc_hier_wanted(const nsc_comm *c, const char **why) {
  * completes the child in the background; poll it (the child once NCCL has
  * set it, the parent before) until it is done. */
 static ncclResult_t split_done(nsc_comm *c, ncclResult_t r, const ncclComm_t *child) {
-  if (r == ncclInProgress) r = nsc_wait_nonblocking(*child ? *child : c->comm);
+  if (r == ncclInProgress) r = nsc_wait_nonblocking(c, *child ? *child : c->comm);
   return r;
 }
 
@@ -45,9 +45,9 @@ int nsc_hier_split(nsc_comm *c) {
    * it only then), blocking or not; written straight into the entry, which
    * outlives any background completion */
   c->hier_intra = c->hier_cross = NULL;
-  ncclResult_t a = nsc_real.CommSplit(c->comm, t->node[t->rank], t->rank, &c->hier_intra, NULL);
+  ncclResult_t a = NSC_ISSUE(c, CommSplit(c->comm, t->node[t->rank], t->rank, &c->hier_intra, NULL));
   a = split_done(c, a, &c->hier_intra);
-  ncclResult_t b = nsc_real.CommSplit(c->comm, t->local_rank, t->node[t->rank], &c->hier_cross, NULL); /* whatever a was */
+  ncclResult_t b = NSC_ISSUE(c, CommSplit(c->comm, t->local_rank, t->node[t->rank], &c->hier_cross, NULL)); /* whatever a was */
   b = split_done(c, b, &c->hier_cross);
   NSC_COUNT(real_calls, 2);
   if (a != ncclSuccess && c->hier_intra) {

@@ -83,8 +83,8 @@ ncclResult_t nsc_wire_calls(nsc_comm *c, void *buf, int advance, size_t count, s
       r = nsc_enqueued(c, c->comm, r);
       if (r != ncclSuccess) return r;
     }
-    r = nsc_real.AllReduce((uint16_t *)buf + (advance ? off : 0), (uint16_t *)buf + (advance ? off : 0), n, wdt, op,
-                           c->comm, s);
+    uint16_t *at = (uint16_t *)buf + (advance ? off : 0);
+    r = NSC_ISSUE(c, AllReduce(at, at, n, wdt, op, c->comm, s));
     NSC_COUNT(real_calls, 1);
     if (!NSC_OK(r)) return r;
   }
@@ -174,7 +174,7 @@ static ncclResult_t pipelined(nsc_comm *c, nsc_work *w, const float *send, size_
       bad = 1;
       nsc_poison(be, s, stage + off, (w->count - off) * 2);
     }
-    r = nsc_real.AllReduce(stage + off, stage + off, n, wdt, w->op, c->comm, (cudaStream_t)s);
+    r = NSC_ISSUE(c, AllReduce(stage + off, stage + off, n, wdt, w->op, c->comm, (cudaStream_t)s));
     NSC_COUNT(real_calls, 1);
     r = nsc_enqueued(c, c->comm, r); /* the first sign of a nonblocking communicator: this call is finished */
     if (!NSC_OK(r)) break; /* NCCL's error, the same on every rank: passed up, no further chunk */

@@ -64,8 +64,8 @@ static ncclResult_t exchange(nsc_comm *c, const nsc_tp_plan *p, int k, const uin
     if (j == r) continue;
     size_t other = nsc_tp_piece_bytes(p, j, k);
     const uint8_t *sb = send + nsc_tp_slot(p, gather ? r : j, k);
-    ncclResult_t a = nsc_real.Send(sb, gather ? own : other, ncclUint8, j, c->comm, s);
-    ncclResult_t b = nsc_real.Recv(recv + nsc_tp_slot(p, j, k), gather ? other : own, ncclUint8, j, c->comm, s);
+    ncclResult_t a = NSC_ISSUE(c, Send(sb, gather ? own : other, ncclUint8, j, c->comm, s));
+    ncclResult_t b = NSC_ISSUE(c, Recv(recv + nsc_tp_slot(p, j, k), gather ? other : own, ncclUint8, j, c->comm, s));
     if (NSC_OK(res) && !NSC_OK(a)) res = a;
     if (NSC_OK(res) && !NSC_OK(b)) res = b;
   }
@@ -79,7 +79,7 @@ static ncclResult_t exchange(nsc_comm *c, const nsc_tp_plan *p, int k, const uin
  * into the n slots at base: a piece's slots lie rank-major (slot k*n + j,
  * tp_plan.h), so this rank's own slot is its part. */
 static ncclResult_t gather(nsc_comm *c, uint8_t *base, int rank, size_t slot, cudaStream_t s) {
-  ncclResult_t res = nsc_real.AllGather(base + (size_t)rank * slot, base, slot, ncclUint8, c->comm, s);
+  ncclResult_t res = NSC_ISSUE(c, AllGather(base + (size_t)rank * slot, base, slot, ncclUint8, c->comm, s));
   NSC_COUNT(real_calls, 1);
   return nsc_enqueued(c, c->comm, res);
 }
@@ -114,8 +114,8 @@ static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_pl
           if (j == r) continue;
           /* phase 0: send chunk j, receive ours; phase 1: send ours, receive chunk j */
           size_t bytes = nsc_tp_piece_bytes(p, (phase == 0) == (dir == 0) ? j : r, k);
-          FIRST(dir == 0 ? nsc_real.Send(recv, bytes, ncclUint8, j, c->comm, s)
-                         : nsc_real.Recv(recv, bytes, ncclUint8, j, c->comm, s));
+          FIRST(dir == 0 ? NSC_ISSUE(c, Send(recv, bytes, ncclUint8, j, c->comm, s))
+                         : NSC_ISSUE(c, Recv(recv, bytes, ncclUint8, j, c->comm, s)));
         }
         ncclResult_t e = NSC_OK(gs) ? nsc_real.GroupEnd() : ncclSuccess;
         NSC_COUNT(real_calls, p->n - 1);

@@ -201,7 +201,7 @@ static int agree_finish(void *tok, int wait, const nsc_stream *now, void *arg) {
 }
 
 void nsc_staging_settle_comm(nsc_comm *c, nsc_stream s) {
-  if (__atomic_load_n(&c->ended, __ATOMIC_ACQUIRE)) return; /* destroyed or aborted meanwhile: nothing more on it */
+  if (nsc_comm_ended(c)) return; /* destroyed or aborted meanwhile: nothing more on it */
   nsc_stage *st = nsc_stage_of(c);
   /* Cast-backs still to run read the block (parked, or run by another
    * thread right now). */
@@ -211,7 +211,7 @@ void nsc_staging_settle_comm(nsc_comm *c, nsc_stream s) {
    * a settle that may issue an exchange, whether or not it has seen
    * ncclInProgress yet (a call forwarded plain may be its first); on a
    * blocking communicator the poll answers at once. */
-  if (nsc_staging_may_issue(&st->block)) (void)nsc_wait_nonblocking(c->comm);
+  if (nsc_staging_may_issue(&st->block)) (void)nsc_wait_nonblocking(c, c->comm);
   nsc_stage_arm(c); /* a grown block may be allocated */
   /* Not under the communicator's lock: agreeing calls into NCCL. */
   st->agreement = (nsc_staging_agreement){agree_start, agree_finish, c};

@@ -67,7 +67,7 @@ ncclResult_t nsc_staging_refused(nsc_comm *c, size_t bytes, const char *what) {
  * next poll. Serialised with any other thread running parked work. */
 static void flush_parked(nsc_comm *o) {
   uint64_t upto = nsc_pending_mark(o);
-  ncclResult_t e = nsc_wait_nonblocking(o->comm);
+  ncclResult_t e = nsc_wait_nonblocking(o, o->comm);
   ncclResult_t r = nsc_pending_finish(o, e == ncclSuccess, upto);
   if (e == ncclSuccess && r != ncclSuccess)
     __atomic_compare_exchange_n(&o->flush_err, &(ncclResult_t){ncclSuccess}, r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -139,7 +139,7 @@ void nsc_stage_agreed(nsc_comm *c, const nsc_backend *be, nsc_stream s, int ok) 
 
 void nsc_stage_before_capture(nsc_comm *c, nsc_stream s) {
   nsc_staging *b = block_of(c);
-  if (nsc_staging_may_issue(b)) (void)nsc_wait_nonblocking(c->comm);
+  if (nsc_staging_may_issue(b)) (void)nsc_wait_nonblocking(c, c->comm);
   nsc_stream now = s; /* capturing: no confirmation is issued there */
   nsc_staging_resolve(b, &now);
 }

@@ -78,6 +78,7 @@ run_seed() {
   FZ_RC=$rc
   FZ_WHY=""
   if grep -q -E "called different collectives|HOSTNCCL-MISMATCH" "$TMPD/fz.$s.err" "$TMPD/fz.$s.report"; then FZ_WHY="host NCCL mismatch"; fi
+  if grep -q "HOSTNCCL-ENDED" "$TMPD/fz.$s.err" "$TMPD/fz.$s.report"; then FZ_WHY="${FZ_WHY:+$FZ_WHY, }a call on an ended communicator"; fi
   if grep -q "^FUZZ HANG" "$TMPD/fz.$s.err" || [ $rc -eq 124 ]; then FZ_WHY="${FZ_WHY:+$FZ_WHY, }hang"; fi
   if grep -q "^FUZZ FAIL" "$TMPD/fz.$s.err"; then FZ_WHY="${FZ_WHY:+$FZ_WHY, }wrong result or code"; fi
   [ $rc -ne 0 ] && [ -z "$FZ_WHY" ] && FZ_WHY="exit $rc"
@@ -91,7 +92,7 @@ run_seed() {
 explain() {
   local s=$1
   { grep -m 6 -E "^FUZZ (FAIL|HANG)" "$TMPD/fz.$s.err"
-    grep -h -m 2 -E "called different collectives|HOSTNCCL-MISMATCH" "$TMPD/fz.$s.report" "$TMPD/fz.$s.err"
+    grep -h -m 2 -E "called different collectives|HOSTNCCL-MISMATCH|HOSTNCCL-ENDED" "$TMPD/fz.$s.report" "$TMPD/fz.$s.err"
     grep -v -E "^hostnccl|^FUZZ" "$TMPD/fz.$s.err" | grep -m 4 -i -E "error|abort|signal|ncclshim" ; } | cut -c1-400
 }
 

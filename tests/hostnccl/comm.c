@@ -136,9 +136,45 @@ static int uid_tag(const hn_uid *id) {
 
 /* ---------------- communicator objects ---------------- */
 
+/* Communicators that ncclCommDestroy or ncclCommAbort freed and whose
+ * address no new communicator has taken since. Real NCCL frees the
+ * communicator: any later call naming it is a use after free, which may
+ * crash, hang or pass unnoticed. Here such a call is reported (a
+ * HOSTNCCL-ENDED line, which fails every test script) and answered
+ * ncclInvalidUsage without touching the freed memory. */
+static pthread_mutex_t ended_lock = PTHREAD_MUTEX_INITIALIZER;
+static ncclComm_t *ended;
+static size_t nended, ended_cap;
+
+static void ended_note(ncclComm_t c) {
+  pthread_mutex_lock(&ended_lock);
+  if (nended == ended_cap) {
+    size_t cap = ended_cap ? 2 * ended_cap : 64;
+    ncclComm_t *n = realloc(ended, cap * sizeof *n);
+    if (n) ended = n, ended_cap = cap;
+  }
+  if (nended < ended_cap) ended[nended++] = c; /* out of memory: not noted, never a false report */
+  pthread_mutex_unlock(&ended_lock);
+}
+
+/* found != 0: c is an ended communicator's address; take = 1: forget it (a
+ * new communicator has it now). */
+static int ended_find(ncclComm_t c, int take) {
+  int found = 0;
+  pthread_mutex_lock(&ended_lock);
+  for (size_t i = 0; i < nended && !found; i++)
+    if (ended[i] == c) {
+      found = 1;
+      if (take) ended[i] = ended[--nended];
+    }
+  pthread_mutex_unlock(&ended_lock);
+  return found;
+}
+
 static ncclResult_t comm_alloc(int blocking, ncclComm_t *out) {
   ncclComm_t c = calloc(1, sizeof *c);
   if (!c) return hn_err(ncclSystemError, "hostnccl: out of host memory");
+  (void)ended_find(c, 1);
   c->mpi = MPI_COMM_NULL;
   c->blocking = blocking;
   pthread_mutex_init(&c->lock, NULL);
@@ -172,6 +208,7 @@ static void comm_free(ncclComm_t c) {
   pthread_cond_destroy(&c->turn);
   pthread_cond_destroy(&c->progress_wake);
   pthread_mutex_destroy(&c->lock);
+  ended_note(c); /* before the memory can be handed out again */
   free(c);
 }
 
@@ -211,6 +248,14 @@ static ncclResult_t comm_new_mpi(MPI_Comm mpi, int blocking, ncclComm_t *out) {
 
 ncclResult_t hn_check_comm(ncclComm_t comm, const char *fn) {
   if (!comm) return hn_err(ncclInvalidArgument, "%s: comm is NULL", fn);
+  if (ended_find(comm, 0)) {
+    char line[256];
+    snprintf(line, sizeof line,
+             "HOSTNCCL-ENDED: %s on communicator %p after ncclCommDestroy or ncclCommAbort returned on it "
+             "(real NCCL: a use after free)", fn, (void *)comm);
+    hn_report(line);
+    return hn_err(ncclInvalidUsage, "%s: communicator %p was destroyed or aborted", fn, (void *)comm);
+  }
   return ncclSuccess;
 }
 
@@ -591,6 +636,7 @@ HN_ALIAS(ncclCommFinalize);
 
 ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
+  HN_CHECK(hn_check_comm(comm, "ncclCommDestroy"));
   ncclResult_t res = drain(comm, 1);
   pthread_mutex_lock(&comm->lock);
   while (comm->busy > 0) pthread_cond_wait(&comm->idle, &comm->lock);
@@ -603,6 +649,7 @@ HN_ALIAS(ncclCommDestroy);
 
 ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
+  HN_CHECK(hn_check_comm(comm, "ncclCommAbort"));
   __atomic_store_n(&comm->aborting, 1, __ATOMIC_RELEASE);
   pthread_mutex_lock(&comm->lock);
   while (comm->busy > 0) pthread_cond_wait(&comm->idle, &comm->lock);

@@ -31,5 +31,10 @@ int hostnccl_get_type_counters(int datatype, uint64_t *allreduce_calls, uint64_t
  * it touched. Each paid HOSTNCCL_LAUNCH_US. Returns 0, or -1 when launches
  * is NULL. */
 int hostnccl_get_launches(void *comm, uint64_t *launches);
+/* Threads of this process waiting inside a call for a peer's message right
+ * now (any communicator): a test that aborts from another thread knows the
+ * call it means to interrupt is blocked on a peer, not merely about to be
+ * made. */
+int hostnccl_waiting(void);
 
 #endif

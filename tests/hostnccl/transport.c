@@ -92,7 +92,22 @@ static int is_head(const hn_req *reqs, int i) {
   return 1;
 }
 
+/* Threads of this process inside hn_wait with a message still pending
+ * (hostnccl_waiting: a test knows that a call is blocked on a peer). */
+static int waiting;
+
+HN_EXPORT int hostnccl_waiting(void) { return __atomic_load_n(&waiting, __ATOMIC_ACQUIRE); }
+
+static ncclResult_t wait_reqs(hn_req *reqs, int n, int *counted);
+
 ncclResult_t hn_wait(hn_req *reqs, int n) {
+  int counted = 0;
+  ncclResult_t res = wait_reqs(reqs, n, &counted);
+  if (counted) __atomic_sub_fetch(&waiting, 1, __ATOMIC_RELEASE);
+  return res;
+}
+
+static ncclResult_t wait_reqs(hn_req *reqs, int n, int *counted) {
   hn_req *heads[64];
   for (unsigned spins = 0;; spins++) {
     int pending = 0, mpi_pending = 0, nheads = 0;
@@ -117,6 +132,7 @@ ncclResult_t hn_wait(hn_req *reqs, int n) {
       }
     }
     if (!pending) return ncclSuccess;
+    if (!*counted) *counted = 1, __atomic_add_fetch(&waiting, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < n; i++) {
       ncclComm_t c = reqs[i].comm;
       if (c && __atomic_load_n(&c->aborting, __ATOMIC_ACQUIRE)) {

@@ -31,3 +31,15 @@ rc=$?
 [ $rc -eq 1 ] && grep -q '^circle: shim -> shim/log .*shim/log -> shim (shim/log/back.o calls nsc_comm_put)' "$TMPD/call.out" \
   && ok "the checker finds a circle made by a call in a copy (a log object calling nsc_comm_put) and names it" \
   || { not_ok "the checker missed a call circle (exit $rc)"; sed 's/^/#   /' "$TMPD/call.out"; }
+# Nothing issued on an ended communicator: every real call the shim makes of
+# its own accord goes through NSC_ISSUE (tests/layers/issue.py); the checker
+# must find a bare one planted in a copy.
+I="$ROOT/tests/layers/issue.py"
+check "the shim's own real calls all go through NSC_ISSUE ($(python3 "$I" "$ROOT" 2>&1 | tail -n 1))" python3 "$I" "$ROOT"
+cp "$ROOT/shim/agree/agree.c" "$C/shim/agree/agree.c"
+sed -i 's/NSC_ISSUE(c, AllReduce(\(.*\)));/nsc_real.AllReduce(\1);/' "$C/shim/agree/agree.c"
+python3 "$I" "$C" >"$TMPD/issue.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q '^shim/agree/agree.c:[0-9]*: nsc_real.AllReduce outside NSC_ISSUE' "$TMPD/issue.out" \
+  && ok "the checker finds a bare real call planted in a copy (agree.c's exchange) and names it" \
+  || { not_ok "the checker missed a bare real call (exit $rc)"; sed 's/^/#   /' "$TMPD/issue.out"; }

@@ -196,6 +196,35 @@ check "nonblocking communicator polled by a watchdog thread too: each result fin
   mpirun_shim 2 "$T" nbwatch 150
 check "ncclCommAbort from a watchdog thread while a compressed call is blocked: error returned, no deadlock (5 rounds)" \
   with NCCLSHIM_MIN_BYTES=0 mpirun_shim 2 "$T" abort 5
+# An abort that lands while the caller is blocked inside a real call of the
+# shim's (tests/shim/shim_abort.c; the watchdog aborts once the host NCCL
+# reports the process waiting on a peer): the call fails, and nothing more is
+# issued on the aborted communicator or its sub-communicators (the host NCCL
+# reports any such call, HOSTNCCL-ENDED; under ASan a use after free). Before
+# the fix every two-phase, hierarchical and deferred-check row issued
+# hundreds of sends and receives on the freed handle.
+AB="$TBIN/shim_abort"
+while read -r -u 3 mode what; do
+  read -r -u 3 settings
+  # shellcheck disable=SC2086
+  check "abort from a watchdog while blocked in $what: error returned, nothing issued on the aborted communicator" \
+    with $settings mpirun_shim 2 "$AB" "$mode"
+done 3<<'EOF'
+call the ring in chunks
+NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=ring NCCLSHIM_CHUNK_BYTES=65536
+call int8 two-phase in 4 KiB pieces
+NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_TWOPHASE_PIECE_BYTES=4096
+group a group of fused fp16 members and a grouped two-phase call
+NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=twophase NCCLSHIM_TWOPHASE_PIECE_BYTES=4096
+group a group of fused members on the ring
+NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ALGO=ring
+first two communicators' first calls in one group (deferred checks)
+NCCLSHIM_COMPRESS=int8
+EOF
+for mode in call group; do
+  check "abort from a watchdog while blocked in a hierarchical $mode (int8, 2 nodes x 2): the same" \
+    mpirun_nodes --shim 2 2 -x NCCLSHIM_COMPRESS=int8 -x NCCLSHIM_ALGO=hier -x NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 -- "$AB" $mode
+done
 mkdir -p "$TMPD/fork"
 NCCLSHIM_LOG=summary NCCLSHIM_LOG_FILE="$TMPD/fork/log.%p" mpirun_shim 2 "$L" fork "$TMPD/fork" \
   >"$TMPD/fork.out" 2>"$TMPD/fork.err"
