@@ -8,7 +8,7 @@ $(B)/obj/tests/fuzz/fuzz_coll.o: EXTRA_CFLAGS := $(SHIM_INC) $(NCCL_INC)
 
 $(FUZZ_COLL): $(B)/obj/tests/fuzz/fuzz_coll.o $(HOSTNCCL_LIB)
 	@mkdir -p $(@D)
-	$(MPICC) -o $@ $< -L$(B)/lib/hostnccl -lnccl $(LDFLAGS_BASE) -lm -ldl
+	$(MPICC) -o $@ $< -L$(B)/lib/hostnccl -lnccl $(LDFLAGS_BASE) -lpthread -lm -ldl
 
 TEST_BINS += $(FUZZ_COLL)
 

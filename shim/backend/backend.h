@@ -153,10 +153,28 @@ static inline void nsc_point_free(const nsc_backend *be, void **pt) {
  * context's). */
 void *nsc_backend_thread_ctx(void);
 void nsc_backend_adopt_ctx(void *ctx);
+/* Work queued earlier, done now on the calling thread (a group end's fused
+ * collectives and after-work): ctx (an item's, NULL: none) current while it
+ * runs, so that the legacy and per-thread handles name what they named when
+ * the item was queued. enter returns 1 when it pushed ctx; leave(1) pops it. */
+int nsc_backend_enter_ctx(void *ctx);
+void nsc_backend_leave_ctx(int pushed);
 /* The CUDA context a call's stream belongs to (the current one for the
  * NULL, legacy and per-thread handles); NULL for the host backend or when
  * the driver cannot say. */
 void *nsc_backend_stream_ctx(const nsc_backend *be, nsc_stream s);
+/* The per-thread default stream (CU_STREAM_PER_THREAD, 0x2) names this
+ * thread's stream of a context, and another thread's on that thread: work
+ * the calling thread hands to a worker on that handle goes to a proxy
+ * instead. nsc_backend_ptd_proxy gives *proxy, a stream of ctx that waits
+ * for everything the calling thread's per-thread stream of ctx holds so far
+ * (a side stream and an event join); nsc_backend_ptd_rejoin, on the same
+ * thread once the worker is done, makes that per-thread stream wait for
+ * everything the proxy got. Neither synchronises. Non-zero on failure (the
+ * reason in nsc_backend_error()): the work then stays on the calling
+ * thread. */
+int nsc_backend_ptd_proxy(void *ctx, nsc_stream *proxy);
+int nsc_backend_ptd_rejoin(void *ctx, nsc_stream proxy);
 
 /* The host backend (always available). */
 extern const nsc_backend nsc_backend_host;

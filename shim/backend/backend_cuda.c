@@ -488,6 +488,40 @@ void *nsc_backend_stream_ctx(const nsc_backend *be, nsc_stream s) {
   return ctx;
 }
 
+int nsc_backend_ptd_proxy(void *ctx, nsc_stream *proxy) {
+  nsc_cuctx *c = NULL;
+  const char *what = NULL;
+  CUstream ptd = CU_STREAM_PER_THREAD, sd = ptd;
+  *proxy = (nsc_stream)ptd;
+  if (!nsc_cu_driver() || !ctx) return fail(CUDA_ERROR_INVALID_CONTEXT, "no CUDA context for the per-thread stream");
+  CU_DO(nsc_cuctx_for((CUcontext)ctx, &c, &what));
+  CU_DO(nsc_cuctx_side_stream(c, ptd, &sd, &what)); /* this thread's: side streams of 0x2 are kept per thread */
+  if (sd == ptd) return fail(CUDA_ERROR_OUT_OF_MEMORY, "no side stream left for the per-thread stream");
+  CU_DO(nsc_cuctx_join(c, sd, ptd, &what));
+  *proxy = (nsc_stream)sd;
+  return 0;
+}
+
+int nsc_backend_ptd_rejoin(void *ctx, nsc_stream proxy) {
+  nsc_cuctx *c = NULL;
+  const char *what = NULL;
+  CU_DO(nsc_cuctx_for((CUcontext)ctx, &c, &what));
+  CU_DO(nsc_cuctx_join(c, CU_STREAM_PER_THREAD, (CUstream)proxy, &what));
+  return 0;
+}
+
+int nsc_backend_enter_ctx(void *ctx) {
+  const nsc_cu_api *d = nsc_cu_driver();
+  CUcontext cur = NULL;
+  if (!d || !ctx || (d->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == (CUcontext)ctx)) return 0;
+  return d->cuCtxPushCurrent((CUcontext)ctx) == CUDA_SUCCESS;
+}
+
+void nsc_backend_leave_ctx(int pushed) {
+  CUcontext dummy;
+  if (pushed) (void)nsc_cu_driver()->cuCtxPopCurrent(&dummy);
+}
+
 void nsc_backend_adopt_ctx(void *ctx) {
   const nsc_cu_api *d = nsc_cu_driver();
   if (d && ctx) (void)d->cuCtxPushCurrent((CUcontext)ctx); /* a fresh thread: nothing to pop later */

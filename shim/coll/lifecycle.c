@@ -76,6 +76,9 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
   while (w) {
     nsc_work *n = w->next;
     w->next = NULL;
+    /* its stream handle as it was meant at its call (an item that names
+     * no context keeps whatever is current) */
+    int pushed = nsc_backend_enter_ctx(w->ctx);
     if (in_progress && (w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE ||
                         w->kind == NSC_W_SETTLE))
       wait_group(g);
@@ -124,6 +127,7 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
       ncclResult_t rr = nsc_work_run(w);
       if (r == ncclSuccess) r = rr;
     }
+    nsc_backend_leave_ctx(pushed);
     w = n;
   }
   return r;
@@ -155,25 +159,23 @@ static int blocking_kind(const nsc_work *w) {
 
 #define PER_THREAD_STREAM ((nsc_stream)0x2) /* CU_STREAM_PER_THREAD */
 
-/* The part a communicator's after-work runs in: its device (the CUDA context
- * of its first item that names one), else the communicator itself. Host
- * memory names no device, and a host communicator may be one of several
- * ranks of a clique that this thread drives (issue 37: ncclCommInitAll on
- * host buffers hung at the first compressed group, both communicators' work
- * in one part), so each gets a part of its own. A communicator's items
- * always stay together, in queue order. */
+/* The part a communicator's after-work runs in: its device (the CUDA
+ * context its items' streams named when they were queued, on the caller's
+ * thread: for the legacy and per-thread handles the context current at the
+ * call, never the one current at the group end), else the communicator
+ * itself. Host memory names no device, and a host communicator may be one
+ * of several ranks of a clique that this thread drives, so each gets a part
+ * of its own. A communicator's items always stay together, in queue order. */
 typedef struct {
   const nsc_comm *c;
   void *key;
 } comm_key;
 
-static void *part_key(comm_key *ck, int *nck, const nsc_work *x, int *ptd) {
-  void *ctx = x->be ? nsc_backend_stream_ctx(x->be, x->stream) : NULL;
-  if (x->stream == PER_THREAD_STREAM) *ptd = 1; /* names the caller's thread's stream, whatever the memory */
+static void *part_key(comm_key *ck, int *nck, const nsc_work *x) {
   int i = 0;
   while (i < *nck && ck[i].c != x->c) i++;
-  if (i == *nck) ck[(*nck)++] = (comm_key){x->c, ctx ? ctx : (void *)x->c};
-  else if (ctx && ck[i].key == (void *)x->c) ck[i].key = ctx; /* a later item names its device */
+  if (i == *nck) ck[(*nck)++] = (comm_key){x->c, x->ctx ? x->ctx : (void *)x->c};
+  else if (x->ctx && ck[i].key == (void *)x->c) ck[i].key = x->ctx; /* a later item names its device */
   return ck[i].key;
 }
 
@@ -184,27 +186,54 @@ static void *part_key(comm_key *ck, int *nck, const nsc_work *x, int *ptd) {
  * current on its device's context where it has one): one thread driving
  * several ranks (ncclCommInitAll, nccl-tests -g N, several host
  * communicators) holds every rank of a clique, and one part's wait would
- * otherwise keep the others' collectives from being issued (issue 23,
- * defect 1; issue 37). Communicators of one CUDA device share a part and keep
- * their order on one thread (concurrent launches from several threads on one
- * device risk NCCL's cross-communicator deadlock), and so does everything
- * when an item names the per-thread stream (its handle names the caller's
- * thread's stream). Host memory is the host NCCL's (NCCL's kernels cannot
- * reach pageable memory; pinned memory has the CUDA backend and its
- * context), so a part per host communicator launches nothing on a device. A
- * group end that answered ncclInProgress is waited for
- * first, here, once for all parts. What is issued on each communicator is
- * unchanged. */
+ * otherwise keep the others' collectives from being issued (fuzzer seed
+ * 120067). Communicators of one CUDA device share a part and keep their
+ * order on one thread (concurrent launches from several threads on one
+ * device risk NCCL's cross-communicator deadlock). Host memory is the host
+ * NCCL's (NCCL's kernels cannot reach pageable memory; pinned memory has the
+ * CUDA backend and its context), so a part per host communicator launches
+ * nothing on a device. The legacy handle (0) names its context's one stream
+ * on any thread; the per-thread handle (0x2) names the caller's thread's
+ * stream, so a device part's items on it run on a proxy (backend.h:
+ * nsc_backend_ptd_proxy) that waits for the group's work there, and the
+ * caller's per-thread stream waits for the proxy before the group end
+ * returns; a part whose proxy cannot be made runs on this thread. A group
+ * end that answered ncclInProgress is waited for first, here, once for all
+ * parts. What is issued on each communicator is unchanged. */
 typedef struct {
   part p;
   void *key;
   nsc_work *tail;
   pthread_t th;
   int started;
+  int here;       /* runs on the caller's thread */
+  nsc_stream ptd; /* the proxy of the caller's per-thread stream (0x2: none) */
 } part_run;
 
+/* Items of a device part on the per-thread handle go to its proxy. */
+static void proxy_ptd(part_run *sl) {
+  int any = 0;
+  for (nsc_work *x = sl->p.w; x && !any; x = x->next) {
+    any = x->stream == PER_THREAD_STREAM;
+    for (int j = 0; j < x->njoin && !any; j++) any = x->joins[j] == PER_THREAD_STREAM;
+  }
+  if (!any) return;
+  if (nsc_backend_ptd_proxy(sl->p.ctx, &sl->ptd)) {
+    nsc_warn("a group's work on the per-thread stream of one device runs on the caller's thread: %s",
+             nsc_backend_error());
+    sl->ptd = PER_THREAD_STREAM;
+    sl->here = 1;
+    return;
+  }
+  for (nsc_work *x = sl->p.w; x; x = x->next) {
+    if (x->stream == PER_THREAD_STREAM) x->stream = sl->ptd;
+    for (int j = 0; j < x->njoin; j++)
+      if (x->joins[j] == PER_THREAD_STREAM) x->joins[j] = sl->ptd;
+  }
+}
+
 static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_comms *g) {
-  int n = 0, blocking = 0, ptd = 0, nck = 0, np = 0;
+  int n = 0, blocking = 0, nck = 0, np = 0;
   for (nsc_work *x = w; x; x = x->next) n++, blocking |= blocking_kind(x);
   if (!blocking || n <= 1) return run_after(w, in_progress, ok, g);
   comm_key *ck = calloc((size_t)n, sizeof *ck);
@@ -213,7 +242,7 @@ static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_co
   ncclResult_t r = ncclSuccess;
   if (!ck || !key || !sl) goto serial; /* in order, as before */
   int i = 0;
-  for (nsc_work *x = w; x; x = x->next) key[i++] = part_key(ck, &nck, x, &ptd);
+  for (nsc_work *x = w; x; x = x->next) key[i++] = part_key(ck, &nck, x);
   for (i = 0; i < n; i++) { /* each item's communicator's final key, then its part */
     for (int j = 0; j < nck; j++)
       if (key[i] == (void *)ck[j].c) key[i] = ck[j].key;
@@ -221,13 +250,14 @@ static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_co
     while (k < np && sl[k].key != key[i]) k++;
     if (k == np) sl[np++].key = key[i];
   }
-  if (ptd || np <= 1) goto serial;
+  if (np <= 1) goto serial;
   if (in_progress) wait_group(g); /* once, before any part issues its own collectives */
   for (int k = 0; k < np; k++) {
     void *ctx = sl[k].key;
     for (int j = 0; j < nck; j++)
       if (ctx == (void *)ck[j].c) ctx = NULL; /* a communicator's own part: no device */
     sl[k].p = (part){.in_progress = in_progress, .ok = ok, .g = *g, .ctx = ctx};
+    sl[k].ptd = PER_THREAD_STREAM;
   }
   i = 0;
   for (nsc_work *x = w, *nx; x; x = nx, i++) {
@@ -239,17 +269,26 @@ static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_co
     else sl[k].p.w = x;
     sl[k].tail = x;
   }
-  for (int k = 0; k < np; k++) sl[k].started = pthread_create(&sl[k].th, NULL, run_part, &sl[k].p) == 0;
+  for (int k = 0; k < np; k++) {
+    if (sl[k].p.ctx) proxy_ptd(&sl[k]);
+    sl[k].started = !sl[k].here && pthread_create(&sl[k].th, NULL, run_part, &sl[k].p) == 0;
+  }
   /* A part without a thread runs on this one, before any join: a started
    * part may be waiting for its peer collectives there. */
   for (int k = 0; k < np; k++)
     if (!sl[k].started) {
-      nsc_warn("no thread for part %d of a group's work: it runs on the caller's thread", k);
+      if (!sl[k].here) nsc_warn("no thread for part %d of a group's work: it runs on the caller's thread", k);
       sl[k].p.r = run_after(sl[k].p.w, in_progress, ok, &sl[k].p.g);
     }
   const char *err = NULL;
   for (int k = 0; k < np; k++) {
     if (sl[k].started) pthread_join(sl[k].th, NULL);
+    /* the caller's per-thread stream after what its proxy got */
+    if (sl[k].ptd != PER_THREAD_STREAM && nsc_backend_ptd_rejoin(sl[k].p.ctx, sl[k].ptd)) {
+      nsc_warn("a group's work could not be ordered before the per-thread stream's later work: %s",
+               nsc_backend_error());
+      if (sl[k].p.r == ncclSuccess) sl[k].p.r = ncclSystemError;
+    }
     if (r == ncclSuccess && sl[k].p.r != ncclSuccess) {
       r = sl[k].p.r;
       err = sl[k].p.err;

@@ -113,9 +113,7 @@ static ncclResult_t walk_twophase(const walk *w, const nsc_step *st, float *dst)
   nsc_comm *on = st->on == NSC_ON_CROSS ? w->c->hier_xc : w->c;
   ncclRedOp_t op = st->avg ? ncclAvg : ncclSum;
   const float *src = src_of(w, st);
-  /* error feedback keyed by the step's input, or by the user's sendbuff
-   * when that is TMP (a staging address, which may differ between calls) */
-  const void *key = st->src == NSC_BUF_TMP ? (const void *)w->send : (const void *)src;
+  nsc_ef_key key = {w->send, w->recv}; /* the call's buffers, never the stage's (exec.h) */
   if (src) return nsc_twophase_keyed(on, w->be, &w->p->tp, src, dst, st->count, op, w->s, st->rs, w->seq, key);
   /* No TMP here: the step's staging is taken all the same, as the healthy
    * ranks' two-phase takes it (the block's use so far is counted alike on
@@ -317,7 +315,7 @@ ncclResult_t nsc_exec_deferred(nsc_work *w) {
   ncclResult_t r = p->alg == NSC_PLAN_HIER
                        ? walk_hier(w->c, w->be, p, w->src, w->dst, w->op, s, w->seq)
                        : nsc_twophase_keyed(w->c, w->be, &p->tp, w->src, w->dst, w->count, w->op, s, p->rs, w->seq,
-                                            w->src);
+                                            (nsc_ef_key){w->src, w->dst});
   /* forwarded plain (no staging room): enqueued before anything follows */
   return nsc_enqueued(w->c, w->c->comm, r);
 }

@@ -83,20 +83,27 @@ int nsc_cast_fault(void);
 /* twophase.c: TWOPHASE's runner (the plan's one step on the caller's
  * communicator, or deferred). */
 ncclResult_t nsc_twophase_run(struct nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p);
+/* The bucket a two-phase step's error-feedback residuals belong to: the
+ * user's send and receive buffers of the call, whatever stage of an
+ * algorithm runs the step. A stage's own buffers would mix buckets: hier's
+ * middle stage reads and writes the receive buffer's shard, so two buckets
+ * with their own send buffers and one receive buffer looked like one (the
+ * red team's case: 61x the bound). */
+typedef struct {
+  const void *send, *recv;
+} nsc_ef_key;
 /* twophase.c: one two-phase step over point-to-point (tp: its layout on
- * this rank, from the plan), with the error-feedback bucket keyed by ef_send
- * (the step's input, or the user's sendbuff when the input is a staging
- * buffer whose address may change). */
+ * this rank, from the plan), its residuals keyed by key. */
 ncclResult_t nsc_twophase_keyed(struct nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *tp, const float *send,
                                 float *recv, size_t count, ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq,
-                                const void *ef_send);
+                                nsc_ef_key key);
 /* A rank without the input a two-phase step needs still issues every message
  * its peers expect, NaN (0xff) from and into recvbuff (4 * count bytes, the
  * call's receive size), and takes its place in the error-feedback sequence
- * (ef_send names the bucket, as in nsc_twophase_keyed; its residuals are
+ * (key names the bucket, as in nsc_twophase_keyed; its residuals are
  * dropped): returns ncclSystemError or the failing call's. */
 ncclResult_t nsc_twophase_poisoned(struct nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *tp, float *recv,
-                                   size_t count, int rs, cudaStream_t s, const void *ef_send);
+                                   size_t count, int rs, cudaStream_t s, nsc_ef_key key);
 
 /* ---- helpers shared by the runners -------------------------------------------- */
 

@@ -109,6 +109,7 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
   }
   w->be = be;
   w->stream = home;
+  w->ctx = m0->ctx; /* home is a member's stream, named on the caller's thread */
   w->wire = wire;
   w->op = m0->op;
   nsc_work_hold_wire(w, stage);
@@ -123,6 +124,16 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
                 nsc_group_depth() > 0);
   w->rec.nmembers = n;
   return nsc_reduce_wire(c, w, T, 0, 1);
+}
+
+/* A bucket with the context its members' streams named at their calls
+ * current (the caller may have made another device current since: handle 0
+ * names the current context's legacy stream). */
+static ncclResult_t issue_in_ctx(nsc_work *m0, int n, size_t T, nsc_stream home) {
+  int pushed = nsc_backend_enter_ctx(m0->ctx);
+  ncclResult_t r = issue_bucket(m0, n, T, home);
+  nsc_backend_leave_ctx(pushed);
+  return r;
 }
 
 /* Allocates nothing: the members stay in their linked list (done, bnext),
@@ -155,7 +166,7 @@ ncclResult_t nsc_fuse_flush(nsc_work **list) {
     for (nsc_work *j = i; j; j = j->next) {
       if (j->done || !same_key(i, j)) continue;
       if (nb > 0 && T + j->count > cap_elems) {
-        ncclResult_t rr = issue_bucket(head, nb, T, home);
+        ncclResult_t rr = issue_in_ctx(head, nb, T, home);
         if (r == ncclSuccess && !NSC_OK(rr)) r = rr;
         nb = 0;
         T = 0;
@@ -169,7 +180,7 @@ ncclResult_t nsc_fuse_flush(nsc_work **list) {
       j->done = 1;
     }
     if (nb) {
-      ncclResult_t rr = issue_bucket(head, nb, T, home);
+      ncclResult_t rr = issue_in_ctx(head, nb, T, home);
       if (r == ncclSuccess && !NSC_OK(rr)) r = rr;
     }
   }

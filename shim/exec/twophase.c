@@ -131,13 +131,13 @@ static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_pl
 
 /* The bucket's error-feedback slot with buffers for this call, or NULL (off,
  * no memory, beyond the cap: this call then rounds without feedback). */
-static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, const nsc_tp_plan *p, const void *send,
-                            const void *recv, size_t count, int rs) {
+static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, const nsc_tp_plan *p, nsc_ef_key key,
+                            size_t count, int rs) {
   const nsc_config *cfg = &nsc_g.cfg;
   if (!cfg->error_feedback) return NULL;
   size_t off, len;
   nsc_tp_chunk(p, p->rank, &off, &len);
-  nsc_ef_sig sig = {(uintptr_t)recv, (uintptr_t)send, count, rs, (int)p->fmt, (int)p->block, p->n};
+  nsc_ef_sig sig = {(uintptr_t)key.recv, (uintptr_t)key.send, count, rs, (int)p->fmt, (int)p->block, p->n};
   pthread_mutex_lock(&c->lock);
   nsc_ef_slot *sl = nsc_ef_next(&c->ef, &sig);
   if (sl && nsc_ef_buffers(&c->ef, sl, be, s, p->count, rs ? 0 : len, (size_t)cfg->ef_max_bytes)) sl = NULL;
@@ -212,15 +212,15 @@ static void exchanged(lanes *l, ncclResult_t *res, ncclResult_t e) {
 }
 
 ncclResult_t nsc_twophase_poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *tp, float *recv,
-                                   size_t count, int rs, cudaStream_t s, const void *ef_send) {
-  nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, tp, ef_send, recv, count, rs); /* its place in the sequence */
+                                   size_t count, int rs, cudaStream_t s, nsc_ef_key key) {
+  nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, tp, key, count, rs); /* its place in the sequence */
   if (ef) ef->have = 0;
   return poisoned(c, be, tp, recv, 4 * count, rs, s);
 }
 
 ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *tp, const float *send,
                                 float *recv, size_t count, ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq,
-                                const void *ef_send) {
+                                nsc_ef_key key) {
   const nsc_config *cfg = &nsc_g.cfg;
   const nsc_tp_plan p = *tp; /* the plan's layout on this rank's group (made once, by the decision) */
   int n = p.n, r = p.rank, np = p.npieces;
@@ -229,7 +229,7 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const nsc_tp
   for (int j = 0; j < n; j++) enc_bytes += nsc_tp_chunk_bytes(&p, j);
   void *stage = NULL;
   /* before staging: a call that fails here still takes its place in the sequence */
-  nsc_ef_slot *ef = ef_slot(c, be, st, &p, ef_send, recv, count, rs);
+  nsc_ef_slot *ef = ef_slot(c, be, st, &p, key, count, rs);
   ncclResult_t res = ncclSuccess;
   switch (nsc_get_staging(c, be, st, nsc_tp_staging_bytes(&p, rs), rs ? "a reduce-scatter" : "an all-reduce", &stage)) {
   case NSC_STAGE_REFUSED: return ncclInvalidUsage; /* the limit: the same on every rank, nothing issued anywhere */
@@ -348,5 +348,6 @@ out:
 
 ncclResult_t nsc_twophase_run(nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p) {
   if (p->deferred) return nsc_exec_defer(c, be, k, p);
-  return nsc_twophase_keyed(c, be, &p->tp, k->send, k->recv, k->arg, k->op, k->stream, k->rs, c->seq, k->send);
+  return nsc_twophase_keyed(c, be, &p->tp, k->send, k->recv, k->arg, k->op, k->stream, k->rs, c->seq,
+                            (nsc_ef_key){k->send, k->recv});
 }

@@ -43,7 +43,10 @@ static void append(nsc_work **h, nsc_work **t, nsc_work *w) {
   *t = w;
 }
 
-void nsc_group_defer(nsc_work *w) { append(&q_head, &q_tail, w); }
+void nsc_group_defer(nsc_work *w) {
+  if (!w->ctx && w->be) w->ctx = nsc_backend_stream_ctx(w->be, w->stream);
+  append(&q_head, &q_tail, w);
+}
 
 nsc_work *nsc_group_take(void) {
   nsc_work *w = q_head;

@@ -38,6 +38,11 @@ typedef struct nsc_work {
   struct nsc_comm *c;       /* holds a reference */
   const nsc_backend *be;
   nsc_stream stream;
+  /* The CUDA context `stream` named when the item was queued (the caller's
+   * current one for the legacy and per-thread handles 0, 0x1, 0x2, which
+   * name a stream only relative to a thread and its context); NULL for host
+   * memory. The group end runs each device's items with it current. */
+  void *ctx;
   nsc_wire_t wire;
   ncclRedOp_t op;
   void *wirebuf;            /* staging region (CASTBACK) */
@@ -92,7 +97,8 @@ static inline void nsc_group_note(ncclComm_t comm) {
 }
 int nsc_group_comms(ncclComm_t *out);
 
-/* Queue work for the outermost group end of this thread. */
+/* Queue work for the outermost group end of this thread (on the caller's
+ * thread, at its call: the item's ctx is taken here). */
 void nsc_group_defer(nsc_work *w);
 /* Take this thread's queued work (in order) and clear the queue. */
 nsc_work *nsc_group_take(void);

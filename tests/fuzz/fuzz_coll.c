@@ -29,6 +29,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -56,6 +57,9 @@
 #define LOCAL_SEEDS 120000 /* from here, one thread drives a clique of its own process (issue 37) */
 #define LAUNCH_SEEDS 130000 /* from here, launch costs, auto pieces and chunks, the all-gather phase (issue 33) */
 #define INT4_SEEDS 140000 /* from here, NCCLSHIM_COMPRESS=int4 (compress 6, issue 36) */
+#define RED_SEEDS 150000 /* from here, the red team's classes: the cliques' stream handles 0 (legacy) and 0x2
+                          * (per-thread), error-feedback buckets sharing a receive buffer, an abort from a
+                          * watchdog thread while calls block on a laggard */
 #define MAXL 3   /* ranks of a process's own clique */
 #define LRANK 8  /* input index of its rank 0 (distinct from the world's ranks) */
 #define SPLIT_SEEDS 32000 /* from here, no pass that begins late right after one that ended early (any model) */
@@ -80,6 +84,7 @@ typedef struct {
   double mag;     /* > 0: extreme inputs, |x| in [mag/2, mag] (docs/collectives.md's finite range) */
   double scale;   /* > 0: an error-feedback model's bucket, random inputs times scale */
   int persist;    /* > 0: in place in the persistent buffer of that index (a stable bucket) */
+  int precv;      /* > 0: out of place into the receive buffer of that index, shared by a model's buckets */
 } call_t;
 
 typedef struct {
@@ -136,6 +141,12 @@ typedef struct {
   long long launch_bytes; /* NCCLSHIM_LAUNCH_BYTES, -1: unset (the default 4M); seeds below LAUNCH_SEEDS: 0 */
   int gather;             /* NCCLSHIM_TWOPHASE_GATHER: 0 auto, 1 allgather, 2 sendrecv */
   int launch_us;          /* HOSTNCCL_LAUNCH_US on the shim's half */
+  /* seeds >= RED_SEEDS */
+  int efshared;           /* the error-feedback models' buckets share one receive buffer per model */
+  int abort_comm;         /* > 0: 1 + the communicator a watchdog aborts at the end, 0: none */
+  int abort_lag;          /* ... the rank (of the half) that never joins the last calls */
+  int abort_kind;         /* ... 0 one all-reduce, 1 a group of two small and a large one, 2 a reduce-scatter */
+  size_t abort_count;
   char feat[512];
 } prog_t;
 
@@ -369,10 +380,14 @@ static double extreme_mag(const prog_t *p, const call_t *c, int n) {
 
 /* An error-feedback model's pass: its buckets, in place, inputs times scale. */
 static void ef_pass(prog_t *p, int m, const size_t *cnt, int nb, double scale, int op, int mixed) {
+  /* shared: every bucket of model m out of place into the model's one receive
+   * buffer (the red team's case: hier's middle stage keyed two buckets'
+   * residuals alike) */
   step_t *s = add_step(p, ST_EF);
   s->poll = 1;
   s->n = nb;
   s->grouped = chance(0.3);
+  if (p->efshared) s->grouped = 0; /* one buffer written twice in a group would be a race in NCCL */
   s->comm = m;
   for (int b = 0; b < nb; b++) {
     call_t *c = &s->c[b];
@@ -386,6 +401,7 @@ static void ef_pass(prog_t *p, int m, const size_t *cnt, int nb, double scale, i
     c->inplace = 1;
     c->scale = scale;
     c->persist = p->effresh ? 0 : 1 + m * MAXB + b;
+    if (p->efshared) c->inplace = 0, c->precv = 1 + m;
     draw_streams(p, c, mixed, 1);
   }
 }
@@ -452,6 +468,40 @@ static void draw_local(prog_t *p, uint64_t seed) {
         c->exact = chance(0.7);
         draw_streams(p, c, 0, 1);
       }
+      /* the legacy (0) and per-thread (0x2) handles name a stream relative to
+       * the calling thread: the shim's after-group work runs on threads of
+       * its own (red team, defect 1: 0x2 hung at the first group end) */
+      if (seed >= RED_SEEDS) {
+        static const int handles[] = {1, 0, 2};
+        int h = PICK(handles);
+        for (int i = 0; i < st->n; i++) draw_streams(p, &st->c[i], 0, h);
+      }
+    }
+  }
+  rng = saved;
+}
+
+/* Seeds >= RED_SEEDS: at the program's end, on a blocking communicator of
+ * every rank of the half, one rank (the laggard) does not make the last
+ * calls; the others' call blocks on it until a watchdog thread of theirs,
+ * which waits until the host NCCL says the process waits on a peer, aborts
+ * the communicator, as PyTorch's watchdog does. Their calls must fail; after
+ * the abort nothing may be issued on the communicator (the host NCCL reports
+ * any call: HOSTNCCL-ENDED). Only in programs without a process-wide fault
+ * (a failing N-th call would never block). A generator of its own. */
+static void draw_abort(prog_t *p, uint64_t seed) {
+  uint64_t saved = rng;
+  rng = mix64(seed ^ 0xab0a7ull);
+  if (p->fault == F_NONE && chance(0.6)) {
+    int cand[MAXC], nc = 0;
+    for (int k = 0; k < p->ncomm; k++)
+      if (p->comm[k].colors == 1 && p->comm[k].nb == 0) cand[nc++] = k;
+    if (nc) {
+      static const size_t counts[] = {65536, 100003, 262144};
+      p->abort_comm = 1 + cand[rint_(nc)];
+      p->abort_lag = rint_(p->W);
+      p->abort_kind = rint_(3);
+      p->abort_count = PICK(counts);
     }
   }
   rng = saved;
@@ -546,6 +596,11 @@ static void draw_ef_classes(prog_t *p, uint64_t seed, int ddp) {
     size_t cnt[3];
     int nb = 1 + rint_(3);
     for (int b = 0; b < nb; b++) cnt[b] = PICK(sizes);
+    if (seed >= RED_SEEDS && chance(0.5)) { /* buckets of one size in their own send buffers, one receive buffer */
+      p->efshared = 1;
+      nb = 2 + rint_(2);
+      for (int b = 1; b < nb; b++) cnt[b] = cnt[0];
+    }
     static const double scales[] = {1, 1024, 0x1p-10};
     double sc[MAXM];
     int op[MAXM];
@@ -757,6 +812,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (seed >= NODE_SEEDS) draw_nodes(p, seed);
   if (seed >= LOCAL_SEEDS) draw_local(p, seed);
   draw_launch(p, seed);
+  if (seed >= RED_SEEDS) draw_abort(p, seed);
   /* An accumulation agreement's read-back failing on one rank is a known
    * limit (docs/collectives.md: that rank syncs while its peers may skip): not drawn. */
   if (p->fault == F_OOB_END_ONE && p->K > 1) p->fault = F_NONE;
@@ -823,6 +879,13 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   if (p->ef) feat(p, "ef");
   if (p->nef) feat(p, p->nef > 1 ? "ef-models" : p->effresh ? "ef-fresh" : "ef-model");
   if (p->nlocal) feat(p, "onethread-%d", p->nlocal);
+  for (int s = 0; s < p->nstep; s++)
+    if (p->st[s].kind == ST_LOCAL && p->st[s].c[0].stream[0] != 1) {
+      feat(p, "onethread-handles");
+      break;
+    }
+  if (p->efshared) feat(p, "ef-shared-recv");
+  if (p->abort_comm) feat(p, "abort");
   if (p->seed >= LAUNCH_SEEDS) {
     feat(p, p->launch_bytes < 0 ? "launch-default" : p->launch_bytes == 0 ? "launch-free" : "launch-%lldK",
          p->launch_bytes / 1024);
@@ -860,6 +923,7 @@ static void filter(prog_t *p, const char *o) {
   if (off(o, "sr")) p->sr = 0;
   if (off(o, "staging-limit")) p->staging = 0;
   if (off(o, "no-prepoll")) p->noprepoll = 0;
+  if (off(o, "abort")) p->abort_comm = 0;
   if (off(o, "ef") || off(o, "ef-models") || off(o, "ef-model") || off(o, "ef-fresh")) p->nef = 0;
   if (off(o, "ddp-two-models")) p->nmodel = p->nmodel > 1 ? 1 : p->nmodel;
   unsigned all = (1u << p->W) - 1;
@@ -890,6 +954,10 @@ static void filter(prog_t *p, const char *o) {
     if (st->kind == ST_EF && !p->nef) st->kind = ST_NOP;
     if (st->kind == ST_LOCAL && (off(o, "onethread-2") || off(o, "onethread-3") || off(o, "onethread"))) st->kind = ST_NOP;
     if (off(o, "poll-per-rank")) st->rpoll = 0;
+    if (st->kind == ST_LOCAL && off(o, "onethread-handles"))
+      for (int i = 0; i < st->n; i++) draw_streams(p, &st->c[i], 0, 1);
+    for (int i = 0; i < st->n && off(o, "ef-shared-recv"); i++)
+      if (st->c[i].precv) st->c[i].precv = 0, st->c[i].inplace = 1;
     for (int i = 0; i < st->n; i++) {
       if (off(o, "extreme")) st->c[i].mag = 0;
       if (off(o, "sr-twins") || off(o, "sr")) st->c[i].vuid = 0;
@@ -1033,6 +1101,12 @@ static void describe(const prog_t *p) {
       printf("%s\n", st->kind == ST_GROUP ? " }" : "");
     }
   }
+  if (p->abort_comm)
+    printf("end: on c%d rank %d does not join %s of %zu floats; a watchdog thread on every other rank aborts c%d "
+           "once the host NCCL reports it waiting on a peer\n", p->abort_comm - 1, p->abort_lag,
+           p->abort_kind == 0 ? "an all-reduce" : p->abort_kind == 1 ? "a group of two small and one all-reduce"
+                                                                     : "a reduce-scatter",
+           p->abort_count, p->abort_comm - 1);
 }
 
 /* ---- values ----------------------------------------------------------------- */
@@ -1217,6 +1291,8 @@ static size_t nkeep, capkeep;
 
 static void *persist_buf[1 + MAXM * MAXB];
 static size_t persist_bytes[1 + MAXM * MAXB];
+static void *precv_buf[1 + MAXM]; /* a model's shared receive buffer */
+static size_t precv_bytes[1 + MAXM];
 
 static void *xalloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 64);
@@ -1258,7 +1334,11 @@ static ncclResult_t issue_call(const call_t *c) {
   for (size_t i = 0; i < sc; i++) store(c->dt, e->send, i, in_val(P.seed, c, me, i));
   if (c->inplace) e->recv = (char *)e->send + (c->kind == K_RS ? (size_t)rin * e->rbytes : 0);
   else {
-    e->recv = xalloc(e->rbytes);
+    if (c->precv && (!precv_buf[c->precv] || precv_bytes[c->precv] < e->rbytes)) {
+      precv_buf[c->precv] = xalloc(e->rbytes);
+      precv_bytes[c->precv] = e->rbytes;
+    }
+    e->recv = c->precv ? precv_buf[c->precv] : xalloc(e->rbytes);
     memset(e->recv, 0xa5, e->rbytes);
   }
   e->op = (ncclRedOp_t)c->op;
@@ -1740,7 +1820,10 @@ static void run_local(const step_t *s) {
 static void run_ef(const step_t *s) {
   int first = npend;
   ncclResult_t g = s->grouped ? ncclGroupStart() : ncclSuccess;
-  for (int i = 0; i < s->n; i++) issue_call(&s->c[i]);
+  for (int i = 0; i < s->n; i++) {
+    issue_call(&s->c[i]);
+    if (s->c[i].precv) check_point(tainted); /* before the next bucket writes the shared buffer */
+  }
   if (!s->grouped) return;
   snprintf(doing, sizeof doing, "in the outermost ncclGroupEnd (error-feedback model %d)", s->comm);
   g = combine(g, ncclGroupEnd());
@@ -1880,6 +1963,74 @@ static void optimizer_step(int pass) {
   }
 }
 
+/* The abort at the end (draw_abort): the laggard waits for the others,
+ * then aborts its own communicator, which never saw the last calls; every
+ * other rank's calls block on it until the watchdog aborts. */
+typedef struct {
+  ncclComm_t comm;
+  int (*waiting)(void);
+  ncclResult_t r;
+  int done;    /* the calls returned without blocking (a staging limit refused them): no abort here */
+  int aborted;
+} watch_t;
+
+static void *watchdog(void *arg) {
+  watch_t *w = arg;
+  while (w->waiting() == 0)
+    if (__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) return NULL;
+    else usleep(1000);
+  usleep(20000); /* blocked, as a watchdog's timeout finds it */
+  w->r = ncclCommAbort(w->comm);
+  w->aborted = 1;
+  return NULL;
+}
+
+static void run_abort(void) {
+  int k = P.abort_comm - 1, n = members(&P, k, me, NULL);
+  snprintf(where, sizeof where, "the end: c%d aborted by a watchdog (rank %d the laggard)", k, P.abort_lag);
+  if (me == P.abort_lag) {
+    MPI_Barrier(hm);
+    snprintf(doing, sizeof doing, "the laggard's ncclCommAbort of c%d", k);
+    ncclResult_t r = ncclCommAbort(nc[k]);
+    if (r != ncclSuccess) FAIL("the laggard's ncclCommAbort of c%d: %s", k, ncclGetErrorString(r));
+    nc[k] = NULL;
+    return;
+  }
+  watch_t w = {nc[k], (int (*)(void))dlsym(RTLD_DEFAULT, "hostnccl_waiting"), ncclSuccess, 0, 0};
+  if (!w.waiting) {
+    FAIL("the abort needs the host NCCL's hostnccl_waiting");
+    MPI_Barrier(hm);
+    return;
+  }
+  size_t cnt = P.abort_count, big = P.abort_kind == 2 ? cnt * (size_t)n : cnt;
+  float *x = xalloc(big * 4), *y = xalloc(cnt * 4), *a = xalloc(4096 * 4), *b = xalloc(4096 * 4);
+  for (size_t i = 0; i < big; i++) x[i] = (float)(i % 7);
+  for (size_t i = 0; i < 4096; i++) a[i] = b[i] = 1;
+  pthread_t th;
+  if (pthread_create(&th, NULL, watchdog, &w)) MPI_Abort(MPI_COMM_WORLD, 2);
+  cudaStream_t s = (cudaStream_t)1;
+  snprintf(doing, sizeof doing, "the last calls on c%d, blocked until the watchdog aborts", k);
+  ncclResult_t r;
+  if (P.abort_kind == 2) {
+    r = ncclReduceScatter(x, y, cnt, ncclFloat32, ncclSum, nc[k], s);
+  } else if (P.abort_kind == 1) {
+    r = ncclGroupStart();
+    ncclResult_t r1 = ncclAllReduce(a, a, 4096, ncclFloat32, ncclSum, nc[k], s);
+    ncclResult_t r2 = ncclAllReduce(b, b, 4096, ncclFloat32, ncclSum, nc[k], s);
+    ncclResult_t r3 = ncclAllReduce(x, x, cnt, ncclFloat32, ncclSum, nc[k], s);
+    r = combine(combine(combine(r, r1), combine(r2, r3)), ncclGroupEnd());
+  } else {
+    r = ncclAllReduce(x, x, cnt, ncclFloat32, ncclSum, nc[k], s);
+  }
+  __atomic_store_n(&w.done, 1, __ATOMIC_RELEASE);
+  pthread_join(th, NULL);
+  if (!w.aborted) w.r = ncclCommAbort(nc[k]); /* refused before anything was issued (a staging limit) */
+  if (r == ncclSuccess) FAIL("the last calls on c%d returned ncclSuccess though the laggard never joined", k);
+  if (w.r != ncclSuccess) FAIL("the watchdog's ncclCommAbort of c%d: %s", k, ncclGetErrorString(w.r));
+  nc[k] = NULL;
+  MPI_Barrier(hm);
+}
+
 static int run(double timeout) {
   int ws;
   MPI_Comm_rank(MPI_COMM_WORLD, &wr);
@@ -1934,7 +2085,9 @@ static int run(double timeout) {
   }
   snprintf(where, sizeof where, "the end");
   check_point(tainted);
-  for (int k = 0; k < P.ncomm; k++) ncclCommDestroy(nc[k]);
+  if (P.abort_comm) run_abort();
+  for (int k = 0; k < P.ncomm; k++)
+    if (nc[k]) ncclCommDestroy(nc[k]);
   for (int d = 0; d < P.nlocal && lc[0]; d++) ncclCommDestroy(lc[d]);
   alarm(0);
   printf("FUZZ DIGEST seed %llu half %d rank %d %016llx\n", (unsigned long long)P.seed, half, me,

@@ -745,6 +745,30 @@ static void case_abort(void) {
   free(out);
 }
 
+/* ------------------------------------------------------------------ ended */
+
+/* Calls naming a communicator after its destroy or abort returned: real NCCL
+ * would use freed memory; the host NCCL answers ncclInvalidUsage and reports
+ * each (HOSTNCCL-ENDED; 20-hostnccl.sh reads the report file: 4 lines per
+ * rank). Control: a new communicator works. */
+static void case_ended(void) {
+  float in[16], out[16];
+  for (int i = 0; i < 16; i++) in[i] = 1;
+  ncclComm_t x = t_comm(t_rank, NULL), y = t_comm(t_rank, NULL);
+  NCCL_OK(ncclCommDestroy(x));
+  NCCL_OK(ncclCommAbort(y));
+  int n = 0;
+  expect(ncclAllReduce(in, out, 16, ncclFloat32, ncclSum, x, NULL) == ncclInvalidUsage, "all-reduce on a destroyed communicator");
+  expect(ncclCommCount(y, &n) == ncclInvalidUsage, "ncclCommCount on an aborted communicator");
+  expect(ncclSend(in, 16, ncclFloat32, (t_rank + 1) % t_nranks, y, NULL) == ncclInvalidUsage, "send on an aborted communicator");
+  expect(ncclCommDestroy(x) == ncclInvalidUsage, "a second destroy");
+  ncclComm_t z = t_comm(t_rank, NULL);
+  NCCL_OK(ncclAllReduce(in, out, 16, ncclFloat32, ncclSum, z, NULL));
+  expect(all_eq(out, 16, (float)t_nranks), "a new communicator after the ended ones");
+  NCCL_OK(ncclCommDestroy(z));
+  report("calls on destroyed or aborted communicators answer ncclInvalidUsage, reported; new ones work");
+}
+
 /* --------------------------------------------------------------- mismatch */
 
 /* One mismatch per run (the host NCCL aborts the job on it: 20-hostnccl.sh
@@ -845,6 +869,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(c, "fabric")) case_fabric(argc > 2 ? argv[2] : NULL);
   else if (!strcmp(c, "bigcount")) case_bigcount();
   else if (!strcmp(c, "abort")) case_abort();
+  else if (!strcmp(c, "ended")) case_ended();
   else if (!strcmp(c, "mismatch")) case_mismatch(argc > 2 ? argv[2] : "");
   else {
     if (t_rank == 0) fprintf(stderr, "unknown case '%s'\n", c);

@@ -15,6 +15,19 @@
  *   shim_ef models N [ef] [twice]  two models on one communicator with
  *                         buckets of equal sizes, each bucket a buffer of
  *                         its own (cmd_models below).
+ *   shim_ef shared N [ef] two buckets X and Y of one size, each with a send
+ *                         buffer of its own, all-reduced out of place into
+ *                         one receive buffer, alternately, N passes; Y's
+ *                         inputs 1024 times X's: every call within its own
+ *                         bucket's bound B (in its own scale; a residual
+ *                         of the other bucket's shows as ~1000 B), each
+ *                         mean converges with ef (cmd_shared below).
+ *   shim_ef spike         a bucket whose fifth call holds one finite spike
+ *                         (1e6 on rank 0; block-scaled formats), error
+ *                         feedback on: every call's every element within
+ *                         the per-call bound that includes the carried
+ *                         residuals, and the running sum within the last
+ *                         residuals (cmd_spike below).
  *   shim_ef reset         passes [A, B] x 3, [A, C], [A, B] x 2 (C another
  *                         count at B's position): B's third result differs
  *                         from its first (residuals exist from a bucket's
@@ -48,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats.h"
 #include "tpcheck.h"
 /* SHIMTEST_DEVICE=1: the all-reduces on device buffers of the CUDA driver
  * double (its group wrappers are not used here) */
@@ -260,6 +274,152 @@ static int cmd_models(int N, int ef, int twice) {
   return fails != 0;
 }
 
+/* Two buckets, their own send buffers, one receive buffer (a script that
+ * reduces its gradients into one scratch buffer; the red team's case, where
+ * hier's middle stage keyed both buckets' residuals by that buffer alone). */
+static int cmd_shared(int N, int ef) {
+  const size_t n = 30000;
+  const float scale[2] = {1, 1024};
+  const int W = 6;
+  float *send[2], *recv = malloc(n * 4);
+  double *acc[2];
+  long calls = 0;
+  for (int b = 0; b < 2; b++) {
+    send[b] = malloc(n * 4);
+    acc[b] = calloc(n, sizeof *acc[b]);
+  }
+  double B = 2 * (nranks * hs(2 * 1.5) + hs(2 * 1.5 * nranks)), worst_call = 0, worst = 0;
+  NCCL_OK(ncclAllReduce(recv, recv, 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
+  for (int t = 0; t < N; t++) {
+    for (int b = 0; b < 2; b++) {
+      for (size_t i = 0; i < n; i++) send[b][i] = scale[b] * xvalb(b, rank, i);
+      NCCL_OK(ncclAllReduce(send[b], recv, n, ncclFloat32, ncclSum, comm, NULL));
+      EXPECT(identical(recv, n), "pass %d bucket %d: ranks hold different bits", t, b);
+      double wc = 0;
+      for (size_t i = 0; i < n; i++) {
+        double e = fabs(recv[i] - scale[b] * sum_xb(b, i)) / scale[b];
+        if (e > wc) wc = e;
+        if (t >= W) acc[b][i] += recv[i];
+      }
+      EXPECT(wc <= B, "%s: pass %d bucket %c: |result - its sum| = %g > B = %g (in its own scale): the other "
+             "bucket's residual", fmt, t, "XY"[b], wc, B);
+      if (wc > worst_call) worst_call = wc;
+    }
+    calls += t >= W;
+  }
+  for (int b = 0; b < 2 && ef; b++)
+    for (size_t i = 0; i < n; i++) {
+      double e = fabs(acc[b][i] - (double)calls * scale[b] * sum_xb(b, i)) / scale[b];
+      if (e > worst) worst = e;
+    }
+  if (ef) EXPECT(worst <= B, "%s: (calls - W) |mean - its sum| = %g > B = %g with error feedback", fmt, worst, B);
+  if (rank == 0) printf("shared %s %d: worst call %g, worst mean %g, B %g\n", fmt, N, worst_call, worst, B);
+  for (int b = 0; b < 2; b++) {
+    free(send[b]);
+    free(acc[b]);
+  }
+  free(recv);
+  return fails != 0;
+}
+
+/* One rounding's largest error at a block whose largest magnitude is A:
+ * the format's row (formats.h: a fraction of the block's largest). */
+static double one_rounding(double A) {
+#define ROW(ID, name, bits, blocked, dt, k, bound, zero, doc) if (!strcmp(fmt, name)) return (bound) * A;
+  NSC_FORMATS(ROW)
+#undef ROW
+  return INFINITY;
+}
+
+/* A finite spike under error feedback (the red team: int4 carried a spike's
+ * rounding into the next 4 calls, its whole block off by more than 1
+ * meanwhile). What a call with a carried residual promises
+ * (docs/collectives.md, "What a call promises with a carried residual"),
+ * checked element by element: with e(A) one rounding's bound at a block
+ * whose largest magnitude is A, each rank's input residual after call t is
+ * at most R_t = e(max over its block of |x_t| + R_t-1) (what it encodes is
+ * x + its carried residual), the owner's output residual at most
+ * O_t = e(max over the block of |sum x_t| + sum_r (R_t-1 + R_t) + O_t-1),
+ * and
+ *   |result_t - sum_r x_r,t| <= sum_r (R_r,t-1 + R_r,t) + O_t-1 + O_t
+ * (the sum's own fp32 rounding aside: the inputs here sum exactly). So a
+ * spike's rounding is carried, shrinking by e() a call; and the running sum
+ * is off by the last residuals only: |sum_t (result_t - sum_r x_r,t)| <=
+ * sum_r R_r,T + O_T. Blocks of 256 elements; M / n a multiple of 256, so
+ * blocks lie alike for every chunk and piece. */
+static float spike_x(int r, int t, size_t i) {
+  if (t == 4 && r == 0 && i == 300) return 1e6f;
+  return (float)((int)((i * 7 + (size_t)r * 3 + (size_t)t) % 9) - 4) * 0.25f;
+}
+
+static int cmd_spike(void) {
+  enum { M = 4096, BL = 256, NB = M / BL, T = 14 };
+  float *b = calloc(M, 4);
+  double *err_sum = calloc(M, sizeof *err_sum);
+  double R[64][NB] = {{0}}, O[NB] = {0}; /* bounds after the previous call, per rank and block */
+  double worst_ratio = 0;
+  NCCL_OK(ncclAllReduce(b, b, 1, ncclFloat32, ncclSum, comm, NULL)); /* the configuration check */
+  for (int t = 0; t < T; t++) {
+    for (size_t i = 0; i < M; i++) b[i] = spike_x(rank, t, i);
+    NCCL_OK(ncclAllReduce(b, b, M, ncclFloat32, ncclSum, comm, NULL));
+    EXPECT(identical(b, M), "call %d: ranks hold different bits", t);
+    double block_err[NB] = {0};
+    for (int k = 0; k < NB; k++) {
+      double Rn[64], carried = 0, fresh = 0, amax_sum = 0;
+      for (int r = 0; r < nranks; r++) {
+        double ax = 0;
+        for (size_t i = (size_t)k * BL; i < (size_t)(k + 1) * BL; i++) ax = fmax(ax, fabs(spike_x(r, t, i)));
+        Rn[r] = one_rounding(ax + R[r][k]);
+        carried += R[r][k];
+        fresh += Rn[r];
+      }
+      for (size_t i = (size_t)k * BL; i < (size_t)(k + 1) * BL; i++) {
+        double S = 0;
+        for (int r = 0; r < nranks; r++) S += spike_x(r, t, i);
+        amax_sum = fmax(amax_sum, fabs(S));
+      }
+      double On = one_rounding(amax_sum + carried + fresh + O[k]);
+      double bound = carried + fresh + O[k] + On;
+      double own = 0; /* the call's own roundings alone, nothing carried */
+      for (int r = 0; r < nranks; r++) {
+        double ax = 0;
+        for (size_t i = (size_t)k * BL; i < (size_t)(k + 1) * BL; i++) ax = fmax(ax, fabs(spike_x(r, t, i)));
+        own += one_rounding(ax);
+      }
+      own += one_rounding(amax_sum + own);
+      for (size_t i = (size_t)k * BL; i < (size_t)(k + 1) * BL; i++) {
+        double S = 0;
+        for (int r = 0; r < nranks; r++) S += spike_x(r, t, i);
+        double e = fabs((double)b[i] - S);
+        err_sum[i] += (double)b[i] - S;
+        block_err[k] = fmax(block_err[k], e);
+        if (bound > 0) worst_ratio = fmax(worst_ratio, e / bound);
+        EXPECT(e <= bound, "%s: call %d element %zu: |result - sum| = %g above the bound with carried residuals %g", fmt,
+               t, i, e, bound);
+      }
+      for (int r = 0; r < nranks; r++) R[r][k] = Rn[r];
+      O[k] = On;
+      /* the call after the spike carries its rounding: beyond its own (the
+       * check above could fail if residuals were dropped or mixed) */
+      if (t == 5 && k == 300 / BL)
+        EXPECT(block_err[k] > own, "%s: the call after the spike is within its own roundings' bound %g (%g): nothing "
+               "carried", fmt, own, block_err[k]);
+    }
+    if (rank == 0 && t >= 3 && t <= 9) printf("spike %s call %d: the spike's block off by at most %g\n", fmt, t, block_err[300 / BL]);
+  }
+  for (int k = 0; k < NB; k++) { /* the running sum: off by the last residuals only */
+    double last = O[k];
+    for (int r = 0; r < nranks; r++) last += R[r][k];
+    for (size_t i = (size_t)k * BL; i < (size_t)(k + 1) * BL; i++)
+      EXPECT(fabs(err_sum[i]) <= last, "%s: element %zu: the %d calls' results sum %g off, above the last residuals' bound %g",
+             fmt, i, T, fabs(err_sum[i]), last);
+  }
+  if (rank == 0) printf("spike %s: every element within its bound (at most %.3f of it)\n", fmt, worst_ratio);
+  free(b);
+  free(err_sum);
+  return fails != 0;
+}
+
 static int has(int argc, char **argv, const char *w) {
   for (int i = 3; i < argc; i++)
     if (!strcmp(argv[i], w)) return 1;
@@ -271,6 +431,8 @@ static int run(const char *cmd, int argc, char **argv) {
   if (!strcmp(cmd, "reset")) return cmd_reset();
   if (!strcmp(cmd, "models"))
     return cmd_models(argc > 2 ? atoi(argv[2]) : 30, has(argc, argv, "ef"), has(argc, argv, "twice"));
+  if (!strcmp(cmd, "spike")) return cmd_spike();
+  if (!strcmp(cmd, "shared")) return cmd_shared(argc > 2 ? atoi(argv[2]) : 30, has(argc, argv, "ef"));
   if (!strcmp(cmd, "fresh"))
     return cmd_fresh(argc > 2 ? atoi(argv[2]) : 64, has(argc, argv, "ef"), has(argc, argv, "equal"), has(argc, argv, "group"));
   fprintf(stderr, "unknown command %s\n", cmd);

@@ -7,13 +7,21 @@
  * grouped two-phase calls, staging settles) may wait for one communicator's
  * peers before the others' work is issued.
  *
- *   shim_onethread [--host] [NDEV]   no MPI: ncclCommInitAll of NDEV ranks (default 2)
- *   mpirun -np P shim_onethread [--host] L
+ *   shim_onethread [--host] [--stream S] [NDEV]   no MPI: ncclCommInitAll of NDEV ranks (default 2)
+ *   mpirun -np P shim_onethread [--host] [--stream S] L
  *                                    each process drives L ranks of one P*L-rank
  *                                    clique (rank = world rank * L + i; made by L
  *                                    threads that only initialise, as NCCL allows;
  *                                    the socket transport), so P emulated nodes
  *                                    of L ranks run hier
+ *
+ * Streams (--stream): "created" (default: a non-blocking stream per device),
+ * "legacy" (handle 0, the current context's legacy default stream) or "ptd"
+ * (CU_STREAM_PER_THREAD, 0x2: this thread's per-thread default stream of the
+ * current context); the current context is the device's before each call,
+ * as cudaSetDevice would make it. Handles 0 and 0x2 name a stream only
+ * relative to the thread and context they are used from: the shim's work
+ * after a group end runs on threads of its own, one per device.
  *
  * Buffers: device memory of the CUDA driver test double (a device per rank of
  * the process, CUDADRV_DEVICES >= L; libcuda.so.1 is dlopen'ed, found by this
@@ -59,6 +67,7 @@ static const size_t count[M] = {1 << 12, 1 << 12, 1 << 18, 1 << 18}; /* RS: per 
 static float val(int rank, int m, int step, size_t i) { return (float)((int)((rank * 7 + m * 3 + step + i) % 13) - 6) * 0.25f; }
 
 static int host; /* --host: buffers in host memory */
+static const char *stream_kind = "created"; /* --stream */
 static CUcontext ctx[MAXDEV];
 static struct {
   CUresult (*Init)(unsigned);
@@ -132,6 +141,9 @@ static void *init_one(void *p) { /* a thread that only makes its communicator */
 int main(int argc, char **argv) {
   int a = 1;
   if (a < argc && !strcmp(argv[a], "--host")) host = 1, a++;
+  if (a + 1 < argc && !strcmp(argv[a], "--stream")) stream_kind = argv[a + 1], a += 2;
+  int legacy = !strcmp(stream_kind, "legacy"), ptd = !strcmp(stream_kind, "ptd");
+  if (!legacy && !ptd && strcmp(stream_kind, "created")) return 2;
   int nloc = a < argc ? atoi(argv[a]) : 2, failures = 0;
   if (nloc < 1 || nloc > MAXDEV) return 2;
   int mpi = getenv("OMPI_COMM_WORLD_SIZE") != NULL, wrank = 0, wsize = 1;
@@ -152,7 +164,10 @@ int main(int argc, char **argv) {
     if (!host) {
       DRV(cu.DevicePrimaryCtxRetain(&ctx[d], d));
       use(d);
-      DRV(cu.StreamCreate(&s[d], CU_STREAM_NON_BLOCKING));
+      if (legacy || ptd) s[d] = ptd ? CU_STREAM_PER_THREAD : NULL;
+      else DRV(cu.StreamCreate(&s[d], CU_STREAM_NON_BLOCKING));
+    } else if (ptd) {
+      s[d] = CU_STREAM_PER_THREAD; /* a handle only: host memory never names a stream */
     }
     for (int m = 0; m <= M; m++) buf[d][m] = alloc((m == M ? count[RS] / (size_t)nranks : count[m]) * 4);
   }
@@ -216,9 +231,9 @@ int main(int argc, char **argv) {
     MPI_Finalize();
   }
   if (wrank == 0)
-    printf("%s - one thread per process drives %d rank%s of %d (%s, %s memory), %d groups of %d calls per "
-           "communicator: no hang, every sum exact\n",
+    printf("%s - one thread per process drives %d rank%s of %d (%s, %s memory, %s streams), %d groups of %d calls "
+           "per communicator: no hang, every sum exact\n",
            failures ? "not ok" : "ok", nloc, nloc > 1 ? "s" : "", nranks, mpi ? "threads init" : "ncclCommInitAll",
-           host ? "host" : "device", STEPS, M);
+           host ? "host" : "device", stream_kind, STEPS, M);
   return failures != 0;
 }

@@ -58,6 +58,14 @@ api 3 -x HOSTNCCL_FAIL_CALL=3 "$API" failcall
 api 2 -x HOSTNCCL_FAIL_GROUP_END=2 "$API" failgroup
 api 2 "$API" abort
 api 3 "$API" mismatch premul
+# A call on a destroyed or aborted communicator: ncclInvalidUsage and one
+# HOSTNCCL-ENDED line each (4 per rank), kept apart from the reports that
+# fail a test; no line without such calls (the abort case above).
+f="$TMPD/expected-ended.log"
+HOSTNCCL_REPORT_FILE=$f timeout "${TEST_TIMEOUT:-180}" mpirun -np 2 -x LD_LIBRARY_PATH="$HOSTNCCL_DIR" "$API" ended >"$f.out" 2>&1
+rc=$? n=$(grep -c 'HOSTNCCL-ENDED: .* on communicator 0x[0-9a-f]* after ncclCommDestroy or ncclCommAbort' "$f" 2>/dev/null)
+[ $rc -eq 0 ] && [ "$n" = 8 ] && ok "calls on ended communicators: ncclInvalidUsage, each reported (8 HOSTNCCL-ENDED lines on 2 ranks)" \
+  || { not_ok "calls on ended communicators: exit $rc, $n HOSTNCCL-ENDED lines (8 expected)"; tail -5 "$f.out" | sed 's/^/#   /'; }
 # Mismatched collectives: real NCCL hangs or mixes data, so the host NCCL
 # aborts the job with a HOSTNCCL-MISMATCH line naming both calls.
 while read -r -u 3 np what a b; do

@@ -77,6 +77,32 @@ check_grep "rank 0's summary confirms error feedback locked onto the 4 buckets (
 check "bf16, 2 ranks, stochastic rounding and 4 KiB pieces, two models: every call within its bound, each converges" \
   with NCCLSHIM_COMPRESS=bf16 NCCLSHIM_ERROR_FEEDBACK=1 NCCLSHIM_ROUNDING=stochastic NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 mpirun_shim 2 "$P" models 30 ef
 
+# 2c. Two buckets with their own send buffers all-reduced out of place into
+# one receive buffer, alternately (Y's inputs 1024 x X's): each call within
+# its own bucket's bound, under hier (2 emulated nodes x 2) and flat two-phase.
+# Before the fix hier keyed both buckets' residuals by the receive buffer's
+# shard: Y 79x its bound (int4), 73x (int8).
+for w in int4 int8 fp16s; do
+  check "$w, hier on 2 nodes x 2, error feedback, two buckets sharing one receive buffer: every call within its own bucket's bound, each converges" \
+    mpirun_nodes --shim 2 2 -x NCCLSHIM_COMPRESS=$w -x NCCLSHIM_ALGO=hier -x NCCLSHIM_ERROR_FEEDBACK=1 -- "$P" shared 20 ef
+done
+check "int4, flat two-phase, 3 ranks, error feedback, two buckets sharing one receive buffer: the same" \
+  with NCCLSHIM_COMPRESS=int4 NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim 3 "$P" shared 20 ef
+
+# 2d. A finite spike (1e6 in one call, rank 0): what a call with a carried
+# residual promises (docs/collectives.md, "What a call promises with a
+# carried residual"), element by element, 2 and 4 ranks; the call after the
+# spike carries its rounding; the running sum is off by the last residuals
+# only. Without feedback the same program fails (nothing carried, the sum drifts).
+for w in $FORMATS_BLOCKED; do
+  for n in 2 4; do
+    check "$w, $n ranks, error feedback, a spike of 1e6: every call within the bound with carried residuals, the running sum within the last residuals" \
+      with NCCLSHIM_COMPRESS=$w NCCLSHIM_ERROR_FEEDBACK=1 mpirun_shim $n "$P" spike
+  done
+done
+check_fails "int4, 2 ranks, no error feedback, the same spike: the carried-residual checks fail (they can tell)" \
+  with NCCLSHIM_COMPRESS=int4 mpirun_shim 2 "$P" spike
+
 # 3. FSDP2's pattern: a fresh buffer for every call, three buckets of one
 # count and a unique one; each bucket converges to its own sum (a bucket fed
 # another's residual does not: shown by a pass of only equal calls, the
