@@ -573,7 +573,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
     plan.nsteps = 1;
     plan.step[0] = (nsc_step){.kind = NSC_STEP_ALLGATHER, .on = NSC_ON_ALL, .count = plan.count};
     plan.launches = 1;
-    plan.why = "an all-gather: forwarded";
+    plan.why = NSC_WHY_NONE; /* an all-gather: forwarded (out->why below) */
   } else { /* the shim's own decision (plan.h) for one fp32 Sum call outside a group */
     nsc_call k = {.count = rs ? count * (size_t)n : count, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1,
                   .rs = rs, .arg = count};
@@ -649,7 +649,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   out->staging = (double)nsc_plan_staging(&plan, &cfg, &w.topo[0], nsc_plan_round);
   out->grows = cfg.staging_bytes > 0 && out->staging > (double)cfg.staging_bytes;
   out->plan_alg = nsc_plan_alg_name(plan.alg);
-  out->why = plan.why;
+  out->why = plan.why == NSC_WHY_NONE ? "an all-gather: forwarded" : nsc_why_text(plan.why);
   out->nsteps = plan.nsteps;
   out->c = w.c;
   out->gpu_tree = w.gpu_tree;

@@ -56,7 +56,7 @@ typedef struct nsc_comm {
   int untouched;           /* some rank cannot run the kernels: forward every call */
   int host_rule;           /* agreed at the check: some rank's first call had host buffers (plan/cost.h's host
                             * rule: the codec's time counts when plans weigh pieces against launches) */
-  char mismatch_msg[256];
+  char mismatch_msg[480];
   nsc_topo topo;           /* its nodes, agreed at the check (topo/topo.h) */
   int hier_on;             /* NCCLSHIM_ALGO=hier adopted (algo/hier.h): its all-reduces run in three stages */
   ncclComm_t hier_intra, hier_cross; /* ... its sub-communicators: this node's ranks, one rank per node */

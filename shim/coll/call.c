@@ -37,8 +37,10 @@
 #include "staging.h"
 #include "coll.h"
 
+/* A communicator's call before its settings check (in its first group, or
+ * captured): forwarded, alike on every rank. */
 static ncclResult_t forward(nsc_comm *c, const nsc_call *k) {
-  return nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, NSC_ACT_PASS);
+  return nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, NSC_WHY_BEFORE_CHECK);
 }
 
 /* A communicator first seen inside a group is checked right after that group;
@@ -133,7 +135,8 @@ ncclResult_t nsc_collective(nsc_call *k) {
   /* 4. (untouched: agreed by every rank in the check) */
   if (c->untouched || !nsc_policy_may_transform(cfg, k)) {
     if (!c->untouched && !k->rs && cfg->accum_steps > 1) (void)nsc_accum_feed(c, k, k->send, k->recv, 0, &agree);
-    r = nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, NSC_ACT_PASS);
+    r = nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream,
+                    c->untouched ? NSC_WHY_KERNELS : nsc_policy_why(cfg, k));
     goto out;
   }
   /* 5. (only calls that may be transformed pay for the memory-kind and

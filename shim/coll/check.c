@@ -19,7 +19,14 @@
  * all-ones buffer (status -1: every rank fails this call with
  * ncclSystemError and checks again at the next). Every rank sees the same
  * maxima and minima, so all fail the same call, naming the same setting.
- * NCCLSHIM_DISABLE cannot be checked this way: a disabled rank issues nothing.
+ * When a setting differs, one more exchange (issued by every rank alike: all
+ * saw the same maxima) carries every rank's value of it as text, so that the
+ * message names each value and the ranks that hold it, not only this rank's.
+ * A rank without the shim (not preloaded, or NCCLSHIM_DISABLE=1: it issues
+ * nothing of the shim's) pairs its own first collective with the check on
+ * real NCCL, which hangs or mixes data; where NCCL completes such a pair, two
+ * constant slots (MAGIC, -MAGIC) come back wrong and every rank with the shim
+ * fails the call, naming that cause rather than a setting.
  *
  * Must not: depend on anything but the configuration and the call sequence
  * to decide whether the exchange is issued. */
@@ -99,7 +106,78 @@ static void hier_agree(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
              nsc_fmt_name(nsc_tp_fmt(&nsc_g.cfg)));
 }
 
-enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, SLOT_HOSTMEM, NSLOTS };
+enum { SLOT_FUSE = 2 * NSC_CFG_COUNT, SLOT_STATUS, SLOT_KERNELS, SLOT_HOSTMEM, SLOT_MAGIC, SLOT_NOT_MAGIC, NSLOTS };
+/* Every rank with the shim puts MAGIC and -MAGIC in the last two slots: any
+ * other answer means the exchange was paired with something else, a rank
+ * that runs without the shim (no LD_PRELOAD there, or NCCLSHIM_DISABLE=1)
+ * whose own collective NCCL happened to complete against it. */
+#define MAGIC ((int64_t)0x2e434e4353484d31ll) /* ".CNCSHM1" */
+
+/* One more exchange after a setting differs (every rank is here alike, at the
+ * same row): each rank's value of row i as text, VAL_SLOTS int64s of it per
+ * rank (INT64_MIN elsewhere), so every rank names every rank's value. */
+enum { VAL_SLOTS = 3 };
+#define VAL_CHARS (VAL_SLOTS * 8)
+
+/* "0-62", "63", "1,3,5" into buf: the ranks whose value is that of rank r0. */
+static void rank_list(const int64_t *v, int n, int r0, char *buf, size_t len) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int r = 0; r < n && k + 24 < len; r++) {
+    if (memcmp(v + (size_t)r * VAL_SLOTS, v + (size_t)r0 * VAL_SLOTS, VAL_CHARS)) continue;
+    int e = r;
+    while (e + 1 < n && !memcmp(v + (size_t)(e + 1) * VAL_SLOTS, v + (size_t)r0 * VAL_SLOTS, VAL_CHARS)) e++;
+    k += (size_t)snprintf(buf + k, len - k, k ? ",%d" : "%d", r);
+    if (e > r) k += (size_t)snprintf(buf + k, len - k, e > r + 1 ? "-%d" : ",%d", e);
+    r = e;
+  }
+}
+
+/* The message for setting i that differs: its value on every rank, grouped.
+ * Falls back to this rank's own value when the exchange fails. */
+static void name_ranks(nsc_comm *c, const nsc_backend *be, nsc_stream s, int i) {
+  const nsc_config_row *row = nsc_config_row_at(i);
+  char mine[VAL_CHARS + 1] = "";
+  nsc_config_value_str(&nsc_g.cfg, i, mine, sizeof mine);
+  int n = c->nranks;
+  int64_t *v = malloc((size_t)n * VAL_SLOTS * sizeof *v);
+  ncclResult_t r = ncclSystemError;
+  if (v) {
+    for (size_t k = 0; k < (size_t)n * VAL_SLOTS; k++) v[k] = INT64_MIN;
+    memset(v + (size_t)c->rank * VAL_SLOTS, 0, VAL_CHARS);
+    memcpy(v + (size_t)c->rank * VAL_SLOTS, mine, strlen(mine));
+    r = nsc_exchange_max(c, be, s, v, n * VAL_SLOTS);
+  } else {
+    r = nsc_exchange_poisoned(c, be, s, n * VAL_SLOTS); /* its peers issue it: so does this rank */
+  }
+  if (nsc_exchange_confirm(c, be, s, r) != ncclSuccess || !v) {
+    snprintf(c->mismatch_msg, sizeof c->mismatch_msg,
+             "%s differs between the ranks of communicator %p (this rank, %d: '%s'); set it alike on every rank",
+             row->env, (void *)c->comm, c->rank, mine);
+    free(v);
+    return;
+  }
+  size_t k = (size_t)snprintf(c->mismatch_msg, sizeof c->mismatch_msg, "%s differs between the ranks of communicator %p:",
+                              row->env, (void *)c->comm);
+  int groups = 0;
+  for (int q = 0; q < n && k < sizeof c->mismatch_msg; q++) {
+    int first = 1;
+    for (int p = 0; p < q && first; p++) first = memcmp(v + (size_t)p * VAL_SLOTS, v + (size_t)q * VAL_SLOTS, VAL_CHARS) != 0;
+    if (!first) continue;
+    char val[VAL_CHARS + 1] = "", ranks[96];
+    memcpy(val, v + (size_t)q * VAL_SLOTS, VAL_CHARS);
+    rank_list(v, n, q, ranks, sizeof ranks);
+    if (++groups > 4) {
+      k += (size_t)snprintf(c->mismatch_msg + k, sizeof c->mismatch_msg - k, ", ...");
+      break;
+    }
+    k += (size_t)snprintf(c->mismatch_msg + k, sizeof c->mismatch_msg - k, "%s '%s' on rank%s %s", groups > 1 ? "," : "",
+                          val, strpbrk(ranks, ",-") ? "s" : "", ranks);
+  }
+  if (k < sizeof c->mismatch_msg)
+    snprintf(c->mismatch_msg + k, sizeof c->mismatch_msg - k, " (this rank: %d); set it alike on every rank", c->rank);
+  free(v);
+}
 enum { ST_OK = -2, ST_POISON = -1, ST_BAD_SETTING = 1 }; /* all-ones bytes read as -1 */
 
 /* The check proper, on vals of nslots (NSLOTS, then one node key per rank)
@@ -114,6 +192,8 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
   vals[SLOT_KERNELS] = usable ? 0 : 1; /* a rank that cannot run the kernels: all forward untouched */
   vals[SLOT_STATUS] = nsc_g.bad_setting ? ST_BAD_SETTING : ST_OK;
   vals[SLOT_HOSTMEM] = be == &nsc_backend_host; /* any rank's: the host rule (plan/cost.h) */
+  vals[SLOT_MAGIC] = MAGIC;
+  vals[SLOT_NOT_MAGIC] = -MAGIC;
   if (!nsc_pending_reserve(c) && vals[SLOT_STATUS] == ST_OK) {
     nsc_warn("configuration check on communicator %p: no host memory on rank %d for its list of parked work",
              (void *)c->comm, c->rank);
@@ -122,6 +202,10 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
   ncclResult_t res = nsc_exchange_max(c, be, s, vals, nslots);
   /* Every rank learns whether every rank has the answer. */
   ncclResult_t cr = nsc_exchange_confirm(c, be, s, res);
+  /* Paired with a collective of a rank without the shim: nothing in the
+   * answer means anything (the confirmation neither). */
+  int paired = res == ncclSuccess && (vals[SLOT_MAGIC] != MAGIC || vals[SLOT_NOT_MAGIC] != -MAGIC);
+  if (paired) res = ncclInvalidUsage;
   if (res == ncclSuccess && cr != ncclSuccess) {
     nsc_warn("configuration check on communicator %p: a rank could not read its answer (it said why); this call "
              "fails on every rank and the next one checks again", (void *)c->comm);
@@ -140,6 +224,17 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
       nsc_warn("compression stopped on communicator %p: %s its %zu bytes of staging (%s); every call on it is "
                "forwarded in fp32, on every rank", (void *)c->comm, got ? "a rank could not allocate" :
                "this rank could not allocate", stage0, got ? "that rank said why" : nsc_backend_error());
+  }
+  if (paired) {
+    snprintf(c->mismatch_msg, sizeof c->mismatch_msg,
+             "the settings check of communicator %p was paired with another collective: a rank runs without the "
+             "shim (not preloaded there, or NCCLSHIM_DISABLE=1 on some ranks only); preload it the same way on "
+             "every rank", (void *)c->comm);
+    c->checked = -1;
+    nsc_warn("%s", c->mismatch_msg);
+    nsc_note_error(c->mismatch_msg);
+    nsc_log_comm_failed(&c->log, c->mismatch_msg);
+    return ncclInvalidUsage;
   }
   if (res != ncclSuccess) return res; /* passed up unchanged; the next call checks again */
   if (nsc_topo_build(&c->topo, vals + NSLOTS, c->nranks, c->rank, *node) == 0) {
@@ -172,12 +267,7 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
   }
   for (int i = 0; i < NSC_CFG_COUNT; i++) {
     if (vals[i] == -vals[NSC_CFG_COUNT + i]) continue;
-    const nsc_config_row *row = nsc_config_row_at(i);
-    char v[96];
-    nsc_config_value_str(&nsc_g.cfg, i, v, sizeof v);
-    snprintf(c->mismatch_msg, sizeof c->mismatch_msg,
-             "%s differs between the ranks of communicator %p (this rank, %d: '%s'); set it alike on every rank",
-             row->env, (void *)c->comm, c->rank, v);
+    name_ranks(c, be, s, i); /* every rank names every rank's value (one more exchange, issued alike) */
     c->checked = -1;
     nsc_warn("%s", c->mismatch_msg);
     nsc_note_error(c->mismatch_msg);

@@ -41,21 +41,22 @@
 #include "staging.h"
 
 ncclResult_t nsc_forward(nsc_comm *c, int rs, const void *send, void *recv, size_t count, ncclDataType_t dt,
-                         ncclRedOp_t op, cudaStream_t s, int action) {
+                         ncclRedOp_t op, cudaStream_t s, nsc_why why) {
   /* a reduce-scatter's record and counters: its whole buffer (count per rank) */
   size_t whole = rs ? count * (size_t)(c->nranks > 0 ? c->nranks : 1) : count;
   if (!nsc_log_on()) {
-    nsc_count_call(action, whole * nsc_dtype_size(dt), whole * nsc_dtype_size(dt), 1);
+    nsc_count_call(NSC_ACT_PASS, whole * nsc_dtype_size(dt), whole * nsc_dtype_size(dt), 1);
     return rs ? NSC_ISSUE(c, ReduceScatter(send, recv, count, dt, op, c->comm, s))
               : NSC_ISSUE(c, AllReduce(send, recv, count, dt, op, c->comm, s));
   }
   nsc_rec rec;
   /* Timed on the buffer's own backend: CUDA events on the caller's stream. */
-  nsc_rec_start(&rec, rs ? NSC_KIND_REDUCESCATTER : NSC_KIND_ALLREDUCE, c->seq, action, whole, dt, dt, op,
+  nsc_rec_start(&rec, rs ? NSC_KIND_REDUCESCATTER : NSC_KIND_ALLREDUCE, c->seq, NSC_ACT_PASS, whole, dt, dt, op,
                 nsc_backend_for(recv), (nsc_stream)s, nsc_group_depth() > 0);
+  rec.why = (int)why;
   ncclResult_t r = rs ? NSC_ISSUE(c, ReduceScatter(send, recv, count, dt, op, c->comm, s))
                       : NSC_ISSUE(c, AllReduce(send, recv, count, dt, op, c->comm, s));
-  nsc_count_call(action, rec.logical_bytes, rec.wire_bytes, 1);
+  nsc_count_call(NSC_ACT_PASS, rec.logical_bytes, rec.wire_bytes, 1);
   nsc_log_mark(&rec, NSC_MARK_END);
   rec.result = r;
   nsc_log_commit(&c->log, &rec);
@@ -200,7 +201,7 @@ static ncclResult_t walk_hier(nsc_comm *c, const nsc_backend *be, const nsc_plan
     ncclResult_t lim = nsc_staging_refused(c, need, what);
     if (lim != ncclSuccess) return lim; /* nothing issued anywhere */
     if (!nsc_staging_room(c, be, (nsc_stream)s, need))
-      return nsc_forward(c, p->rs, send, recv, p->count, ncclFloat32, op, s, NSC_ACT_PASS);
+      return nsc_forward(c, p->rs, send, recv, p->count, ncclFloat32, op, s, NSC_WHY_STAGING);
   }
   walk w = {c, be, p, send, recv, NULL, op, s, seq, 0};
   if (p->tmp_elems) {
@@ -263,7 +264,7 @@ static ncclResult_t walk_hier(nsc_comm *c, const nsc_backend *be, const nsc_plan
 
 static ncclResult_t run_plain(nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p) {
   (void)be, (void)p;
-  return nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, NSC_ACT_PASS);
+  return nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, p->why);
 }
 
 /* Accumulation: what the collective returns if every rank held this rank's

@@ -48,10 +48,11 @@ ncclResult_t nsc_exec_defer(struct nsc_comm *c, const nsc_backend *be, const nsc
 /* After the real group end: a grouped call's plan, queued by nsc_exec. */
 ncclResult_t nsc_exec_deferred(nsc_work *w);
 /* A call forwarded untouched (an all-reduce, or with rs a reduce-scatter of
- * count per rank), logged and counted as `action` (a reduce-scatter's
- * record counts its whole buffer). */
+ * count per rank), logged and counted as passed through, for reason `why`
+ * (policy.h; the summary's "left untouched" line; a reduce-scatter's record
+ * counts its whole buffer). */
 ncclResult_t nsc_forward(struct nsc_comm *c, int rs, const void *send, void *recv, size_t count, ncclDataType_t dt,
-                         ncclRedOp_t op, cudaStream_t s, int action);
+                         ncclRedOp_t op, cudaStream_t s, nsc_why why);
 
 /* fuse.c: at the outermost group end, before the real one: pack the queued
  * FUSE members into wire buffers and issue their collectives; the list comes

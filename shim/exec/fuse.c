@@ -40,11 +40,10 @@ static int same_key(const nsc_work *a, const nsc_work *b) {
   return a->c == b->c && a->op == b->op && a->be == b->be;
 }
 
-static void forward_members(nsc_work *m, ncclResult_t *r) {
+static void forward_members(nsc_work *m, ncclResult_t *r, nsc_why why) {
   nsc_group_enter(); /* still inside the real group: the log must not time these */
   for (; m; m = m->bnext) {
-    ncclResult_t rr = nsc_forward(m->c, 0, m->src, m->dst, m->count, ncclFloat32, m->op, (cudaStream_t)m->stream,
-                                  NSC_ACT_PASS);
+    ncclResult_t rr = nsc_forward(m->c, 0, m->src, m->dst, m->count, ncclFloat32, m->op, (cudaStream_t)m->stream, why);
     if (*r == ncclSuccess && !NSC_OK(rr)) *r = rr;
   }
   nsc_group_leave();
@@ -57,7 +56,7 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
   const nsc_backend *be = m0->be;
   ncclResult_t r = ncclSuccess;
   if (T * 4 < (size_t)nsc_g.cfg.min_bytes) {
-    forward_members(m0, &r);
+    forward_members(m0, &r, NSC_WHY_MIN_BYTES); /* the bucket's total */
     return r;
   }
   nsc_work *w = nsc_castback_new(c);
@@ -71,7 +70,7 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
     free(segs);
     free(joins);
     if (w) nsc_work_drop(w);
-    forward_members(m0, &r);
+    forward_members(m0, &r, NSC_WHY_STAGING);
     return r;
   }
   int bad = rc > 0 || !w || !segs || !joins, nj = 0;

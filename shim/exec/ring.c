@@ -211,7 +211,7 @@ ncclResult_t nsc_ring(nsc_comm *c, const nsc_backend *be, const nsc_call *k, con
   void *stage = NULL;
   switch (nsc_get_staging(c, be, (nsc_stream)s, count * 2, "an all-reduce", &stage)) {
   case NSC_STAGE_REFUSED: return ncclInvalidUsage;
-  case NSC_STAGE_PLAIN: return nsc_forward(c, 0, send, recv, count, ncclFloat32, op, s, NSC_ACT_PASS);
+  case NSC_STAGE_PLAIN: return nsc_forward(c, 0, send, recv, count, ncclFloat32, op, s, NSC_WHY_STAGING);
   case NSC_STAGE_POISON: return poisoned(c, be, p, recv, count, op, s, in_group);
   default: break;
   }

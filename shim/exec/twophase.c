@@ -236,7 +236,7 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const nsc_tp
   case NSC_STAGE_PLAIN: /* no room in the agreed block: fp32 on every rank, nothing of this call's to feed back */
     if (ef) ef->have = 0;
     nsc_ef_used(ef, st);
-    return nsc_forward(c, rs, send, recv, count, ncclFloat32, op, s, NSC_ACT_PASS);
+    return nsc_forward(c, rs, send, recv, count, ncclFloat32, op, s, NSC_WHY_STAGING);
   case NSC_STAGE_POISON: return poisoned(c, be, &p, recv, 4 * count, rs, s);
   default: break;
   }

@@ -517,6 +517,7 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
   nsc_log_totals *t = &l->by_action[(unsigned)r->action < NSC_ACT_COUNT ? r->action : NSC_ACT_PASS];
   t->calls += r->action == NSC_ACT_FUSE ? (uint64_t)r->nmembers : 1;
   t->records++;
+  if (r->action == NSC_ACT_PASS) l->why[(unsigned)r->why < NSC_WHY_COUNT ? r->why : NSC_WHY_NONE]++;
   t->logical_bytes += r->logical_bytes;
   t->wire_bytes += r->wire_bytes;
   if (!l->first_ns || r->host_ns < l->first_ns) {

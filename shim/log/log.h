@@ -51,6 +51,7 @@ typedef struct nsc_rec {
   int root;                /* observed calls: the root or peer, -1 none */
   int nmembers;            /* fused: members in this collective */
   int untimed;             /* NSC_UNTIMED_*: counted, not timed */
+  int why;                 /* passed through: why (policy.h's nsc_why); 0 otherwise */
   size_t count;
   uint64_t logical_bytes, wire_bytes;
   uint64_t wall_ns;        /* CLOCK_REALTIME at the call (monotonic + offset, see log.c) */
@@ -98,6 +99,7 @@ typedef struct nsc_comm_log {
   uint64_t first_ns, end_ns;  /* CLOCK_MONOTONIC: first call, latest known end of work */
   uint64_t first_wall_ns;
   nsc_log_totals by_action[NSC_ACT_COUNT];
+  uint64_t why[NSC_WHY_COUNT]; /* all-reduces and reduce-scatters passed through, by reason (policy.h) */
   uint64_t accum_synced, accum_skipped;
   uint64_t dropped;        /* records folded into totals without detail */
   uint64_t untimed;        /* records that were counted but never timed */

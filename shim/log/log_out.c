@@ -405,6 +405,26 @@ void nsc_log_json_step_body(FILE *f, const nsc_diag_step *s, long long k) {
           nsc_diag_src_name(s->src), s->gpu ? "gpu" : "host", s->untimed, s->captured);
 }
 
+/* Why the calls passed through were left to NCCL (policy.h's reasons, most
+ * first): "COMPRESS=int8, 0 compressed" never goes unexplained. */
+static void untouched_line(FILE *f, const nsc_comm_log *l, const char *pre) {
+  uint64_t n = 0;
+  for (int w = 0; w < NSC_WHY_COUNT; w++) n += l->why[w];
+  if (!n) return;
+  fprintf(f, "%s# left untouched: %" PRIu64 " call(s):", pre, n);
+  uint64_t done[NSC_WHY_COUNT] = {0};
+  for (int k = 0, sep = 0; k < NSC_WHY_COUNT; k++) {
+    int best = -1;
+    for (int w = 0; w < NSC_WHY_COUNT; w++)
+      if (l->why[w] && !done[w] && (best < 0 || l->why[w] > l->why[best])) best = w;
+    if (best < 0) break;
+    done[best] = 1;
+    fprintf(f, "%s %" PRIu64 " %s", sep++ ? ";" : "", l->why[best],
+            best == NSC_WHY_NONE ? "for no recorded reason" : nsc_why_text((nsc_why)best));
+  }
+  fputc('\n', f);
+}
+
 static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
   nsc_log_totals all;
   memset(&all, 0, sizeof all);
@@ -453,6 +473,7 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
           pre, span > 0 ? 100.0 * (double)all.time_ns / span : 0.0, span / 1e9, l->nrec,
           nsc_log_detail() ? (size_t)(l->nrec - l->dropped) : (size_t)0, l->dropped, l->untimed, l->unknown,
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
+  untouched_line(f, l, pre);
   if (l->accum_state[0]) fprintf(f, "%s# accumulation: %s\n", pre, l->accum_state);
   uint64_t efc = __atomic_load_n(&l->ef_calls, __ATOMIC_RELAXED);
   if (efc)
@@ -541,10 +562,12 @@ static void json_call(FILE *f, const nsc_log_who *l, const nsc_rec *r) {
   fprintf(f,
           ",\"seq\":%" PRIu64 ",\"call\":%" PRIu64 ",\"op\":\"%s\",\"dtype\":\"%s\",\"wire_dtype\":\"%s\",\"count\":%zu"
           ",\"logical_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64 ",\"action\":\"%s\",\"members\":%d"
-          ",\"coll\":\"%s\",\"algo\":\"%s\",\"stream\":\"%#" PRIxPTR "\",\"wall_start_us\":",
+          ",\"coll\":\"%s\",\"algo\":\"%s\",\"stream\":\"%#" PRIxPTR "\"",
           r->lseq, r->seq, nsc_op_name((ncclRedOp_t)r->op), nsc_dtype_name((ncclDataType_t)r->dtype),
           nsc_dtype_name((ncclDataType_t)r->wire_dtype), r->count, r->logical_bytes, r->wire_bytes,
           action_label(r->action), r->nmembers, nsc_log_coll(r), nsc_log_algo(r), (uintptr_t)r->stream);
+  if (r->action == NSC_ACT_PASS) fprintf(f, ",\"why\":\"%s\"", r->why ? nsc_why_key((nsc_why)r->why) : "none");
+  fputs(",\"wall_start_us\":", f);
   nsc_log_put_us(f, r->wall_ns);
   if (skip) {
     fputs(",\"coll_us\":null", f);
@@ -600,6 +623,15 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
   }
   fputs(",\"span_us\":", f);
   nsc_log_put_us(f, l->end_ns > l->first_ns ? l->end_ns - l->first_ns : 0);
+  fputs(",\"untouched\":{", f);
+  for (int w = 0, n = 0; w < NSC_WHY_COUNT; w++)
+    if (l->why[w]) {
+      fprintf(f, "%s\"%s\":{\"calls\":%" PRIu64 ",\"text\":\"", n++ ? "," : "", w ? nsc_why_key((nsc_why)w) : "none",
+              l->why[w]);
+      nsc_log_json_str(f, w ? nsc_why_text((nsc_why)w) : "no recorded reason");
+      fputs("\"}", f);
+    }
+  fputs("}", f);
   fputs(",\"actions\":{", f);
   for (int a = 0, n = 0; a < NSC_ACT_COUNT; a++) {
     const nsc_log_totals *t = &l->by_action[a];

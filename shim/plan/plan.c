@@ -36,6 +36,15 @@ static size_t float_size(ncclDataType_t dt) {
   }
 }
 
+nsc_why nsc_policy_why(const nsc_config *cfg, const nsc_call *c) {
+  if (nsc_policy_compressible(cfg, c)) return NSC_WHY_NONE;
+  if (cfg->compress == NSC_COMPRESS_OFF) return NSC_WHY_OFF;
+  if (c->dt != ncclFloat32) return NSC_WHY_DTYPE;
+  if (!sum_or_avg(c->op)) return NSC_WHY_OP;
+  if (!c->has_buffers || c->count == 0) return NSC_WHY_ARGS;
+  return NSC_WHY_MIN_BYTES;
+}
+
 int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c) {
   size_t es = float_size(c->dt);
   return cfg->accum_steps > 1 && es && sum_or_avg(c->op) && c->has_buffers && c->count > 0 &&
@@ -351,7 +360,7 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
   p->plain_cost = cost_plain(&r, n, S, in->rs);
   int blocked = nsc_fmt_blocked(p->fmt);
   if (!in->compress) {
-    p->why = "not compressed";
+    p->why = NSC_WHY_OFF;
     make_plain(p, in->avg);
     p->launches = 1;
     p->cost = p->plain_cost;
@@ -381,8 +390,7 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
     if (fits && n >= 2) order[nc++] = C_TP;
   }
   if (nc == 0) {
-    p->why = in->rs ? "too small for two-phase (a reduce-scatter has no compressed ring)"
-                    : "too small for two-phase (NCCL cannot reduce block-scaled runs)";
+    p->why = NSC_WHY_TOO_SMALL;
     make_plain(p, in->avg);
     p->launches = 1;
     p->cost = p->plain_cost;
@@ -398,19 +406,17 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
     if (gain_rule && !nsc_cost_gains(x.cost, p->plain_cost)) continue;
     switch (order[i]) {
     case C_RING:
-      x.why = gain_rule ? "the ring in the wire type gains 10 % at the launch cost"
-              : cfg->algo == NSC_ALGO_RING ? "NCCLSHIM_ALGO=ring" : "two phases do not fit: the ring";
+      x.why = gain_rule ? NSC_WHY_RING_GAINS : cfg->algo == NSC_ALGO_RING ? NSC_WHY_ASKED_RING : NSC_WHY_NO_FIT;
       break;
     case C_TP:
-      x.why = in->hier ? "below NCCLSHIM_HIER_MIN_BYTES: flat two-phase"
-              : gain_rule ? "two-phase gains 10 % at the launch cost" : "two-phase";
+      x.why = in->hier ? NSC_WHY_HIER_FLAT : gain_rule ? NSC_WHY_TP_GAINS : NSC_WHY_ASKED_TP;
       break;
-    default: x.why = "nodes of several ranks each: compressed between nodes only"; break;
+    default: x.why = NSC_WHY_HIER_NODES; break;
     }
     *p = x;
     return;
   }
-  p->why = "no plan gains 10 % over the plain call at NCCLSHIM_LAUNCH_BYTES";
+  p->why = NSC_WHY_NO_GAIN;
   make_plain(p, in->avg);
   p->launches = 1;
   p->cost = p->plain_cost;
@@ -430,7 +436,7 @@ int nsc_plan_hier_wanted(const nsc_config *cfg, const nsc_topo *t, int untouched
 }
 
 /* The plain call's plan (forwarded untouched). */
-static void plain_of(nsc_plan *p, const nsc_call *k, const char *why) {
+static void plain_of(nsc_plan *p, const nsc_call *k, nsc_why why) {
   nsc_plan x = {0};
   x.rs = k->rs;
   x.count = k->arg;
@@ -470,7 +476,7 @@ void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc
    * outermost group end (decided by the call alone, as the takes are). */
   int settles = !k->capturing && (tp || act == NSC_ACT_COMPRESS || act == NSC_ACT_FUSE);
   if (local) { /* accumulation answers it: this rank's W * x (Sum) or x (Avg) */
-    plain_of(p, k, "accumulation: answered locally");
+    plain_of(p, k, NSC_WHY_LOCAL);
     p->alg = NSC_PLAN_LOCAL;
     p->nsteps = 0;
     p->launches = 0;
@@ -488,12 +494,13 @@ void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc
     /* the ring (nsc_plan_make's plan): too small for two phases */
     p->staging = nsc_plan_staging(p, cfg, a->topo, nsc_plan_round);
   } else if (act == NSC_ACT_FUSE) {
-    plain_of(p, k, "a group's member: fused at the group end");
+    plain_of(p, k, NSC_WHY_FUSED);
     p->alg = NSC_PLAN_FUSE;
     p->nsteps = 0;
   } else {
-    plain_of(p, k, act == NSC_ACT_COMPRESS ? "too small for two-phase (NCCL cannot reduce block-scaled runs)"
-                   : p->why ? p->why : "not compressed");
+    plain_of(p, k, act == NSC_ACT_COMPRESS ? NSC_WHY_TOO_SMALL
+                   : k->capturing ? NSC_WHY_CAPTURED
+                   : p->why != NSC_WHY_NONE ? p->why : nsc_policy_why(cfg, k));
   }
   p->settles = settles;
 }

@@ -117,7 +117,7 @@ typedef struct {
   uint64_t cost, plain_cost; /* the cost rule's link bytes of this plan and of the plain call (cost.h) */
   int nsteps;
   nsc_step step[NSC_PLAN_MAX_STEPS];
-  const char *why;      /* one phrase: why this algorithm */
+  nsc_why why;          /* why this algorithm (policy.h's table: nsc_why_text) */
   nsc_tp_plan tp;       /* the layout of its two-phase step on this rank's group (TWOPHASE, HIER) */
   size_t staging;       /* the staging one call of it takes on this rank (nsc_plan_staging) */
   int wdt;              /* the wire's NCCL datatype as the log names it (policy.h) */

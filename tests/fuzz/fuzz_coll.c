@@ -401,7 +401,13 @@ static void ef_pass(prog_t *p, int m, const size_t *cnt, int nb, double scale, i
     c->inplace = 1;
     c->scale = scale;
     c->persist = p->effresh ? 0 : 1 + m * MAXB + b;
-    if (p->efshared) c->inplace = 0, c->precv = 1 + m;
+    if (p->efshared) { /* a bucket fed the other's residual is then far beyond its bound */
+      c->inplace = 0, c->precv = 1 + m;
+      /* inside fp16's range, as the models' scales; not with fresh send
+       * buffers, where buckets of one size share a slot by position alone
+       * (docs/collectives.md's limit: bounded by the other bucket's step) */
+      if (b % 2 && !p->effresh) c->scale = scale >= 1024 ? scale / 32 : scale * 32;
+    }
     draw_streams(p, c, mixed, 1);
   }
 }
@@ -492,6 +498,13 @@ static void draw_local(prog_t *p, uint64_t seed) {
 static void draw_abort(prog_t *p, uint64_t seed) {
   uint64_t saved = rng;
   rng = mix64(seed ^ 0xab0a7ull);
+  /* buckets sharing a receive buffer under hier, which keyed their residuals
+   * alike (4 ranks: 2 nodes of 2, ALGO=hier), in half of the programs that can */
+  if (p->efshared && p->ef && p->W == 4 && p->compress && chance(0.5)) {
+    for (int r = 0; r < p->W; r++) p->node[r] = r / 2;
+    p->nnodes = 2;
+    p->algo = 3;
+  }
   if (p->fault == F_NONE && chance(0.6)) {
     int cand[MAXC], nc = 0;
     for (int k = 0; k < p->ncomm; k++)

@@ -47,14 +47,14 @@ def model(iters, accum):
             recs.append(dict(action="compressed", dtype=FLOAT, wire_dtype="half", count=16384, logical_bytes=65536,
                              wire_bytes=32768, members=1, timed=True, casts=True))
         recs.append(dict(action="passthrough", dtype=FLOAT, wire_dtype=FLOAT, count=1000, logical_bytes=4000,
-                         wire_bytes=4000, members=1, timed=True))
+                         wire_bytes=4000, members=1, timed=True, why="min_bytes"))
         recs.append(dict(action="passthrough", dtype=INT32, wire_dtype=INT32, count=256, logical_bytes=1024,
-                         wire_bytes=1024, members=1, timed=True))
+                         wire_bytes=1024, members=1, timed=True, why="datatype"))
         recs.append(dict(action="fused", dtype=FLOAT, wire_dtype="half", count=3 * 8192, logical_bytes=3 * 32768,
                          wire_bytes=3 * 16384, members=3, timed=True, casts=True))
         for _ in range(2):
             recs.append(dict(action="passthrough", dtype=FLOAT, wire_dtype=FLOAT, count=100, logical_bytes=400,
-                             wire_bytes=400, members=1, timed=False))
+                             wire_bytes=400, members=1, timed=False, why="min_bytes"))
     for n, r in enumerate(recs, 1):
         r["seq"] = n
     return recs
@@ -150,6 +150,8 @@ def check_jsonl(a, tap):
                 for k in ("action", "dtype", "wire_dtype", "count", "logical_bytes", "wire_bytes", "members"):
                     if o[k] != w[k]:
                         errs.append("comm %d seq %d: %s=%r, expected %r" % (c, w["seq"], k, o[k], w[k]))
+                if o.get("why") != w.get("why"):  # passed through: the shim's reason (policy.h); others none
+                    errs.append("comm %d seq %d: why=%r, expected %r" % (c, w["seq"], o.get("why"), w.get("why")))
                 if o["nranks"] != a.nranks or o["result"] != 0 or o["op"] != "sum":
                     errs.append("comm %d seq %d: nranks/result/op %r" % (c, w["seq"], (o["nranks"], o["result"], o["op"])))
                 if w["action"] == "skipped":

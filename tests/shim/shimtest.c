@@ -13,6 +13,9 @@
  *                                two communicators, nested groups
  *   shimtest special             Inf, NaN, -0 and subnormals: same on every rank
  *   shimtest once EXPECT         one fp32 all-reduce; exit 0 iff it returns EXPECT
+ *   shimtest pairs N             (a rank without the shim) an int64 Max all-reduce
+ *                                of N, then of 1: what the settings check and
+ *                                its confirmation issue on the ranks with it
  *   shimtest accumgroup K        fused groups as backward passes with
  *                                NCCLSHIM_ACCUM_STEPS=K: synced or local, exactly
  *   shimtest observed            the calls the shim only forwards (observed) on a
@@ -362,6 +365,18 @@ static int cmd_once(int expect) {
   return (int)r != expect;
 }
 
+/* A rank without the shim whose first two collectives happen to match the
+ * settings check and its confirmation (an int64 Max of n, then of 1): the
+ * ranks with the shim must fail their first call naming that cause. On real
+ * NCCL any other pairing hangs or mixes data. */
+static int cmd_pairs(size_t n) {
+  int64_t *x = calloc(n, sizeof *x);
+  NCCL_OK(ncclAllReduce(x, x, n, ncclInt64, ncclMax, comm, NULL));
+  NCCL_OK(ncclAllReduce(x, x, 1, ncclInt64, ncclMax, comm, NULL));
+  free(x);
+  return 0;
+}
+
 static void ring(const float *out, float *in, size_t n) {
   NCCL_OK(ncclGroupStart());
   NCCL_OK(ncclSend(out, n, ncclFloat32, (rank + 1) % nranks, comm2, NULL));
@@ -423,6 +438,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(cmd, "group")) rc = cmd_group();
   else if (!strcmp(cmd, "special")) rc = cmd_special();
   else if (!strcmp(cmd, "once")) rc = cmd_once(argc > 2 ? atoi(argv[2]) : 0);
+  else if (!strcmp(cmd, "pairs")) rc = cmd_pairs(argc > 2 ? (size_t)atol(argv[2]) : 1);
   else if (!strcmp(cmd, "accumgroup")) rc = cmd_accumgroup(argc > 2 ? atoi(argv[2]) : 2);
   else if (!strcmp(cmd, "observed")) rc = cmd_observed();
   else fprintf(stderr, "unknown command %s\n", cmd);

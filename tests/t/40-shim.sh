@@ -77,6 +77,24 @@ m=$(grep -v ncclGetLastError "$TMPD/mm.err" | grep -c "NCCLSHIM_MIN_BYTES differ
 [ $rc -eq 0 ] && [ "$m" -eq 2 ] && [ "$(grep -c 'ncclGetLastError: ncclshim: NCCLSHIM_MIN_BYTES differs' "$TMPD/mm.err")" -eq 2 ] \
   && ok "MIN_BYTES differing between ranks: both ranks fail with ncclInvalidUsage naming it (and ncclGetLastError says so)" \
   || { not_ok "mismatch: rc=$rc, $m messages"; sed 's/^/#   /' "$TMPD/mm.err" | head; }
+# ... at 4 ranks, one odd: every rank names every value and the ranks that hold it.
+LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" TEST_TIMEOUT=120 mpirun_checked -np 3 "$P" once 5 : \
+  -np 1 -x NCCLSHIM_COMPRESS=int8 "$P" once 5 >"$TMPD/mm4.out" 2>"$TMPD/mm4.err"
+rc=$? m=$(grep -c "WARN NCCLSHIM_COMPRESS differs between the ranks of communicator [0-9a-fx]*: 'fp16' on ranks 0-2, 'int8' on rank 3 (this rank: [0-3])" "$TMPD/mm4.err")
+[ $rc -eq 0 ] && [ "$m" -eq 4 ] && ok "COMPRESS=int8 on rank 3 of 4: every rank fails naming each value and its ranks ('fp16' on ranks 0-2, 'int8' on rank 3)" \
+  || { not_ok "4-rank mismatch: rc=$rc, $m messages naming the ranks"; grep WARN "$TMPD/mm4.err" | head -3 | sed 's/^/#   /'; }
+# A rank without the shim (NCCLSHIM_DISABLE=1) whose first two collectives
+# match the check's and its confirmation's sizes (an int64 Max of the check's
+# slots: 2 per setting, 6 more, one per rank; then 1): where NCCL completes
+# such a pair the rank with the shim says a rank runs without it (elsewhere
+# real NCCL hangs: docs/usage.md, every rank preloads the same way).
+rows=$("$BIN/ncclshim-envdoc" | grep -c '^| `NCCLSHIM_')
+LD_LIBRARY_PATH="$HOSTNCCL_DIR" TEST_TIMEOUT=120 mpirun_checked -np 1 -x LD_PRELOAD="$SHIM" "$P" once 5 : \
+  -np 1 -x LD_PRELOAD="$SHIM" -x NCCLSHIM_DISABLE=1 "$P" pairs $((2 * rows + 6 + 2)) >"$TMPD/pair.out" 2>"$TMPD/pair.err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "ncclGetLastError: ncclshim: the settings check of communicator .* was paired with another collective: a rank runs without the shim" "$TMPD/pair.err" \
+  && ok "a rank with NCCLSHIM_DISABLE=1 whose first calls pair with the settings check: the rank with the shim fails naming that cause, not a setting" \
+  || { not_ok "a disabled rank paired with the check: rc=$rc"; grep -E "WARN|result" "$TMPD/pair.err" "$TMPD/pair.out" | head -3 | sed 's/^/#   /'; }
 # ... and with NCCLSHIM_LOG=calls to a directory, every rank's log says so
 # (issue 24: no file at all was written), and so does the report.
 mkdir -p "$TMPD/mmlog"

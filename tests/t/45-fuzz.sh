@@ -42,9 +42,12 @@
 # 140003 (int4, hierarchical on a one-thread clique, extreme values) and 140004 (int4 nonblocking); 141929 failed
 # in the fuzzer's model (a process-wide fault with a group over two communicators), which no longer draws that: 2023,
 # 6244, 12001 and 17416 now run without their HOSTNCCL_FAIL_* fault; 5, 72, 383, 1044, 13114, 34223, 40000 and 130013
-# keep theirs. To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
+# keep theirs; and from seed 150000 on (the red team's classes) 150010 (a clique on the per-thread stream
+# handle hung at its group end), 150013 (error-feedback buckets sharing a receive buffer under hier: a bucket
+# fed the other's residual) and 150101 (an abort from a watchdog: sends and receives issued on the freed
+# communicator), each failing on the code before its fix. To replay one: tests/fuzz/fuzz.sh --seed N. About 30-60 s
 # on 2 cores (FUZZ_SEEDS overrides the list).
 . "$(dirname "$0")/../lib.sh"
-SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113 20 89 33 63 22 74 19 40 5 34 224 211 588 1001 1009 1017 1063 1044 2023 3097 3331 4050 6127 6244 6264 7185 9385 11062 12001 13114 15160 16942 17411 17416 21621 26039 34223 40000 40077 40186 120023 120067 120246 130003 130005 130047 130013 130019 140003 140004"}
+SEEDS=${FUZZ_SEEDS:-"62 17 48 44 98 161 383 35 179 158 72 3 147 113 20 89 33 63 22 74 19 40 5 34 224 211 588 1001 1009 1017 1063 1044 2023 3097 3331 4050 6127 6244 6264 7185 9385 11062 12001 13114 15160 16942 17411 17416 21621 26039 34223 40000 40077 40186 120023 120067 120246 130003 130005 130047 130013 130019 140003 140004 150010 150013 150101"}
 # shellcheck disable=SC2086
 bash "$ROOT/tests/fuzz/fuzz.sh" --seeds "$SEEDS"

@@ -309,43 +309,44 @@ static void test_decide_table(void **state) {
     size_t arg; /* the count argument (a reduce-scatter's per rank) */
     int dt, op, in_group, capturing, local, nodes2, hier;
     int alg, settles, deferred;
+    int why; /* the plan's reason (policy.h), a forwarded call's too */
   } rows[] = {
       /* not compressible: forwarded, nothing settled */
-      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclInt32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclMax, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_OFF},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclInt32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_DTYPE},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclMax, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_OP},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
       /* fp16: the ring below two-phase's threshold (64 KiB per rank at 4 ranks), two phases above */
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_RING, 1, 0},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclAvg, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_RING, 1, 0, NSC_WHY_RING_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclAvg, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
       /* in a group: two phases after the group end; below it, fused */
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0, NSC_WHY_FUSED},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0, NSC_WHY_FUSED},
       {"NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_FUSE_BYTES=0", "0", AR, 32768, ncclFloat32, ncclSum, 1, 0, 0, 0, 0,
-       NSC_PLAN_RING, 1, 0},
+       NSC_PLAN_RING, 1, 0, NSC_WHY_RING_GAINS},
       /* int8: two phases or untouched (NCCL cannot reduce block-scaled runs), never fused */
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1},
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
       /* capture: forwarded, nothing settled */
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 1, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 1, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_CAPTURED},
       /* the learner's answer: answered locally (staging settled as the call's kind says) */
-      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_PLAN_LOCAL, 0, 0},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_PLAN_LOCAL, 1, 0},
+      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_PLAN_LOCAL, 0, 0, NSC_WHY_LOCAL},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_PLAN_LOCAL, 1, 0, NSC_WHY_LOCAL},
       /* reduce-scatters: two phases (the whole buffer against MIN_BYTES), deferred in a group */
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 4096, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 16, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 4096, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 16, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
       /* two nodes of two ranks, hier adopted: hierarchical from HIER_MIN_BYTES */
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 22, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_PLAN_HIER, 1, 0},
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", RS, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 1, 1, NSC_PLAN_HIER, 1, 1},
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 16, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_PLAN_TWOPHASE, 1, 0},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 22, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_PLAN_HIER, 1, 0, NSC_WHY_HIER_NODES},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", RS, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 1, 1, NSC_PLAN_HIER, 1, 1, NSC_WHY_HIER_NODES},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 16, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_PLAN_TWOPHASE, 1, 0, NSC_WHY_HIER_FLAT},
       /* launches priced at 4 MB: a 256 KiB call gains nothing, so it goes untouched (and settles nothing);
        * in a group it is still fused (one launch for the group's members) */
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0},
-      {"NCCLSHIM_COMPRESS=int8", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0, NSC_WHY_FUSED},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
   };
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
     nsc_config cfg = cfg_lb(rows[i].a, rows[i].b, NULL, rows[i].lb);
@@ -356,12 +357,14 @@ static void test_decide_table(void **state) {
     nsc_agreed ag = {tp, rows[i].hier, 0};
     nsc_plan p;
     nsc_decide(&p, &cfg, &k, &ag, rows[i].local);
-    if ((int)p.alg != rows[i].alg || p.settles != rows[i].settles || p.deferred != rows[i].deferred)
-      fail_msg("row %zu (%s %s lb=%s %s %zu%s%s%s): %s settles %d deferred %d; want %s %d %d (%s)", i, rows[i].a,
+    if ((int)p.alg != rows[i].alg || p.settles != rows[i].settles || p.deferred != rows[i].deferred ||
+        (int)p.why != rows[i].why)
+      fail_msg("row %zu (%s %s lb=%s %s %zu%s%s%s): %s settles %d deferred %d; want %s %d %d (why %s, want %s)", i, rows[i].a,
                rows[i].b ? rows[i].b : "", rows[i].lb, rows[i].rs ? "rs" : "ar", rows[i].arg,
                rows[i].in_group ? " grouped" : "", rows[i].capturing ? " captured" : "",
                rows[i].local ? " local" : "", nsc_plan_alg_name(p.alg), p.settles, p.deferred,
-               nsc_plan_alg_name((nsc_plan_alg)rows[i].alg), rows[i].settles, rows[i].deferred, p.why ? p.why : "");
+               nsc_plan_alg_name((nsc_plan_alg)rows[i].alg), rows[i].settles, rows[i].deferred,
+               nsc_why_key(p.why), nsc_why_key((nsc_why)rows[i].why));
     /* the layout of its two-phase step is the plan's, made with it */
     if (p.alg == NSC_PLAN_TWOPHASE) {
       assert_int_equal(p.tp.n, 4);
