@@ -81,6 +81,15 @@ void nsc_comm_put(nsc_comm *c) {
   if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) free_entry(c);
 }
 
+int nsc_comm_take_skipped(void) {
+  int any = 0;
+  pthread_mutex_lock(&nsc_comm_table_lock);
+  for (unsigned b = 0; b < NSC_COMM_BUCKETS; b++)
+    for (nsc_comm *c = nsc_comm_table[b]; c; c = c->next) any |= __atomic_exchange_n(&c->accum_skip, 0, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&nsc_comm_table_lock);
+  return any;
+}
+
 nsc_comm *nsc_comm_detach(ncclComm_t comm) {
   pthread_mutex_lock(&nsc_comm_table_lock);
   nsc_comm **pp = &nsc_comm_table[nsc_comm_bucket(comm)], *c = NULL;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "comm.h"
 #include "log.h"
 #include "msg.h"
 #include "real.h"
@@ -178,6 +179,35 @@ void nsc_counts_sum(uint64_t v[NSC_NCOUNTERS]) {
 #define NSC_API __attribute__((visibility("default")))
 
 NSC_API const char *ncclshim_version(void) { return NCCLSHIM_VERSION_STRING; }
+
+int nsc_steps_watched;
+uint64_t nsc_steps;
+__thread int nsc_catchup_on;
+
+NSC_API void ncclshim_watch_steps(void) { __atomic_store_n(&nsc_steps_watched, 1, __ATOMIC_RELEASE); }
+
+NSC_API int ncclshim_optimizer_step(void) {
+  __atomic_add_fetch(&nsc_steps, 1, __ATOMIC_ACQ_REL);
+  return nsc_comm_take_skipped();
+}
+
+NSC_API void ncclshim_catchup(int on) { nsc_catchup_on = on != 0; }
+
+NSC_API int ncclshim_setting(const char *name, char *buf, size_t len) {
+  extern char **environ;
+  if (!name || !buf || !len) return -1;
+  nsc_config *cfg = malloc(sizeof *cfg);
+  char err[512];
+  int rc = -1;
+  if (cfg && nsc_config_parse(environ, cfg, err, sizeof err) == 0)
+    for (int i = 0; i < NSC_CFG_COUNT; i++)
+      if (!strcmp(nsc_config_row_at(i)->env, name)) {
+        nsc_config_value_str(cfg, i, buf, len);
+        rc = 0;
+      }
+  free(cfg);
+  return rc;
+}
 
 NSC_API int ncclshim_get_stats(ncclshim_stats_t *out) {
   if (!out) return -1;

@@ -76,6 +76,14 @@ extern ncclshim_stats_t nsc_totals;
  * asks): at a communicator's end and at exit. */
 void nsc_tell_log(void);
 
+/* The program's optimizer steps (ncclshim.h): the step hook is installed,
+ * and the steps it reported so far (atomics). */
+extern int nsc_steps_watched;
+extern uint64_t nsc_steps;
+/* This thread's all-reduces are the step hook's catch-up (ncclshim_catchup):
+ * transformed as any call, never fed to accumulation. */
+extern __thread int nsc_catchup_on;
+
 /* Re-entry guard: a hook entered while this thread is already inside the shim
  * (real NCCL calling a hooked API, or a callback) forwards untouched. */
 extern __thread int nsc_in_shim;

@@ -36,6 +36,27 @@ typedef struct {
 /* Fills *out; returns 0, or -1 when out is NULL. */
 int ncclshim_get_stats(ncclshim_stats_t *out);
 
+/* The program's optimizer steps, for accumulation that knows the step
+ * (docs/accumulation.md). The Python package's step hook calls
+ * ncclshim_watch_steps() once when it is installed, before training, and
+ * ncclshim_optimizer_step() before every torch.optim step. The step returns
+ * 0 when every communicator's gradients are whole (the last backward pass
+ * synced), 1 when some communicator's last pass was answered locally (the
+ * optimizer steps before accumulation's window ended): the caller then makes
+ * the gradients whole before the step (the hook averages the DDP modules'
+ * gradients over their process groups, between ncclshim_catchup(1) and
+ * ncclshim_catchup(0), whose all-reduces the shim forwards and never
+ * accumulates) or stops. None of them activates the shim. */
+void ncclshim_watch_steps(void);
+int ncclshim_optimizer_step(void);
+void ncclshim_catchup(int on);
+
+/* The value of setting `name` ("NCCLSHIM_REPLICA_CHECK") as the shim parses
+ * the environment, as text in buf: 0, or -1 for a name the shim does not
+ * have, or a setting that is invalid (the job stops at its first collective
+ * then). Parses the environment each call; activates nothing. */
+int ncclshim_setting(const char *name, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -95,6 +95,24 @@
  *    ranks. The caller waits for its result only before the next accumulable
  *    decision (normally the next pass's first bucket, after a forward): one
  *    small all-reduce per optimizer step, rarely waited for.
+ * R6 The optimizer step (the program reports each one before it runs: the
+ *    Python step hook, docs/accumulation.md). A step between two passes ends
+ *    a window; the window's length is the passes since the step before
+ *    (told at the next pass's first bucket, from the process's step count).
+ *    With the steps known, pass m of a window (j = m - the last pass before
+ *    the latest step - 1) is answered locally only when the window before
+ *    this one had exactly P passes and j < P - 1, P = K, or for K = auto
+ *    the length of the last two windows when they were equal (>= 2); any
+ *    other pass syncs. So a window longer than P syncs its passes from
+ *    P - 1 on (safe), a window shorter than P ends on a skipped pass only
+ *    when the one before it had P passes (the step hook then makes the
+ *    gradients whole before the step, or stops: never a step on a skipped
+ *    sync), and the first window after the lock never skips (the step
+ *    before it is not known). With K set by hand, two windows in a row of
+ *    another length turn skipping off for good (said once): K disagrees
+ *    with the program. The steps a rank reports are its program's, the
+ *    same on every rank; the window state is in R5's hash, so ranks that
+ *    saw other steps end accumulation at the next agreement.
  * Residual risk, stated in docs/accumulation.md: under a violation of B (a learned bucket
  * freed and its address reused on some ranks but not others, e.g. a DDP
  * re-created on the same communicator with asymmetric allocations) ranks may
@@ -114,6 +132,12 @@
 void nsc_accum_init(nsc_accum *a) {
   memset(a, 0, sizeof *a);
   a->last_pos = -1;
+  a->win_end = -1;
+}
+
+void nsc_accum_steps(nsc_accum *a, int watched, uint64_t steps) {
+  a->watched = watched != 0;
+  a->steps = steps;
 }
 
 void nsc_accum_init_observe(nsc_accum *a) {
@@ -531,6 +555,8 @@ static int64_t state_hash(const nsc_accum *a, const proposal *p) {
     if (p->verdict == V_LOCK) h = mix(h, companions(a, NULL, &h));
   } else {
     h = mix(mix(mix(h, (uint64_t)a->m), a->pos), (uint64_t)a->stop);
+    h = mix(mix(mix(mix(h, (uint64_t)a->watched), (uint64_t)a->win_end), (uint64_t)a->win[0]), (uint64_t)a->P);
+    h = mix(h, (uint64_t)a->k_off);
   }
   return (int64_t)(h >> 2); /* non-negative: -h never overflows */
 }
@@ -687,11 +713,22 @@ static void lock_late(nsc_accum *a, nsc_accum_sent *r, long long K, char *why, s
   if (a->mode != NSC_ACC_LOCKED) return; /* why says why it ended */
   if (lost) a->stop = 1;
   drop_learning(a);
+  char rule[200];
+  if (a->watched)
+    snprintf(rule, sizeof rule, "the optimizer's steps decide which passes sync (%s; skipping from the second "
+             "window after the lock on)", K == NSC_ACC_AUTO ? "auto: the passes per step learned from them"
+                                                          : "K checked against them");
+  else if (K == NSC_ACC_AUTO)
+    snprintf(rule, sizeof rule, "NCCLSHIM_ACCUM_STEPS=auto needs the optimizer steps (the Python step hook) and has "
+             "none: every pass syncs");
+  else
+    snprintf(rule, sizeof rule, "passes m with m mod %lld = %lld sync; unchecked: no optimizer step signal (the "
+             "Python step hook is not installed)", K, K - 1);
   snprintf(why, whylen,
            "learned a backward pass of %zu bucket(s), %llu bytes, on buffers that stayed put for %d passes, %s; "
            "micro-steps count from this communicator's first accumulable all-reduce (%zu whole-model pass(es)); "
-           "pass %lld is next, passes m with m mod %lld = %lld sync",
-           a->nl, (unsigned long long)a->pass_bytes, NSC_ACC_REPS, p.kind, p.npre, a->m + 1, K, K - 1);
+           "pass %lld is next, %s",
+           a->nl, (unsigned long long)a->pass_bytes, NSC_ACC_REPS, p.kind, p.npre, a->m + 1, rule);
 }
 
 void nsc_accum_agreed(nsc_accum *a, const int64_t v[NSC_ACC_AGREE_N], int ok, long long K, char *why,
@@ -918,6 +955,47 @@ static int learning_next(nsc_accum *a, const nsc_accum_el *e, char *why, size_t 
   return 1;
 }
 
+/* The passes per optimizer step accumulation follows (R6): K, or the learned
+ * window (auto); 1 when there is nothing to accumulate. */
+static long long passes_per_step(const nsc_accum *a, long long K) {
+  if (K == NSC_ACC_AUTO) return a->P >= 2 ? a->P : 1;
+  return a->k_off ? 1 : K;
+}
+
+/* R6: a pass begins (its first bucket, before m moves on) after optimizer
+ * steps: the window that ended holds the passes since the step before. */
+static void step_boundary(nsc_accum *a, long long K, char *why, size_t whylen) {
+  if (!a->watched || a->steps == a->steps_seen) return;
+  a->steps_seen = a->steps;
+  long long len = a->win_end < 0 ? 0 : a->m - a->win_end; /* 0: the step before this one is not known */
+  a->win_end = a->m;
+  if (len <= 0 && a->win[0]) return; /* another step of the same boundary (several optimizers) */
+  a->win[1] = a->win[0];
+  a->win[0] = len;
+  if (!len || a->win[0] != a->win[1]) return;
+  if (K == NSC_ACC_AUTO && a->P != len) {
+    a->P = len;
+    if (len >= 2)
+      snprintf(why, whylen, "NCCLSHIM_ACCUM_STEPS=auto: the optimizer steps after every %lld backward passes; the "
+               "first %lld of each step's passes are answered locally, the last one syncs", len, len - 1);
+    else
+      snprintf(why, whylen, "NCCLSHIM_ACCUM_STEPS=auto: the optimizer steps after every backward pass (the loop syncs "
+               "once per step, e.g. no_sync or accelerate's accumulate()): nothing to accumulate, every pass syncs");
+  } else if (K != NSC_ACC_AUTO && len != K && !a->k_off) {
+    a->k_off = 1;
+    snprintf(why, whylen, "NCCLSHIM_ACCUM_STEPS=%lld, but the optimizer stepped after %lld backward pass(es) twice in "
+             "a row: every pass syncs from now on (set NCCLSHIM_ACCUM_STEPS=%lld or auto)", K, len, len);
+  }
+}
+
+/* Pass m syncs (R3, R6). */
+static int pass_syncs(const nsc_accum *a, long long K) {
+  if (!a->watched) return K == NSC_ACC_AUTO || a->m % K == K - 1; /* auto needs the steps */
+  long long P = passes_per_step(a, K);
+  if (P < 2 || a->win_end < 0 || a->win[0] != P) return 1;
+  return a->m - a->win_end - 1 >= P - 1;
+}
+
 /* R5's points: passes counted by signatures alone. */
 static void sig_track(nsc_accum *a, const nsc_accum_el *e, long long K) {
   if (sig_eq(e, &a->L[a->sp])) a->sp++;
@@ -926,7 +1004,7 @@ static void sig_track(nsc_accum *a, const nsc_accum_el *e, long long K) {
   if (a->sp < a->nl) return;
   a->sp = 0;
   a->spass++;
-  if (a->spass % K == 0) a->due = 1;
+  if (a->spass % passes_per_step(a, K) == 0) a->due = 1;
 }
 
 static int locked_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen) {
@@ -957,6 +1035,7 @@ static int locked_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *w
     return 1; /* foreign: synced, the counter does not move */
   }
   if (k == 0) {
+    step_boundary(a, K, why, whylen);
     if (a->pos < a->nl) a->stop = 1; /* the last pass lacked a bucket */
     memset(a->xseen, 0, sizeof a->xseen);
     for (size_t c = 0; c < a->nc; c++) {
@@ -972,7 +1051,7 @@ static int locked_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *w
     if ((size_t)k > a->pos) a->stop = 1;
     a->pos = (size_t)k + 1;
   }
-  return a->stop || a->m % K == K - 1;
+  return a->stop || pass_syncs(a, K);
 }
 
 int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen) {

@@ -16,6 +16,9 @@
 #include <stdint.h>
 
 enum { NSC_ACC_LEARNING = 0, NSC_ACC_LOCKED = 1, NSC_ACC_OFF = 2 };
+/* K = NCCLSHIM_ACCUM_STEPS=auto (config.h's NSC_CFG_AUTO): the passes per
+ * optimizer step are learned from the program's steps (nsc_accum_steps). */
+#define NSC_ACC_AUTO (-1LL)
 
 #define NSC_ACC_LEARN_MAX 4096 /* accumulable calls while learning, at most */
 #define NSC_ACC_LEARN_PASSES 16 /* passes seen by some rank without convergence: give up */
@@ -118,6 +121,14 @@ typedef struct {
   struct { uint64_t count; int32_t dtype, op; } rsig[NSC_ACC_LAG]; /* signatures of the last calls (ring) */
   int due;                  /* an agreement must be issued after this call */
   uint64_t synced, skipped;
+  /* The program's optimizer steps (nsc_accum_steps; accum.c, R6) */
+  int watched;              /* the program reports its steps (the Python step hook is installed) */
+  uint64_t steps;           /* steps it reported so far, as last told */
+  uint64_t steps_seen;      /* ... when the current pass began */
+  long long win_end;        /* locked: micro-step m of the last pass before the latest step, -1 none yet */
+  long long win[2];         /* the last two windows (passes between steps), newest first, 0 none */
+  long long P;              /* K = auto: the learned passes per optimizer step, 0 not yet */
+  int k_off;                /* K disagreed with two windows in a row: every pass syncs */
   long last_pos;            /* locked: index in L of the last call given to nsc_accum_next, -1 if none */
 } nsc_accum;
 
@@ -135,7 +146,12 @@ void nsc_accum_init(nsc_accum *a);
 void nsc_accum_init_observe(nsc_accum *a);
 void nsc_accum_free(nsc_accum *a);
 
-/* One accumulable call (K >= 2): 1 = synchronise, 0 = answer locally. When the
+/* The program's optimizer steps, told before each accumulable call:
+ * watched (the step hook is installed: R6 in accum.c), and how many steps
+ * it reported so far. Without it accumulation follows K alone (R3). */
+void nsc_accum_steps(nsc_accum *a, int watched, uint64_t steps);
+
+/* One accumulable call (K >= 2, or NSC_ACC_AUTO): 1 = synchronise, 0 = answer locally. When the
  * state changes in a way the user should hear about, a one-line explanation
  * is written into why (else why[0] = 0). */
 int nsc_accum_next(nsc_accum *a, const nsc_accum_el *e, long long K, char *why, size_t whylen);

@@ -128,7 +128,7 @@ void nsc_accum_issue(nsc_comm *c, const nsc_backend *be, nsc_stream caller) { is
 int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *recv, int acc, int *agree) {
   const nsc_config *cfg = &nsc_g.cfg;
   *agree = 0;
-  if (cfg->accum_steps <= 1) return 1;
+  if (!nsc_cfg_accumulating(cfg)) return 1;
   if (acc) collect(c);
   size_t bytes = call->count * nsc_dtype_size(call->dt);
   int sync = 1;
@@ -138,7 +138,9 @@ int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *re
   if (acc) {
     if (a->mode == NSC_ACC_LEARNING && a->synced == 0) a->late = __atomic_load_n(&recurred, __ATOMIC_ACQUIRE);
     nsc_accum_el el = {(uintptr_t)recv, (uintptr_t)send, call->count, (int32_t)call->dt, (int32_t)call->op, bytes};
+    nsc_accum_steps(a, __atomic_load_n(&nsc_steps_watched, __ATOMIC_ACQUIRE), __atomic_load_n(&nsc_steps, __ATOMIC_ACQUIRE));
     sync = nsc_accum_next(a, &el, cfg->accum_steps, why, sizeof why);
+    __atomic_store_n(&c->accum_skip, !sync, __ATOMIC_RELEASE);
     nsc_log_accum(&c->log, sync);
     if (!__atomic_load_n(&recurred, __ATOMIC_ACQUIRE) && nsc_accum_recurred(a)) __atomic_store_n(&recurred, 1, __ATOMIC_RELEASE);
     *agree = nsc_accum_take_due(a);
@@ -157,7 +159,7 @@ int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *re
 }
 
 void nsc_accum_saw_broadcast(ncclComm_t comm, ncclDataType_t dt, size_t count) {
-  if (nsc_g.cfg.accum_steps <= 1) return;
+  if (!nsc_cfg_accumulating(&nsc_g.cfg)) return;
   nsc_comm *c = nsc_comm_find(comm); /* none yet: nothing learned on it to mark */
   if (!c) return;
   pthread_mutex_lock(&c->lock);

@@ -81,7 +81,7 @@ static int first_calls(nsc_comm *c, nsc_call *k, ncclResult_t *r) {
     if (!k->capturing) defer_check(c, be, k->stream);
     /* Passed through, but it is part of a backward pass all the same: the
      * micro-step count starts at the job's first pass (learning: syncs). */
-    if (nsc_g.cfg.accum_steps > 1 && be->capturing(s, &k->capturing)) k->capturing = 1;
+    if (nsc_cfg_accumulating(&nsc_g.cfg) && be->capturing(s, &k->capturing)) k->capturing = 1;
     (void)nsc_accum_feed(c, k, k->send, k->recv, nsc_policy_accumulable(&nsc_g.cfg, k), &agree);
     *r = forward(c, k);
     if (agree) nsc_accum_after(c, be, k->stream, 1, *r);
@@ -134,7 +134,8 @@ ncclResult_t nsc_collective(nsc_call *k) {
   }
   /* 4. (untouched: agreed by every rank in the check) */
   if (c->untouched || !nsc_policy_may_transform(cfg, k)) {
-    if (!c->untouched && !k->rs && cfg->accum_steps > 1) (void)nsc_accum_feed(c, k, k->send, k->recv, 0, &agree);
+    if (!c->untouched && !k->rs && nsc_cfg_accumulating(cfg) && !nsc_catchup_on)
+      (void)nsc_accum_feed(c, k, k->send, k->recv, 0, &agree);
     r = nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream,
                     c->untouched ? NSC_WHY_KERNELS : nsc_policy_why(cfg, k));
     goto out;
@@ -145,7 +146,7 @@ ncclResult_t nsc_collective(nsc_call *k) {
   if (be->capturing((nsc_stream)k->stream, &k->capturing)) k->capturing = 1;
   if (k->capturing && !k->rs) before_capture(c, k->stream);
   int local = 0;
-  if (!k->rs && cfg->accum_steps > 1)
+  if (!k->rs && nsc_cfg_accumulating(cfg) && !nsc_catchup_on) /* the step hook's catch-up is never accumulated */
     local = !nsc_accum_feed(c, k, k->send, k->recv, nsc_policy_accumulable(cfg, k), &agree);
   /* 6. */
   nsc_topo flat = {.nranks = c->nranks, .rank = c->rank, .local_size = 1, .min_local = 1, .max_local = 1};

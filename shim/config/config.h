@@ -16,6 +16,8 @@
 #define NSC_CFG_STR_MAX 4096
 /* An INT or SIZE row set to "auto" (its choices allow it): the shim decides. */
 #define NSC_CFG_AUTO (-1LL)
+/* NCCLSHIM_ACCUM_STEPS asks for accumulation: K >= 2, or auto. */
+#define nsc_cfg_accumulating(cfg) ((cfg)->accum_steps > 1 || (cfg)->accum_steps == NSC_CFG_AUTO)
 
 /* NCCLSHIM_COMPRESS: off, then the wire formats in formats.h's order (a
  * format's value is its nsc_fmt_t + 1), and its choices string. */

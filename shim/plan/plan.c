@@ -47,7 +47,7 @@ nsc_why nsc_policy_why(const nsc_config *cfg, const nsc_call *c) {
 
 int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c) {
   size_t es = float_size(c->dt);
-  return cfg->accum_steps > 1 && es && sum_or_avg(c->op) && c->has_buffers && c->count > 0 &&
+  return nsc_cfg_accumulating(cfg) && es && sum_or_avg(c->op) && c->has_buffers && c->count > 0 &&
          !c->capturing && c->count * es >= (size_t)cfg->min_bytes;
 }
 

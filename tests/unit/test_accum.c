@@ -465,6 +465,103 @@ static void ddp_default(void **state) {
     }
 }
 
+/* R6: the program's optimizer steps, told to every simulated rank alike. */
+static void sim_steps(sim *s, int watched, uint64_t steps) {
+  for (int r = 0; r < s->W; r++) nsc_accum_steps(&s->a[r], watched, steps);
+}
+
+/* DDP of 4 buckets locked from pass 4 (as ddp_default), then passes 4..n-1
+ * with an optimizer step after each pass i where step_after(i); returns the
+ * decisions of every pass (1 sync, 0 skipped) in d[]; steps are counted on. */
+typedef int (*step_rule)(long long i, long long P);
+static void stepped(sim *s, const model *m, long long n, step_rule after, long long P, int *d) {
+  uint64_t steps = 0;
+  whole(s, m);
+  sim_steps(s, 1, steps);
+  if (after(0, P)) sim_steps(s, 1, ++steps);
+  for (long long i = 1; i < n; i++) {
+    d[i] = pass(s, m, -1, -1);
+    if (after(i, P)) sim_steps(s, 1, ++steps);
+  }
+}
+static int every_P(long long i, long long P) { return i % P == P - 1; }
+/* windows of P, but one cut short: a step after pass 29 (window 28..29) */
+static int cut_short(long long i, long long P) { return i == 29 || (i < 28 && i % P == P - 1) || (i > 29 && (i - 30) % P == P - 1); }
+
+static void steps_auto(void **state) {
+  (void)state;
+  model m = mk(100, 300, 300, 300);
+  for (long long P = 1; P <= 5; P++) {
+    sim s;
+    sim_init(&s, 2, NSC_ACC_AUTO);
+    int d[60] = {0};
+    stepped(&s, &m, 60, every_P, P, d);
+    assert_int_equal(s.a[0].mode, NSC_ACC_LOCKED);
+    assert_int_equal(s.a[0].P, P);
+    /* every pass that ends a window syncs: no step on a skipped sync */
+    for (long long i = 1; i < 60; i++)
+      if (every_P(i, P)) assert_int_equal(d[i], 1);
+    /* the passes from the third window after the lock on: only the last of each window syncs */
+    long long skipped = 0;
+    for (long long i = 40; i < 60; i++) {
+      assert_int_equal(d[i], P < 2 || i % P == P - 1);
+      skipped += !d[i];
+    }
+    if (P >= 2) assert_true(skipped > 0);
+    assert_int_equal(s.off_at, 0);
+    sim_free(&s);
+  }
+}
+
+static void steps_check_k(void **state) {
+  (void)state;
+  model m = mk(100, 300, 300, 300);
+  /* K = 4 and the optimizer steps every 4 passes: skipping as K says, checked */
+  sim s;
+  sim_init(&s, 2, 4);
+  int d[60] = {0};
+  stepped(&s, &m, 60, every_P, 4, d);
+  for (long long i = 1; i < 60; i++)
+    if (every_P(i, 4)) assert_int_equal(d[i], 1);
+  for (long long i = 40; i < 60; i++) assert_int_equal(d[i], i % 4 == 3);
+  assert_int_equal(s.a[0].k_off, 0);
+  sim_free(&s);
+  /* K = 4 but the optimizer steps every 2 (or every pass): never a skipped pass before a step; after two windows
+   * of the other length, every pass syncs, said once */
+  for (long long P = 1; P <= 2; P++) {
+    sim_init(&s, 3, 4);
+    memset(d, 0, sizeof d);
+    stepped(&s, &m, 60, every_P, P, d);
+    for (long long i = 1; i < 60; i++) assert_int_equal(d[i], 1);
+    assert_int_equal(s.a[0].k_off, 1);
+    assert_non_null(strstr(s.why, "NCCLSHIM_ACCUM_STEPS=4, but the optimizer stepped after"));
+    sim_free(&s);
+  }
+  /* K = 4 and a window cut short (2 passes): its last pass was skipped (the hook makes the gradients whole);
+   * the window after it syncs all (the one before it did not have 4 passes), then skipping resumes */
+  sim_init(&s, 2, 4);
+  memset(d, 0, sizeof d);
+  stepped(&s, &m, 60, cut_short, 4, d);
+  assert_int_equal(d[29], 0); /* the step after it sees a skipped pass: ncclshim_optimizer_step says so */
+  for (long long i = 30; i < 34; i++) assert_int_equal(d[i], 1);
+  for (long long i = 34; i < 60; i++) assert_int_equal(d[i], (i - 30) % 4 == 3);
+  assert_int_equal(s.a[0].k_off, 0);
+  sim_free(&s);
+}
+
+/* Without the step signal: K as before (R3); auto: nothing skipped. */
+static void steps_unwatched(void **state) {
+  (void)state;
+  model m = mk(100, 300, 300, 300);
+  sim s;
+  sim_init(&s, 2, NSC_ACC_AUTO);
+  whole(&s, &m);
+  for (long long i = 1; i < 40; i++) assert_int_equal(pass(&s, &m, -1, -1), 1);
+  assert_int_equal(s.a[0].skipped, 0);
+  assert_non_null(strstr(s.why, "needs the optimizer steps"));
+  sim_free(&s);
+}
+
 static void static_graph(void **state) {
   (void)state;
   model m = mk(250, 250, 250, 250); /* equal sizes */
@@ -959,6 +1056,9 @@ int main(void) {
       cmocka_unit_test(no_convergence),
       cmocka_unit_test(fresh_buffers),
       cmocka_unit_test(many_equal_buckets),
+      cmocka_unit_test(steps_auto),
+      cmocka_unit_test(steps_check_k),
+      cmocka_unit_test(steps_unwatched),
       cmocka_unit_test(learning_cap),
       cmocka_unit_test(failed_agreement),
       cmocka_unit_test(policy_types_and_ops),
