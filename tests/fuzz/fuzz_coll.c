@@ -404,9 +404,11 @@ static void ef_pass(prog_t *p, int m, const size_t *cnt, int nb, double scale, i
     if (p->efshared) { /* a bucket fed the other's residual is then far beyond its bound */
       c->inplace = 0, c->precv = 1 + m;
       /* inside fp16's range, as the models' scales; not with fresh send
-       * buffers, where buckets of one size share a slot by position alone
-       * (docs/collectives.md's limit: bounded by the other bucket's step) */
-      if (b % 2 && !p->effresh) c->scale = scale >= 1024 ? scale / 32 : scale * 32;
+       * buffers, where buckets of one size share a slot by position alone,
+       * nor with 9 or more buckets of one size (the first pass then looks
+       * like fresh buffers: seed 150016), docs/collectives.md's limits, a
+       * call then off by the other bucket's step */
+      if (b % 2 && !p->effresh && p->nef * nb < 9) c->scale = scale >= 1024 ? scale / 32 : scale * 32;
     }
     draw_streams(p, c, mixed, 1);
   }
