@@ -64,7 +64,7 @@ WARN    := -Wall -Wextra -Werror
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC $(WARN) $(SANFLAGS) -D_GNU_SOURCE
 NCCL_INC := -I$(NCCL_HOME)/include -I$(CUDA_INC)
 # The shim's folders, one concern each (shim/module.mk).
-SHIM_DIRS := shim shim/accum shim/agree shim/backend shim/coll shim/config shim/diag shim/ef shim/exec shim/hooks shim/log shim/msg shim/plan shim/queue shim/staging shim/topo
+SHIM_DIRS := shim shim/accum shim/agree shim/backend shim/coll shim/config shim/diag shim/ef shim/exec shim/fabric shim/hooks shim/log shim/msg shim/plan shim/queue shim/staging shim/topo
 # compress/: config.h names the formats of compress/formats.h
 SHIM_INC := $(addprefix -I,$(SHIM_DIRS)) -Icompress
 LDFLAGS_BASE := $(SANFLAGS)

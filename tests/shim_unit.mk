@@ -62,3 +62,10 @@ $(B)/tests/test_topo: $(B)/obj/tests/unit/test_topo.o $(B)/obj/shim/topo/topo.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka
 TEST_BINS += $(B)/tests/test_topo
+
+# The fabric learner (shim/fabric/fabric.h): the fit and its agreement.
+$(B)/obj/tests/unit/test_fabric.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
+$(B)/tests/test_fabric: $(B)/obj/tests/unit/test_fabric.o $(B)/obj/shim/fabric/fabric.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_BASE) -o $@ $^ -lcmocka
+TEST_BINS += $(B)/tests/test_fabric

@@ -1,7 +1,7 @@
 # Unit tests of the shim's pure parts (cmocka, TAP output) and a short
 # libFuzzer run of the configuration parser under ASan/UBSan.
 . "$(dirname "$0")/../lib.sh"
-for t in test_config test_core test_algo test_plan test_host_stream test_topo test_staging; do
+for t in test_config test_core test_algo test_plan test_host_stream test_topo test_staging test_fabric; do
   if [ -x "$TBIN/$t" ]; then CMOCKA_MESSAGE_OUTPUT=TAP "$TBIN/$t" | grep -E '^(ok|not ok) ' | sed "s/^\(ok\|not ok\) [0-9]* - /\1 - $t: /"
     [ "${PIPESTATUS[0]}" -eq 0 ] || not_ok "$t exited non-zero"
   else not_ok "$t was not built"; fi

@@ -1,0 +1,92 @@
+/* fabric.h — what a communicator learns of its fabric: the fixed cost of one
+ * NCCL launch and its link's rate, measured from real calls it makes anyway,
+ * and from them the one number the cost rule prices launches at
+ * (plan/cost.h): the launch price in link bytes, alpha x bandwidth, the
+ * bytes one rank's link moves in the time a launch costs.
+ *
+ * A sample is one real launch: the bytes one rank's link carries for it
+ * (nsc_fab_ring_bytes: a ring all-reduce of S bytes on n ranks moves
+ * 2(n-1)/n S) and the time it took on the stream. Every rank takes the same
+ * samples (the same launches of the same calls, decided from the call
+ * sequence only); their times differ, by the link's noise and by arrival
+ * skew: a rank that reached the collective early also measured its wait
+ * for a late peer. The latest arriver waited least, so a sample's agreed
+ * time is the minimum over the ranks (nsc_fab_agree_vals / _agreed: one
+ * int64 Max exchange of negated times). Every rank then fits the same
+ * agreed samples, in integer arithmetic, to the same price bit for bit.
+ *
+ * The fit: least squares t = a + x b over the agreed samples, a the ns per
+ * launch, b the ns per link byte; the price is a / b link bytes (0 when a
+ * comes out negative: launches are noise there). It needs samples of at
+ * least two sizes a factor 4 apart (else the two costs cannot be told
+ * apart); without, or where some rank could not time its samples, the
+ * communicator keeps the conservative constant (NSC_FAB_FALLBACK), and says
+ * so.
+ *
+ * Must not: call NCCL, read clocks or the configuration, allocate, or use
+ * floating point (every rank must compute the same bits). */
+#ifndef NSC_FABRIC_H
+#define NSC_FABRIC_H
+
+#include <stdint.h>
+
+/* Samples one communicator takes (its first real launches). */
+#define NSC_FAB_SAMPLES 16
+/* The price while not measured, and when the measurement failed: 4 MB, the
+ * shared-GPU rig's (docs/collectives.md: priced too high, auto leaves calls
+ * untouched that would gain; never slower than plain). */
+#define NSC_FAB_FALLBACK (4ull << 20)
+/* Sizes a fit needs: the largest sample's bytes at least this many times the
+ * smallest's. */
+#define NSC_FAB_SPREAD 4
+
+enum { NSC_FAB_MEASURING = 0, NSC_FAB_LEARNED = 1, NSC_FAB_FAILED = 2 };
+
+typedef struct {
+  int state;                        /* NSC_FAB_* */
+  int n;                            /* samples taken */
+  uint64_t bytes[NSC_FAB_SAMPLES];  /* link bytes of sample i */
+  int64_t ns[NSC_FAB_SAMPLES];      /* this rank's time (-1: not known yet or could not be timed);
+                                     * after the agreement, the agreed (minimum) time */
+  /* the fit (LEARNED) */
+  uint64_t launch_ns;               /* a: ns per launch */
+  uint64_t ps_per_byte;             /* b: picoseconds per link byte (the rate: 1e12 / b bytes/s) */
+  uint64_t price;                   /* the launch price, link bytes */
+  const char *why;                  /* FAILED: why, for the summary */
+} nsc_fab;
+
+/* Link bytes one rank's link carries in a ring all-reduce of `bytes` on n
+ * ranks (2(n-1)/n S), a reduce-scatter's or all-gather's ((n-1)/n S). */
+static inline uint64_t nsc_fab_ring_bytes(uint64_t bytes, int n, int rs) {
+  if (n < 2) return 0;
+  return (rs ? 1 : 2) * (bytes / (uint64_t)n) * (uint64_t)(n - 1);
+}
+
+void nsc_fab_init(nsc_fab *f);
+/* A launch is about to be made while measuring: its sample index, or -1
+ * (measured enough, or not measuring). */
+int nsc_fab_take(nsc_fab *f, uint64_t link_bytes);
+/* The time this rank measured for sample i (ns < 0: it could not). */
+void nsc_fab_timed(nsc_fab *f, int i, int64_t ns);
+/* All samples taken: the agreement is due (the same call on every rank). */
+static inline int nsc_fab_due(const nsc_fab *f) { return f->state == NSC_FAB_MEASURING && f->n == NSC_FAB_SAMPLES; }
+/* The agreement's values (NSC_FAB_VALS int64 for an int64 Max exchange):
+ * per sample its bytes and -bytes (every rank's must be the same) and its
+ * negated time (the Max is the minimum time), and whether this rank timed
+ * every sample. */
+#define NSC_FAB_VALS (3 * NSC_FAB_SAMPLES + 1)
+void nsc_fab_agree_vals(const nsc_fab *f, int64_t v[NSC_FAB_VALS]);
+/* The agreed Maxima (ok = 0: the exchange failed on this rank: every rank
+ * then fails it alike, the exchange's confirmation says so): the fit, or
+ * FAILED with why. */
+void nsc_fab_agreed(nsc_fab *f, const int64_t v[NSC_FAB_VALS], int ok);
+/* The price plans use now: the learned one, else the fallback. */
+static inline uint64_t nsc_fab_price(const nsc_fab *f) {
+  return f->state == NSC_FAB_LEARNED ? f->price : NSC_FAB_FALLBACK;
+}
+/* The fit alone, on n samples (bytes, ns): 0 and a, b, price; -1 and *why
+ * when they cannot be fitted. Exposed for tests and the cost model. */
+int nsc_fab_fit(const uint64_t *bytes, const int64_t *ns, int n, uint64_t *launch_ns, uint64_t *ps_per_byte,
+                uint64_t *price, const char **why);
+
+#endif

@@ -1,0 +1,158 @@
+/* test_fabric.c — the fabric learner (shim/fabric/fabric.h): the fit of a
+ * launch's fixed cost and the link's rate from timed launches, the
+ * agreement that keeps the latest arriver's times (arrival skew is not link
+ * time), and the cases where it must fall back to the constant.
+ *
+ * Samples are made from a known fabric: t = a + x b plus noise and waits
+ * that only add time, on 1 to 4 simulated ranks whose agreement is computed
+ * here (Max over ranks, as nsc_exchange_max does). Must not: depend on
+ * NCCL, clocks or a GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fabric.h"
+
+/* A launch of x link bytes on a fabric of a ns per launch and b_ps
+ * picoseconds per byte, plus extra ns. */
+static int64_t t_of(uint64_t x, uint64_t a, uint64_t b_ps, int64_t extra) {
+  return (int64_t)(a + x * b_ps / 1000) + extra;
+}
+
+/* DDP-like launch sizes: buckets of 1 and 25 MiB, a 4-byte metric, 64 KiB
+ * and 4 MiB calls (link bytes of a 4-rank ring). */
+static const uint64_t sizes[] = {4, 1u << 20, 25u << 20, 64u << 10, 4u << 20};
+#define NS (sizeof sizes / sizeof *sizes)
+
+/* W ranks take every sample with their own wait (rank r waits skew[r] ns
+ * for its peers at sample i when i % W != r); returns the agreed state. */
+static void run(nsc_fab *f, int W, uint64_t a, uint64_t b_ps, int64_t wait) {
+  nsc_fab r[4];
+  for (int k = 0; k < W; k++) nsc_fab_init(&r[k]);
+  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++) {
+    uint64_t x = sizes[i % NS] * 2 * 3 / 4;
+    for (int k = 0; k < W; k++) {
+      int s = nsc_fab_take(&r[k], x);
+      if (i < 2) assert_int_equal(s, -1); /* the warm-up launches */
+      else assert_int_equal(s, i - 2);
+      /* every rank but one (the latest arriver) waited for it */
+      if (s >= 0) nsc_fab_timed(&r[k], s, t_of(x, a, b_ps, (i % W) == k ? 0 : wait * (1 + k)));
+    }
+  }
+  int64_t v[NSC_FAB_VALS], m[NSC_FAB_VALS];
+  for (int j = 0; j < NSC_FAB_VALS; j++) m[j] = INT64_MIN;
+  for (int k = 0; k < W; k++) {
+    assert_true(nsc_fab_due(&r[k]));
+    nsc_fab_agree_vals(&r[k], v);
+    for (int j = 0; j < NSC_FAB_VALS; j++)
+      if (v[j] > m[j]) m[j] = v[j];
+  }
+  for (int k = 0; k < W; k++) nsc_fab_agreed(&r[k], m, 1);
+  for (int k = 1; k < W; k++) { /* every rank the same bits */
+    assert_int_equal(r[k].state, r[0].state);
+    assert_int_equal(r[k].price, r[0].price);
+    assert_int_equal(r[k].launch_ns, r[0].launch_ns);
+  }
+  *f = r[0];
+}
+
+/* The fit recovers the fabric's launch price (a / b link bytes) where the
+ * latest arriver is a different rank at each sample. */
+static void fit_known(void **state) {
+  (void)state;
+  /* 1 Gb/s (8000 ps/B) with 2 ms launches (250 kB), 25 Gb/s (320 ps/B) with 100 us (312.5 kB), 100 Gb/s with 5 ms */
+  static const struct { uint64_t a, b; } fab[] = {{2000000, 8000}, {100000, 320}, {5000000, 80}, {0, 8000}};
+  for (size_t q = 0; q < sizeof fab / sizeof *fab; q++)
+    for (int W = 1; W <= 4; W++) {
+      nsc_fab f;
+      run(&f, W, fab[q].a, fab[q].b, W > 1 ? 50000000 : 0); /* waits of 50 ms and more: skew, not link time */
+      assert_int_equal(f.state, NSC_FAB_LEARNED);
+      uint64_t want = fab[q].b ? fab[q].a * 1000 / fab[q].b : 0;
+      uint64_t tol = want / 100 + 64; /* the integer fit of exact samples: within 1 % */
+      assert_true(f.price + tol >= want && f.price <= want + tol);
+      assert_true(f.ps_per_byte + fab[q].b / 100 + 1 >= fab[q].b && f.ps_per_byte <= fab[q].b + fab[q].b / 100 + 1);
+      assert_int_equal(nsc_fab_price(&f), f.price);
+    }
+}
+
+/* A wait that is the same on every rank is not skew: the fit takes it for
+ * link time; a noise that only adds (one slow sample) leaves the minimum of
+ * its size. */
+static void noise_only_adds(void **state) {
+  (void)state;
+  nsc_fab f;
+  nsc_fab_init(&f);
+  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++) {
+    uint64_t x = sizes[i % NS];
+    int s = nsc_fab_take(&f, x);
+    if (s >= 0) nsc_fab_timed(&f, s, t_of(x, 1000000, 8000, s == 5 ? 40000000 : 0));
+  }
+  int64_t v[NSC_FAB_VALS];
+  nsc_fab_agree_vals(&f, v);
+  nsc_fab_agreed(&f, v, 1);
+  assert_int_equal(f.state, NSC_FAB_LEARNED);
+  assert_true(f.price >= 124000 && f.price <= 126000); /* 1 ms at 8 ns/B = 125 kB */
+}
+
+/* Falling back: one size only, a rank that could not time a sample, ranks
+ * that sampled other launches, a failed exchange, times that do not grow. */
+static void fallbacks(void **state) {
+  (void)state;
+  int64_t v[NSC_FAB_VALS];
+  nsc_fab f;
+  nsc_fab_init(&f);
+  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++) {
+    int s = nsc_fab_take(&f, 1 << 20);
+    if (s >= 0) nsc_fab_timed(&f, s, 1000000);
+  }
+  nsc_fab_agree_vals(&f, v);
+  nsc_fab_agreed(&f, v, 1);
+  assert_int_equal(f.state, NSC_FAB_FAILED);
+  assert_non_null(strstr(f.why, "4 times apart"));
+  assert_int_equal(nsc_fab_price(&f), NSC_FAB_FALLBACK);
+
+  nsc_fab g[2];
+  for (int k = 0; k < 2; k++) nsc_fab_init(&g[k]);
+  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++)
+    for (int k = 0; k < 2; k++) {
+      int s = nsc_fab_take(&g[k], sizes[i % NS] + (uint64_t)(k && i == 7)); /* rank 1 sampled another launch */
+      if (s >= 0) nsc_fab_timed(&g[k], s, k == 0 && s == 3 ? -1 : t_of(sizes[i % NS], 1000, 8000, 0));
+    }
+  int64_t m[NSC_FAB_VALS];
+  for (int j = 0; j < NSC_FAB_VALS; j++) m[j] = INT64_MIN;
+  for (int k = 0; k < 2; k++) {
+    nsc_fab_agree_vals(&g[k], v);
+    for (int j = 0; j < NSC_FAB_VALS; j++)
+      if (v[j] > m[j]) m[j] = v[j];
+  }
+  nsc_fab_agreed(&g[1], m, 1);
+  assert_int_equal(g[1].state, NSC_FAB_FAILED);
+  assert_non_null(strstr(g[1].why, "could not time")); /* rank 0's missing time is seen first */
+  nsc_fab_agreed(&g[0], m, 0);
+  assert_int_equal(g[0].state, NSC_FAB_FAILED);
+  assert_non_null(strstr(g[0].why, "agreement"));
+
+  uint64_t lx[] = {1000, 1000000};
+  int64_t lt[] = {5000000, 1000000};
+  uint64_t a, b, p;
+  const char *why;
+  assert_int_equal(nsc_fab_fit(lx, lt, 2, &a, &b, &p, &why), -1);
+  assert_non_null(strstr(why, "did not grow"));
+  int64_t nt[] = {1000, 9000000}; /* the line crosses below zero at x = 0: a price of 0 */
+  assert_int_equal(nsc_fab_fit(lx, nt, 2, &a, &b, &p, &why), 0);
+  assert_int_equal(p, 0);
+  assert_int_equal(a, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(fit_known),
+      cmocka_unit_test(noise_only_adds),
+      cmocka_unit_test(fallbacks),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
