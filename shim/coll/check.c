@@ -204,7 +204,8 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
   ncclResult_t cr = nsc_exchange_confirm(c, be, s, res);
   /* Paired with a collective of a rank without the shim: nothing in the
    * answer means anything (the confirmation neither). */
-  int paired = res == ncclSuccess && (vals[SLOT_MAGIC] != MAGIC || vals[SLOT_NOT_MAGIC] != -MAGIC);
+  int paired = res == ncclSuccess && vals[SLOT_STATUS] != ST_POISON && /* a poisoned rank's all-ones: its own message */
+               (vals[SLOT_MAGIC] != MAGIC || vals[SLOT_NOT_MAGIC] != -MAGIC);
   if (paired) res = ncclInvalidUsage;
   if (res == ncclSuccess && cr != ncclSuccess) {
     nsc_warn("configuration check on communicator %p: a rank could not read its answer (it said why); this call "

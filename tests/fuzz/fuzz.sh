@@ -62,12 +62,14 @@ run_seed() {
   local s=$1 ctx=() r v
   eval "$("$FZ" --seed "$s" --off "$OFF" --plan)"
   for ((r = 0; r < FZ_NP; r++)); do
-    ctx+=(-np 1 -x HOSTNCCL_LOG=1 "$FZ" --seed "$s" --off "$OFF" --timeout $((T - 5)) :)
+    ctx+=(-np 1 -x HOSTNCCL_LOG=1)
+    for v in ${FZ_BOTH_ENV:-}; do ctx+=(-x "$v"); done
+    ctx+=("$FZ" --seed "$s" --off "$OFF" --timeout $((T - 5)) :)
   done
   for ((r = 0; r < FZ_NP; r++)); do
     ctx+=(-np 1 -x LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}" -x HOSTNCCL_LOG=1 -x NCCLSHIM_LOG=off -x NCCLSHIM_BANNER=0)
     eval "local renv=\${FZ_RANK_ENV_$r}"
-    for v in $FZ_SHIM_ENV $FZ_HOST_ENV $renv ${FUZZ_SHIM_EXTRA:-}; do ctx+=(-x "$v"); done
+    for v in $FZ_SHIM_ENV $FZ_HOST_ENV ${FZ_BOTH_ENV:-} $renv ${FUZZ_SHIM_EXTRA:-}; do ctx+=(-x "$v"); done
     ctx+=("$FZ" --seed "$s" --off "$OFF" --timeout $((T - 5)) :)
   done
   unset 'ctx[${#ctx[@]}-1]'

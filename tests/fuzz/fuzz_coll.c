@@ -1024,6 +1024,11 @@ static void print_plan(const prog_t *p) {
     if (p->nnodes) printf("FZ_RANK_ENV_%d='%s%sNCCL_HOSTID=n%d'\n", r, v, *v ? " " : "", p->node[r]);
     else printf("FZ_RANK_ENV_%d='%s'\n", r, v);
   }
+  /* Both halves: an abort over the MPI transport could leave a matched MPI
+   * transfer reading or writing the caller's buffers after ncclCommAbort
+   * returned (Open MPI cannot cancel a send): the socket transport, where
+   * an abort closes every connection, keeps NCCL's guarantee. */
+  printf("FZ_BOTH_ENV='%s'\n", p->abort_comm ? "HOSTNCCL_TRANSPORT=socket" : "");
   printf("FZ_FEATURES='%s'\n", p->feat);
 }
 
