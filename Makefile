@@ -129,6 +129,13 @@ env-doc: $(B)/bin/ncclshim-envdoc
 	@echo "docs/environment.md, docs/collectives.md's formats, env/ncclshim/formats.py: regenerated"
 TEST_BINS += $(B)/bin/ncclshim-envdoc
 
+# The shim's parser as a program: ncclshim-run and `python -m ncclshim --check`
+# check an environment with it before a job starts (shim/tools/envcheck.c).
+$(B)/bin/ncclshim-envcheck: shim/tools/envcheck.c $(B)/obj/shim/config/config.o $(B)/obj/compress/formats.o
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(SHIM_INC) -o $@ $^ -lpthread
+all: $(B)/bin/ncclshim-envcheck
+
 # Needs a GPU, its driver and a real libnccl (see tests/gpu/check.sh). Only
 # the shim and the kernel checker are required here: GPU machines may have no
 # Open MPI, and check.sh builds the MPI benchmark only where mpicc exists.
