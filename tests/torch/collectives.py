@@ -5,8 +5,11 @@ that leaves a rank out are covered).
 
 The script asks for the backends a CPU job asks for (the default group as
 "gloo", side groups as "gloo", as "cpu:gloo,cuda:nccl" and with none), and
-prints one line per check: "ok - R what" or "not ok - R what: detail" (R the
-rank), then "backends ..." (what each group reports). Inputs are small
+writes one line per check to OUTDIR/rank.R (R the rank; the ranks' stdout
+interleave): "ok - R what" or "not ok - R what: detail", then "backends ..."
+(what each group reports).
+
+    collectives.py OUTDIR Inputs are small
 integers, so every sum is exact in every dtype used; non-contiguous tensors
 (a transposed view) test the staging.
 
@@ -19,13 +22,18 @@ import torch.distributed as dist
 
 dist.init_process_group("gloo")
 R, W = dist.get_rank(), dist.get_world_size()
+out_file = open(f"{sys.argv[1]}/rank.{R}", "w")
 results = []
+
+
+def say(line):
+    print(line, file=out_file, flush=True)
 
 
 def check(what, got, want):
     ok = torch.equal(got, want) if isinstance(want, torch.Tensor) else got == want
     results.append(ok)
-    print(f"{'ok' if ok else 'not ok'} - {R} {what}" + ("" if ok else f": got {got!r}, want {want!r}"), flush=True)
+    say(f"{'ok' if ok else 'not ok'} - {R} {what}" + ("" if ok else f": got {got!r}, want {want!r}"))
 
 
 def ramp(r, n=6, dtype=torch.float32):
@@ -129,6 +137,6 @@ if R < W - 1:
     objs = [None] * (W - 1)
     dist.all_gather_object(objs, R, group=part)
     check(f"new_group(ranks 0..{W - 2}) all_gather_object", objs, list(range(W - 1)))
-print("backends " + " ".join(f"{k}={v}" for k, v in backends.items()), flush=True)
+say("backends " + " ".join(f"{k}={v}" for k, v in backends.items()))
 dist.destroy_process_group()
 sys.exit(0 if all(results) else 1)
