@@ -4,6 +4,9 @@
 #   make demo       install what is missing, build, run the 4-rank demo
 #   make test       install what is missing, build, run every test (ends "N passed, N failed")
 #   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
+#   make test-frameworks  installs transformers, Lightning and DeepSpeed into the torch venv and runs
+#                   unmodified accelerate, Trainer, Lightning and DeepSpeed scripts under
+#                   ncclshim-run --emulate (tests/frameworks/run.sh; about 5 minutes, not part of `make test`)
 #   make deps       apt-get only what is missing
 #   make env-doc    regenerate docs/environment.md's table from shim/config/config.def, and the
 #                   formats' table (docs/collectives.md) and env/ncclshim/formats.py from compress/formats.h
@@ -72,7 +75,7 @@ LDFLAGS_BASE := $(SANFLAGS)
 HAVE_NVCC := $(if $(NVCC),1,)
 HAVE_NCCL_H := $(if $(wildcard $(NCCL_HOME)/include/nccl.h),1,)
 
-.PHONY: all deps demo test test-san test-build env-doc gpu-check gpu-bench clean
+.PHONY: all deps demo test test-san test-frameworks test-build env-doc gpu-check gpu-bench clean
 all:
 
 # Fragments: the shim and its numeric core first (others name SHIM_LIB), then
@@ -109,6 +112,12 @@ test: deps
 test-san: deps
 	@$(MAKE) --no-print-directory -j2 test-build
 	@B=$(B) ./tests/run.sh 90-sanitizers
+
+# Not part of `make test`: it downloads three frameworks once (cached in the venv).
+test-frameworks: deps
+	@./tests/install-deps.sh --frameworks
+	@$(MAKE) --no-print-directory -j2 all
+	@B=$(B) ./tests/frameworks/run.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory -j2 all

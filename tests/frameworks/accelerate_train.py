@@ -7,8 +7,8 @@ in it knows about the shim or the CPU.
 
 A small MLP on a fixed synthetic regression task, --steps optimizer steps.
 Every rank prints "rank R params SHA256" (its parameters' bytes) at the end,
-so that a test can see that the replicas are identical, and rank 0 prints
-"step K loss L" per step.
+so that a test can see that the replicas are identical; rank 0 prints
+"step K loss L" per step and "final loss L" (the last step's).
 """
 import argparse
 import hashlib
@@ -47,6 +47,7 @@ while step < args.steps:
             break
 
 accelerator.wait_for_everyone()
+accelerator.print(f"final loss {loss.item():.9g}")
 digest = hashlib.sha256()
 for t in accelerator.unwrap_model(model).state_dict().values():
     digest.update(t.detach().cpu().contiguous().numpy().tobytes())

@@ -5,8 +5,8 @@ engine.step. Nothing in it knows about the shim or the CPU.
     deepspeed --num_gpus 2 deepspeed_train.py --zero 2                   (GPUs)
     ncclshim-run --emulate --nproc 2 -- deepspeed_train.py --zero 2      (CPU, tests/frameworks/run.sh)
 
-Every rank prints "rank R params SHA256" (its parameters' bytes, gathered
-where ZeRO partitions them) at the end.
+Every rank prints "rank R params SHA256" (its parameters' bytes) at the end,
+rank 0 "step K loss L" per step and "final loss L" (the last step's).
 """
 import argparse
 import hashlib
@@ -39,6 +39,8 @@ for step in range(args.steps):
     if dist.get_rank() == 0:
         print(f"step {step} loss {loss.item():.6f}", flush=True)
 
+if dist.get_rank() == 0:
+    print(f"final loss {loss.item():.9g}", flush=True)
 digest = hashlib.sha256()
 for t in engine.module.state_dict().values():
     digest.update(t.detach().cpu().contiguous().numpy().tobytes())

@@ -7,7 +7,8 @@ devices="auto" counts one CPU device.)
     torchrun --nproc_per_node 2 lightning_train.py --devices 2                 (CPUs, gloo)
     ncclshim-run --emulate --nproc 2 -- lightning_train.py --devices 2         (tests/frameworks/run.sh)
 
-Every rank prints "rank R params SHA256" (its parameters' bytes) at the end.
+Every rank prints "rank R params SHA256" (its parameters' bytes) at the end,
+rank 0 "final loss L" (the last step's, averaged over the ranks by sync_dist).
 """
 import argparse
 import hashlib
@@ -47,6 +48,8 @@ model = Regression()
 trainer = L.Trainer(strategy="ddp", accelerator="cpu", devices=args.devices, max_steps=args.steps, logger=False, enable_checkpointing=False,
                     enable_progress_bar=False, enable_model_summary=False)
 trainer.fit(model, DataLoader(TensorDataset(x, y), batch_size=32))
+if trainer.is_global_zero:
+    print(f"final loss {trainer.callback_metrics['loss'].item():.9g}", flush=True)
 
 digest = hashlib.sha256()
 for t in model.state_dict().values():

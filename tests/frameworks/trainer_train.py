@@ -6,7 +6,8 @@ about the shim or the CPU.
     torchrun --nproc_per_node 2 trainer_train.py                   (GPUs)
     ncclshim-run --emulate --nproc 2 -- trainer_train.py           (CPU, tests/frameworks/run.sh)
 
-Every rank prints "rank R params SHA256" (its parameters' bytes) at the end.
+Every rank prints "rank R params SHA256" (its parameters' bytes) at the end,
+rank 0 "final loss L" (the mean training loss the Trainer reports).
 """
 import argparse
 import hashlib
@@ -43,7 +44,9 @@ training_args = TrainingArguments(output_dir=out, max_steps=args.steps, per_devi
                                   learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to=[],
                                   seed=0, data_seed=0)
 trainer = Trainer(model=model, args=training_args, train_dataset=Tokens())
-trainer.train()
+result = trainer.train()
+if trainer.is_world_process_zero():
+    print(f"final loss {result.training_loss:.9g}", flush=True)
 
 digest = hashlib.sha256()
 for t in trainer.model.state_dict().values():
