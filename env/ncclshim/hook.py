@@ -168,8 +168,7 @@ def message():
         return None
     if alone:
         return (f"ncclshim: saw no NCCL all-reduce: the job used no process group? (WORLD_SIZE={world}, but this "
-                "rank never created one: each rank trained alone; docs/troubleshooting.md, 'nothing reached the "
-                "shim')")
+                "rank never created one: each rank trained alone; docs/troubleshooting.md)")
     asked = sorted({a for a, _ in _groups})
     served = sorted({s for _, s in _groups})
     used = ", ".join(served)
