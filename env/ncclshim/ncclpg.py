@@ -370,25 +370,23 @@ class NcclPG(dist.ProcessGroup):
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
     # ---- point to point: one group of sends and receives per collective ----
+    def _gather(self, dests, inp, root, result):
+        """One group: the root receives every rank's inp, its own included,
+        into dests(batch) (one tensor per rank); the others send theirs."""
+        b = self._batch()
+        if self._rank == root:
+            for r, o in enumerate(dests(b)):
+                b.recv(o, r)
+        b.send(b.src(inp), root)
+        b.run()
+        return _done(result)
+
     def gather(self, outputs, inputs, opts=None):
         (inp,) = inputs
-        b, root = self._batch(), opts.rootRank
-        if self._rank == root:
-            (outs,) = outputs
-            for r, o in enumerate(outs):
-                b.recv(b.dst(o), r)
-        b.send(b.src(inp), root)
-        b.run()
-        return _done(outputs)
+        return self._gather(lambda b: [b.dst(o) for o in outputs[0]], inp, opts.rootRank, outputs)
 
     def gather_single(self, output, inp, opts=None):
-        b, root = self._batch(), opts.rootRank
-        if self._rank == root:
-            for r, part in enumerate(_rows(b.dst(output), (), self._size)):
-                b.recv(part, r)
-        b.send(b.src(inp), root)
-        b.run()
-        return _done(output)
+        return self._gather(lambda b: _rows(b.dst(output), (), self._size), inp, opts.rootRank, output)
 
     gather_into_tensor = gather_single
 
