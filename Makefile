@@ -6,7 +6,7 @@
 #   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
 #   make test-frameworks  installs transformers, Lightning and DeepSpeed into the torch venv and runs
 #                   unmodified accelerate, Trainer, Lightning and DeepSpeed scripts under
-#                   ncclshim-run --emulate (tests/frameworks/run.sh; about 5 minutes, not part of `make test`)
+#                   ncclshim-run --emulate (tests/frameworks/run.sh; about 7.5 minutes, not part of `make test`)
 #   make deps       apt-get only what is missing
 #   make env-doc    regenerate docs/environment.md's table from shim/config/config.def, and the
 #                   formats' table (docs/collectives.md) and env/ncclshim/formats.py from compress/formats.h

@@ -55,8 +55,14 @@ def install():
 
 def redirect(choose):
     """Serve each new process group by choose(backend asked for) instead
-    (ncclshim.emulate only: every CPU group over the NCCL API)."""
+    (ncclshim.emulate only: every CPU group over the NCCL API). torch must be
+    imported already; a torch whose group constructor cannot be wrapped is
+    an error, never a silent run on the groups' own backends."""
     install()
+    c10d = sys.modules.get(_C10D)
+    if c10d is None or not getattr(c10d._new_process_group_helper, "_ncclshim_watched", False):
+        raise RuntimeError("ncclshim: cannot serve this torch's process groups over NCCL (no "
+                           "torch.distributed.distributed_c10d._new_process_group_helper(backend=...) to wrap)")
     _redirect[0] = choose
 
 
@@ -68,11 +74,13 @@ def groups():
 def _watch(c10d):
     """Wrap torch's constructor of process groups (every init_process_group and
     new_group goes through it) once."""
-    helper = c10d._new_process_group_helper
-    if getattr(helper, "_ncclshim_watched", False):
+    helper = getattr(c10d, "_new_process_group_helper", None)
+    if helper is None or getattr(helper, "_ncclshim_watched", False):
         return
     import inspect
     sig = inspect.signature(helper)
+    if "backend" not in sig.parameters:
+        return  # another torch: nothing recorded (and redirect() refuses)
 
     def _new_process_group_helper(*args, **kwargs):
         bound = sig.bind(*args, **kwargs)

@@ -11,8 +11,8 @@
 #     relative (6 steps; rounding, not a bound on training quality).
 # The frameworks are installed into the torch venv first (tests/install-deps.sh
 # --frameworks). Prints TAP lines and ends with "N passed, N failed"; each
-# run's output is kept under $B/test-logs/frameworks/. About 5 minutes at 2 and
-# 4 ranks on 2 cores. Must not: compare timings.
+# run's output is kept under $B/test-logs/frameworks/. About 7.5 minutes at 2
+# and 4 ranks on 2 cores. Must not: compare timings.
 set -u
 source "$(dirname "$0")/../lib.sh"
 RUN="$ROOT/env/ncclshim-run"
