@@ -17,11 +17,15 @@ exit of a process that never made one; this module does, on the Python side:
   (ncclshim.stats()["calls"] == 0), rank 0 prints one line saying so and
   naming the backend the job used instead ("saw no NCCL all-reduce: the job
   used gloo?"); a process whose groups ran without the shim preloaded says
-  that, on its own rank.
+  that, on its own rank; a rank of a job of several (WORLD_SIZE above 1)
+  that imported torch but made no process group at all says that.
 
 Quiet where the shim did see calls, with NCCLSHIM_DISABLE set, in processes
-that made no process group (the torchrun agent, DataLoader and compile
-workers), and after an uncaught exception (its traceback says more).
+that are no rank (torchrun's agent, tools) or are started by one (DataLoader
+and compile workers: their parent has RANK), and after an uncaught
+exception (its traceback says more). It is the package's one in-worker hook:
+what else must run inside the job's processes without a change to the script
+(an optimizer-step hook, say) belongs here, installed by install().
 
 Must not: import torch (every Python process of the job runs install(),
 tools and the launcher's agent included), change what a group does unless

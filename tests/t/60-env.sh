@@ -187,8 +187,10 @@ refused "mpirun -x LD_PRELOAD=other.so: refused (those ranks would lose the shim
 refused "mpirun -x NCCLSHIM_COMPRESS=bf17: the value is checked too" "NCCLSHIM_COMPRESS='bf17' is invalid" -- \
   -- mpirun -np 2 -x NCCLSHIM_COMPRESS=bf17 "${MARK[@]}"
 printf '#!/bin/sh\ntouch "%s/ran"\n' "$TMPD" >"$TMPD/bin/srun"; chmod +x "$TMPD/bin/srun"
-refused "srun --export=NONE: refused (the ranks would not get LD_PRELOAD)" "srun --export=NONE does not pass LD_PRELOAD" \
-  PATH="$TMPD/bin:$PATH" -- -- srun --export=NONE prog
+refused "srun -n 2 --export=NONE: refused (the ranks would not get LD_PRELOAD)" "srun --export=NONE .*does not pass LD_PRELOAD" \
+  PATH="$TMPD/bin:$PATH" -- -- srun -n 2 --export=NONE prog
+refused "SLURM_EXPORT_ENV=NONE: the same" "srun --export=NONE .*does not pass LD_PRELOAD" \
+  PATH="$TMPD/bin:$PATH" SLURM_EXPORT_ENV=NONE -- -- srun prog
 PATH="$TMPD/bin:$PATH" "$RUN" -- srun --export=ALL,FOO=1 prog >/dev/null 2>&1
 check "srun --export=ALL,...: started" test -e "$TMPD/ran"
 PATH="$TMPD/bin:$PATH" "$RUN" -- torchrun --nnodes 2 --nproc-per-node 2 train.py >/dev/null 2>"$TMPD/nnodes.err"
