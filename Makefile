@@ -4,6 +4,9 @@
 #   make demo       install what is missing, build, run the 4-rank demo
 #   make test       install what is missing, build, run every test (ends "N passed, N failed")
 #   make test-san   only the sanitizer runs: ASan+UBSan, TSan, memcheck (part of `make test`)
+#   make test-frameworks  installs transformers, Lightning and DeepSpeed into the torch venv and runs
+#                   unmodified accelerate, Trainer, Lightning and DeepSpeed scripts under
+#                   ncclshim-run --emulate (tests/frameworks/run.sh; about 7.5 minutes, not part of `make test`)
 #   make deps       apt-get only what is missing
 #   make env-doc    regenerate docs/environment.md's table from shim/config/config.def, and the
 #                   formats' table (docs/collectives.md) and env/ncclshim/formats.py from compress/formats.h
@@ -72,7 +75,7 @@ LDFLAGS_BASE := $(SANFLAGS)
 HAVE_NVCC := $(if $(NVCC),1,)
 HAVE_NCCL_H := $(if $(wildcard $(NCCL_HOME)/include/nccl.h),1,)
 
-.PHONY: all deps demo test test-san test-build env-doc gpu-check gpu-bench clean
+.PHONY: all deps demo test test-san test-frameworks test-build env-doc gpu-check gpu-bench clean
 all:
 
 # Fragments: the shim and its numeric core first (others name SHIM_LIB), then
@@ -110,6 +113,12 @@ test-san: deps
 	@$(MAKE) --no-print-directory -j2 test-build
 	@B=$(B) ./tests/run.sh 90-sanitizers
 
+# Not part of `make test`: it downloads three frameworks once (cached in the venv).
+test-frameworks: deps
+	@./tests/install-deps.sh --frameworks
+	@$(MAKE) --no-print-directory -j2 all
+	@B=$(B) ./tests/frameworks/run.sh
+
 demo: deps
 	@$(MAKE) --no-print-directory -j2 all
 	@B=$(B) DEMO_GBPS=$(DEMO_GBPS) ./bench/demo.sh
@@ -128,6 +137,13 @@ env-doc: $(B)/bin/ncclshim-envdoc
 	@$< --formats-py > env/ncclshim/formats.py
 	@echo "docs/environment.md, docs/collectives.md's formats, env/ncclshim/formats.py: regenerated"
 TEST_BINS += $(B)/bin/ncclshim-envdoc
+
+# The shim's parser as a program: ncclshim-run and `python -m ncclshim --check`
+# check an environment with it before a job starts (shim/tools/envcheck.c).
+$(B)/bin/ncclshim-envcheck: shim/tools/envcheck.c $(B)/obj/shim/config/config.o $(B)/obj/compress/formats.o
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(SHIM_INC) -o $@ $^ -lpthread
+all: $(B)/bin/ncclshim-envcheck
 
 # Needs a GPU, its driver and a real libnccl (see tests/gpu/check.sh). Only
 # the shim and the kernel checker are required here: GPU machines may have no

@@ -7,15 +7,21 @@ what changed), then zipped with the Python package (env/ncclshim/) and the
 tools, as:
 
   ncclshim/                   the package: __init__ (stats), __main__ (--lib,
-                              --check), cli (console scripts), emulate,
-                              ncclpg (the CPU process group of --emulate)
+                              --check, --hook-path), cli (console scripts),
+                              hook (the in-worker hook), emulate, ncclpg (the
+                              CPU process group of --emulate)
+  ncclshim/site/              sitecustomize.py: the hook, for PYTHONPATH
   ncclshim/lib/libncclshim.so the shim; kernels.mode says how its kernels
                               were built (nvcc's fatbin, or "none": NVRTC)
   ncclshim/lib/hostnccl/      the host NCCL (only where Open MPI's mpicc is:
                               it is built over libmpi), for --emulate
-  ncclshim/bin/allreduce_perf the benchmark ncclshim-tune runs (with mpicc)
+  ncclshim/bin/               ncclshim-envcheck (the shim's parser, for the
+                              launcher and --check), ncclshim_model (the cost
+                              model), allreduce_perf (the benchmark
+                              ncclshim-tune runs; with mpicc)
   ncclshim/scripts/           env/ncclshim-run, env/ncclshim-tune, the
-                              presets env/*.env, bench/ncclshim-report
+                              presets env/*.env, bench/ncclshim-report,
+                              bench/ncclshim-model and its committed rates
 
 Standard library only, so `pip install --no-build-isolation .` needs no
 network. Metadata (name, version, scripts) comes from pyproject.toml.
@@ -64,7 +70,7 @@ def _project():
 def _make(build):
     """The libraries and tools the wheel holds; returns {wheel path: file}."""
     have_mpicc = shutil.which(os.environ.get("MPICC", "mpicc")) is not None
-    targets = [f"{build}/lib/libncclshim.so"]
+    targets = [f"{build}/lib/libncclshim.so", f"{build}/bin/ncclshim-envcheck", f"{build}/bin/ncclshim_model"]
     if have_mpicc:
         targets += [f"{build}/lib/hostnccl/libnccl.so.2", f"{build}/bin/allreduce_perf"]
     cmd = ["make", "-C", ROOT, f"B={build}", f"-j{os.cpu_count() or 1}"] + targets
@@ -74,10 +80,12 @@ def _make(build):
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     subprocess.run(cmd, check=True, stdout=sys.stderr, env=env)
     files = {"ncclshim/lib/libncclshim.so": targets[0],
-             "ncclshim/lib/kernels.mode": f"{build}/obj/compress/kernels.mode"}
+             "ncclshim/lib/kernels.mode": f"{build}/obj/compress/kernels.mode",
+             "ncclshim/bin/ncclshim-envcheck": targets[1],
+             "ncclshim/bin/ncclshim_model": targets[2]}
     if have_mpicc:
-        files["ncclshim/lib/hostnccl/libnccl.so.2"] = targets[1]
-        files["ncclshim/bin/allreduce_perf"] = targets[2]
+        files["ncclshim/lib/hostnccl/libnccl.so.2"] = targets[3]
+        files["ncclshim/bin/allreduce_perf"] = targets[4]
     else:
         print("ncclshim build: no mpicc: the wheel has no host NCCL (ncclshim-run --emulate) and no allreduce_perf "
               "(ncclshim-tune's runs)", file=sys.stderr)
@@ -88,15 +96,18 @@ def _sources():
     """{wheel path: file} of the Python package and the tools."""
     files = {}
     pkg = os.path.join(ROOT, "env", "ncclshim")
-    for f in sorted(os.listdir(pkg)):
-        if f.endswith(".py"):
-            files["ncclshim/" + f] = os.path.join(pkg, f)
+    for sub in ("", "site"):
+        for f in sorted(os.listdir(os.path.join(pkg, sub))):
+            if f.endswith(".py"):
+                files["/".join(p for p in ("ncclshim", sub, f) if p)] = os.path.join(pkg, sub, f)
     for f in ("ncclshim-run", "ncclshim-tune"):
         files["ncclshim/scripts/" + f] = os.path.join(ROOT, "env", f)
     for f in sorted(os.listdir(os.path.join(ROOT, "env"))):
         if f.endswith(".env"):
             files["ncclshim/scripts/" + f] = os.path.join(ROOT, "env", f)
     files["ncclshim/scripts/ncclshim-report"] = os.path.join(ROOT, "bench", "ncclshim-report")
+    files["ncclshim/scripts/ncclshim-model"] = os.path.join(ROOT, "bench", "ncclshim-model")
+    files["ncclshim/scripts/rates-default.txt"] = os.path.join(ROOT, "bench", "model", "rates-default.txt")
     return files
 
 
@@ -140,7 +151,7 @@ def _write_wheel(wheel_directory, build):
             with open(src, "rb") as f:
                 data = f.read()
             zi = zipfile.ZipInfo(arc, date_time=(2026, 1, 1, 0, 0, 0))
-            executable = os.access(src, os.X_OK) and not arc.endswith((".py", ".env", ".mode"))
+            executable = os.access(src, os.X_OK) and not arc.endswith((".py", ".env", ".mode", ".txt"))
             zi.external_attr = (0o100755 if executable else 0o100644) << 16  # a regular file (pip checks S_ISREG)
             zi.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(zi, data)

@@ -85,11 +85,13 @@ static void decide(void) {
     return;
   }
   if (nsc_config_parse(environ, &nsc_g.cfg, err, sizeof err)) {
+    /* The hint of a bad name's message: the dump shows every setting and
+     * every problem, bad values and names included. */
+    if (nsc_config_flag(environ, NSC_CFGI_dump_config)) nsc_config_dump_env(environ, stderr, "ncclshim config: ");
     /* NCCLSHIM_DISABLE=1 wins: a disabled rank issues nothing of its own, as
      * its peers with DISABLE=1 do, so it must not join their (absent)
      * configuration checks either. */
-    const char *d = getenv("NCCLSHIM_DISABLE");
-    if (d && !strcmp(d, "1")) {
+    if (nsc_config_flag(environ, NSC_CFGI_disable)) {
       nsc_warn("%s; ignored: NCCLSHIM_DISABLE=1 forwards every call untouched", err);
       decided = NSC_DISABLED;
       return;

@@ -1,16 +1,24 @@
-"""python -m ncclshim --lib | --check | --version
+"""python -m ncclshim --lib | --hook-path | --check | --version
 
-  --lib      the installed libncclshim.so's path, for
-             LD_PRELOAD=$(python -m ncclshim --lib) torchrun ... train.py
-  --check    whether this Python's PyTorch links NCCL dynamically (only then
-             can LD_PRELOAD interpose it: libtorch_cuda.so's dynamic symbol
-             table must import ncclAllReduce, the fact `nm -D` shows), and which
-             CUDA kernels a device would get (the fatbin built in, or NVRTC at
-             run time, and whether libnvrtc is found). Exit 0 when the shim can
-             work here, 1 when it cannot (statically linked NCCL, no library).
-  --version  the package's version
+  --lib        the installed libncclshim.so's path, for
+               LD_PRELOAD=$(python -m ncclshim --lib) torchrun ... train.py
+  --hook-path  the directory of the package's in-worker hook (ncclshim.hook:
+               one line at exit when the shim saw no NCCL all-reduce), for
+               PYTHONPATH=$(python -m ncclshim --hook-path) (ncclshim-run puts
+               it there itself)
+  --check      whether this Python's PyTorch links NCCL dynamically (only then
+               can LD_PRELOAD interpose it: libtorch_cuda.so's dynamic symbol
+               table must import ncclAllReduce, the fact `nm -D` shows), which
+               CUDA kernels a device would get (the fatbin built in, or NVRTC at
+               run time, and whether libnvrtc is found), and whether the shim
+               would accept this environment's NCCLSHIM_* settings (the packaged
+               ncclshim-envcheck: the shim's own parser, every problem named).
+               Exit 0 when the shim can work here, 1 when it cannot (statically
+               linked NCCL, no library, a setting it would refuse).
+  --version    the package's version
 
-Reads files only: never imports torch nor loads the shim.
+Reads files and runs ncclshim-envcheck only: never imports torch nor loads the
+shim.
 """
 import ctypes
 import importlib.util
@@ -18,6 +26,7 @@ import mmap
 import os
 import re
 import struct
+import subprocess
 import sys
 
 from . import __version__, lib_path
@@ -136,10 +145,26 @@ def _kernels():
             f"where it does not load (a driver older than the toolkit that built it), {rtc}")
 
 
+def _settings():
+    """(ok, lines) about this environment's NCCLSHIM_* settings, as the shim
+    would judge them (ncclshim-envcheck, a program: the library is not loaded)."""
+    tool = os.path.join(os.path.dirname(os.path.dirname(lib_path())), "bin", "ncclshim-envcheck")
+    if not os.access(tool, os.X_OK):
+        return False, [f"not checked: {tool} is missing (reinstall the package)"]
+    r = subprocess.run([tool], stderr=subprocess.PIPE, text=True)
+    if r.returncode == 0:
+        return True, ["every NCCLSHIM_* variable set here is one the shim accepts"]
+    strip = "ncclshim: "
+    return False, [l[len(strip):] if l.startswith(strip) else l for l in r.stderr.splitlines() if l.strip()]
+
+
 def main(argv=None):
     args = sys.argv[1:] if argv is None else list(argv)
     if args == ["--lib"]:
         print(lib_path())
+        return 0
+    if args == ["--hook-path"]:
+        print(os.path.join(os.path.dirname(os.path.abspath(__file__)), "site"))
         return 0
     if args == ["--version"]:
         print(__version__)
@@ -155,7 +180,11 @@ def main(argv=None):
         good, msg = _torch_nccl()
         print(("torch: " if good else "torch: CANNOT INTERPOSE: ") + msg)
         print("kernels: " + _kernels())
-        return 0 if ok and good else 1
+        fine, lines = _settings()
+        print(("settings: " if fine else "settings: REFUSED: ") + lines[0])
+        for line in lines[1:]:
+            print("settings: REFUSED: " + line)
+        return 0 if ok and good and fine else 1
     print(__doc__.strip().split("\n\n")[0], file=sys.stderr)
     return 2
 

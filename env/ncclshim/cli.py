@@ -1,9 +1,9 @@
 """ncclshim.cli — the console scripts of the package: ncclshim-run,
-ncclshim-report, ncclshim-tune.
+ncclshim-report, ncclshim-tune, ncclshim-model.
 
 Each runs the tool the checkout has (env/ncclshim-run, bench/ncclshim-report,
-env/ncclshim-tune, copied into the package's scripts/), with the installed
-library and benchmark as defaults. ncclshim-run is the checkout's launcher
+env/ncclshim-tune, bench/ncclshim-model, copied into the package's scripts/),
+with the installed library, benchmark and model as defaults. ncclshim-run is the checkout's launcher
 itself, every option included (--emulate too); this only names the installed
 library and this Python (whose torch --emulate runs).
 
@@ -38,6 +38,14 @@ def run(argv=None):
 def report(argv=None):
     args = sys.argv[1:] if argv is None else list(argv)
     _exec([sys.executable, _script("ncclshim-report")] + args)
+
+
+def model(argv=None):
+    """The cost model (bench/ncclshim-model): it finds the packaged model
+    binary and rates beside itself; its Python is this one."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    os.environ["PYTHON"] = sys.executable
+    _exec(["bash", _script("ncclshim-model")] + args)
 
 
 def _nccl_dir():

@@ -1,10 +1,17 @@
-/* config.c — parse, dump and hash the settings declared in config.def.
+/* config.c — parse, check, dump and hash the settings declared in config.def.
  *
  * Pure functions over an injected environment array: no getenv, no printing
  * to stderr, no allocation. A value is accepted only when the whole string
  * parses and lies in range; anything else yields one message naming the
  * variable, the value (shortened if long) and what is allowed, and leaves the
- * configuration at its defaults so nothing half-parsed is ever applied. */
+ * configuration at its defaults so nothing half-parsed is ever applied.
+ *
+ * Names are judged here once, for the shim and for the tools that check an
+ * environment before a job starts (ncclshim-envcheck): every NCCLSHIM_* name
+ * must be a row of config.def, and a name that is ours misspelt (NCCL_SHIM_*,
+ * ncclshim_* in any case, NCCLSHIM without its '_', or one edit away from a
+ * row's name) is refused the same way, with "did you mean" the nearest row.
+ * NCCL's own NCCL_* names are never taken for ours. */
 #include "config.h"
 
 #include <ctype.h>
@@ -138,6 +145,98 @@ static int enum_index(const char *choices, const char *s) {
   return -1;
 }
 
+/* Edit distance (insertions, deletions, substitutions and swaps of two
+ * neighbours, case-insensitive) between a[0..na) and b[0..nb), or limit + 1
+ * as soon as it must exceed limit. Strings of up to NAME_MAX_CMP chars. */
+#define NAME_MAX_CMP 96
+static int distance(const char *a, size_t na, const char *b, size_t nb, int limit) {
+  if (na > NAME_MAX_CMP || nb > NAME_MAX_CMP) return limit + 1;
+  if ((na > nb ? na - nb : nb - na) > (size_t)limit) return limit + 1;
+  int rows[3][NAME_MAX_CMP + 1]; /* the previous two rows and this one */
+  for (size_t j = 0; j <= nb; j++) rows[1][j] = (int)j;
+  for (size_t i = 1; i <= na; i++) {
+    int *cur = rows[(i + 1) % 3], *prev = rows[i % 3], *prev2 = rows[(i + 2) % 3];
+    cur[0] = (int)i;
+    int best = cur[0];
+    for (size_t j = 1; j <= nb; j++) {
+      int same = toupper((unsigned char)a[i - 1]) == toupper((unsigned char)b[j - 1]);
+      int d = prev[j - 1] + !same;
+      if (prev[j] + 1 < d) d = prev[j] + 1;
+      if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
+      if (i > 1 && j > 1 && toupper((unsigned char)a[i - 1]) == toupper((unsigned char)b[j - 2]) &&
+          toupper((unsigned char)a[i - 2]) == toupper((unsigned char)b[j - 1]) && prev2[j - 2] + 1 < d)
+        d = prev2[j - 2] + 1;
+      cur[j] = d;
+      if (d < best) best = d;
+    }
+    if (best > limit) return limit + 1;
+  }
+  int d = rows[(na + 1) % 3][nb];
+  return d > limit ? limit + 1 : d;
+}
+
+static int starts_nocase(const char *s, size_t n, const char *prefix) {
+  size_t k = strlen(prefix);
+  return n >= k && !strncasecmp(s, prefix, k);
+}
+
+/* The row nearest to NCCLSHIM_<rest> (rest: rlen chars, any case), at most
+ * limit edits away, or -1. */
+static int nearest_row(const char *rest, size_t rlen, int limit) {
+  int best = -1, bestd = limit + 1;
+  for (int i = 0; i < NSC_CFG_COUNT; i++) {
+    const char *f = env_names[i] + PREFIX_LEN;
+    int d = distance(rest, rlen, f, strlen(f), bestd - 1 < limit ? bestd - 1 : limit);
+    if (d < bestd) { bestd = d; best = i; }
+  }
+  return best;
+}
+
+int nsc_config_name(const char *name, size_t nlen, int *row) {
+  pthread_once(&names_once, build_names);
+  *row = -1;
+  if (nlen > PREFIX_LEN && !strncmp(name, PREFIX, PREFIX_LEN)) {
+    for (int i = 0; i < NSC_CFG_COUNT; i++)
+      if (strlen(env_names[i]) == nlen && !strncmp(env_names[i], name, nlen)) { *row = i; return NSC_NAME_OURS; }
+  } else if (nlen == PREFIX_LEN && !strncmp(name, PREFIX, nlen)) {
+    return NSC_NAME_UNKNOWN;
+  }
+  /* The rest of a name spelt with one of our prefixes, in any case. */
+  static const char *const ours[] = {"NCCLSHIM_", "NCCL_SHIM_", "NCCLSHIM"};
+  for (size_t k = 0; k < sizeof ours / sizeof *ours; k++)
+    if (starts_nocase(name, nlen, ours[k])) {
+      size_t p = strlen(ours[k]);
+      size_t rlen = nlen - p;
+      *row = nearest_row(name + p, rlen, rlen > 8 ? 2 : 1);
+      return strncmp(name, PREFIX, PREFIX_LEN) ? NSC_NAME_MISSPELT : NSC_NAME_UNKNOWN;
+    }
+  /* Anything else is ours only one edit away from a row's full name; NCCL's
+   * NCCL_* variables never are (NCCL_SHM_* are two edits from ours). */
+  if (starts_nocase(name, nlen, "NCCL_")) return NSC_NAME_OTHER;
+  for (int i = 0; i < NSC_CFG_COUNT; i++)
+    if (distance(name, nlen, env_names[i], strlen(env_names[i]), 1) <= 1) {
+      *row = i;
+      return NSC_NAME_MISSPELT;
+    }
+  return NSC_NAME_OTHER;
+}
+
+/* The message for a name nsc_config_name did not find among the rows. */
+static void name_message(const char *name, size_t nlen, int kind, int row, char *err, size_t errlen) {
+  if (!err || !errlen) return;
+  char mean[96] = "";
+  if (row >= 0) snprintf(mean, sizeof mean, ": did you mean %s?", env_names[row]);
+  int shown = (int)(nlen > 80 ? 80 : nlen);
+  if (kind == NSC_NAME_UNKNOWN)
+    snprintf(err, errlen, "unknown variable %.*s%s (every setting: docs/environment.md, or NCCLSHIM_DUMP_CONFIG=1)",
+             shown, name, mean);
+  else
+    snprintf(err, errlen,
+             "misspelt variable %.*s%s (the shim reads NCCLSHIM_* names in upper case only; every setting: "
+             "docs/environment.md, or NCCLSHIM_DUMP_CONFIG=1)",
+             shown, name, mean);
+}
+
 /* INT and SIZE rows may name special values in choices ("0", "auto", or
  * "0|auto"): "0" allows 0 (off) below min; "auto" stores NSC_CFG_AUTO (-1):
  * the shim decides (its value prints as "auto"). */
@@ -190,7 +289,20 @@ static int set_value(nsc_config *cfg, int i, const char *v, char *err, size_t er
   }
   case T_ENUM: {
     int k = enum_index(r->pub.choices, v);
-    if (k < 0) return fail(err, errlen, i, v, "expected one of %s", r->pub.choices);
+    if (k < 0) {
+      /* "did you mean" every choice one edit away */
+      char mean[128] = "";
+      for (const char *p = r->pub.choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p), m = strlen(mean);
+        if (distance(v, strlen(v), p, len, 1) <= 1 && m + len + 8 < sizeof mean)
+          snprintf(mean + m, sizeof mean - m, "%s%.*s", m ? " or " : "", (int)len, p);
+        if (!bar) break;
+        p = bar + 1;
+      }
+      if (mean[0]) return fail(err, errlen, i, v, "expected one of %s (did you mean %s?)", r->pub.choices, mean);
+      return fail(err, errlen, i, v, "expected one of %s", r->pub.choices);
+    }
     *(int *)dst = k;
     return 0;
   }
@@ -210,41 +322,74 @@ static void set_defaults(nsc_config *cfg) {
     if (*rows[i].pub.def) (void)set_value(cfg, i, rows[i].pub.def, NULL, 0);
 }
 
+/* Rows that constrain each other: int4 packs two codes per byte within a
+ * run, and a GPU kernel writes each byte from one wire block, so its blocks
+ * hold an even number of elements. */
+static int cross_check(const nsc_config *cfg, char *err, size_t errlen) {
+  if (cfg->compress == NSC_COMPRESS_INT4 && cfg->block_elems % 2) {
+    char v[32];
+    snprintf(v, sizeof v, "%lld", cfg->block_elems);
+    return fail(err, errlen, NSC_CFGI_block_elems, v,
+                "an even number from 16 to 4096 with NCCLSHIM_COMPRESS=int4 (two codes per byte)");
+  }
+  return 0;
+}
+
+/* The one pass over an environment both entry points make: each entry that
+ * is ours is set into cfg, or reported (report(ctx, message)); returns the
+ * number of problems, stopping at the first when report is NULL (err then
+ * holds its message). */
+static int scan(char *const *envp, nsc_config *cfg, char *err, size_t errlen,
+                void (*report)(void *, const char *), void *ctx) {
+  int problems = 0;
+  char msg[768];
+  for (char *const *e = envp; e && *e; e++) {
+    const char *kv = *e;
+    const char *eq = strchr(kv, '=');
+    size_t nlen = eq ? (size_t)(eq - kv) : strlen(kv);
+    const char *val = eq ? eq + 1 : "";
+    int row, kind = nsc_config_name(kv, nlen, &row);
+    if (kind == NSC_NAME_OTHER) continue;
+    int bad;
+    if (kind == NSC_NAME_OURS) {
+      bad = set_value(cfg, row, val, msg, sizeof msg) != 0;
+      if (!bad) cfg->from_env[row] = 1;
+    } else {
+      name_message(kv, nlen, kind, row, msg, sizeof msg);
+      bad = 1;
+    }
+    if (!bad) continue;
+    problems++;
+    if (!report) {
+      if (err && errlen) snprintf(err, errlen, "%s", msg);
+      return problems;
+    }
+    report(ctx, msg);
+  }
+  if (cross_check(cfg, msg, sizeof msg)) {
+    problems++;
+    if (report) report(ctx, msg);
+    else if (err && errlen) snprintf(err, errlen, "%s", msg);
+  }
+  return problems;
+}
+
 int nsc_config_parse(char *const *envp, nsc_config *cfg, char *err, size_t errlen) {
   pthread_once(&names_once, build_names);
   set_defaults(cfg);
   if (err && errlen) err[0] = '\0';
   if (!envp) return 0;
   nsc_config tmp = *cfg;
-  for (char *const *e = envp; *e; e++) {
-    const char *kv = *e;
-    if (strncmp(kv, PREFIX, PREFIX_LEN) != 0) continue;
-    const char *eq = strchr(kv, '=');
-    size_t nlen = eq ? (size_t)(eq - kv) : strlen(kv);
-    const char *val = eq ? eq + 1 : "";
-    int found = -1;
-    for (int i = 0; i < NSC_CFG_COUNT; i++)
-      if (strlen(env_names[i]) == nlen && !strncmp(env_names[i], kv, nlen)) { found = i; break; }
-    if (found < 0) {
-      if (err && errlen)
-        snprintf(err, errlen, "unknown variable %.*s (misspelt? NCCLSHIM_DUMP_CONFIG=1 or docs/environment.md lists the known ones)",
-                 (int)(nlen > 80 ? 80 : nlen), kv);
-      return -1;
-    }
-    if (set_value(&tmp, found, val, err, errlen)) return -1;
-    tmp.from_env[found] = 1;
-  }
-  /* Rows that constrain each other: int4 packs two codes per byte within a
-   * run, and a GPU kernel writes each byte from one wire block, so its blocks
-   * hold an even number of elements. */
-  if (tmp.compress == NSC_COMPRESS_INT4 && tmp.block_elems % 2) {
-    char v[32];
-    snprintf(v, sizeof v, "%lld", tmp.block_elems);
-    fail(err, errlen, NSC_CFGI_block_elems, v, "an even number from 16 to 4096 with NCCLSHIM_COMPRESS=int4 (two codes per byte)");
-    return -1;
-  }
+  if (scan(envp, &tmp, err, errlen, NULL, NULL)) return -1;
   *cfg = tmp;
   return 0;
+}
+
+int nsc_config_check(char *const *envp, void (*report)(void *ctx, const char *msg), void *ctx) {
+  pthread_once(&names_once, build_names);
+  nsc_config tmp;
+  set_defaults(&tmp);
+  return scan(envp, &tmp, NULL, 0, report, ctx);
 }
 
 void nsc_config_value_str(const nsc_config *cfg, int i, char *buf, size_t len) {
@@ -277,6 +422,44 @@ void nsc_config_dump(const nsc_config *cfg, FILE *out, const char *prefix) {
     nsc_config_value_str(cfg, i, v, sizeof v);
     fprintf(out, "%s%-28s = %-12s (%s)\n", prefix, env_names[i], v, cfg->from_env[i] ? "environment" : "default");
   }
+}
+
+int nsc_config_flag(char *const *envp, int i) {
+  pthread_once(&names_once, build_names);
+  if (i < 0 || i >= NSC_CFG_COUNT || rows[i].type != T_BOOL) return 0;
+  size_t n = strlen(env_names[i]);
+  int on = 0;
+  for (char *const *e = envp; e && *e; e++)
+    if (!strncmp(*e, env_names[i], n) && (*e)[n] == '=' && parse_bool(*e + n + 1, &on)) on = 0;
+  return on;
+}
+
+void nsc_config_dump_env(char *const *envp, FILE *out, const char *prefix) {
+  pthread_once(&names_once, build_names);
+  nsc_config cfg;
+  set_defaults(&cfg);
+  char v[NSC_CFG_STR_MAX], msg[768];
+  for (int i = 0; i < NSC_CFG_COUNT; i++) {
+    const char *given = NULL;
+    size_t n = strlen(env_names[i]);
+    for (char *const *e = envp; e && *e; e++)
+      if (!strncmp(*e, env_names[i], n) && (*e)[n] == '=') given = *e + n + 1;
+    if (given && set_value(&cfg, i, given, msg, sizeof msg)) {
+      fprintf(out, "%s%-28s   INVALID: %s\n", prefix, env_names[i], msg);
+      continue;
+    }
+    nsc_config_value_str(&cfg, i, v, sizeof v);
+    fprintf(out, "%s%-28s = %-12s (%s)\n", prefix, env_names[i], v, given ? "environment" : "default");
+  }
+  for (char *const *e = envp; e && *e; e++) {
+    const char *eq = strchr(*e, '=');
+    size_t nlen = eq ? (size_t)(eq - *e) : strlen(*e);
+    int row, kind = nsc_config_name(*e, nlen, &row);
+    if (kind != NSC_NAME_UNKNOWN && kind != NSC_NAME_MISSPELT) continue;
+    name_message(*e, nlen, kind, row, msg, sizeof msg);
+    fprintf(out, "%s%s\n", prefix, msg);
+  }
+  if (cross_check(&cfg, msg, sizeof msg)) fprintf(out, "%s%s\n", prefix, msg);
 }
 
 int64_t nsc_config_row_hash(const nsc_config *cfg, int i) {

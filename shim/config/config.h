@@ -75,8 +75,34 @@ const nsc_config_row *nsc_config_row_at(int i);
  * *cfg holds the defaults only: no partially applied value. */
 int nsc_config_parse(char *const *envp, nsc_config *cfg, char *err, size_t errlen);
 
+/* Every problem of envp's NCCLSHIM_* entries (and of names that are ours
+ * misspelt, see nsc_config_name), one message each through report, in the
+ * words nsc_config_parse would use for the first; returns their number (0:
+ * the shim would accept this environment). */
+int nsc_config_check(char *const *envp, void (*report)(void *ctx, const char *msg), void *ctx);
+
+/* What the environment variable name (nlen chars, not NUL-terminated) is to
+ * the shim: NSC_NAME_OURS (*row: its row), NSC_NAME_UNKNOWN (NCCLSHIM_* but
+ * no row), NSC_NAME_MISSPELT (NCCL_SHIM_*, ncclshim_* in another case,
+ * NCCLSHIM without '_', or one edit from a row's name), NSC_NAME_OTHER (not
+ * ours; every NCCL_* name but NCCL_SHIM_*). For the two kinds of mistake
+ * *row is the nearest row (its "did you mean"), or -1. */
+enum { NSC_NAME_OTHER = 0, NSC_NAME_OURS, NSC_NAME_UNKNOWN, NSC_NAME_MISSPELT };
+int nsc_config_name(const char *name, size_t nlen, int *row);
+
+/* 1 when envp sets the BOOL row i to a true value (1, true, yes, on), whatever
+ * else envp holds: NCCLSHIM_DISABLE and NCCLSHIM_DUMP_CONFIG still count when
+ * another setting is invalid. */
+int nsc_config_flag(char *const *envp, int i);
+
 /* Every setting, one per line: name, value, source. */
 void nsc_config_dump(const nsc_config *cfg, FILE *out, const char *prefix);
+
+/* The same from an environment that may hold mistakes (what
+ * NCCLSHIM_DUMP_CONFIG=1 prints when the parse failed): each row with the
+ * value envp gives it (or "INVALID" and why) or its default, then one line
+ * per misspelt or unknown name. */
+void nsc_config_dump_env(char *const *envp, FILE *out, const char *prefix);
 
 /* The effective value of row i as text (for dumps, banners and mismatch messages). */
 void nsc_config_value_str(const nsc_config *cfg, int i, char *buf, size_t len);

@@ -17,12 +17,21 @@
  * exposed communication. GPU: the records' times are device times without a
  * common origin, so the time in flight is their sum (capped at the step) and
  * the exposed communication is the time of the pass's last bucket's record
- * (docs/diagnosis.md says what that misses). */
+ * (docs/diagnosis.md says what that misses).
+ *
+ * The process around the boundary thread (its cores, threads and child
+ * processes) is read from /proc at the first boundary and every
+ * NSC_DIAG_HOST_EVERY after: a few small reads per 16 steps, never before
+ * the shim is active. */
 #include "diag.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "diag_nvml.h"
 
@@ -116,8 +125,61 @@ int nsc_diag_call(nsc_diag *d, uint64_t call, const nsc_accum_el *e, int acc, in
   return 0;
 }
 
+/* Whitespace-separated numbers in a small /proc file, or -1 when it cannot
+ * be read. */
+static int count_words(const char *path) {
+  char buf[4096];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n < 0) return -1;
+  int words = 0;
+  for (ssize_t i = 0; i < n; i++)
+    words += buf[i] != ' ' && buf[i] != '\n' && (i + 1 == n || buf[i + 1] == ' ' || buf[i + 1] == '\n');
+  return words;
+}
+
+void nsc_diag_host_read(nsc_diag_tot *t) {
+  cpu_set_t set;
+  if (!sched_getaffinity(0, sizeof set, &set)) t->cpus = CPU_COUNT(&set);
+  /* /proc/self/stat: the thread count is the 20th field, the 18th after the
+   * command's closing parenthesis */
+  char buf[1024];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    char *p = strrchr(buf, ')');
+    int field = 2, threads = 0;
+    for (; p && *p && field < 20; p++)
+      if (*p == ' ') field++;
+    if (p && field == 20) threads = atoi(p);
+    if (threads > 0) t->threads = threads;
+  }
+  /* Children of every thread (/proc/self/task/T/children: kernels with
+   * CONFIG_PROC_CHILDREN list them there). */
+  DIR *dir = opendir("/proc/self/task");
+  if (!dir) return;
+  int children = 0, listed = 0;
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    if (e->d_name[0] == '.') continue;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%.20s/children", e->d_name);
+    int k = count_words(path);
+    if (k >= 0) { children += k; listed = 1; }
+  }
+  closedir(dir);
+  if (!listed) return;
+  if (children > t->children) t->children = children;
+  t->children_reads++;
+}
+
 void nsc_diag_boundary(nsc_diag *d, uint64_t t_ns, uint64_t wall_ns, int64_t cpu_ns, int64_t runq_ns, uint64_t tid) {
   if (d->cur_pass < 0) return;
+  if (d->boundaries++ % NSC_DIAG_HOST_EVERY == 0) nsc_diag_host_read(&d->tot);
   nsc_diag_bnd *b = &d->bnd[d->cur_pass % NSC_DIAG_BND];
   if (!d->have_wall_off) { /* one offset for all its steps: they follow each other exactly */
     d->wall_off = wall_ns - t_ns;

@@ -37,6 +37,7 @@ const char *nsc_diag_src_name(int src);
 #define NSC_DIAG_BND 16       /* pass boundaries remembered (records are read a few passes late at most) */
 #define NSC_DIAG_STEPS 1024   /* closed steps waiting for the writer (detail) */
 #define NSC_DIAG_RELEARN 4    /* the learner starts again at most this many times */
+#define NSC_DIAG_HOST_EVERY 16 /* the process around the boundary thread is read at every 16th boundary */
 
 /* One step: pass `pass` from its first bucket's call to the next pass's. */
 typedef struct {
@@ -69,6 +70,13 @@ typedef struct {
   uint64_t runq_steps, runq_wall_ns, runq_ns; /* steps with a known run-queue time (host: schedstat), their sums */
   int src;                  /* NSC_DIAG_SRC_* of the busy times */
   int gpu;
+  /* The process around the boundary thread, what the cpu-starved advice may
+   * name (read at boundaries, nsc_diag_host_read): the cores its affinity
+   * allows and its threads at the last reading (0: never read), and the most
+   * child processes its threads had (DataLoader workers are such children),
+   * over children_reads readings (0: the kernel does not list children). */
+  int cpus, threads, children;
+  uint32_t children_reads;
 } nsc_diag_tot;
 
 /* A pass boundary, taken at the call of the pass's first bucket. */
@@ -93,6 +101,7 @@ typedef struct nsc_diag {
   nsc_diag_bnd bnd[NSC_DIAG_BND];
   uint64_t wall_off;        /* CLOCK_REALTIME - CLOCK_MONOTONIC at the first boundary */
   int have_wall_off;
+  uint64_t boundaries;      /* boundaries taken (the host readings' cadence) */
   int want_cpu;             /* read the CPU time at boundaries (host backend, or not known yet) */
   /* accounting, in the order records are read */
   nsc_diag_step open;
@@ -129,6 +138,10 @@ nsc_accum_el nsc_diag_el(int rs, const void *send, const void *recv, uint64_t co
  * with nsc_diag_boundary). */
 int nsc_diag_call(nsc_diag *d, uint64_t call, const nsc_accum_el *e, int acc, int int_sum, int fl);
 void nsc_diag_boundary(nsc_diag *d, uint64_t t_ns, uint64_t wall_ns, int64_t cpu_ns, int64_t runq_ns, uint64_t tid);
+
+/* Read the process around the calling thread into t's cpus, threads and
+ * children (nsc_diag_boundary does, every NSC_DIAG_HOST_EVERY boundaries). */
+void nsc_diag_host_read(nsc_diag_tot *t);
 
 /* One record read by the log (in commit order), as the log tells it. */
 typedef struct {

@@ -51,13 +51,35 @@ static void try_input(char *b, size_t n) {
             "persistent_workers=True); move decoding and augmentation off the training loop's thread");
 }
 
-static void try_cpu(char *b, size_t n, double rq) {
-  char m[400];
-  snprintf(m, sizeof m,
-           "the training thread waited for a CPU %.0f%% of its step (run queue): more DataLoader workers would make "
-           "it worse; use fewer workers and torch threads than the cores each rank has (num_workers, "
-           "torch.set_num_threads / OMP_NUM_THREADS), give augmentation its own cores (taskset, numactl) or "
-           "lighten it", 100 * rq);
+/* What competes for the cores, in the words of what this process is known
+ * to have: DataLoader workers are named only where it has child processes
+ * (or where the kernel does not list them). */
+static void try_cpu(char *b, size_t n, double rq, const nsc_diag_tot *t) {
+  char m[560], cores[120] = "";
+  if (t->cpus > 0 && t->threads > 0)
+    snprintf(cores, sizeof cores, " this process may run on %d core%s and has %d threads;", t->cpus,
+             t->cpus == 1 ? "" : "s", t->threads);
+  if (t->children_reads && t->children > 0)
+    snprintf(m, sizeof m,
+             "the training thread waited for a CPU %.0f%% of its step (run queue):%s it had up to %d child "
+             "process%s (DataLoader workers or others of its own), so more DataLoader workers would make it worse: "
+             "use fewer workers and torch threads than the cores each rank has (num_workers, torch.set_num_threads "
+             "/ OMP_NUM_THREADS), give augmentation its own cores (taskset, numactl) or lighten it",
+             100 * rq, cores, t->children, t->children == 1 ? "" : "es");
+  else if (t->children_reads)
+    snprintf(m, sizeof m,
+             "the training thread waited for a CPU %.0f%% of its step (run queue):%s it has no child processes "
+             "(no DataLoader workers), so other processes compete for its cores (the other ranks on this machine, "
+             "or other jobs): fewer torch threads per rank (torch.set_num_threads / OMP_NUM_THREADS), fewer ranks "
+             "per machine, or cores of their own for each rank (taskset, numactl)",
+             100 * rq, cores);
+  else
+    snprintf(m, sizeof m,
+             "the training thread waited for a CPU %.0f%% of its step (run queue):%s other ranks, torch threads, "
+             "DataLoader workers or other processes compete for its cores: fewer torch threads per rank "
+             "(torch.set_num_threads / OMP_NUM_THREADS), and if it has DataLoader workers fewer of them (more "
+             "would make it worse), or cores of its own for each rank (taskset, numactl)",
+             100 * rq, cores);
   add(b, n, m);
 }
 
@@ -110,7 +132,7 @@ void nsc_diag_judge(const nsc_diag_tot *t, const nsc_diag_ctx *c, nsc_diag_resul
   if (t->runq_steps && t->runq_wall_ns) o->runqueue_share = share(t->runq_ns, t->runq_wall_ns);
   if (o->runqueue_share >= NSC_DIAG_RUNQ_SHARE) {
     o->verdict = "cpu-starved";
-    try_cpu(o->suggest, sizeof o->suggest, o->runqueue_share);
+    try_cpu(o->suggest, sizeof o->suggest, o->runqueue_share, t);
   } else if (ex >= NSC_DIAG_COMM_SHARE && ex >= in) {
     o->verdict = "communication-bound";
     try_comm(o->suggest, sizeof o->suggest, c);

@@ -98,14 +98,19 @@ mkdir -p "$TMPD/bin"
 printf '#!/bin/sh\nprintf "%%s\\n" "$0" "$@" >"%s/argv"\nprintf "%%s" "$NCCLSHIM_COMPRESS" >"%s/env"\n' "$TMPD" "$TMPD" >"$TMPD/bin/mpirun"
 cp "$TMPD/bin/mpirun" "$TMPD/bin/torchrun"
 chmod +x "$TMPD/bin/mpirun" "$TMPD/bin/torchrun"
-# Expected: -x for each NCCL_*/NCCLSHIM_* that --print lists, then LD_PRELOAD,
-# right after the launcher word; then the command as given.
+# Expected: -x for each NCCL_*/NCCLSHIM_* that --print lists, then LD_PRELOAD
+# and PYTHONPATH (the hook), right after the launcher word and after each ':'
+# of an MPMD command (-x is per app context); then the command as given.
 PATH="$TMPD/bin:$PATH" NCCL_DEBUG=WARN "$RUN" --preset ethernet-1g --print >"$TMPD/mpi.print"
-{ echo "$TMPD/bin/mpirun"
-  sed -n 's/^export \(NCCL[A-Z0-9_]*\)=.*/\1/p' "$TMPD/mpi.print" | while read -r v; do printf -- '-x\n%s\n' "$v"; done
-  printf -- '-x\nLD_PRELOAD\n-np\n2\nprog\nx y\n'; } >"$TMPD/argv.want"
+{ sed -n 's/^export \(NCCL[A-Z0-9_]*\)=.*/\1/p' "$TMPD/mpi.print" | while read -r v; do printf -- '-x\n%s\n' "$v"; done
+  printf -- '-x\nLD_PRELOAD\n-x\nPYTHONPATH\n'; } >"$TMPD/fwd.want"
+{ echo "$TMPD/bin/mpirun"; cat "$TMPD/fwd.want"; printf -- '-np\n2\nprog\nx y\n'; } >"$TMPD/argv.want"
 PATH="$TMPD/bin:$PATH" NCCL_DEBUG=WARN "$RUN" --preset ethernet-1g -- mpirun -np 2 prog "x y"
-check "mpirun: -x NAME for every NCCL_*/NCCLSHIM_* and LD_PRELOAD, inserted after the mpirun word" \
+check "mpirun: -x NAME for every NCCL_*/NCCLSHIM_*, LD_PRELOAD and PYTHONPATH, inserted after the mpirun word" \
+  diff "$TMPD/argv.want" "$TMPD/argv"
+{ echo "$TMPD/bin/mpirun"; cat "$TMPD/fwd.want"; printf -- '-np\n1\nprog\n:\n'; cat "$TMPD/fwd.want"; printf -- '-np\n1\nprog\n'; } >"$TMPD/argv.want"
+PATH="$TMPD/bin:$PATH" NCCL_DEBUG=WARN "$RUN" --preset ethernet-1g -- mpirun -np 1 prog : -np 1 prog
+check "mpirun MPMD: the same -x list again after the ':' (every app context gets the preload)" \
   diff "$TMPD/argv.want" "$TMPD/argv"
 check_grep "mpirun: the user's NCCL_DEBUG is forwarded too" '^NCCL_DEBUG$' "$TMPD/argv"
 check "mpirun: the preset's values are in the launcher's environment" test "$(cat "$TMPD/env")" = fp16
@@ -128,6 +133,76 @@ for d in "with space" "with:colon"; do
     ok "--lib '.../$d/libncclshim.so': refused with a message (LD_PRELOAD cannot hold it), command not run"
   else not_ok "--lib with '$d': exit $rc, ran: $(cat "$TMPD/libsp.out") $(cat "$TMPD/libsp.err")"; fi
 done
+
+# ---- settings checked before the start (issue 42) ---------------------------
+# ncclshim-envcheck is the shim's parser: every problem is named before
+# anything starts, --print included; the command never runs.
+refused() { # description, expected ERE on stderr, VAR=value..., -- launcher args...
+  local desc=$1 pat=$2 kv=(); shift 2
+  while [ "$1" != -- ]; do kv+=("$1"); shift; done; shift
+  rm -f "$TMPD/ran"
+  env "${kv[@]}" "$RUN" "$@" >"$TMPD/refused.out" 2>"$TMPD/refused.err"; local rc=$?
+  if [ $rc -ne 0 ] && [ ! -e "$TMPD/ran" ] && grep -Eq -- "$pat" "$TMPD/refused.err"; then ok "$desc"
+  else not_ok "$desc (exit $rc, ran: $([ -e "$TMPD/ran" ] && echo yes || echo no))"; sed 's/^/#   /' "$TMPD/refused.err" | tail -n 6; fi
+}
+MARK=(touch "$TMPD/ran")
+refused "a bad value is refused before the start, with what is allowed and the nearest choices" \
+  "NCCLSHIM_COMPRESS='int5' is invalid: expected one of off\|fp16.*\(did you mean int8 or int4\?\)" NCCLSHIM_COMPRESS=int5 -- -- "${MARK[@]}"
+refused "an unknown NCCLSHIM_ name is refused" "unknown variable NCCLSHIM_FOO" NCCLSHIM_FOO=1 -- -- "${MARK[@]}"
+for kv in NCCL_SHIM_COMPRESS=int8 ncclshim_compress=int8 NCCLSHIM_COMPRES=int8 NCCLSHM_COMPRESS=int8; do
+  refused "${kv%%=*}: refused, 'did you mean NCCLSHIM_COMPRESS?'" "${kv%%=*}: did you mean NCCLSHIM_COMPRESS\?" "$kv" -- -- "${MARK[@]}"
+done
+refused "every problem at once (3), then one line saying nothing was started" \
+  "nothing was started" NCCLSHIM_COMPRESS=int5 NCCLSHIM_FOO=1 ncclshim_log=calls -- -- "${MARK[@]}"
+check "... each of the 3 problems on a line of its own" test "$(grep -c '^ncclshim: ' "$TMPD/refused.err")" -eq 3
+refused "--print with a bad value: refused (exit 1), the problem named" "NCCLSHIM_COMPRESS='int5' is invalid" \
+  NCCLSHIM_COMPRESS=int5 -- --print
+check_grep "... after the listing of the settings as they would be" '^export NCCLSHIM_COMPRESS=int5 ' "$TMPD/refused.out"
+refused "--emulate checks before it starts anything" "NCCLSHIM_COMPRESS='int5'" NCCLSHIM_COMPRESS=int5 -- --emulate --nproc 2 \
+  --python "$TORCH_VENV/bin/python" -- \
+  "$TMPD/never.py"
+# The hint the messages give works as written: NCCLSHIM_DUMP_CONFIG=1 lists every setting and the problem.
+refused "the messages' hint, NCCLSHIM_DUMP_CONFIG=1, lists every setting while a bad name is set" \
+  '^NCCLSHIM_COMPRESS +INVALID: ' NCCLSHIM_COMPRESS=int5 NCCLSHIM_FOO=1 NCCLSHIM_DUMP_CONFIG=1 -- -- "${MARK[@]}"
+check "... all $(wc -l <"$TMPD/known") of them" test "$(grep -cE '^NCCLSHIM_[A-Z0-9_]+ +(=|INVALID)' "$TMPD/refused.err")" -eq "$(wc -l <"$TMPD/known")"
+check_grep "... and the unknown name" '^unknown variable NCCLSHIM_FOO' "$TMPD/refused.err"
+check "NCCL's own variables (NCCL_SHM_DISABLE, NCCL_DEBUG) pass the check" \
+  env NCCL_SHM_DISABLE=1 NCCL_DEBUG=WARN NCCL_P2P_DISABLE=1 "$RUN" -- true
+# The shim itself says the same at its first collective (no launcher), and its hint works there too.
+if [ -x "$BIN/allreduce_perf" ]; then
+  with NCCL_SHIM_COMPRESS=int8 NCCLSHIM_DUMP_CONFIG=1 mpirun_shim 2 "$BIN/allreduce_perf" -b 256K -e 256K -n 1 -w 0 >"$TMPD/shimbad.out" 2>&1
+  check_grep "the shim refuses a misspelt name at its first collective, with 'did you mean'" \
+    'misspelt variable NCCL_SHIM_COMPRESS: did you mean NCCLSHIM_COMPRESS\?' "$TMPD/shimbad.out"
+  check_grep "... and NCCLSHIM_DUMP_CONFIG=1 prints every setting there too" '^ncclshim config: NCCLSHIM_MIN_BYTES +=' "$TMPD/shimbad.out"
+else not_ok "allreduce_perf was not built"; fi
+
+# ---- every rank the same way: what the launcher can see -------------------------
+refused "mpirun MPMD with NCCLSHIM_COMPRESS given to one app context only: refused, naming both values" \
+  "NCCLSHIM_COMPRESS would be 'bf16' in app context 1 and 'fp16' in app context 2" NCCLSHIM_COMPRESS=fp16 -- \
+  -- mpirun -np 1 -x NCCLSHIM_COMPRESS=bf16 "${MARK[@]}" : -np 1 "${MARK[@]}"
+refused "mpirun -x NCCLSHIM_DISABLE=1 on one app context: refused" "NCCLSHIM_DISABLE would be '1' in app context 1" -- \
+  -- mpirun -np 1 -x NCCLSHIM_DISABLE=1 "${MARK[@]}" : -np 1 "${MARK[@]}"
+refused "mpirun -x LD_PRELOAD=other.so: refused (those ranks would lose the shim)" "another preload than the shim's" -- \
+  -- mpirun -np 2 -x LD_PRELOAD="$TMPD/libdummy1.so" "${MARK[@]}"
+refused "mpirun -x NCCLSHIM_COMPRESS=bf17: the value is checked too" "NCCLSHIM_COMPRESS='bf17' is invalid" -- \
+  -- mpirun -np 2 -x NCCLSHIM_COMPRESS=bf17 "${MARK[@]}"
+printf '#!/bin/sh\ntouch "%s/ran"\n' "$TMPD" >"$TMPD/bin/srun"; chmod +x "$TMPD/bin/srun"
+refused "srun -n 2 --export=NONE: refused (the ranks would not get LD_PRELOAD)" "srun --export=NONE .*does not pass LD_PRELOAD" \
+  PATH="$TMPD/bin:$PATH" -- -- srun -n 2 --export=NONE prog
+refused "SLURM_EXPORT_ENV=NONE: the same" "srun --export=NONE .*does not pass LD_PRELOAD" \
+  PATH="$TMPD/bin:$PATH" SLURM_EXPORT_ENV=NONE -- -- srun prog
+PATH="$TMPD/bin:$PATH" "$RUN" -- srun --export=ALL,FOO=1 prog >/dev/null 2>&1
+check "srun --export=ALL,...: started" test -e "$TMPD/ran"
+PATH="$TMPD/bin:$PATH" "$RUN" -- torchrun --nnodes 2 --nproc-per-node 2 train.py >/dev/null 2>"$TMPD/nnodes.err"
+check_grep "torchrun --nnodes 2: a reminder that every node's launch needs the same settings" \
+  'torchrun --nnodes 2: this starts one node; start every node' "$TMPD/nnodes.err"
+
+# The hook: first on PYTHONPATH (unless --no-hook), other entries kept.
+out=$(PYTHONPATH=/a:/b "$RUN" -- printenv PYTHONPATH)
+check "PYTHONPATH: the package's hook (ncclshim/site) first, the user's entries kept" \
+  test "$out" = "$ENV/ncclshim/site:/a:/b"
+out=$(PYTHONPATH=/a "$RUN" --no-hook -- printenv PYTHONPATH)
+check "--no-hook: PYTHONPATH untouched" test "$out" = /a
 
 # ncclshim-tune: a count option of 0 is refused, never replaced by the default.
 for o in "--reps 0" "--iters 0"; do

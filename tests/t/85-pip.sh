@@ -6,9 +6,12 @@
 #     (env/ncclshim_build.py, `pip wheel --no-build-isolation --no-index`: no
 #     network), then `pip install` of that wheel;
 #   - the console scripts ncclshim-run, ncclshim-report, ncclshim-tune (a
-#     one-size quick sweep with the packaged allreduce_perf on the host NCCL);
-#     `python -m ncclshim --lib` (an existing file inside the venv) and
-#     `--check` (this torch links NCCL dynamically: exit 0, the kernels line);
+#     one-size quick sweep with the packaged allreduce_perf on the host NCCL),
+#     ncclshim-model (the packaged model binary, rates and presets);
+#     `python -m ncclshim --lib` (an existing file inside the venv), `--check`
+#     (this torch links NCCL dynamically: exit 0, the kernels line; a bad
+#     NCCLSHIM_* value: exit 1, named, from the packaged ncclshim-envcheck)
+#     and `--hook-path` (the packaged hook's directory);
 #   - `ncclshim-run --emulate --nproc 2` running tests/torch/plain_ddp.py, an
 #     unmodified DDP script (init_process_group("nccl"), CPU tensors), with
 #     logs to a directory: every step runs, ncclshim.stats() in the script
@@ -36,7 +39,7 @@ whl=$(ls "$TMPD"/wheels/ncclshim-*.whl 2>/dev/null | head -n 1)
 check "pip wheel of the checkout (in-tree backend, offline): $(basename "${whl:-none}")" test -n "$whl"
 "$V/bin/pip" install --no-index "$whl" >"$TMPD/install.out" 2>&1
 check "pip install of that wheel" test $? -eq 0
-for s in ncclshim-run ncclshim-report ncclshim-tune; do
+for s in ncclshim-run ncclshim-report ncclshim-tune ncclshim-model; do
   check "console script $s installed and answers --help" "$V/bin/$s" --help
 done
 
@@ -53,6 +56,17 @@ case $lib in "$SP"/ncclshim/lib/libncclshim.so) check "python -m ncclshim --lib:
 check "python -m ncclshim --check: exit 0 for this torch" test $? -eq 0
 check_grep "--check: torch links NCCL dynamically" "^torch: .*libtorch_cuda.so imports ncclAllReduce dynamically" "$TMPD/check.out"
 check_grep "--check: which kernels a device would get" "^kernels: (fatbin built in|no fatbin was built)" "$TMPD/check.out"
+
+(cd "$TMPD" && NCCLSHIM_COMPRESS=int5 NCCL_SHIM_LOG=calls "$V/bin/python" -m ncclshim --check) >"$TMPD/check.bad" 2>&1
+check "python -m ncclshim --check with a bad value and a misspelt name: exit 1" test $? -eq 1
+check_grep "... the value named, with the nearest choices" "^settings: REFUSED: NCCLSHIM_COMPRESS='int5' is invalid.*did you mean int8 or int4" "$TMPD/check.bad"
+check_grep "... the misspelt name, with the one it meant" "^settings: REFUSED: misspelt variable NCCL_SHIM_LOG: did you mean NCCLSHIM_LOG" "$TMPD/check.bad"
+check_grep "python -m ncclshim --check: the settings line (nothing set: accepted)" "^settings: every NCCLSHIM_" "$TMPD/check.out"
+hp=$(cd "$TMPD" && "$V/bin/python" -m ncclshim --hook-path)
+check "python -m ncclshim --hook-path: $hp holds the hook's sitecustomize.py" test -f "$hp/sitecustomize.py" -a "$hp" = "$SP/ncclshim/site"
+(cd "$TMPD" && "$V/bin/ncclshim-model" --nodes 2 --ranks-per-node 4 --nic-gbps 25 --bytes 64M --preset ethernet-25g) >"$TMPD/model.out" 2>&1
+check "ncclshim-model from the wheel: the packaged model, rates and preset (a MODELLED table)" \
+  grep -q "rates: $SP/ncclshim/scripts/rates-default.txt" "$TMPD/model.out"
 
 (cd "$TMPD" && "$V/bin/python" -c 'import ncclshim; ncclshim.stats()') >"$TMPD/nostats.out" 2>&1
 check "ncclshim.stats() without the preloaded library: an error that says so" \
@@ -97,7 +111,8 @@ import ncclshim_build
 name = ncclshim_build.build_sdist(sys.argv[2])
 names = set(tarfile.open(os.path.join(sys.argv[2], name)).getnames())
 need = ["pyproject.toml", "Makefile", "env/ncclshim_build.py", "env/ncclshim/__init__.py", "shim/hooks/hooks.c",
-        "env/ncclshim/ncclpg.py", "PKG-INFO"]
+        "env/ncclshim/ncclpg.py", "env/ncclshim/hook.py", "env/ncclshim/site/sitecustomize.py", "shim/tools/envcheck.c",
+        "bench/model/rates-default.txt", "PKG-INFO"]
 missing = [n for n in need if "ncclshim-0.1.0/" + n not in names]
 assert not missing, missing
 print(name, len(names))

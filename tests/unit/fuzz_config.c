@@ -1,12 +1,20 @@
 /* fuzz_config.c — libFuzzer target for the configuration parser: the input is
  * split at newlines into environment entries (most prefixed NCCLSHIM_ so the
  * interesting paths are reached). The parser must never crash, read out of
- * bounds, or return success with an error message, or fail without one. */
+ * bounds, or return success with an error message, or fail without one; the
+ * checker (nsc_config_check) must find a problem exactly when the parser
+ * fails, each a one-line message; the dump of any environment must not crash. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+
+static void one_line(void *ctx, const char *msg) {
+  (void)ctx;
+  if (!msg[0] || strchr(msg, '\n')) abort();
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *buf = malloc(size + 1);
@@ -38,6 +46,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int rc = nsc_config_parse(env, &cfg, err, sizeof err);
   if (rc == 0 && err[0]) abort();
   if (rc != 0 && (!err[0] || strchr(err, '\n'))) abort();
+  if ((nsc_config_check(env, one_line, NULL) > 0) != (rc != 0)) abort();
+  static FILE *null;
+  if (!null) null = fopen("/dev/null", "w");
+  if (null) nsc_config_dump_env(env, null, "");
   for (int i = 0; i < n; i++) free(owned[i]);
   free(buf);
   return 0;

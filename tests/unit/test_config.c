@@ -175,13 +175,105 @@ static void unknown_name(void **state) {
   nsc_config cfg;
   char err[512];
   assert_int_equal(parse1("NCCLSHIM_COMPRES=fp16", &cfg, err, sizeof err), -1);
-  assert_non_null(strstr(err, "unknown variable NCCLSHIM_COMPRES"));
+  assert_non_null(strstr(err, "unknown variable NCCLSHIM_COMPRES: did you mean NCCLSHIM_COMPRESS?"));
+  assert_non_null(strstr(err, "NCCLSHIM_DUMP_CONFIG=1"));
+  assert_int_equal(parse1("NCCLSHIM_LOGFILE=x", &cfg, err, sizeof err), -1);
+  assert_non_null(strstr(err, "did you mean NCCLSHIM_LOG_FILE?"));
+  assert_int_equal(parse1("NCCLSHIM_CHECK_CONFIG=0", &cfg, err, sizeof err), -1);
+  assert_null(strstr(err, "did you mean")); /* nothing near: no guess */
   assert_int_equal(parse1("NCCLSHIM_=1", &cfg, err, sizeof err), -1);
   assert_int_equal(parse1("NCCLSHIM_NOEQUALS", &cfg, err, sizeof err), -1);
-  /* Other prefixes are not ours. */
-  assert_int_equal(parse1("NCCL_SHIM_X=1", &cfg, err, sizeof err), 0);
-  assert_int_equal(parse1("ncclshim_compress=bf16", &cfg, err, sizeof err), 0);
-  assert_int_equal(cfg.compress, NSC_COMPRESS_FP16);
+}
+
+/* Our names misspelt are refused like unknown ones, with the row they meant;
+ * NCCL's own names and everything else are never taken for ours. */
+static void misspelt_names(void **state) {
+  (void)state;
+  nsc_config cfg;
+  char err[512];
+  static const char *const cases[][2] = {
+      {"NCCL_SHIM_COMPRESS=int8", "NCCLSHIM_COMPRESS"}, {"ncclshim_compress=bf16", "NCCLSHIM_COMPRESS"},
+      {"Ncclshim_Log=calls", "NCCLSHIM_LOG"},          {"NCCLSHM_COMPRESS=bf16", "NCCLSHIM_COMPRESS"},
+      {"NCLSHIM_MIN_BYTES=1", "NCCLSHIM_MIN_BYTES"},    {"NCCLSHIMCOMPRESS=x", "NCCLSHIM_COMPRESS"},
+      {"NCCLSIHM_DISABLE=1", "NCCLSHIM_DISABLE"},       {"nccl_shim_accum_steps=4", "NCCLSHIM_ACCUM_STEPS"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    assert_int_equal(parse1(cases[k][0], &cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "misspelt variable"));
+    char want[96];
+    snprintf(want, sizeof want, "did you mean %s?", cases[k][1]);
+    if (!strstr(err, want)) fail_msg("%s: %s", cases[k][0], err);
+    assert_int_equal(cfg.compress, NSC_COMPRESS_FP16); /* nothing applied */
+  }
+  static const char *const others[] = {
+      "NCCL_SHM_DISABLE=1", "NCCL_SHM_USE_CUDA_MEMCPY=1", "NCCL_DEBUG=INFO", "NCCL_IB_HCA=mlx5", "NCCL_P2P_DISABLE=1",
+      "NCCL_SOCKET_IFNAME=eth0", "NCCL_ALGO=Ring", "NCCL_PROTO=Simple", "NCCL_BUFFSIZE=4194304", "NCCL_NET=Socket",
+      "NCCL_COLLNET_ENABLE=0", "NCCL_LAUNCH_MODE=GROUP", "NCCL_HOSTID=a", "NCCL_SHARP_DISABLE=1", "PATH=/bin",
+      "LD_PRELOAD=x.so", "SHIM_COMPRESS=1", "NCCL=1", "HOSTNCCL_LINK_GBPS=1", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+  };
+  for (size_t k = 0; k < sizeof others / sizeof *others; k++)
+    if (parse1(others[k], &cfg, err, sizeof err)) fail_msg("%s taken for ours: %s", others[k], err);
+  /* Every row, in lower case and spelt NCCL_SHIM_*: refused, naming itself. */
+  for (int i = 0; i < NSC_CFG_COUNT; i++) {
+    const char *name = nsc_config_row_at(i)->env;
+    char kv[128], want[96];
+    size_t n = strlen(name);
+    for (size_t c = 0; c < n; c++) kv[c] = (char)(name[c] >= 'A' && name[c] <= 'Z' ? name[c] + 32 : name[c]);
+    snprintf(kv + n, sizeof kv - n, "=1");
+    snprintf(want, sizeof want, "did you mean %s?", name);
+    assert_int_equal(parse1(kv, &cfg, err, sizeof err), -1);
+    if (!strstr(err, want)) fail_msg("%s: %s", kv, err);
+    snprintf(kv, sizeof kv, "NCCL_SHIM_%s=1", name + 9);
+    assert_int_equal(parse1(kv, &cfg, err, sizeof err), -1);
+    if (!strstr(err, want)) fail_msg("%s: %s", kv, err);
+  }
+}
+
+/* nsc_config_check's reporter: one-line messages, counted. */
+static void count(void *n, const char *msg) {
+  assert_true(msg[0] && !strchr(msg, '\n'));
+  (*(int *)n)++;
+}
+
+/* A value one edit from a choice names it; every problem is counted. */
+static void check_all(void **state) {
+  (void)state;
+  nsc_config cfg;
+  char err[512];
+  assert_int_equal(parse1("NCCLSHIM_COMPRESS=fp61", &cfg, err, sizeof err), -1);
+  assert_non_null(strstr(err, "(did you mean fp16?)"));
+  assert_int_equal(parse1("NCCLSHIM_COMPRESS=int5", &cfg, err, sizeof err), -1);
+  assert_non_null(strstr(err, "(did you mean int8 or int4?)"));
+  assert_int_equal(parse1("NCCLSHIM_COMPRESS=zstd", &cfg, err, sizeof err), -1);
+  assert_null(strstr(err, "did you mean"));
+  char *env[] = {(char *)"NCCLSHIM_COMPRESS=int5", (char *)"NCCLSHIM_FOO=1", (char *)"NCCL_SHIM_LOG=calls",
+                 (char *)"NCCLSHIM_MIN_BYTES=4K", (char *)"NCCL_DEBUG=INFO", NULL};
+  assert_int_equal(nsc_config_check(env, NULL, NULL), 1); /* without a reporter: stops at the first */
+  int n = 0;
+  assert_int_equal(nsc_config_check(env, count, &n), 3);
+  assert_int_equal(n, 3);
+  char *good[] = {(char *)"NCCLSHIM_COMPRESS=int8", (char *)"NCCL_DEBUG=INFO", NULL};
+  assert_int_equal(nsc_config_check(good, count, &n), 0);
+  assert_int_equal(n, 3);
+  /* DISABLE and DUMP_CONFIG are read whatever else is wrong */
+  char *flags[] = {(char *)"NCCLSHIM_FOO=1", (char *)"NCCLSHIM_DUMP_CONFIG=yes", (char *)"NCCLSHIM_DISABLE=x", NULL};
+  assert_int_equal(nsc_config_flag(flags, NSC_CFGI_dump_config), 1);
+  assert_int_equal(nsc_config_flag(flags, NSC_CFGI_disable), 0);
+  assert_int_equal(nsc_config_flag(flags, NSC_CFGI_compress), 0); /* not a BOOL row */
+  /* The dump of a bad environment shows every row and every problem. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  nsc_config_dump_env(env, f, "> ");
+  fclose(f);
+  int lines = 0;
+  for (char *p = buf; *p; p++) lines += *p == '\n';
+  assert_int_equal(lines, NSC_CFG_COUNT + 2);
+  assert_non_null(strstr(buf, "> NCCLSHIM_COMPRESS              INVALID: NCCLSHIM_COMPRESS='int5' is invalid"));
+  assert_non_null(strstr(buf, "> NCCLSHIM_MIN_BYTES           = 4096         (environment)"));
+  assert_non_null(strstr(buf, "> unknown variable NCCLSHIM_FOO"));
+  assert_non_null(strstr(buf, "> misspelt variable NCCL_SHIM_LOG: did you mean NCCLSHIM_LOG?"));
+  free(buf);
 }
 
 static void no_partial_apply(void **state) {
@@ -245,6 +337,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(defaults),       cmocka_unit_test(good_values),      cmocka_unit_test(bad_values),
       cmocka_unit_test(very_long_value), cmocka_unit_test(unknown_name),    cmocka_unit_test(no_partial_apply),
+      cmocka_unit_test(misspelt_names), cmocka_unit_test(check_all),
       cmocka_unit_test(hashes),         cmocka_unit_test(dump_and_markdown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

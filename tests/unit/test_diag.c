@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -438,6 +441,54 @@ static void test_verdict_rules(void **state) {
                                 "NCCLSHIM_MIN_BYTES): no steps to find");
 }
 
+/* cpu-starved advice names DataLoader workers only where the process had
+ * child processes (or where the kernel does not list them), with what it
+ * knows of its cores and threads; nsc_diag_host_read reads this process. */
+static void test_starved_advice(void **state) {
+  (void)state;
+  nsc_diag_result o;
+  nsc_diag_tot rq = {.steps = 4, .wall_ns = 1000000, .exposed_ns = 100000, .busy_steps = 4, .busy_wall_ns = 1000000,
+                     .busy_ns = 700000, .busy_exposed_ns = 100000, .src = NSC_DIAG_SRC_CPU,
+                     .runq_steps = 4, .runq_wall_ns = 1000000, .runq_ns = 400000,
+                     .cpus = 2, .threads = 9, .children = 0, .children_reads = 3};
+  nsc_diag_ctx c = {.compress_off = 1, .accum_steps = 1, .learned = 1, .why_off = ""};
+  nsc_diag_judge(&rq, &c, &o);
+  assert_string_equal(o.verdict, "cpu-starved");
+  assert_non_null(strstr(o.suggest, "this process may run on 2 cores and has 9 threads"));
+  assert_non_null(strstr(o.suggest, "no child processes (no DataLoader workers)"));
+  assert_null(strstr(o.suggest, "make it worse"));
+  assert_null(strstr(o.suggest, "fewer workers"));
+  rq.children = 3;
+  nsc_diag_judge(&rq, &c, &o);
+  assert_non_null(strstr(o.suggest, "it had up to 3 child processes"));
+  assert_non_null(strstr(o.suggest, "more DataLoader workers would make it worse"));
+  rq.children_reads = 0; /* not listed by this kernel: both said, conditionally */
+  rq.cpus = rq.threads = 0;
+  nsc_diag_judge(&rq, &c, &o);
+  assert_non_null(strstr(o.suggest, "if it has DataLoader workers fewer of them"));
+  assert_null(strstr(o.suggest, "this process may run on"));
+
+  nsc_diag_tot t;
+  memset(&t, 0, sizeof t);
+  nsc_diag_host_read(&t);
+  assert_true(t.cpus >= 1 && t.threads >= 1);
+  if (!t.children_reads) { /* a kernel without CONFIG_PROC_CHILDREN */
+    print_message("# /proc/self/task/*/children not listed here: the child count is untested\n");
+    return;
+  }
+  int before = t.children;
+  pid_t kid = fork();
+  if (kid == 0) {
+    pause();
+    _exit(0);
+  }
+  assert_true(kid > 0);
+  nsc_diag_host_read(&t);
+  kill(kid, SIGKILL);
+  waitpid(kid, NULL, 0);
+  assert_int_equal(t.children, before + 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ddp_passes),        cmocka_unit_test(test_plain_loop_boundaries),
@@ -445,6 +496,7 @@ int main(void) {
       cmocka_unit_test(test_no_pass),           cmocka_unit_test(test_host_accounting),
       cmocka_unit_test(test_gpu_accounting),    cmocka_unit_test(test_verdict_rules),
       cmocka_unit_test(test_reduce_scatter_passes), cmocka_unit_test(test_nvml_map),          cmocka_unit_test(test_gpu_busy_and_settle),
+      cmocka_unit_test(test_starved_advice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
