@@ -87,7 +87,7 @@ fi
 # emulated link, three ways, the same naive accumulation loop (4 backward
 # passes per optimizer step, no no_sync): no shim, shim fp16, shim fp16 +
 # NCCLSHIM_ACCUM_STEPS=4.
-TORCH_VENV=${NCCLSHIM_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
+TORCH_VENV=${SHIMTEST_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
 MODEL=(--model transformer --width "${DEMO_WIDTH:-256}" --layers 4 --vocab 1024 --seq 32 --batch "${DEMO_BATCH:-2}"
        --micro 4 --steps "${DEMO_STEPS:-8}" --bucket-mb 4 --opt adam --lr 0.5)
 echo "# torchrun --nproc_per_node=$NP tests/torch/train.py ${MODEL[*]}: no shim, fp16, fp16 + K=4 ..."

@@ -124,7 +124,7 @@ fusion() {
 # shim fp16, shim fp16 + K=4, alternated, for a communication-heavy (batch 1)
 # and a compute-heavy (batch 16) job. Per optimizer step after step 0 (the
 # shim's learning phase): step time, time inside NCCL calls, compute = the rest.
-TORCH_VENV=${NCCLSHIM_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
+TORCH_VENV=${SHIMTEST_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
 torch_ddp() {
   for g in ${GBPS_LIST:-1}; do
     for batch in ${TORCH_BATCHES:-1 16}; do

@@ -4,7 +4,7 @@
 # PyTorch (the PyPI wheel, used on CPU by tests/torch and the demo) into a
 # cached virtual environment shared by every clone, created only when it has
 # no importable torch: ${XDG_CACHE_HOME:-~/.cache}/ncclshim/torch-venv, or
-# NCCLSHIM_TORCH_VENV (tests/lib.sh uses the same path); then accelerate into
+# SHIMTEST_TORCH_VENV (tests/lib.sh uses the same path); then accelerate into
 # it (tests/t/83-frameworks.sh), and with --frameworks also transformers,
 # Lightning and DeepSpeed (`make test-frameworks`), each pinned and installed
 # only when it is not importable.
@@ -13,8 +13,8 @@
 set -eu
 FRAMEWORKS=0
 [ "${1:-}" = --frameworks ] && FRAMEWORKS=1
-TORCH_VENV=${NCCLSHIM_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
-TORCH_SPEC=${NCCLSHIM_TORCH_SPEC:-torch==2.15.0}
+TORCH_VENV=${SHIMTEST_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
+TORCH_SPEC=${SHIMTEST_TORCH_SPEC:-torch==2.15.0}
 torch_deps() {
   if [ -x "$TORCH_VENV/bin/python" ] && v=$("$TORCH_VENV/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
     echo "ncclshim: torch $v in $TORCH_VENV (cached, not reinstalled)"

@@ -151,7 +151,7 @@ with() {
 # program over the host NCCL through the ncclpg backend (torchrun --standalone
 # picks a free port); torchrun_shim: the same with the shim preloaded, as a
 # user runs it (LD_PRELOAD=libncclshim.so torchrun ...).
-TORCH_VENV=${NCCLSHIM_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
+TORCH_VENV=${SHIMTEST_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
 torchrun_host() {
   local n=$1; shift
   HOSTNCCL_LIB="$HOSTNCCL_DIR/libnccl.so.2" OMP_NUM_THREADS=1 timeout "${TEST_TIMEOUT:-180}" \

@@ -27,7 +27,7 @@ run nopools CUDADRV_NO_POOLS=1 -- nopools
 # libnvrtc: on the library path, or from pip PyTorch's CUDA wheel when one is
 # installed (the shim finds it itself inside a PyTorch process).
 NVRTC_DIR=
-for d in ${NCCLSHIM_TORCH_VENV:-/root/.cache/ncclshim/torch-venv}/lib/python3*/site-packages/nvidia/cu13/lib; do
+for d in ${SHIMTEST_TORCH_VENV:-/root/.cache/ncclshim/torch-venv}/lib/python3*/site-packages/nvidia/cu13/lib; do
   [ -e "$d/libnvrtc.so.13" ] && NVRTC_DIR=$d
 done
 if [ -n "$NVRTC_DIR" ]; then
