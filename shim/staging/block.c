@@ -23,14 +23,18 @@
 static long long fault_n, fault_t;
 static long long alloc_count, take_count;
 
+/* Set by every communicator's first staging use (the same values, from the
+ * configuration): atomics, since several threads may set them at once (a
+ * group's after-work runs on a thread per device). */
 void nsc_staging_fault_at(long long n, long long t) {
-  fault_n = n;
-  fault_t = t;
+  __atomic_store_n(&fault_n, n, __ATOMIC_RELAXED);
+  __atomic_store_n(&fault_t, t, __ATOMIC_RELAXED);
 }
 
 /* NCCLSHIM_FAULT_STAGE: this take's wait for the earlier use fails. */
 static int take_fault(void) {
-  if (!fault_t || __atomic_add_fetch(&take_count, 1, __ATOMIC_RELAXED) != fault_t) return 0;
+  long long t = __atomic_load_n(&fault_t, __ATOMIC_RELAXED);
+  if (!t || __atomic_add_fetch(&take_count, 1, __ATOMIC_RELAXED) != t) return 0;
   nsc_backend_set_error("staging take %lld cannot wait for the block's earlier use (NCCLSHIM_FAULT_STAGE)", fault_t);
   return 1;
 }
@@ -43,7 +47,8 @@ static void unlock(nsc_staging *st) { __atomic_store_n(&st->lock, 0, __ATOMIC_RE
 static int backend_alloc(nsc_staging *st, const nsc_backend *be, nsc_stream s, size_t bytes, void **p) {
   long long k = __atomic_add_fetch(&alloc_count, 1, __ATOMIC_RELAXED);
   int rc;
-  if (fault_n && k == fault_n) {
+  long long n = __atomic_load_n(&fault_n, __ATOMIC_RELAXED);
+  if (n && k == n) {
     nsc_backend_set_error("staging allocation %lld failed (NCCLSHIM_FAULT_ALLOC)", k);
     rc = -1;
   } else {
