@@ -158,3 +158,6 @@ torchrun_host() {
     "$TORCH_VENV/bin/torchrun" --standalone --nproc_per_node="$n" "$@"
 }
 torchrun_shim() { LD_PRELOAD="$SHIM${SAN_PRELOAD:+:$SAN_PRELOAD}" torchrun_host "$@"; }
+# torchrun_hooked: the same with the package's in-worker hook on PYTHONPATH,
+# as ncclshim-run (and a plain torchrun user, docs/usage.md) runs it.
+torchrun_hooked() { PYTHONPATH="$ROOT/env/ncclshim/site${PYTHONPATH:+:$PYTHONPATH}" torchrun_shim "$@"; }

@@ -20,6 +20,11 @@ exit of a process that never made one; this module does, on the Python side:
   that, on its own rank; a rank of a job of several (WORLD_SIZE above 1)
   that imported torch but made no process group at all says that.
 
+It also installs ncclshim.steps (the optimizer step hooks: accumulation
+that knows the step, the catch-up, the replica check), when
+torch.optim.optimizer, torch.nn.parallel.distributed and
+deepspeed.runtime.engine are imported.
+
 Quiet where the shim did see calls, with NCCLSHIM_DISABLE set, in processes
 that are no rank (torchrun's agent, tools) or are started by one (DataLoader
 and compile workers: their parent has RANK), and after an uncaught
@@ -41,20 +46,39 @@ from . import stats
 _C10D = "torch.distributed.distributed_c10d"
 _groups = []        # (backend asked for, backend that served it) per process group created here
 _redirect = [None]  # ncclshim.emulate's choice of backend, or None: groups keep theirs
+_own = [False]      # a group of the hook's own is being made: never redirected
 _installed = [False]
 
 
+def _watchers():
+    """Module name -> what to do right after it is imported."""
+    from . import steps
+    return {_C10D: _watch, "torch.optim.optimizer": steps.watch_optim,
+            "torch.nn.parallel.distributed": steps.watch_ddp, "deepspeed.runtime.engine": steps.watch_deepspeed}
+
+
 def install():
-    """Record this process's process groups and speak at its exit (idempotent)."""
+    """Record this process's process groups, watch its optimizer steps and
+    speak at its exit (idempotent)."""
     if _installed[0]:
         return
     _installed[0] = True
     atexit.register(_at_exit)
-    c10d = sys.modules.get(_C10D)
-    if c10d is not None:
-        _watch(c10d)
-    else:
-        sys.meta_path.insert(0, _AfterImport())
+    watchers = _watchers()
+    for name, fn in watchers.items():
+        if name in sys.modules:
+            fn(sys.modules[name])
+    sys.meta_path.insert(0, _AfterImport({k: v for k, v in watchers.items() if k not in sys.modules}))
+
+
+def own_group(make):
+    """make() a process group of the hook's own (the replica check's gloo
+    group): its backend is never redirected."""
+    _own[0] = True
+    try:
+        return make()
+    finally:
+        _own[0] = False
 
 
 def redirect(choose):
@@ -89,7 +113,7 @@ def _watch(c10d):
     def _new_process_group_helper(*args, **kwargs):
         bound = sig.bind(*args, **kwargs)
         asked = bound.arguments.get("backend")
-        served = _redirect[0](asked) if _redirect[0] else asked
+        served = _redirect[0](asked) if _redirect[0] and not _own[0] else asked
         bound.arguments["backend"] = served
         pg = helper(*bound.args, **bound.kwargs)
         _groups.append((str(asked), str(served)))
@@ -101,33 +125,37 @@ def _watch(c10d):
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when torch.distributed.distributed_c10d is being
-    imported, lets the other finders find it and wraps its loader so that
-    _watch runs right after the module has executed."""
+    """Finds nothing itself: when one of the watched modules is being
+    imported, lets the other finders find it and wraps its loader so that its
+    watcher runs right after the module has executed."""
+
+    def __init__(self, watchers):
+        self._watchers = watchers
 
     def find_spec(self, name, path, target=None):
-        if name != _C10D:
+        if name not in self._watchers:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(name, path, target)
             if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = _WatchLoader(spec.loader)
+                spec.loader = _WatchLoader(spec.loader, self._watchers[name])
                 return spec
         return None
 
 
 class _WatchLoader(importlib.abc.Loader):
-    def __init__(self, loader):
+    def __init__(self, loader, after):
         self._loader = loader
+        self._after = after
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
         self._loader.exec_module(module)
-        _watch(module)
+        self._after(module)
 
 
 def _flag(name):

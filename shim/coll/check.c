@@ -60,10 +60,17 @@ static void banner(const nsc_comm *c, const nsc_backend *be) {
   int v = nsc_g.nccl_version;
   char nodes[96];
   nsc_topo_describe(&c->topo, nodes, sizeof nodes);
-  nsc_info("ncclshim %s active on communicator %p (%d ranks, %s): NCCL %d.%d.%d via %s; casts: %s%s;%s",
+  /* accumulation without the optimizer's steps (no Python step hook: a C
+   * program, or a job started without ncclshim's hook) trusts K as typed */
+  const char *acc = !nsc_cfg_accumulating(&nsc_g.cfg) || __atomic_load_n(&nsc_steps_watched, __ATOMIC_ACQUIRE)
+                        ? ""
+                    : nsc_g.cfg.accum_steps == NSC_CFG_AUTO
+                        ? "; ACCUM_STEPS=auto accumulates nothing: no optimizer step signal (the Python step hook)"
+                        : "; accumulation runs unchecked: no optimizer step signal (the Python step hook)";
+  nsc_info("ncclshim %s active on communicator %p (%d ranks, %s): NCCL %d.%d.%d via %s; casts: %s%s;%s%s",
            NCCLSHIM_VERSION_STRING, (void *)c->comm, c->nranks, nodes, v / 10000, (v / 100) % 100, v % 100,
            nsc_real.how ? nsc_real.how : "?", be->name, c->untouched ? " (unusable: calls untouched)" : "",
-           settings);
+           settings, acc);
   if (be != &nsc_backend_host) nsc_info("ncclshim CUDA kernels: %s", be->kernels());
 }
 

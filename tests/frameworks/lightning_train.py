@@ -21,6 +21,7 @@ from torch.utils.data import DataLoader, TensorDataset
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=6)
 p.add_argument("--devices", type=int, default=2)
+p.add_argument("--accum", type=int, default=1, help="accumulate_grad_batches (Lightning's own: no_sync)")
 args = p.parse_args()
 
 
@@ -46,6 +47,7 @@ x = torch.randn(512, 64, generator=g)
 y = x[:, :8].sum(dim=1, keepdim=True)
 model = Regression()
 trainer = L.Trainer(strategy="ddp", accelerator="cpu", devices=args.devices, max_steps=args.steps, logger=False, enable_checkpointing=False,
+                    accumulate_grad_batches=args.accum,
                     enable_progress_bar=False, enable_model_summary=False)
 trainer.fit(model, DataLoader(TensorDataset(x, y), batch_size=32))
 if trainer.is_global_zero:

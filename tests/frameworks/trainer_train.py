@@ -20,6 +20,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=6)
+p.add_argument("--accum", type=int, default=1, help="gradient_accumulation_steps (the Trainer's own: no_sync)")
 args = p.parse_args()
 
 
@@ -42,7 +43,7 @@ model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=2
 out = tempfile.mkdtemp(prefix="trainer-")
 training_args = TrainingArguments(output_dir=out, max_steps=args.steps, per_device_train_batch_size=8,
                                   learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to=[],
-                                  seed=0, data_seed=0)
+                                  seed=0, data_seed=0, gradient_accumulation_steps=args.accum)
 trainer = Trainer(model=model, args=training_args, train_dataset=Tokens())
 result = trainer.train()
 if trainer.is_world_process_zero():

@@ -64,6 +64,10 @@ p.add_argument("--seq", type=int, default=32)
 p.add_argument("--batch", type=int, default=8)
 p.add_argument("--steps", type=int, default=4)
 p.add_argument("--micro", type=int, default=1, help="backward passes per optimizer step")
+p.add_argument("--short-every", type=int, default=0, help="every N-th optimizer step has --short passes instead")
+p.add_argument("--short", type=int, default=1)
+p.add_argument("--nudge", type=int, default=-1,
+               help="after this optimizer step rank 1 adds 1e-3 to a parameter (a planted divergence)")
 p.add_argument("--accum", choices=["naive", "nosync", "learning"], default="naive")
 p.add_argument("--learn", type=int, default=4, help="--accum learning: passes synced while the shim learns")
 p.add_argument("--min-bytes", type=int, default=65536, help="--accum learning: NCCLSHIM_MIN_BYTES")
@@ -356,7 +360,8 @@ def train_body(a, name):
         k0, n0, p0, q0 = ncclpg.comm_cpu_seconds(), host_counts()[0], time.process_time(), runq_seconds()
         tin = tslow = 0.0
         tot = 0.0
-        for k in range(a.micro):
+        micro = a.short if a.short_every and (step + 1) % a.short_every == 0 else a.micro
+        for k in range(micro):
             ti = time.perf_counter()
             x, y = next(data)
             tin += time.perf_counter() - ti
@@ -365,15 +370,18 @@ def train_body(a, name):
                 ti = time.perf_counter()
                 busy(a.slow_s)
                 tslow += time.perf_counter() - ti
-            ctx = model.no_sync() if a.accum == "nosync" and k < a.micro - 1 else contextlib.nullcontext()
+            ctx = model.no_sync() if a.accum == "nosync" and k < micro - 1 else contextlib.nullcontext()
             with ctx:
                 loss = loss_of(model(x), y)
-                (loss / a.micro).backward()
+                (loss / micro).backward()
             passes[0] += 1
             tot += loss.item()
             yield
         opt.step()
         opt.zero_grad()
+        if step == a.nudge and rank == 1:
+            with torch.no_grad():
+                next(net.parameters()).view(-1)[0] += 1e-3
         if a.metric_every and (step + 1) % a.metric_every == 0:  # a foreign fp32 all-reduce
             with torch.no_grad():
                 x, y = batch(a, 10**6 + step, 0)
@@ -383,7 +391,7 @@ def train_body(a, name):
         rec["step_s"].append(time.perf_counter() - t0)
         rec["comm_s"].append(ncclpg.comm_seconds() - c0)
         rec["wire_bytes"].append(wire_bytes() - b0)
-        rec["loss"].append(tot / a.micro)
+        rec["loss"].append(tot / micro)
         for key, v in (("step_s", rec["step_s"][-1]), ("comm_s", rec["comm_s"][-1]), ("input_s", tin),
                        ("slow_s", tslow), ("link_s", link_seconds(rec["wire_bytes"][-1], host_counts()[0] - n0)),
                        ("cpu_s", time.process_time() - p0), ("runq_s", runq_seconds() - q0),
