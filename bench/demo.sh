@@ -86,7 +86,9 @@ fi
 # transformer language model over the host NCCL's socket transport with the
 # emulated link, three ways, the same naive accumulation loop (4 backward
 # passes per optimizer step, no no_sync): no shim, shim fp16, shim fp16 +
-# NCCLSHIM_ACCUM_STEPS=4.
+# NCCLSHIM_ACCUM_STEPS=4. The shim's runs have the package's hook on
+# PYTHONPATH as ncclshim-run puts it there (K checked against the optimizer's
+# steps, docs/accumulation.md).
 TORCH_VENV=${SHIMTEST_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
 MODEL=(--model transformer --width "${DEMO_WIDTH:-256}" --layers 4 --vocab 1024 --seq 32 --batch "${DEMO_BATCH:-2}"
        --micro 4 --steps "${DEMO_STEPS:-8}" --bucket-mb 4 --opt adam --lr 0.5)
@@ -98,7 +100,8 @@ train() {
   local pre=(NCCLSHIM_LOG=off)
   rm -rf "$OUT/diag-$name"
   [ "$name" != plain ] && mkdir -p "$OUT/diag-$name" &&
-    pre=(LD_PRELOAD="$SHIM" NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$OUT/diag-$name/l.%r.%p.jsonl")
+    pre=(LD_PRELOAD="$SHIM" PYTHONPATH="$ROOT/env/ncclshim/site" NCCLSHIM_LOG=calls
+         NCCLSHIM_LOG_FILE="$OUT/diag-$name/l.%r.%p.jsonl")
   env "${pre[@]}" "$@" HOSTNCCL_LIB="$BUILD/lib/hostnccl/libnccl.so.2" OMP_NUM_THREADS=1 \
     timeout 600 "$TORCH_VENV/bin/torchrun" --standalone --nproc_per_node="$NP" "$ROOT/tests/torch/train.py" \
     "${MODEL[@]}" --case "$name" --out "$OUT/torch-$name.json" >"$OUT/torch-$name.txt" 2>&1 \
@@ -107,6 +110,9 @@ train() {
 train plain
 train fp16 NCCLSHIM_COMPRESS=fp16
 train fp16-k4 NCCLSHIM_COMPRESS=fp16 NCCLSHIM_ACCUM_STEPS=4
+# Steps 0 and 1 sync every pass (the shim learns the pass, then the hook a
+# window of K passes): the medians start at step 2.
+export TORCH_WARM=2
 python3 "$ROOT/bench/demo_report.py" torch "$OUT" || exit 1
 python3 "$ROOT/bench/demo_report.py" plots "$OUT"
 echo

@@ -26,6 +26,7 @@ import sys
 
 VARIANTS = ("plain", "fp16", "bf16")
 TORCH = (("plain", "no shim"), ("fp16", "shim fp16"), ("fp16-k4", "shim fp16 + K=4"))
+TORCH_OPTIONAL = (("fp16-auto", "shim fp16 + auto"),)  # bench/ratios.sh torch
 
 
 def load(d, name):
@@ -65,11 +66,21 @@ def perf(d):
     return 1 if wrong else 0
 
 
+def torch_warm():
+    """The optimizer steps left out of the medians (TORCH_WARM, default 1)."""
+    return int(os.environ.get("TORCH_WARM", "1"))
+
+
+def torch_variants(d):
+    """TORCH, and each of TORCH_OPTIONAL that has runs in d."""
+    return TORCH + tuple((n, l) for n, l in TORCH_OPTIONAL if glob.glob(os.path.join(d, f"torch-{n}.*json")))
+
+
 def torch_runs(d):
     """{name: record of torch-NAME.json}, and {name: [records of torch-NAME.*.json]}
     (the rounds of bench/ratios.sh torch) when there are such files."""
     runs, rounds = {}, {}
-    for name, label in TORCH:
+    for name, label in torch_variants(d):
         for path in sorted(glob.glob(os.path.join(d, f"torch-{name}.json")) +
                            glob.glob(os.path.join(d, f"torch-{name}.[0-9]*.json"))):
             with open(path) as f:
@@ -89,33 +100,37 @@ def median(xs):
 
 def torch_report(d):
     runs, rounds = torch_runs(d)
+    variants = torch_variants(d)
     nsteps = len(runs["plain"]["loss"])
     r0 = runs["plain"]
     print(f"# {r0['nparams'] / 1e6:.2f} M parameters, {r0['world']} ranks; per optimizer step "
           f"(4 backward passes): wall time, time inside NCCL calls, bytes all-reduced, loss (rank 0)")
-    print(f"{'step':>4}" + "".join(f" | {label:^38}" for _, label in TORCH))
-    print(f"{'':>4}" + "".join(f" | {'time s':>7} {'comm s':>7} {'wire MiB':>9} {'loss':>10}" for _ in TORCH))
+    print(f"{'step':>4}" + "".join(f" | {label:^38}" for _, label in variants))
+    print(f"{'':>4}" + "".join(f" | {'time s':>7} {'comm s':>7} {'wire MiB':>9} {'loss':>10}" for _ in variants))
     for i in range(nsteps):
         print(f"{i:>4}" + "".join(
             f" | {runs[n]['step_s'][i]:7.3f} {runs[n]['comm_s'][i]:7.3f} {runs[n]['wire_bytes'][i] / 2**20:9.2f}"
-            f" {runs[n]['loss'][i]:10.6f}" for n, _ in TORCH))
-    # Step 0 is the shim's learning phase (every pass synced): medians over the rest.
+            f" {runs[n]['loss'][i]:10.6f}" for n, _ in variants))
+    # The first steps sync every pass: step 0 is the shim's learning phase; with
+    # the step hook a window of K passes is seen before passes are skipped, and
+    # auto sees its window twice (TORCH_WARM=3). Medians over the rest.
+    warm = torch_warm()
     rows = []
-    for name, label in TORCH:
-        t, c, w = (median([x for r in rounds[name] for x in r[k][1:]]) for k in ("step_s", "comm_s", "wire_bytes"))
+    for name, label in variants:
+        t, c, w = (median([x for r in rounds[name] for x in r[k][warm:]]) for k in ("step_s", "comm_s", "wire_bytes"))
         rows.append((label, t, c, t - c, w))
     base = rows[0]
     print(f"\n{'variant':<18} {'step s':>8} {'ratio':>6} {'comm s':>8} {'ratio':>6} {'compute s':>9}"
           f" {'wire MiB':>9} {'ratio':>6}  final loss")
-    for (label, t, c, comp, w), (name, _) in zip(rows, TORCH):
+    for (label, t, c, comp, w), (name, _) in zip(rows, variants):
         print(f"{label:<18} {t:8.3f} {t / base[1]:6.3f} {c:8.3f} {c / base[2]:6.3f} {comp:9.3f}"
               f" {w / 2**20:9.2f} {w / base[4]:6.3f}  {runs[name]['loss'][-1]:.6f}")
-    print(f"# medians of steps 1.. of {len(rounds['plain'])} run(s) each (step 0 is the shim's learning phase);"
+    print(f"# medians of steps {warm}.. of {len(rounds['plain'])} run(s) each (the steps before sync every pass);"
           " ratio = variant / no shim; compute = step - comm")
     with open(os.path.join(d, "torch-loss.tsv"), "w") as out:
-        out.write("step\t" + "\t".join(label for _, label in TORCH) + "\n")
+        out.write("step\t" + "\t".join(label for _, label in variants) + "\n")
         for i in range(nsteps):
-            out.write(f"{i}\t" + "\t".join(f"{runs[n]['loss'][i]:.8f}" for n, _ in TORCH) + "\n")
+            out.write(f"{i}\t" + "\t".join(f"{runs[n]['loss'][i]:.8f}" for n, _ in variants) + "\n")
     with open(os.path.join(d, "torch-steps.tsv"), "w") as out:
         out.write("# variant\tcompute_s\tcomm_s\n")
         for label, t, c, comp, w in rows:
@@ -127,12 +142,12 @@ def diag(d):
     runs, _ = torch_runs(d)
     report = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ncclshim-report")
     print("# why the steps took their time: the shim's diagnosis (bench/ncclshim-report over its calls logs);"
-          " 'in NCCL' = share of step time inside NCCL calls as train.py measured it (steps 1..)")
+          f" 'in NCCL' = share of step time inside NCCL calls as train.py measured it (steps {torch_warm()}..)")
     print(f"{'variant':<18} {'in NCCL':>7}  {'verdict':<20} {'comm':>5} {'input':>5} {'compute':>7}  straggler")
     tries, note = [], []
     for name, label in TORCH:
         r = runs[name]
-        meas = sum(r["comm_s"][1:]) / sum(r["step_s"][1:])
+        meas = sum(r["comm_s"][torch_warm():]) / sum(r["step_s"][torch_warm():])
         logs = os.path.join(d, f"diag-{name}")
         if not os.path.isdir(logs):
             print(f"{label:<18} {meas:7.0%}  (no shim: not diagnosed)")
@@ -184,7 +199,7 @@ plot '{d}/torch-loss.tsv' using 1:2 with linespoints lw 2 title columnheader(2),
      '' using 1:3 with linespoints dt 2 title columnheader(3), \
      '' using 1:4 with linespoints dt 3 title columnheader(4)
 set output '{d}/step_time.png'
-set title 'time per optimizer step: compute and communication (median of steps 1..)'
+set title 'time per optimizer step: compute and communication (median of steps {torch_warm()}..)'
 set xlabel ''
 set ylabel 'seconds per optimizer step'
 set xrange [-0.6:2.6]

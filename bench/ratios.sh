@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|launch|all] — the side-by-side comparisons
+# bench/ratios.sh [compress|fusion|torch|replica|twophase|errors|link|fabric|hier|hier-errors|model|launch|all] — the side-by-side comparisons
 # behind the goals in bench/README.md, over the host NCCL (emulated links; not
 # GPU numbers). Each variant runs in the same invocation, alternating, and the
 # script prints ratios of medians:
@@ -10,7 +10,11 @@
 #   torch     real PyTorch DDP under torchrun, 4 ranks, HOSTNCCL_LINK_GBPS=1:
 #             communication time per optimizer step, shim fp16 + K=4 / no shim
 #             (goal <= 0.15), step time and its compute/communication split,
-#             for a communication-heavy and a compute-heavy job
+#             for a communication-heavy and a compute-heavy job; the shim's
+#             runs with the step hook, K=4 and ACCUM_STEPS=auto (goal: step
+#             <= 0.5x no shim, communication-heavy)
+#   replica   the replica check's cost: seconds per check against the step
+#             time, at the default NCCLSHIM_REPLICA_CHECK=1000 (goal <= 0.1 %)
 #   twophase  allreduce_perf 4 ranks, 4..64 MiB, HOSTNCCL_LINK_GBPS=1: no shim (fp32),
 #             ring fp16, two-phase in every wire format (compress/formats.h;
 #             default pieces), and
@@ -121,30 +125,62 @@ fusion() {
 
 # Real PyTorch under torchrun (tests/torch/train.py, a 3.7M-parameter
 # transformer, naive accumulation of 4 passes per optimizer step): no shim,
-# shim fp16, shim fp16 + K=4, alternated, for a communication-heavy (batch 1)
-# and a compute-heavy (batch 16) job. Per optimizer step after step 0 (the
-# shim's learning phase): step time, time inside NCCL calls, compute = the rest.
+# shim fp16, shim fp16 + K=4, shim fp16 + ACCUM_STEPS=auto, alternated, for a
+# communication-heavy (batch 1) and a compute-heavy (batch 16) job. The
+# shim's runs have the package's hook on PYTHONPATH (as ncclshim-run does):
+# K is checked against the optimizer's steps. Per optimizer step after step 2
+# (steps 0-2 sync every pass: the shim learns the pass, the hook sees the
+# window, auto twice): step time, time inside NCCL calls, compute = the rest.
 TORCH_VENV=${SHIMTEST_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ncclshim/torch-venv}
+TORCH_MODEL=(--model transformer --width 256 --layers 4 --vocab 1024 --seq 32 --bucket-mb 4 --opt adam --lr 0.5)
+torch_run() { # NAME OUT ENV... -- TRAIN_ARGS...: one torchrun of 4 ranks
+  local name=$1 out=$2; shift 2
+  local envs=(HOSTNCCL_LIB="$LIBP/libnccl.so.2" OMP_NUM_THREADS=1)
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" timeout 900 "$TORCH_VENV/bin/torchrun" --standalone --nproc_per_node=4 \
+    "$ROOT/tests/torch/train.py" "${TORCH_MODEL[@]}" --case "$name" --out "$out" "$@" >>"${out%.json}.out" 2>&1 \
+    || { echo "ratios: torch $name failed:" >&2; tail -5 "${out%.json}.out" >&2; exit 1; }
+}
 torch_ddp() {
+  local hooked=(LD_PRELOAD="$SHIM" PYTHONPATH="$ROOT/env/ncclshim/site" NCCLSHIM_COMPRESS=fp16)
   for g in ${GBPS_LIST:-1}; do
     for batch in ${TORCH_BATCHES:-1 16}; do
       rm -f "$TMP"/torch-*
       for ((r = 0; r < ROUNDS; r++)); do
-        for v in plain fp16 fp16-k4; do
-          local envs=(HOSTNCCL_LINK_GBPS=$g HOSTNCCL_LIB="$LIBP/libnccl.so.2" OMP_NUM_THREADS=1)
-          [ $v != plain ] && envs+=(LD_PRELOAD="$SHIM" NCCLSHIM_COMPRESS=fp16)
+        for v in plain fp16 fp16-k4 fp16-auto; do
+          local envs=(HOSTNCCL_LINK_GBPS=$g)
+          [ $v != plain ] && envs+=("${hooked[@]}")
           [ $v = fp16-k4 ] && envs+=(NCCLSHIM_ACCUM_STEPS=4)
-          env "${envs[@]}" timeout 900 "$TORCH_VENV/bin/torchrun" --standalone --nproc_per_node=4 \
-            "$ROOT/tests/torch/train.py" --model transformer --width 256 --layers 4 --vocab 1024 --seq 32 \
-            --batch "$batch" --micro 4 --steps "${TORCH_STEPS:-5}" --bucket-mb 4 --opt adam --lr 0.5 \
-            --case $v --out "$TMP/torch-$v.$r.json" >>"$TMP/torch-$v.out" 2>&1 \
-            || { echo "ratios: torch $v failed:" >&2; tail -5 "$TMP/torch-$v.out" >&2; exit 1; }
+          [ $v = fp16-auto ] && envs+=(NCCLSHIM_ACCUM_STEPS=auto)
+          torch_run $v "$TMP/torch-$v.$r.json" "${envs[@]}" -- --batch "$batch" --micro 4 --steps "${TORCH_STEPS:-7}"
         done
       done
-      echo "# real PyTorch DDP (torchrun), 4 ranks, batch $batch x 32 tokens per pass, K=4, HOSTNCCL_LINK_GBPS=$g"
-      python3 "$ROOT/bench/demo_report.py" torch "$TMP" | sed -n '/^variant/,$p'
+      echo "# real PyTorch DDP (torchrun), 4 ranks, batch $batch x 32 tokens per pass, 4 passes per step, HOSTNCCL_LINK_GBPS=$g"
+      TORCH_WARM=3 python3 "$ROOT/bench/demo_report.py" torch "$TMP" | sed -n '/^variant/,$p'
     done
   done
+}
+
+# The replica check's cost (NCCLSHIM_REPLICA_CHECK): the same DDP job with the
+# hook checking after every optimizer step; the hook's own clock gives the
+# seconds per check, train.py the step time; the cost at the default N=1000
+# is (seconds per check) / (1000 x step).
+replica() {
+  rm -f "$TMP"/rc-*
+  torch_run rc "$TMP/rc-0.json" HOSTNCCL_LINK_GBPS=${GBPS_LIST:-1} LD_PRELOAD="$SHIM" \
+    PYTHONPATH="$ROOT/env/ncclshim/site" NCCLSHIM_REPLICA_CHECK=1 -- --batch "${TORCH_BATCHES:-1}" --steps "${TORCH_STEPS:-7}"
+  python3 - "$TMP/rc-0.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["rc"]
+checks, secs = r["replica_check"]
+steps = sorted(r["step_s"][1:])
+step = (steps[len(steps) // 2] + steps[(len(steps) - 1) // 2]) / 2
+per = secs / checks
+print(f"# replica check, 4 ranks, {r['nparams'] / 1e6:.2f} M parameters, rank 0: {checks} checks")
+print(f"seconds per check {per:.4f}, median step {step:.3f} s, one check = {per / step:.2%} of a step;"
+      f" at NCCLSHIM_REPLICA_CHECK=1000: {per / (1000 * step):.4%} of step time")
+PY
 }
 
 twophase() {
@@ -363,6 +399,7 @@ case "$WHAT" in
   compress) compress ;;
   fusion) fusion ;;
   torch) torch_ddp ;;
+  replica) replica ;;
   twophase) twophase ;;
   errors) errors ;;
   link) link ;;

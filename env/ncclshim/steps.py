@@ -178,9 +178,16 @@ def _catch_up():
              "DDP gradients were averaged over their groups before the step (said once; docs/accumulation.md)")
 
 
+def _every():
+    """NCCLSHIM_REPLICA_CHECK, read once."""
+    if "every" not in _state:
+        _state["every"] = int(setting("NCCLSHIM_REPLICA_CHECK", "1000") or 0)
+    return _state["every"]
+
+
 def _post_step(optimizer, args, kwargs):
     _state["steps"] += 1
-    every = int(setting("NCCLSHIM_REPLICA_CHECK", "1000") or 0)
+    every = _every()
     if every > 0 and _state["steps"] % every == 0:
         check_replicas(_state["steps"])
 
@@ -207,16 +214,21 @@ def _replicated():
 
 def checksum(params):
     """Two int64: the sum of every parameter's bits as integers, and that sum
-    weighted by position (wrapping), computed where the parameters live."""
+    weighted by position (wrapping), computed where the parameters live; one
+    copy to the host per device holding parameters (one synchronisation)."""
     import torch
     views = {4: torch.int32, 2: torch.int16, 8: torch.int64, 1: torch.int8}
-    a = b = 0
+    by_dev = {}  # device -> [(position, the parameter's sum as a 0-d tensor)]
     for k, p in enumerate(params):
         t = p.detach()
         iv = views.get(t.element_size())
-        s = int(t.contiguous().view(iv).sum(dtype=torch.int64)) if iv is not None else 0
-        a = (a + s) & 0xFFFFFFFFFFFFFFFF
-        b = (b + (k + 1) * s) & 0xFFFFFFFFFFFFFFFF
+        if iv is not None and t.numel():
+            by_dev.setdefault(t.device, []).append((k, t.contiguous().view(iv).sum(dtype=torch.int64)))
+    a = b = 0
+    for sums in by_dev.values():
+        for (k, _), s in zip(sums, torch.stack([v for _, v in sums]).tolist()):
+            a = (a + s) & 0xFFFFFFFFFFFFFFFF
+            b = (b + (k + 1) * s) & 0xFFFFFFFFFFFFFFFF
     return a - (1 << 64) if a >> 63 else a, b - (1 << 64) if b >> 63 else b
 
 
@@ -273,7 +285,7 @@ def report():
 
 
 def _at_exit():
-    if hasattr(sys, "last_value") or not _state["steps"] or int(setting("NCCLSHIM_REPLICA_CHECK", "1000") or 0) <= 0:
+    if hasattr(sys, "last_value") or not _state["steps"] or _every() <= 0:
         return
     try:
         check_replicas(_state["steps"], at_exit=True)
