@@ -530,7 +530,7 @@ __device__ void decsum_wide(const uint8_t *__restrict__ base, u64 stride, u64 m,
   /* This thread's groups g = t0, t0 + nt, ...: their codes in operand 0,
    * their results, and the wire block b of their first element and its
    * place r there (block < 2^32: wide_ok). */
-  const W16 *cp = reinterpret_cast<const W16 *>(c0 + head * X::BITS / 8) + t0;
+  const W16 *cp = reinterpret_cast<const W16 *>(base + 2 * nb + head * X::BITS / 8) + t0; /* from base: a global load */
   float *out = dst + head + t0 * G, *const end = dst + tail;
   const u64 i00 = head + t0 * G;
   const unsigned gs = (unsigned)nt * G, blk = (unsigned)block; /* < 2^32: wide_ok */
