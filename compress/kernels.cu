@@ -311,6 +311,9 @@ __device__ __forceinline__ void seg_from_wire(const Tab &tab, const uint16_t *wi
 // ---- entry points ------------------------------------------------------------------
 
 #define K extern "C" __global__ void __launch_bounds__(NSC_K_BLOCK)
+// The two-phase kernels: at least 4 blocks of 256 per multiprocessor, so at
+// most 64 registers a thread (issue 45; tests/gpu/kernel_regs.py holds them
+// to it without a spill).
 #define KT extern "C" __global__ void __launch_bounds__(NSC_K_BLOCK, 4)
 
 K nsc_k_to_f16(const float *__restrict__ src, uint16_t *__restrict__ dst, u64 n, float scale,

@@ -4,10 +4,11 @@
 its registers, spill bytes and stack frame (ptxas -v), whether a 64-bit
 integer division or remainder lies inside a loop (its PTX: div/rem .u64 or
 .s64 between a label and a branch back to it), and, where cuobjdump is
-found, the SASS instructions of its hot loop per element (the innermost
-loop holding a 128-bit global load: that loop's instructions, cold paths the
-compiler placed inside its range included, divided by the elements one trip
-handles; an upper bound of the steady state, not a measurement of time).
+found, the SASS instructions of its hot loops per element (the innermost
+loops holding a 128-bit load: their instructions, cold paths the compiler
+placed inside their ranges included, divided by the elements one trip of
+them handles; an upper bound of the steady state, not a measurement of
+time).
 
     kernel_regs.py [--nvcc NVCC] [--cuobjdump PATH] [--flags "NVCC FLAGS"]
                    [--table] [--check] [--out DIR]
@@ -102,13 +103,11 @@ def sass_hot_loops(sass):
                 lo = addr.index(int(b.group(1), 16)) if int(b.group(1), 16) in addr else None
                 if lo is not None:
                     loops.append((lo, k))
-        loads = [k for k, (_, t) in enumerate(ins) if re.search(r"\bLDG\.E\.(128|ENL2\.256)", t)]
-        best = None
-        for lo, hi in loops:
-            if any(lo <= k <= hi for k in loads) and (best is None or hi - lo < best[1] - best[0]):
-                best = (lo, hi)
-        if best:
-            res[name] = best[1] - best[0] + 1
+        loads = [k for k, (_, t) in enumerate(ins) if re.search(r"\bLDG?\.E\.(128|ENL2\.256)", t)]
+        held = [(lo, hi) for lo, hi in loops if any(lo <= k <= hi for k in loads)]
+        inner = [(lo, hi) for lo, hi in held if not any((a, b) != (lo, hi) and lo <= a and b <= hi for a, b in held)]
+        if inner:
+            res[name] = sum(hi - lo + 1 for lo, hi in inner)
     return res
 
 

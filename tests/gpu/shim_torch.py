@@ -70,6 +70,28 @@ def shim_stats():
     return d
 
 
+def median_ms(torch, gpu, fn, iters, warmup=5):
+    """The median time of fn in ms over iters calls after warmup ones: CUDA
+    events on the current stream on a GPU, the wall clock on the CPU."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        if gpu:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def did(before, after):
     """What the shim did between two stats snapshots (None without the shim)."""
     if before is None or after is None:
@@ -102,24 +124,8 @@ def main():
         if gpu:
             torch.cuda.synchronize()
 
-    def median_ms(fn, iters, warmup=5):
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(iters):
-            if gpu:
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                fn()
-                e.record()
-                e.synchronize()
-                times.append(s.elapsed_time(e))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-        times.sort()
-        return times[len(times) // 2]
+    def median_ms_(fn, iters):
+        return median_ms(torch, gpu, fn, iters)
 
     def reduce_seen(x):
         """dist.all_reduce(x), and what the shim did with it."""
@@ -137,8 +143,8 @@ def main():
     for n in [parse_size(s) for s in a.sizes.split(",")]:
         x = torch.ones(n, device=dev)
         y = torch.empty_like(x)
-        t_ar = median_ms(lambda: dist.all_reduce(x), a.iters)
-        t_cp = median_ms(lambda: y.copy_(x), a.iters)
+        t_ar = median_ms_(lambda: dist.all_reduce(x), a.iters)
+        t_cp = median_ms_(lambda: y.copy_(x), a.iters)
         res["sizes"][str(n)] = {"allreduce_ms": t_ar, "copy_ms": t_cp}
         del x, y
     # Exactness, each call with what the shim did with it.
