@@ -128,10 +128,14 @@ def main():
     os.makedirs(out, exist_ok=True)
     inc = ["-I" + os.path.dirname(a.src)]
     flags = a.flags.split()
-    cubin, ptx = os.path.join(out, "kernels_sm90.cubin"), os.path.join(out, "kernels_sm90.ptx")
-    info = ptxas_info(run([a.nvcc, "-cubin", "-arch=sm_90", *flags, *inc, "-Xptxas", "-v", "-o", cubin, a.src]))
-    run([a.nvcc, "-ptx", "-arch=sm_90", *flags, *inc, "-o", ptx, a.src])
-    divs = ptx_div_in_loops(open(ptx).read())
+    cubin = os.path.join(out, "kernels_sm90.cubin")
+    # one compile: the cubin, ptxas's report, and the PTX it kept
+    info = ptxas_info(run([a.nvcc, "-cubin", "-arch=sm_90", *flags, *inc, "-Xptxas", "-v", "--keep", "--keep-dir", out,
+                           "-o", cubin, a.src]))
+    ptx = [f for f in os.listdir(out) if f.endswith(".ptx")]
+    if len(ptx) != 1:
+        sys.exit("kernel_regs: nvcc --keep left %d PTX files in %s" % (len(ptx), out))
+    divs = ptx_div_in_loops(open(os.path.join(out, ptx[0])).read())
     hot = {}
     if a.cuobjdump and os.path.exists(a.cuobjdump):
         hot = sass_hot_loops(run([a.cuobjdump, "-sass", cubin]))

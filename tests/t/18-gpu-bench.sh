@@ -13,8 +13,10 @@
 # of row on made-up results (tests/gpu/bench_table.py).
 source "$(dirname "$0")/../lib.sh"
 [ -x "$TORCH_VENV/bin/python3" ] || { not_ok "no PyTorch in $TORCH_VENV (make deps)"; exit 0; }
-PATH="$ROOT/tests/gpu/fake-mps:$PATH" FAKEMPS=ok PYTHON="$TORCH_VENV/bin/python3" GPU_RUN_DOUBLE=1 \
-  GPU_CHECK_SECTIONS="0 4" GPU_BENCH_MPS=1 GPU_BENCH_MPS_VARIANTS=plain \
+# MPS: a server answers after the first run (plain: its row is kept) and
+# none after the second (int8: its clients ran without MPS, the row dropped).
+PATH="$ROOT/tests/gpu/fake-mps:$PATH" FAKEMPS=once PYTHON="$TORCH_VENV/bin/python3" GPU_RUN_DOUBLE=1 \
+  GPU_CHECK_SECTIONS="0 4" GPU_BENCH_MPS=1 GPU_BENCH_MPS_VARIANTS="plain int8" \
   GPU_BENCH_VARIANTS="plain default ethernet-1g accum4" B="$B" \
   timeout 500 bash "$ROOT/tests/gpu/run.sh" >"$TMPD/run.out" 2>&1
 rc=$?
@@ -54,14 +56,10 @@ PY
 [ "$out" = "1 1 1 1" ] && ok "... the shim's summary read back in-process: none without it; calls seen, accumulation skipped passes, the preset's format" \
   || not_ok "... the summary read back: got '$out' (want 1 1 1 1)"
 
-# MPS where no server answers after the run (its clients ran without MPS):
-# the row is dropped, with a line saying so.
-PATH="$ROOT/tests/gpu/fake-mps:$PATH" FAKEMPS=noserver PYTHON="$TORCH_VENV/bin/python3" GPU_BENCH_DOUBLE=1 \
-  GPU_BENCH_MPS=1 GPU_BENCH_MPS_VARIANTS=int8 GPU_BENCH_VARIANTS=plain B="$B" \
-  timeout 200 bash "$ROOT/tests/gpu/bench.sh" >"$TMPD/noserver.out" 2>&1
-grep -q '^# skip - int8-w2-mps: no MPS server answered after the run' "$TMPD/noserver.out" && ! grep -q '^# mps:' "$TMPD/noserver.out" \
-  && ok "gpu-bench: an MPS run no server answered is dropped (no mps row), with a line saying so" \
-  || { not_ok "gpu-bench with an MPS daemon and no server"; tail -n 8 "$TMPD/noserver.out" | sed 's/^/#   /'; }
+grep -q '^# skip - int8-w2-mps: no MPS server answered after the run' "$TMPD/bench.out" && \
+  ! grep -q '"variant": "int8", "w": 2, "mode": "mps"' "$R" \
+  && ok "gpu-bench: an MPS run after which no server answered is dropped (no int8 mps row), with a line saying so" \
+  || { not_ok "gpu-bench with an MPS daemon whose server went away"; grep mps "$TMPD/bench.out" | sed 's/^/#   /'; }
 
 # The table on made-up results: each goal PASS and MISS, differing replicas fail.
 T="$ROOT/tests/gpu/bench_table.py"
