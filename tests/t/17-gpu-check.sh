@@ -15,8 +15,10 @@
 source "$(dirname "$0")/../lib.sh"
 G="$ROOT/tests/gpu/check.sh"
 gc() { # label, VAR=value... : check.sh on the double, output in $TMPD/label.out, exit status in $TMPD/label.rc
+  # (every section runs about 60 s alone here, 3 to 4 times that beside other
+  # jobs on 2 cores: 600 s, each of its own runs under its own timeout too)
   local label=$1; shift
-  env "$@" GPU_CHECK_DOUBLE=1 B="$B" timeout "${TEST_TIMEOUT:-180}" bash "$G" >"$TMPD/$label.out" 2>&1
+  env "$@" GPU_CHECK_DOUBLE=1 B="$B" timeout "${GPU_CHECK_TIMEOUT:-600}" bash "$G" >"$TMPD/$label.out" 2>&1
   echo $? >"$TMPD/$label.rc"
 }
 rc_of() { cat "$TMPD/$1.rc"; }
