@@ -12,8 +12,11 @@
 #                   formats' table (docs/collectives.md) and env/ncclshim/formats.py from compress/formats.h
 #   make gpu-check  on a machine with a GPU (pip PyTorch, toolkit optional): driver, kernels and
 #                   their bandwidth, PyTorch's NCCL with and without the shim, DDP (tests/gpu/check.sh)
-#   make gpu-bench  right after gpu-check: all-reduces and a DDP step with and without the shim, every
-#                   format and preset, 2 and 4 ranks sharing the GPU, one table with the goals (tests/gpu/bench.sh)
+#   make gpu-bench  right after gpu-check: all-reduces and a DDP step with and without the shim, 2 ranks
+#                   sharing the GPU (quick; GPU_BENCH_MODE=full: every format and preset, 2 and 4 ranks),
+#                   one table with the goals (tests/gpu/bench.sh)
+#   make gpu-run    the one command for a GPU machine: build, gpu-check, quick gpu-bench, one summary
+#                   file ($(B)/gpu-summary.txt); about 5.5 minutes on an H200 (tests/gpu/run.sh)
 #
 # Each directory contributes a module.mk; this file holds only what they share.
 
@@ -75,7 +78,7 @@ LDFLAGS_BASE := $(SANFLAGS)
 HAVE_NVCC := $(if $(NVCC),1,)
 HAVE_NCCL_H := $(if $(wildcard $(NCCL_HOME)/include/nccl.h),1,)
 
-.PHONY: all deps demo test test-san test-frameworks test-build env-doc gpu-check gpu-bench clean
+.PHONY: all deps demo test test-san test-frameworks test-build env-doc gpu-check gpu-bench gpu-run clean
 all:
 
 # Fragments: the shim and its numeric core first (others name SHIM_LIB), then
@@ -152,9 +155,14 @@ gpu-check: $(SHIM_LIB)
 	@B=$(B) ./tests/gpu/check.sh
 
 # The GPU numbers (tests/gpu/bench.sh): the shim, the host NCCL (for
-# --emulate) and PyTorch; about 3.5 minutes on one GPU (estimated).
+# --emulate) and PyTorch; quick: about 70 s on one GPU, GPU_BENCH_MODE=full
+# 5 to 6 minutes (estimated).
 gpu-bench: $(SHIM_LIB) $(B)/bin/ncclshim-envdoc
 	@B=$(B) ./tests/gpu/bench.sh
+
+# Build, gpu-check and the quick gpu-bench, one summary ($(B)/gpu-summary.txt).
+gpu-run:
+	@B=$(B) ./tests/gpu/run.sh
 
 clean:
 	rm -rf build build-san

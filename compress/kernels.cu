@@ -39,13 +39,21 @@ __device__ __forceinline__ uint16_t d_to_f16(float y) {
   return a > NSC_F32_INF ? nan : (uint16_t)h;
 }
 
-__device__ __forceinline__ float d_from_f16(uint16_t h) {
+// The conversion instruction alone: exact for every finite fp16 and Inf; a
+// NaN comes out as the instruction's NaN (callers that keep NaN bits use
+// d_from_f16).
+__device__ __forceinline__ float d_from_f16_raw(uint16_t h) {
   float f;
 #if defined(__CUDA_ARCH__)
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
 #else
   f = simt_cvt_f32_f16(h);
 #endif
+  return f;
+}
+
+__device__ __forceinline__ float d_from_f16(uint16_t h) {
+  float f = d_from_f16_raw(h);
   uint32_t nan = (((uint32_t)h & 0x8000u) << 16) | 0x7fc00000u | (((uint32_t)h & 0x3ffu) << 13);
   return ((uint32_t)h & 0x7fffu) > 0x7c00u ? __uint_as_float(nan) : f;
 }
@@ -303,6 +311,10 @@ __device__ __forceinline__ void seg_from_wire(const Tab &tab, const uint16_t *wi
 // ---- entry points ------------------------------------------------------------------
 
 #define K extern "C" __global__ void __launch_bounds__(NSC_K_BLOCK)
+// The two-phase kernels: at least 4 blocks of 256 per multiprocessor, so at
+// most 64 registers a thread (issue 45; tests/gpu/kernel_regs.py holds them
+// to it without a spill).
+#define KT extern "C" __global__ void __launch_bounds__(NSC_K_BLOCK, 4)
 
 K nsc_k_to_f16(const float *__restrict__ src, uint16_t *__restrict__ dst, u64 n, float scale,
                u64 *counters) {
@@ -364,11 +376,34 @@ K nsc_k_scale_bf16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
 // nsc_fmt_encode_opt_ref (error feedback, stochastic rounding; the element
 // rules of wire_bits.h), run on the driver double by tests/t/16-cuda-backend.
 
+// The wire runs as the kernels read them: per format the bits of a code,
+// the codes of one 16-byte load (a group), and whether a 16-bit header per
+// wire block precedes the codes.
+template <int F> struct Wide {
+  static constexpr int BITS = (F == 0 || F == 1 || F == 4) ? 16 : F == 5 ? 4 : 8; /* per code */
+  static constexpr int G = 128 / BITS;                                              /* codes per load */
+  static constexpr bool BS = F >= 2; /* block-scaled: a header per wire block */
+};
+
+// i / block and i % block along a grid-stride walk (i += step each time),
+// with no division in the walk: its start and its step are divided once.
+struct BlockWalk {
+  u64 b, r, sb, sr, block;
+  __device__ __forceinline__ BlockWalk(u64 i, u64 step, u64 blk)
+      : b(i / blk), r(i % blk), sb(step / blk), sr(step % blk), block(blk) {}
+  __device__ __forceinline__ void next() {
+    b += sb;
+    r += sr;
+    if (r >= block) r -= block, b++;
+  }
+};
+
+// Element i of a wire run (nb wire blocks: headers, then codes; i in wire
+// block b): its value by the element rules of wire_bits.h.
 template <int F>
-__device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block, u64 i) {
+__device__ __forceinline__ float wire_value(const uint8_t *src, u64 nb, u64 b, u64 i) {
   if (F == 0) return d_from_f16(gld((const uint16_t *)src, i));
   if (F == 1) return d_from_bf16(gld((const uint16_t *)src, i));
-  u64 nb = (n + block - 1) / block, b = i / block;
   uint16_t h = (uint16_t)(gld(src, 2 * b) | (gld(src, 2 * b + 1) << 8));
   uint32_t c = F == 4   ? (uint32_t)gld((const uint16_t *)(src + 2 * nb), i)
                : F == 5 ? ((uint32_t)gld(src, 2 * nb + i / 2) >> (4 * (i & 1))) & 0xfu /* int4: a nibble */
@@ -376,29 +411,24 @@ __device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block,
   return nsc_bs_value(F, c, h);
 }
 
-template <int F>
-__device__ void dec(const uint8_t *__restrict__ src, float *__restrict__ dst, u64 n, u64 block,
-                    float scale) {
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-    float v = fmt_value<F>(src, n, block, i);
-    gst(dst, i, scale != 1.0f ? mul_x86(v, scale) : v);
+// dst[i] for i = i0, i0 + nt, ... below hi, element by element: a decode
+// (DEC: times f, x86's products) or the sum of m runs `stride` bytes apart
+// in the order 0..m-1 (times f, NaN made canonical), as the reference.
+template <int F, int DEC>
+__device__ void decsum_each(const uint8_t *__restrict__ base, u64 stride, u64 m, float *__restrict__ dst, u64 i0,
+                            u64 hi, u64 nt, u64 nb, u64 block, float f) {
+  if (i0 >= hi) return;
+  BlockWalk w(i0, nt, Wide<F>::BS ? block : 1);
+  for (u64 i = i0; i < hi; i += nt, w.next()) {
+    float s = wire_value<F>(base, nb, w.b, i);
+    if (DEC) s = f != 1.0f ? mul_x86(s, f) : s;
+    else {
+      for (u64 j = 1; j < m; j++) s = __fadd_rn(s, wire_value<F>(base + j * stride, nb, w.b, i));
+      if (f != 1.0f) s = __fmul_rn(s, f);
+      if (s != s) s = __uint_as_float(NSC_NAN_BITS);
+    }
+    gst(dst, i, s);
   }
-}
-
-template <int F>
-__device__ __forceinline__ float sum_at(const uint8_t *__restrict__ base, u64 stride, u64 m, u64 n, u64 block,
-                                        float post, u64 i) {
-  float s = fmt_value<F>(base, n, block, i);
-  for (u64 j = 1; j < m; j++) s = __fadd_rn(s, fmt_value<F>(base + j * stride, n, block, i));
-  if (post != 1.0f) s = __fmul_rn(s, post);
-  return s != s ? __uint_as_float(NSC_NAN_BITS) : s;
-}
-
-template <int F>
-__device__ void decsum(const uint8_t *__restrict__ base, u64 stride, u64 m, float *__restrict__ dst, u64 n,
-                       u64 block, float post) {
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    gst(dst, i, sum_at<F>(base, stride, m, n, block, post, i));
 }
 
 // ---- the same, wide: 16 bytes of codes per load ----------------------------
@@ -406,29 +436,70 @@ __device__ void decsum(const uint8_t *__restrict__ base, u64 stride, u64 m, floa
 // codes per operand, the header of the group's wire block, or of both blocks
 // it straddles, read once) and stores them as float4s where the result is
 // aligned (else one by one). The elements before the first 16-byte aligned
-// code and after the last whole group go the scalar way. The arithmetic is
-// the scalar path's, element for element, so the bits are the same. Taken
-// when every operand's codes share one alignment (the stride a multiple of
-// 16, as two-phase's slots are), codes and headers are aligned to their
-// width, and a wire block holds a whole group at least; else the scalar
-// kernels above run.
-template <int F> struct Wide {
-  static constexpr int BITS = (F == 0 || F == 1 || F == 4) ? 16 : F == 5 ? 4 : 8; /* per code */
-  static constexpr int G = 128 / BITS;                                              /* codes per load */
-  static constexpr bool BS = F >= 2; /* block-scaled: a header per wire block */
-};
-// Code k of a 16-byte load of codes (little-endian; int4's nibble k % 2 of byte k / 2).
-template <int F> __device__ __forceinline__ uint32_t code_of(const Vec<uint8_t, 16> &v, int k) {
+// code and after the last whole group go element by element. Taken when
+// every operand's codes share one alignment (the stride a multiple of 16, as
+// two-phase's slots are), codes and headers are aligned to their width, and
+// a wire block holds a whole group at least; else decsum_each does it all.
+//
+// A group's headers are turned into one factor each (wire_scale: 2^k, a
+// normal or subnormal fp32) and its codes into values by one conversion and
+// one product each (fast_value); the bits are the element rules'
+// (wire_bits.h): nsc_ldexp2's first product is exact for every code (code
+// times 2^(k/2) stays normal), its second rounds code * 2^k once, as the one
+// product by the exact 2^k does. What those rules treat apart (Inf/NaN in
+// the block, an invalid header, a k whose 2^k is no fp32) sends the group's
+// operand through the rules themselves, one element a trip (rare: blocks
+// holding Inf/NaN, or malformed runs).
+typedef Vec<uint32_t, 4> W16;
+// Code k of a 16-byte load (little-endian; int4's nibble k % 2 of byte k / 2).
+template <int F> __device__ __forceinline__ uint32_t code_of(const W16 &v, int k) {
   typedef Wide<F> X;
-  if (X::BITS == 16) return (uint32_t)v.v[2 * k] | ((uint32_t)v.v[2 * k + 1] << 8);
-  if (X::BITS == 4) return ((uint32_t)v.v[k / 2] >> (4 * (k & 1))) & 0xfu;
-  return v.v[k];
+  constexpr int PER = 32 / X::BITS;
+  return (v.v[k / PER] >> (X::BITS * (k % PER))) & ((1u << X::BITS) - 1u);
 }
 
-template <int F> __device__ __forceinline__ float code_value(uint32_t c, uint16_t h) {
-  if (F == 0) return d_from_f16((uint16_t)c);
-  if (F == 1) return d_from_bf16((uint16_t)c);
-  return nsc_bs_value(F, c, h);
+// A wire block's factor 2^k (a normal or subnormal fp32) and whether the
+// fast path may use it: a valid header whose k is a power of two of fp32,
+// and for int8/int4 no Inf/NaN in the block (their codes +-q, -q-1 then
+// mean Inf/NaN; fp8's and fp16s's Inf/NaN codes are their own: fast_ok).
+struct WireScale {
+  float p;
+  bool fast;
+};
+template <int F> __device__ __forceinline__ WireScale wire_scale(uint16_t h) {
+  const int k = (int)(h & 0x3ffu) - NSC_W8_BIAS;
+  const uint32_t bad = F == 2 || F == 5 ? NSC_W8_INVALID | NSC_W8_SPECIAL : NSC_W8_INVALID;
+  const uint32_t bits = k >= -126 ? (uint32_t)(k + 127) << 23 : 1u << ((k + 149) & 31);
+  return WireScale{__uint_as_float(bits), !(h & bad) && k >= -149 && k <= 127};
+}
+// fp8: no code of the group is Inf/NaN ((c & 0x7e) == 0x7e), four bytes at a time.
+template <int F> __device__ __forceinline__ bool fast_ok(const W16 &v) {
+  if (F != 3) return true;
+  uint32_t any = 0;
+#pragma unroll
+  for (int q = 0; q < 4; q++) {
+    uint32_t x = (v.v[q] & 0x7e7e7e7eu) ^ 0x7e7e7e7eu; /* a zero byte: an Inf/NaN code (bytes <= 0x7f) */
+    any |= (x - 0x01010101u) & 0x80808080u;
+  }
+  return any == 0;
+}
+// The value of code c whose block's factor is p (fast path): one conversion,
+// one product (fp8: the e4m3 bits placed in fp32's, times 2^120, exact).
+// fp16s' Inf and NaN codes come out Inf and NaN (the NaN's bits are made
+// canonical by the caller).
+template <int F> __device__ __forceinline__ float fast_value(uint32_t c, float p) {
+  float x;
+  if (F == 2) x = (float)(int)(int8_t)(uint8_t)c;
+  else if (F == 5) x = (float)((int)(c << 28) >> 28);
+  else if (F == 3) x = __fmul_rn(__uint_as_float(((c & 0x80u) << 24) | ((c & 0x7fu) << 20)), 0x1p120f);
+  else x = d_from_f16_raw((uint16_t)c);
+  return __fmul_rn(x, p);
+}
+// fp16/bf16 (no headers): a code's value; in a sum any NaN will do (made
+// canonical at the end), a decode keeps the reference's NaN.
+template <int F, int DEC> __device__ __forceinline__ float w16_value(uint32_t c) {
+  if (F == 1) return __uint_as_float(c << 16);
+  return DEC ? d_from_f16((uint16_t)c) : d_from_f16_raw((uint16_t)c);
 }
 
 template <int F>
@@ -437,7 +508,8 @@ __device__ __forceinline__ bool wide_ok(const uint8_t *base, u64 stride, u64 m, 
   u64 nb = X::BS ? (n + block - 1) / block : 0;
   uintptr_t codes = (uintptr_t)(base + 2 * nb);
   return n >= 2 * (u64)X::G && (m < 2 || stride % 16 == 0) && (uintptr_t)base % 2 == 0 &&
-         codes % (X::BITS == 16 ? 2 : 1) == 0 && (!X::BS || block >= (u64)X::G);
+         codes % (X::BITS == 16 ? 2 : 1) == 0 && (!X::BS || (block >= (u64)X::G && block <= 0xffffffffu)) &&
+         m <= 0xffffffffu && (u64)gridDim.x * blockDim.x * X::G <= 0xffffffffu; /* 32-bit walks */
 }
 
 // DEC: a decode (times scale, x86's products), else a decode-and-sum of m
@@ -446,73 +518,114 @@ template <int F, int DEC>
 __device__ void decsum_wide(const uint8_t *__restrict__ base, u64 stride, u64 m, float *__restrict__ dst, u64 n,
                             u64 block, float f) {
   typedef Wide<F> X;
-  typedef Vec<uint8_t, 16> V16;
   typedef Vec<float, 4> F4;
+  constexpr int G = X::G;
   const u64 nb = X::BS ? (n + block - 1) / block : 0;
   const uintptr_t c0 = (uintptr_t)(base + 2 * nb);
   u64 head = ((16 - c0 % 16) % 16) * 8 / X::BITS; /* elements before the first aligned code */
   if (head > n) head = n;
-  const u64 ng = (n - head) / X::G, tail = head + ng * X::G;
+  const u64 ng = (n - head) / G, tail = head + ng * G;
   const bool dvec = (uintptr_t)(dst + head) % 16 == 0;
   const u64 t0 = blockIdx.x * (u64)blockDim.x + threadIdx.x, nt = (u64)gridDim.x * blockDim.x;
-  for (u64 i = t0; i < head; i += nt) /* before the first aligned code */
-    gst(dst, i, DEC ? (f != 1.0f ? mul_x86(fmt_value<F>(base, n, block, i), f) : fmt_value<F>(base, n, block, i))
-                    : sum_at<F>(base, stride, m, n, block, f, i));
-  for (u64 i = tail + t0; i < n; i += nt) /* after the last whole group */
-    gst(dst, i, DEC ? (f != 1.0f ? mul_x86(fmt_value<F>(base, n, block, i), f) : fmt_value<F>(base, n, block, i))
-                    : sum_at<F>(base, stride, m, n, block, f, i));
-  for (u64 g = t0; g < ng; g += nt) {
-    const u64 i0 = head + g * X::G;
-    float s[X::G];
-    for (u64 j = 0; j < m; j++) {
-      const uint8_t *bj = base + j * stride;
-      V16 v = ld_vec(reinterpret_cast<const V16 *>(bj + 2 * nb + i0 * X::BITS / 8), 0);
-      uint16_t h0 = 0, h1 = 0;
-      u64 b0 = 0;
-      if (X::BS) {
-        b0 = i0 / block;
-        u64 b1 = (i0 + X::G - 1) / block;
-        h0 = gld(reinterpret_cast<const uint16_t *>(bj), b0);
-        h1 = b1 == b0 ? h0 : gld(reinterpret_cast<const uint16_t *>(bj), b1);
-      }
+  decsum_each<F, DEC>(base, stride, m, dst, t0, head, nt, nb, block, f);        /* before the first aligned code */
+  decsum_each<F, DEC>(base, stride, m, dst, tail + t0, n, nt, nb, block, f); /* after the last whole group */
+  if (t0 >= ng) return;
+  /* This thread's groups g = t0, t0 + nt, ...: their codes in operand 0,
+   * their results, and the wire block b of their first element and its
+   * place r there (block < 2^32: wide_ok). */
+  const W16 *cp = reinterpret_cast<const W16 *>(base + 2 * nb + head * X::BITS / 8) + t0; /* from base: a global load */
+  float *out = dst + head + t0 * G, *const end = dst + tail;
+  const u64 i00 = head + t0 * G;
+  const unsigned gs = (unsigned)nt * G, blk = (unsigned)block; /* < 2^32: wide_ok */
+  u64 b = X::BS ? i00 / block : 0;
+  unsigned r = X::BS ? (unsigned)(i00 % block) : 0;
+  const unsigned sb = X::BS ? gs / blk : 0, sr = X::BS ? gs % blk : 0;
+  for (; out < end; out += gs, cp += (unsigned)nt) {
+    /* the group's elements k < split lie in wire block b, the others in the next */
+    const unsigned split = X::BS && blk - r < (unsigned)G ? blk - r : (unsigned)G;
+    float s[G];
 #pragma unroll
-      for (int k = 0; k < X::G; k++) {
-        uint32_t c = code_of<F>(v, k);
-        uint16_t h = X::BS && (i0 + (u64)k) / block != b0 ? h1 : h0;
-        float x = code_value<F>(c, h);
-        s[k] = j ? __fadd_rn(s[k], x) : x;
+    for (int k = 0; k < G; k++) s[k] = -0.0f; /* -0 + x is x */
+    const uint8_t *bj = base;
+    const W16 *cj = cp;
+    for (unsigned j = 0; j < (unsigned)m; j++, bj += stride, cj = reinterpret_cast<const W16 *>((const uint8_t *)cj + stride)) {
+      const W16 v = ld_vec(cj, 0);
+      if (!X::BS) {
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+          float x = w16_value<F, DEC>(code_of<F>(v, k));
+          s[k] = DEC ? x : __fadd_rn(s[k], x);
+        }
+        continue;
+      }
+      /* split anew for each operand, as far as the compiler knows: else it
+       * keeps G comparisons with it live across the operands (registers) */
+      unsigned sj = split;
+      asm volatile("" : "+r"(sj));
+      const uint16_t *hj = reinterpret_cast<const uint16_t *>(bj);
+      const uint16_t h0 = gld(hj, b), h1 = sj < (unsigned)G ? gld(hj, b + 1) : h0;
+      const WireScale a = wire_scale<F>(h0), z = wire_scale<F>(h1);
+      if (a.fast && z.fast && fast_ok<F>(v)) {
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+          float x = fast_value<F>(code_of<F>(v, k), (unsigned)k < sj ? a.p : z.p);
+          s[k] = DEC ? x : __fadd_rn(s[k], x);
+        }
+      } else { /* rare: the element rules themselves, one element a trip */
+        W16 c = v;
+#pragma unroll 1
+        for (unsigned k = 0; k < (unsigned)G; k++) {
+          const float x = nsc_bs_value(F, c.v[0] & ((1u << X::BITS) - 1u), k < sj ? h0 : h1);
+          const float t = DEC ? x : __fadd_rn(s[0], x);
+          /* the next code to the bottom, the sums rotated by one: no register is indexed by k */
+#pragma unroll
+          for (int q = 0; q < 3; q++) c.v[q] = (c.v[q] >> X::BITS) | (c.v[q + 1] << (32 - X::BITS));
+          c.v[3] >>= X::BITS;
+#pragma unroll
+          for (int q = 0; q < G - 1; q++) s[q] = s[q + 1];
+          s[G - 1] = t;
+        }
       }
     }
 #pragma unroll
-    for (int k = 0; k < X::G; k++) {
-      if (DEC) s[k] = f != 1.0f ? mul_x86(s[k], f) : s[k];
-      else {
+    for (int k = 0; k < G; k++) {
+      if (DEC) {
+        if (X::BS && s[k] != s[k]) s[k] = __uint_as_float(NSC_NAN_BITS);
+        s[k] = f != 1.0f ? mul_x86(s[k], f) : s[k];
+      } else {
         if (f != 1.0f) s[k] = __fmul_rn(s[k], f);
         if (s[k] != s[k]) s[k] = __uint_as_float(NSC_NAN_BITS);
       }
     }
     if (dvec) {
 #pragma unroll
-      for (int q = 0; q < X::G / 4; q++) {
+      for (int q = 0; q < G / 4; q++) {
         F4 o;
         o.v[0] = s[4 * q], o.v[1] = s[4 * q + 1], o.v[2] = s[4 * q + 2], o.v[3] = s[4 * q + 3];
-        st_vec(reinterpret_cast<F4 *>(dst + i0), q, o);
+        st_vec(reinterpret_cast<F4 *>(out), q, o);
       }
     } else {
 #pragma unroll
-      for (int k = 0; k < X::G; k++) gst(dst, i0 + k, s[k]);
+      for (int k = 0; k < G; k++) gst(out, k, s[k]);
+    }
+    if (X::BS) { /* the next group's wire block, without a division */
+      b += sb;
+      r += sr;
+      if (r >= blk) r -= blk, b++;
     }
   }
 }
 
 #define TP_DEC(sfx, F)                                                                                        \
-  K nsc_k_tp_dec_##sfx(const uint8_t *src, float *dst, u64 n, u64 block, float scale) {                         \
+  KT nsc_k_tp_dec_##sfx(const uint8_t *src, float *dst, u64 n, u64 block, float scale) {                         \
     if (wide_ok<F>(src, 0, 1, n, block)) decsum_wide<F, 1>(src, 0, 1, dst, n, block, scale);                  \
-    else dec<F>(src, dst, n, block, scale);                                                                   \
+    else decsum_each<F, 1>(src, 0, 1, dst, blockIdx.x * (u64)blockDim.x + threadIdx.x, n,                     \
+                           (u64)gridDim.x * blockDim.x, Wide<F>::BS ? (n + block - 1) / block : 0, block, scale); \
   }                                                                                                           \
-  K nsc_k_tp_sum_##sfx(const uint8_t *base, u64 stride, u64 m, float *dst, u64 n, u64 block, float post) {      \
+  KT nsc_k_tp_sum_##sfx(const uint8_t *base, u64 stride, u64 m, float *dst, u64 n, u64 block, float post) {      \
     if (wide_ok<F>(base, stride, m, n, block)) decsum_wide<F, 0>(base, stride, m, dst, n, block, post);       \
-    else decsum<F>(base, stride, m, dst, n, block, post);                                                     \
+    else decsum_each<F, 0>(base, stride, m, dst, blockIdx.x * (u64)blockDim.x + threadIdx.x, n,               \
+                           (u64)gridDim.x * blockDim.x, Wide<F>::BS ? (n + block - 1) / block : 0, block, post); \
   }
 TP_DEC(f16, 0)
 TP_DEC(bf16, 1)
@@ -622,25 +735,23 @@ __device__ __forceinline__ uint16_t warp_block_scale(uint8_t *dst, u64 b, unsign
 // the largest finite |y| and "holds Inf/NaN" by xor-shuffle reductions, lane
 // 0 writes the header, then one code per element (one byte, fp16s two). The
 // plain encode (tp_enc_*) is this with no options.
-// A whole wire block of 32 * E elements by one warp, E consecutive elements
-// per lane held in registers: E / 4 float4 loads of the source (and of the
-// residuals), the header from the warp's maximum, the lane's E codes in
-// one or two wide stores (or one by one where the codes are not aligned),
-// the residuals back as float4s. The same element rules as encx8's loop
-// below, element for element.
-template <int F, int E>
-__device__ __forceinline__ void encx8_block(const float *src, float *resid, uint8_t *dst, uint8_t *codes, u64 b,
-                                            u64 lo, float scale, const nsc_kencopt &o, bool cvec, unsigned &uf) {
+//
+// The wide way (encx8_block): a wire block of 256 or 512 elements, taken
+// 256 at a time (a pass), 8 consecutive elements per lane: two float4 loads
+// of the source (and of the residuals), the lane's y in registers; the
+// header from the warp's maximum over the passes; the lane's 8 codes in one
+// wide store (int4: 4 bytes, int8/fp8: 8, fp16s: two of 8), or one by one
+// where the codes are not aligned; the residuals back as float4s. A block
+// of 512 reads its first pass again for the codes (from L1: the same lines,
+// just read; 8 values a lane keep the kernel within 64 registers, where 16
+// took 89 to 119). The same element rules as encx8's loop, element for
+// element.
+template <int F>
+__device__ __forceinline__ void encx8_load(const float *src, const float *resid, u64 i0, float scale, bool rd,
+                                           float (&y)[8]) {
   typedef Vec<float, 4> F4;
-  typedef Vec<uint8_t, 8> C8;
-  const unsigned lane = threadIdx.x & 31u, fl = o.flags;
-  const bool ef = fl & NSC_KENC_EF, rd = ef && !(fl & NSC_KENC_ZERO);
-  const int sr = (fl & NSC_KENC_SR) != 0;
-  const u64 i0 = lo + (u64)lane * E;
-  float y[E];
-  unsigned am = 0, sp = 0;
 #pragma unroll
-  for (int q = 0; q < E / 4; q++) {
+  for (int q = 0; q < 2; q++) {
     F4 x = ld_vec(reinterpret_cast<const F4 *>(src + i0), q), r;
     if (rd) r = ld_vec(reinterpret_cast<const F4 *>(resid + i0), q);
 #pragma unroll
@@ -649,34 +760,34 @@ __device__ __forceinline__ void encx8_block(const float *src, float *resid, uint
       y[4 * q + k] = rd ? nsc_ef_in(F, v, r.v[k]) : v;
     }
   }
+}
+
+template <int F>
+__device__ __forceinline__ void encx8_codes(const float (&y)[8], float *resid, uint8_t *codes, u64 i0, int kk,
+                                            uint32_t lim, uint16_t h, const nsc_kencopt &o, bool cvec, unsigned &uf) {
+  typedef Vec<float, 4> F4;
+  typedef Vec<uint8_t, 8> C8;
+  const unsigned fl = o.flags;
+  const int sr = (fl & NSC_KENC_SR) != 0;
+  uint32_t c[8];
 #pragma unroll
-  for (int k = 0; k < E; k++) {
-    unsigned a = __float_as_uint(y[k]) & 0x7fffffffu;
-    if (a >= NSC_F32_INF) sp = 1;
-    else am = a > am ? a : am;
-  }
-  int kk;
-  uint32_t lim;
-  const uint16_t h = warp_block_scale<F>(dst, b, lane, am, sp, kk, lim);
-  uint32_t c[E];
-#pragma unroll
-  for (int k = 0; k < E; k++) {
+  for (int k = 0; k < 8; k++) {
     uint32_t u = sr ? nsc_sr_bits(o.key, i0 + k) : 0u;
     c[k] = nsc_bs_code_x(F, y[k], kk, lim, sr, u);
     uf += nsc_bs_flushed(F, __float_as_uint(y[k]) & 0x7fffffffu, c[k]);
   }
-  if (F == 5) { /* int4: E / 2 bytes of two codes each, element 2j in the low nibble */
-    typedef Vec<uint8_t, E / 2> CB;
+  if (F == 5) { /* int4: 4 bytes of two codes each, element 2j in the low nibble */
+    typedef Vec<uint8_t, 4> CB;
     CB v;
 #pragma unroll
-    for (int j = 0; j < E / 2; j++) v.v[j] = (uint8_t)(c[2 * j] | (c[2 * j + 1] << 4));
+    for (int j = 0; j < 4; j++) v.v[j] = (uint8_t)(c[2 * j] | (c[2 * j + 1] << 4));
     if (cvec) st_vec(reinterpret_cast<CB *>(codes + i0 / 2), 0, v);
     else
 #pragma unroll
-      for (int j = 0; j < E / 2; j++) gst(codes, i0 / 2 + j, v.v[j]);
-  } else if (cvec) { /* E codes (E or 2E bytes) in 8-byte stores */
+      for (int j = 0; j < 4; j++) gst(codes, i0 / 2 + j, v.v[j]);
+  } else if (cvec) { /* 8 codes (8 or 16 bytes) in 8-byte stores */
 #pragma unroll
-    for (int q = 0; q < (F == 4 ? 2 : 1) * E / 8; q++) {
+    for (int q = 0; q < (F == 4 ? 2 : 1); q++) {
       C8 v;
 #pragma unroll
       for (int k = 0; k < 8; k++)
@@ -685,19 +796,50 @@ __device__ __forceinline__ void encx8_block(const float *src, float *resid, uint
     }
   } else {
 #pragma unroll
-    for (int k = 0; k < E; k++) {
+    for (int k = 0; k < 8; k++) {
       if (F == 4) gst(reinterpret_cast<uint16_t *>(codes), i0 + k, (uint16_t)c[k]);
       else gst(codes, i0 + k, (uint8_t)c[k]);
     }
   }
-  if (ef) {
+  if (fl & NSC_KENC_EF) {
 #pragma unroll
-    for (int q = 0; q < E / 4; q++) {
+    for (int q = 0; q < 2; q++) {
       F4 out;
 #pragma unroll
       for (int k = 0; k < 4; k++) out.v[k] = nsc_ef_resid(y[4 * q + k], nsc_bs_value(F, c[4 * q + k], h));
       st_vec(reinterpret_cast<F4 *>(resid + i0), q, out);
     }
+  }
+}
+
+template <int F>
+__device__ __forceinline__ void encx8_block(const float *src, float *resid, uint8_t *dst, uint8_t *codes, u64 b,
+                                            u64 lo, u64 block, float scale, const nsc_kencopt &o, bool cvec,
+                                            unsigned &uf) {
+  const unsigned lane = threadIdx.x & 31u, fl = o.flags;
+  const bool rd = (fl & NSC_KENC_EF) && !(fl & NSC_KENC_ZERO);
+  const unsigned passes = (unsigned)(block / 256); /* 1 or 2 */
+  float y[8];
+  unsigned am = 0, sp = 0;
+#pragma unroll 1
+  for (unsigned p = 0; p < passes; p++) {
+    encx8_load<F>(src, resid, lo + 256 * p + 8 * lane, scale, rd, y);
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      unsigned a = __float_as_uint(y[k]) & 0x7fffffffu;
+      if (a >= NSC_F32_INF) sp = 1;
+      else am = a > am ? a : am;
+    }
+  }
+  int kk;
+  uint32_t lim;
+  const uint16_t h = warp_block_scale<F>(dst, b, lane, am, sp, kk, lim);
+  /* the last pass's y are in registers; an earlier pass is read again */
+#pragma unroll 1
+  for (unsigned p = passes; p-- > 0;) {
+    const u64 i0 = lo + 256 * p + 8 * lane;
+    if (p + 1 < passes) encx8_load<F>(src, resid, i0, scale, rd, y);
+    encx8_codes<F>(y, resid, codes, i0, kk, lim, h, o, cvec, uf);
   }
 }
 
@@ -719,8 +861,7 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
   for (u64 b = (u64)blockIdx.x * wpb + (threadIdx.x >> 5); b < nb; b += nwarps) { /* warp-uniform */
     u64 lo = b * block, hi = lo + block < n ? lo + block : n;
     if (wide && hi - lo == block) {
-      if (block == 256) encx8_block<F, 8>(src, resid, dst, codes, b, lo, scale, o, cvec, uf);
-      else encx8_block<F, 16>(src, resid, dst, codes, b, lo, scale, o, cvec, uf);
+      encx8_block<F>(src, resid, dst, codes, b, lo, block, scale, o, cvec, uf);
       continue;
     }
     unsigned am = 0, sp = 0;
@@ -760,35 +901,35 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
   if (o.counters) block_count(0, uf, (u64 *)o.counters); /* every thread of the CTA reaches it */
 }
 
-K nsc_k_tp_encx_f16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+KT nsc_k_tp_encx_f16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   (void)block;
   encx16<0>(src, resid, (uint16_t *)dst, n, scale, o);
 }
-K nsc_k_tp_encx_bf16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+KT nsc_k_tp_encx_bf16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   (void)block;
   encx16<1>(src, resid, (uint16_t *)dst, n, scale, o);
 }
-K nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
+KT nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
   encx8<2>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
-K nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
+KT nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
   encx8<3>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
-K nsc_k_tp_enc_f16s(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
+KT nsc_k_tp_enc_f16s(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
   encx8<4>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
-K nsc_k_tp_encx_f16s(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+KT nsc_k_tp_encx_f16s(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   encx8<4>(src, resid, dst, n, block, scale, o);
 }
-K nsc_k_tp_encx_int8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+KT nsc_k_tp_encx_int8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   encx8<2>(src, resid, dst, n, block, scale, o);
 }
-K nsc_k_tp_encx_fp8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+KT nsc_k_tp_encx_fp8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   encx8<3>(src, resid, dst, n, block, scale, o);
 }
-K nsc_k_tp_enc_int4(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
+KT nsc_k_tp_enc_int4(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
   encx8<5>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
-K nsc_k_tp_encx_int4(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
+KT nsc_k_tp_encx_int4(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   encx8<5>(src, resid, dst, n, block, scale, o);
 }

@@ -30,11 +30,10 @@ device the run has (CUDA, else the CPU).
 import argparse
 import json
 import os
-import time
 
-# parse_size and shim_stats (ncclshim.h's ncclshim_stats_t read in-process)
-# are gpu-check's: tests/gpu/shim_torch.py beside this file.
-from shim_torch import parse_size, shim_stats
+# parse_size, shim_stats (ncclshim.h's ncclshim_stats_t read in-process) and
+# median_ms are gpu-check's: tests/gpu/shim_torch.py beside this file.
+from shim_torch import median_ms, parse_size, shim_stats
 
 
 def main():
@@ -64,24 +63,8 @@ def main():
         if gpu:
             torch.cuda.synchronize(dev)
 
-    def timed(fn, iters, warmup=2):
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(iters):
-            if gpu:
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                fn()
-                e.record()
-                e.synchronize()
-                times.append(s.elapsed_time(e))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-        times.sort()
-        return times[len(times) // 2]
+    def timed(fn, iters):
+        return median_ms(torch, gpu, fn, iters, warmup=2)
 
     res = {"device": torch.cuda.get_device_name(dev) if gpu else "cpu (stand-in: host NCCL, emulated)",
            "torch": torch.__version__, "world": world, "allreduce": {}, "accum": a.accum}

@@ -34,10 +34,23 @@
 # over the host NCCL; torch cannot drive the CUDA driver double), small
 # sizes and model, W=2 only, no MPS: its runs, parsing, table and goal lines
 # are tested there, never its timings (CPU numbers say nothing about a GPU).
-# At W = 4 every variant runs, at W = 2 plain, default and int8; under MPS
-# (W = 4) plain, default and int8 (GPU_BENCH_MPS_VARIANTS). Knobs:
-# GPU_BENCH_VARIANTS="plain default int8 ..." (only those, at every W; plain
-# always), GPU_BENCH_WORLDS="2 4", GPU_BENCH_TIMEOUT (150 s a run).
+# GPU_BENCH_MODE: quick (the default, for the one GPU command tests/gpu/run.sh)
+# or full.
+#   quick  W = 2 only: plain, default, fp16, int8, int4 (5 runs), and under
+#          MPS plain and int8 (2 runs): about 70 s on an H200 (10 s a run at
+#          W = 2, the last GPU run's figure, 2026-12-04);
+#   full   at W = 4 every variant (15 runs), at W = 2 plain, default and
+#          int8 (3), under MPS (W = 4) plain, default and int8 (3): 21 runs,
+#          about 5 to 6 minutes (10 s a start at W = 2, 15 s at W = 4).
+# MPS rows are kept only when an MPS server really answered: the control
+# daemon must answer a query after it started, and must list a server after
+# each run (clients that find no server run without MPS: a row would be
+# mislabelled); its pipe directory is a short one under /tmp (a socket path
+# has at most 108 bytes). GPU_BENCH_MPS=1 on the stand-ins runs the MPS rows
+# too, with whatever nvidia-cuda-mps-control is first on PATH (CI: a stand-in,
+# tests/gpu/fake-mps). Knobs: GPU_BENCH_VARIANTS="plain default int8 ..."
+# (only those, at every W; plain always), GPU_BENCH_WORLDS="2 4",
+# GPU_BENCH_MPS_VARIANTS, GPU_BENCH_TIMEOUT (150 s a run).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=${B:-build}
@@ -55,12 +68,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for v in $(env | grep -o '^NCCLSHIM_[A-Z_]*'); do unset "$v"; done
 unset LD_PRELOAD
 
+MODE=${GPU_BENCH_MODE:-quick}
+case $MODE in quick|full) ;; *) echo "not ok - GPU_BENCH_MODE=$MODE: quick or full"; exit 1 ;; esac
 if [ "$DOUBLE" = 1 ]; then
   SIZES=${GPU_BENCH_SIZES:-1M,4M}; PARAMS=${GPU_BENCH_PARAMS:-256K}; WS=${GPU_BENCH_WORLDS:-2}
   ITERS=${GPU_BENCH_ITERS:-3}; STEPS=${GPU_BENCH_STEPS:-2}
   echo "# gpu-bench $(date -u +%Y-%m-%dT%H:%MZ) on the STAND-INS (CPU, host NCCL): timings are not GPU numbers"
 else
-  SIZES=${GPU_BENCH_SIZES:-16M,64M,256M}; PARAMS=${GPU_BENCH_PARAMS:-64M}; WS=${GPU_BENCH_WORLDS:-"2 4"}
+  SIZES=${GPU_BENCH_SIZES:-16M,64M,256M}; PARAMS=${GPU_BENCH_PARAMS:-64M}
+  if [ "$MODE" = quick ]; then WS=${GPU_BENCH_WORLDS:-2}; else WS=${GPU_BENCH_WORLDS:-"2 4"}; fi
   ITERS=${GPU_BENCH_ITERS:-4}; STEPS=${GPU_BENCH_STEPS:-3}
   echo "# gpu-bench $(date -u +%Y-%m-%dT%H:%MZ) on $(nvidia-smi -L 2>/dev/null | head -1)"
 fi
@@ -80,7 +96,8 @@ ALL="plain default $FORMATS $PRESETS plain-accum4 accum4"
 # machine's start; the script prints its own time at the end.
 variants_for() { # W
   local v=${GPU_BENCH_VARIANTS:-}
-  if [ -z "$v" ]; then
+  if [ -z "$v" ] && [ "$MODE" = quick ]; then v="plain default fp16 int8 int4"
+  elif [ -z "$v" ]; then
     if [ "$1" = "${WS##* }" ]; then v=$ALL; else v="plain default int8"; fi
   fi
   case " $v " in *" plain "*) ;; *) v="plain $v" ;; esac
@@ -144,24 +161,36 @@ for w in $WS; do
   for v in $(variants_for "$w"); do run "$v" "$w" shared; done
 done
 
-# MPS: the ranks' kernels run side by side instead of time-sliced.
-if [ "$DOUBLE" != 1 ] && command -v nvidia-cuda-mps-control >/dev/null; then
-  export CUDA_MPS_PIPE_DIRECTORY="$OUT/mps-pipe" CUDA_MPS_LOG_DIRECTORY="$OUT/mps-log"
+# MPS: the ranks' kernels run side by side instead of time-sliced. A row
+# counts only when a server answered (see the header).
+mps() { echo "$1" | timeout 10 nvidia-cuda-mps-control 2>/dev/null; }
+if { [ "$DOUBLE" != 1 ] || [ "${GPU_BENCH_MPS:-0}" = 1 ]; } && command -v nvidia-cuda-mps-control >/dev/null; then
+  mdir=$(mktemp -d /tmp/ncclshim-mps.XXXXXX)
+  export CUDA_MPS_PIPE_DIRECTORY="$mdir/pipe" CUDA_MPS_LOG_DIRECTORY="$mdir/log"
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d; then
-    trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
+  trap 'mps quit >/dev/null; rm -rf "$mdir"' EXIT
+  if nvidia-cuda-mps-control -d && sleep 1 && [ -n "$(mps get_default_active_thread_percentage)" ]; then
     w=${WS##* } # the largest rank count: where time slicing costs most
-    for v in ${GPU_BENCH_MPS_VARIANTS:-plain default int8}; do run "$v" "$w" mps; done
-    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
-    trap - EXIT
+    if [ "$MODE" = quick ]; then mv_def="plain int8"; else mv_def="plain default int8"; fi
+    for v in ${GPU_BENCH_MPS_VARIANTS:-$mv_def}; do
+      run "$v" "$w" mps
+      if [ -z "$(mps get_server_list)" ] && [ -f "$OUT/results.jsonl" ]; then
+        # no server ran: the row was not under MPS; drop it
+        grep -v "\"variant\": \"$v\", \"w\": $w, \"mode\": \"mps\"" "$OUT/results.jsonl" >"$OUT/results.tmp"
+        mv "$OUT/results.tmp" "$OUT/results.jsonl"
+        echo "# skip - $v-w$w-mps: no MPS server answered after the run (its clients ran without MPS): row dropped"
+      fi
+    done
   else
-    echo "# skip - nvidia-cuda-mps-control -d failed: no MPS rows"
+    echo "# skip - the MPS control daemon did not answer after nvidia-cuda-mps-control -d: no MPS rows"
   fi
+  mps quit >/dev/null; rm -rf "$mdir"
+  trap - EXIT
 else
-  echo "# skip - no MPS here$([ "$DOUBLE" = 1 ] && echo " (stand-ins)"): no MPS rows"
+  echo "# skip - no MPS here$([ "$DOUBLE" = 1 ] && echo " (stand-ins; GPU_BENCH_MPS=1 runs them)"): no MPS rows"
 fi
 
 "$PY" "$ROOT/tests/gpu/bench_table.py" "$OUT/results.jsonl" | tee "$OUT/table.txt"
 trc=${PIPESTATUS[0]}
-echo "# gpu-bench took $(( $(date +%s) - START )) s; results in $OUT"
+echo "# gpu-bench ($MODE) took $(( $(date +%s) - START )) s; results in $OUT"
 [ $failed -eq 0 ] && [ "$trc" -eq 0 ]

@@ -547,7 +547,19 @@ static void bandwidth(void) {
       {"tp encode int4", {6, 0, NSC_FMT_INT4, x, w2, n, NULL, 0}, 4.5 * (double)n},
       {"tp decode-sum int4 x2", {7, 0, NSC_FMT_INT4, y, w2, n, NULL, 0}, 5.0 * (double)n},
   };
+  /* Decode-and-sum rows read what their encoders make of random inputs,
+   * each operand its own (operand j encodes the random values from j on):
+   * valid headers and codes, as a real call's (not what an earlier row left). */
+  float *rv = dmalloc((n + 1) * 4), *hr = hmalloc((n + 1) * 4);
+  for (size_t i = 0; i <= n; i++) hr[i] = (float)((int)(rnd() % 20001) - 10000) * 1e-3f;
+  h2d(rv, hr, (n + 1) * 4);
+  free(hr);
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    if (rows[i].a.op == 7) {
+      nsc_fmt_t f = (nsc_fmt_t)rows[i].a.kind;
+      size_t one = nsc_fmt_bytes(f, n, 256);
+      for (size_t j = 0; j < 2; j++) BE(be->fmt_encode(st, f, 256, rv + j, w2 + j * one, n, 1.0f));
+    }
     float t = time_ms(run_op, &rows[i].a, 21);
     double gbs = rows[i].moved / t * 1e-6;
     printf("  %-22s %9.3f %9.1f %7.2f\n", rows[i].name, (double)t, gbs, gbs / mgbs);
@@ -557,6 +569,7 @@ static void bandwidth(void) {
   RT(D.cuMemFree(DP(wv)));
   RT(D.cuMemFree(DP(z)));
   RT(D.cuMemFree(DP(w2)));
+  RT(D.cuMemFree(DP(rv)));
 }
 
 int main(int argc, char **argv) {

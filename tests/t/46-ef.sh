@@ -37,6 +37,18 @@ if [ -x "$TBIN/kernel_access" ]; then
     || not_ok "kernel accesses at 0.9 of the limits: $nf of $((nk - 1)) failed"
 else not_ok "kernel_access was not built"; fi
 
+# Issue 45: the two-phase kernels as nvcc compiles them for sm_90 (where
+# nvcc is present): at most 64 registers, no spill, no 64-bit division in a
+# decoder's loop (tests/gpu/kernel_regs.py; about 15 s).
+if [ -n "$(command -v nvcc)" ]; then
+  timeout "${TEST_TIMEOUT:-180}" python3 "$ROOT/tests/gpu/kernel_regs.py" --check --out "$TMPD/kregs" >"$TMPD/kregs.out" 2>&1
+  rc=$?
+  sed -n 's/^\(ok\|not ok\) - /\1 - sm_90 /p' "$TMPD/kregs.out"
+  [ $rc -eq 0 ] || { not_ok "kernel_regs --check exited $rc"; tail -n 5 "$TMPD/kregs.out" | sed 's/^/#   /'; }
+else
+  echo "# skip - no nvcc: the kernels' registers are nvcc's facts (tests/gpu/kernel_regs.py)"
+fi
+
 # 1. Convergence of the running mean (N = 64 calls of one bucket, 3 ranks).
 for w in fp16 $FORMATS_BLOCKED; do
   check "$w, 3 ranks, error feedback: N*|mean - fp32 sum| <= B after 64 calls, identical on every rank" \

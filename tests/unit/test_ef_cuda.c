@@ -9,7 +9,9 @@
  *     carried), nearest and stochastic, and the plain encode;
  *   - decode (times a scale) and decode-and-sum of 1 or 3 contributions
  *     (times post), every format;
- * on inputs with Inf, NaN, zeros and subnormals, lengths that end inside a
+ * on inputs with Inf, NaN, zeros and subnormals (and, for the decoders,
+ * blocks scaled down to 2^-120..2^-140, whose scales are fp32 subnormals or
+ * below them), lengths that end inside a
  * block and more wire blocks than the grid has thread blocks, wire blocks of
  * 16 and 256, and operands at element offsets 0..3 from an allocation (the
  * pieces and shards of real calls start anywhere).
@@ -67,6 +69,8 @@ static void dec_and_sum(const nsc_backend *be, CUstream s, float *x, uint8_t *w,
         float post = li % 4 == 2 ? 0.5f : 1.0f;
         for (int j = 0; j < m; j++) {
           fill(x, n);
+          if (li >= 6) /* tiny blocks: scales 2^k below fp32's normal powers (the wide decoders' subnormal factors) */
+            for (size_t i = 0; i < n; i++) x[i] *= 0x1p-120f;
           nsc_fmt_encode_ref(f, block, x, w + ow * 2 + (size_t)j * stride, n, 1.0f, NULL);
         }
         float *want = malloc(n * 4), *got = malloc(n * 4);
