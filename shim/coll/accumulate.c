@@ -133,9 +133,11 @@ int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *re
   size_t bytes = call->count * nsc_dtype_size(call->dt);
   int sync = 1;
   char why[512] = "";
+  int first = 0;
   pthread_mutex_lock(&c->lock);
   nsc_accum *a = &c->accum;
   if (acc) {
+    first = nsc_accum_fed(a) == 0;
     if (a->mode == NSC_ACC_LEARNING && a->synced == 0) a->late = __atomic_load_n(&recurred, __ATOMIC_ACQUIRE);
     nsc_accum_el el = {(uintptr_t)recv, (uintptr_t)send, call->count, (int32_t)call->dt, (int32_t)call->op, bytes};
     nsc_accum_steps(a, __atomic_load_n(&nsc_steps_watched, __ATOMIC_ACQUIRE), __atomic_load_n(&nsc_steps, __ATOMIC_ACQUIRE));
@@ -154,6 +156,12 @@ int nsc_accum_feed(nsc_comm *c, const nsc_call *call, const void *send, void *re
     if (!__atomic_load_n(&recurred, __ATOMIC_ACQUIRE) && nsc_accum_recurred(a)) __atomic_store_n(&recurred, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&c->lock);
+  /* the summary's word until the learner has one: a job too short to learn
+   * its pass, or whose pass it cannot tell apart, still says why nothing
+   * was skipped */
+  if (first && !why[0])
+    nsc_log_accum_state(&c->log, "no backward pass learned: every accumulable all-reduce synced (what a pass must look "
+                                 "like: docs/accumulation.md, the contract)");
   say(c, why);
   return sync;
 }
