@@ -20,6 +20,7 @@
 // driver API by cu_kernels.c. Must not: allocate, synchronise, use the CUDA
 // runtime, or let src and dst of a cast overlap (scale kernels may be in place).
 #include "cast_bits.h"
+#include "formats.h"
 #include "cu_abi.h"
 #include "wire_bits.h"
 
@@ -366,12 +367,12 @@ K nsc_k_scale_bf16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
 
 template <int F>
 __device__ __forceinline__ float fmt_value(const uint8_t *src, u64 n, u64 block, u64 i) {
-  if (F == 0) return d_from_f16(gld((const uint16_t *)src, i));
-  if (F == 1) return d_from_bf16(gld((const uint16_t *)src, i));
+  if (F == NSC_FMT_FP16) return d_from_f16(gld((const uint16_t *)src, i));
+  if (F == NSC_FMT_BF16) return d_from_bf16(gld((const uint16_t *)src, i));
   u64 nb = (n + block - 1) / block, b = i / block;
   uint16_t h = (uint16_t)(gld(src, 2 * b) | (gld(src, 2 * b + 1) << 8));
-  uint32_t c = F == 4   ? (uint32_t)gld((const uint16_t *)(src + 2 * nb), i)
-               : F == 5 ? ((uint32_t)gld(src, 2 * nb + i / 2) >> (4 * (i & 1))) & 0xfu /* int4: a nibble */
+  uint32_t c = F == NSC_FMT_FP16S   ? (uint32_t)gld((const uint16_t *)(src + 2 * nb), i)
+               : F == NSC_FMT_INT4 ? ((uint32_t)gld(src, 2 * nb + i / 2) >> (4 * (i & 1))) & 0xfu /* int4: a nibble */
                         : gld(src, 2 * nb + i);
   return nsc_bs_value(F, c, h);
 }
@@ -412,10 +413,20 @@ __device__ void decsum(const uint8_t *__restrict__ base, u64 stride, u64 m, floa
 // 16, as two-phase's slots are), codes and headers are aligned to their
 // width, and a wire block holds a whole group at least; else the scalar
 // kernels above run.
+// A format's code bits and whether it is block-scaled, read from its row
+// (formats.h): the template argument F of every codec kernel below is the
+// format's nsc_fmt_t, so a kernel and the row it encodes cannot disagree.
+#define NSC_K_BITS(ID, name, bits, blocked, dt, k, bound, zero, doc) bits,
+#define NSC_K_BLOCKED(ID, name, bits, blocked, dt, k, bound, zero, doc) blocked,
+constexpr int k_bits[NSC_FMT_COUNT] = {NSC_FORMATS(NSC_K_BITS)};
+constexpr int k_blocked[NSC_FMT_COUNT] = {NSC_FORMATS(NSC_K_BLOCKED)};
+#undef NSC_K_BITS
+#undef NSC_K_BLOCKED
+
 template <int F> struct Wide {
-  static constexpr int BITS = (F == 0 || F == 1 || F == 4) ? 16 : F == 5 ? 4 : 8; /* per code */
-  static constexpr int G = 128 / BITS;                                              /* codes per load */
-  static constexpr bool BS = F >= 2; /* block-scaled: a header per wire block */
+  static constexpr int BITS = k_bits[F];     /* per code: the format's row */
+  static constexpr int G = 128 / BITS;       /* codes per load */
+  static constexpr bool BS = k_blocked[F];   /* block-scaled: a header per wire block */
 };
 // Code k of a 16-byte load of codes (little-endian; int4's nibble k % 2 of byte k / 2).
 template <int F> __device__ __forceinline__ uint32_t code_of(const Vec<uint8_t, 16> &v, int k) {
@@ -426,8 +437,8 @@ template <int F> __device__ __forceinline__ uint32_t code_of(const Vec<uint8_t, 
 }
 
 template <int F> __device__ __forceinline__ float code_value(uint32_t c, uint16_t h) {
-  if (F == 0) return d_from_f16((uint16_t)c);
-  if (F == 1) return d_from_bf16((uint16_t)c);
+  if (F == NSC_FMT_FP16) return d_from_f16((uint16_t)c);
+  if (F == NSC_FMT_BF16) return d_from_bf16((uint16_t)c);
   return nsc_bs_value(F, c, h);
 }
 
@@ -514,12 +525,12 @@ __device__ void decsum_wide(const uint8_t *__restrict__ base, u64 stride, u64 m,
     if (wide_ok<F>(base, stride, m, n, block)) decsum_wide<F, 0>(base, stride, m, dst, n, block, post);       \
     else decsum<F>(base, stride, m, dst, n, block, post);                                                     \
   }
-TP_DEC(f16, 0)
-TP_DEC(bf16, 1)
-TP_DEC(int8, 2)
-TP_DEC(fp8, 3)
-TP_DEC(f16s, 4)
-TP_DEC(int4, 5)
+TP_DEC(f16, NSC_FMT_FP16)
+TP_DEC(bf16, NSC_FMT_BF16)
+TP_DEC(int8, NSC_FMT_INT8)
+TP_DEC(fp8, NSC_FMT_FP8)
+TP_DEC(f16s, NSC_FMT_FP16S)
+TP_DEC(int4, NSC_FMT_INT4)
 
 // ---- error feedback and stochastic rounding (nsc_fmt_encode_opt_ref) ------
 
@@ -665,7 +676,7 @@ __device__ __forceinline__ void encx8_block(const float *src, float *resid, uint
     c[k] = nsc_bs_code_x(F, y[k], kk, lim, sr, u);
     uf += nsc_bs_flushed(F, __float_as_uint(y[k]) & 0x7fffffffu, c[k]);
   }
-  if (F == 5) { /* int4: E / 2 bytes of two codes each, element 2j in the low nibble */
+  if (F == NSC_FMT_INT4) { /* int4: E / 2 bytes of two codes each, element 2j in the low nibble */
     typedef Vec<uint8_t, E / 2> CB;
     CB v;
 #pragma unroll
@@ -676,17 +687,17 @@ __device__ __forceinline__ void encx8_block(const float *src, float *resid, uint
       for (int j = 0; j < E / 2; j++) gst(codes, i0 / 2 + j, v.v[j]);
   } else if (cvec) { /* E codes (E or 2E bytes) in 8-byte stores */
 #pragma unroll
-    for (int q = 0; q < (F == 4 ? 2 : 1) * E / 8; q++) {
+    for (int q = 0; q < (F == NSC_FMT_FP16S ? 2 : 1) * E / 8; q++) {
       C8 v;
 #pragma unroll
       for (int k = 0; k < 8; k++)
-        v.v[k] = F == 4 ? (uint8_t)(c[(8 * q + k) / 2] >> ((k & 1) * 8)) : (uint8_t)c[8 * q + k];
-      st_vec(reinterpret_cast<C8 *>(codes + i0 * (F == 4 ? 2 : 1)), q, v);
+        v.v[k] = F == NSC_FMT_FP16S ? (uint8_t)(c[(8 * q + k) / 2] >> ((k & 1) * 8)) : (uint8_t)c[8 * q + k];
+      st_vec(reinterpret_cast<C8 *>(codes + i0 * (F == NSC_FMT_FP16S ? 2 : 1)), q, v);
     }
   } else {
 #pragma unroll
     for (int k = 0; k < E; k++) {
-      if (F == 4) gst(reinterpret_cast<uint16_t *>(codes), i0 + k, (uint16_t)c[k]);
+      if (F == NSC_FMT_FP16S) gst(reinterpret_cast<uint16_t *>(codes), i0 + k, (uint16_t)c[k]);
       else gst(codes, i0 + k, (uint8_t)c[k]);
     }
   }
@@ -732,7 +743,7 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
     int k;
     uint32_t lim;
     const uint16_t h = warp_block_scale<F>(dst, b, lane, am, sp, k, lim);
-    if (F == 5) { /* int4: a lane writes whole bytes, elements 2p and 2p + 1 (lo is even: config.c) */
+    if (F == NSC_FMT_INT4) { /* int4: a lane writes whole bytes, elements 2p and 2p + 1 (lo is even: config.c) */
       for (u64 p = lo / 2 + lane; 2 * p < hi; p += 32) {
         uint32_t byte = 0;
         for (u64 i = 2 * p; i < 2 * p + 2 && i < hi; i++) {
@@ -750,7 +761,7 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
         float y = encx_y(F, src, resid, i, scale, fl);
         uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
         uint32_t c = nsc_bs_code_x(F, y, k, lim, sr, u);
-        if (F == 4) gst((uint16_t *)codes, i, (uint16_t)c);
+        if (F == NSC_FMT_FP16S) gst((uint16_t *)codes, i, (uint16_t)c);
         else gst(codes, i, (uint8_t)c);
         uf += nsc_bs_flushed(F, __float_as_uint(y) & 0x7fffffffu, c);
         if (fl & NSC_KENC_EF) gst(resid, i, nsc_ef_resid(y, nsc_bs_value(F, c, h)));
@@ -769,26 +780,26 @@ K nsc_k_tp_encx_bf16(const float *src, float *resid, uint8_t *dst, u64 n, u64 bl
   encx16<1>(src, resid, (uint16_t *)dst, n, scale, o);
 }
 K nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
-  encx8<2>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+  encx8<NSC_FMT_INT8>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
 K nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
-  encx8<3>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+  encx8<NSC_FMT_FP8>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
 K nsc_k_tp_enc_f16s(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
-  encx8<4>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+  encx8<NSC_FMT_FP16S>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
 K nsc_k_tp_encx_f16s(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
-  encx8<4>(src, resid, dst, n, block, scale, o);
+  encx8<NSC_FMT_FP16S>(src, resid, dst, n, block, scale, o);
 }
 K nsc_k_tp_encx_int8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
-  encx8<2>(src, resid, dst, n, block, scale, o);
+  encx8<NSC_FMT_INT8>(src, resid, dst, n, block, scale, o);
 }
 K nsc_k_tp_encx_fp8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
-  encx8<3>(src, resid, dst, n, block, scale, o);
+  encx8<NSC_FMT_FP8>(src, resid, dst, n, block, scale, o);
 }
 K nsc_k_tp_enc_int4(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
-  encx8<5>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+  encx8<NSC_FMT_INT4>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
 K nsc_k_tp_encx_int4(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
-  encx8<5>(src, resid, dst, n, block, scale, o);
+  encx8<NSC_FMT_INT4>(src, resid, dst, n, block, scale, o);
 }

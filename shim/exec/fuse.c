@@ -87,7 +87,7 @@ static ncclResult_t issue_bucket(nsc_work *m0, int n, size_t T, nsc_stream home)
     }
   }
   ncclDataType_t wdt = nsc_policy_wire_dtype(&nsc_g.cfg);
-  nsc_wire_t wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
+  nsc_fmt_t wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_FMT_BF16 : NSC_FMT_FP16;
   float down = (float)(1.0 / nsc_g.cfg.prescale);
   if (!bad && (nsc_cast_fault() || be->seg_to_wire(home, wire, segs, n, stage, down))) bad = 1;
   if (bad) {

@@ -141,7 +141,7 @@ static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_plan 
 }
 
 ncclResult_t nsc_reduce_wire(nsc_comm *c, nsc_work *w, size_t count, size_t ce, int in_group) {
-  ncclDataType_t wdt = w->wire == NSC_WIRE_BF16 ? ncclBfloat16 : ncclFloat16;
+  ncclDataType_t wdt = w->wire == NSC_FMT_BF16 ? ncclBfloat16 : ncclFloat16;
   nsc_log_mark(&w->rec, NSC_MARK_CAST_IN);
   int poison = w->poison;
   ncclResult_t r = nsc_wire_calls(c, w->wirebuf, 1, count, ce, wdt, w->op, (cudaStream_t)w->stream, in_group);
@@ -161,7 +161,7 @@ ncclResult_t nsc_reduce_wire(nsc_comm *c, nsc_work *w, size_t count, size_t ce, 
 static ncclResult_t pipelined(nsc_comm *c, nsc_work *w, const float *send, size_t ce) {
   const nsc_backend *be = w->be;
   nsc_stream s = w->stream, side = s;
-  ncclDataType_t wdt = w->wire == NSC_WIRE_BF16 ? ncclBfloat16 : ncclFloat16;
+  ncclDataType_t wdt = w->wire == NSC_FMT_BF16 ? ncclBfloat16 : ncclFloat16;
   float down = (float)(1.0 / nsc_g.cfg.prescale);
   uint16_t *stage = w->wirebuf;
   ncclResult_t r = ncclSuccess;
@@ -201,7 +201,7 @@ static ncclResult_t pipelined(nsc_comm *c, nsc_work *w, const float *send, size_
 }
 
 ncclResult_t nsc_ring(nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p) {
-  nsc_wire_t wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
+  nsc_fmt_t wire = nsc_g.cfg.compress == NSC_COMPRESS_BF16 ? NSC_FMT_BF16 : NSC_FMT_FP16;
   const void *send = k->send;
   void *recv = k->recv;
   size_t count = k->arg;

@@ -43,7 +43,7 @@ typedef struct nsc_work {
    * name a stream only relative to a thread and its context); NULL for host
    * memory. The group end runs each device's items with it current. */
   void *ctx;
-  nsc_wire_t wire;
+  nsc_fmt_t wire;
   ncclRedOp_t op;
   void *wirebuf;            /* staging region (CASTBACK) */
   int poison;               /* CASTBACK of a rank that failed locally: fill dst (or the
