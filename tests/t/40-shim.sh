@@ -112,7 +112,7 @@ LD_LIBRARY_PATH="$HOSTNCCL_DIR" LD_PRELOAD="$SHIM" TEST_TIMEOUT=120 mpirun_check
 
 # 8. The library: exports, no link to NCCL or the CUDA runtime, inert outside NCCL programs.
 exports=$(nm -D --defined-only "$SHIM" | awk '$2 ~ /[TW]/ {print $3}' | sort | tr '\n' ' ')
-want="ncclAllGather ncclAllReduce ncclAlltoAll ncclBcast ncclBroadcast ncclCommAbort ncclCommDestroy ncclCommFinalize ncclCommGetAsyncError ncclCommInitAll ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommSplit ncclGather ncclGetLastError ncclGroupEnd ncclGroupStart ncclRecv ncclReduce ncclReduceScatter ncclScatter ncclSend ncclshim_get_stats ncclshim_version "
+want="ncclAllGather ncclAllReduce ncclAlltoAll ncclBcast ncclBroadcast ncclCommAbort ncclCommDestroy ncclCommFinalize ncclCommGetAsyncError ncclCommInitAll ncclCommInitRank ncclCommInitRankConfig ncclCommInitRankScalable ncclCommSplit ncclGather ncclGetLastError ncclGroupEnd ncclGroupStart ncclRecv ncclReduce ncclReduceScatter ncclScatter ncclSend ncclshim_catchup ncclshim_get_stats ncclshim_optimizer_step ncclshim_setting ncclshim_version ncclshim_watch_steps "
 [ "$exports" = "$want" ] && ok "exports exactly the hooked nccl* functions and ncclshim_*" || not_ok "exports: $exports"
 readelf -d "$SHIM" | grep -Eq 'NEEDED.*(libnccl|libcudart|libcuda)' && not_ok "DT_NEEDED on NCCL or CUDA" \
   || ok "no DT_NEEDED on libnccl, libcudart or libcuda"
