@@ -568,7 +568,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   nsc_plan plan;
   if (rs == 2) { /* a plain ncclAllGather whose output is `bytes` (the shim forwards it untouched) */
     memset(&plan, 0, sizeof plan);
-    plan.alg = NSC_PLAN_PLAIN;
+    plan.alg = NSC_ALG_PLAIN;
     plan.count = count / (size_t)n;
     plan.nsteps = 1;
     plan.step[0] = (nsc_step){.kind = NSC_STEP_ALLGATHER, .on = NSC_ON_ALL, .count = plan.count};
@@ -579,7 +579,8 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
                   .rs = rs, .arg = count};
     const char *why;
     /* hier adopted where the settings and the map want it (every rank can split, in the model) */
-    nsc_agreed ag = {&w.topo[0], nsc_plan_hier_wanted(&cfg, &w.topo[0], 0, &why), !f->gpu};
+    nsc_agreed ag = {&w.topo[0], nsc_plan_hier_wanted(&cfg, &w.topo[0], 0, &why), !f->gpu, 0};
+    nsc_policy_ask(&cfg, &k);
     nsc_decide(&plan, &cfg, &k, &ag, 0);
   }
   /* Every rank's plan has the same steps (the planner reads only agreed
@@ -589,7 +590,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   /* the ring's real all-reduce is issued in chunks (plan.chunk), the casts
    * of one beside another's wire */
   size_t ce = plan.chunk;
-  int chunks = plan.alg == NSC_PLAN_RING && ce && count > ce ? (int)((count + ce - 1) / ce) : 1;
+  int chunks = plan.alg == NSC_ALG_RING && ce && count > ce ? (int)((count + ce - 1) / ce) : 1;
   double t_cast = 0, t_coll = 0, cpu_coll = 0;
   for (int i = 0; i < plan.nsteps; i++) {
     const nsc_step *s = &plan.step[i];
@@ -646,9 +647,9 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
     w.c.launch = w.c.time - t;
     w.c.by_lat += w.c.launch;
   }
-  out->staging = (double)nsc_plan_staging(&plan, &cfg, &w.topo[0], nsc_plan_round);
+  out->staging = (double)nsc_plan_staging(&plan, nsc_plan_round);
   out->grows = cfg.staging_bytes > 0 && out->staging > (double)cfg.staging_bytes;
-  out->plan_alg = nsc_plan_alg_name(plan.alg);
+  out->plan_alg = nsc_alg_name(plan.alg);
   out->why = plan.why == NSC_WHY_NONE ? "an all-gather: forwarded" : nsc_why_text(plan.why);
   out->nsteps = plan.nsteps;
   out->c = w.c;

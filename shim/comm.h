@@ -123,10 +123,6 @@ static inline nsc_comm *nsc_comm_get(ncclComm_t comm) {
 /* Take one more reference on an entry the caller already holds (a count
  * that cannot rise from 0: an atomic of its own, no lock). */
 static inline void nsc_comm_ref(nsc_comm *c) { __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); }
-/* 1 when some communicator's last accumulable call was answered locally
- * since the last optimizer step (ncclshim_optimizer_step), each such mark
- * cleared. */
-int nsc_comm_take_skipped(void);
 /* Drop a reference; frees a detached entry when the last one goes. */
 void nsc_comm_put(nsc_comm *c);
 /* Remove the entry from the table (refs + 1 for the caller, or NULL if none):

@@ -27,6 +27,14 @@ __thread int nsc_in_shim;
 
 __thread char nsc_noted[512];
 void nsc_note_error(const char *msg) { snprintf(nsc_noted, sizeof nsc_noted, "ncclshim: %s", msg); }
+
+int nsc_fault_cast(void) {
+  static long long k;
+  long long n = nsc_g.cfg.fault_cast;
+  if (!n || __atomic_add_fetch(&k, 1, __ATOMIC_RELAXED) != n) return 0;
+  nsc_backend_set_error("cast %lld to the wire type failed (NCCLSHIM_FAULT_CAST)", n);
+  return 1;
+}
 const char *nsc_noted_error(void) { return nsc_noted; }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -185,11 +193,6 @@ uint64_t nsc_steps;
 __thread int nsc_catchup_on;
 
 NSC_API void ncclshim_watch_steps(void) { __atomic_store_n(&nsc_steps_watched, 1, __ATOMIC_RELEASE); }
-
-NSC_API int ncclshim_optimizer_step(void) {
-  __atomic_add_fetch(&nsc_steps, 1, __ATOMIC_ACQ_REL);
-  return nsc_comm_take_skipped();
-}
 
 NSC_API void ncclshim_catchup(int on) { nsc_catchup_on = on != 0; }
 

@@ -85,10 +85,10 @@ static void untouched_if(nsc_comm *c, const nsc_backend *be, int usable, int any
 /* NCCLSHIM_ALGO=hier: where the agreed node map allows it, every rank splits
  * the two sub-communicators, then one more int64 Max exchange (and its
  * confirmation) says whether every rank has both; only then is hier adopted
- * (algo/hier.h), else every rank makes auto's choice. */
+ * (exec/hier.h), else every rank makes auto's choice. */
 static void hier_agree(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   const char *why;
-  if (!nsc_hier_wanted(c, &why)) {
+  if (!nsc_plan_hier_wanted(&nsc_g.cfg, &c->topo, c->untouched, &why) || !nsc_hier_possible(c, &why)) {
     if (nsc_g.cfg.algo == NSC_ALGO_HIER && c->rank == 0 && !c->internal)
       nsc_info("NCCLSHIM_ALGO=hier on communicator %p: %s; auto's choice (ring or flat two-phase) applies",
                (void *)c->comm, why);

@@ -47,8 +47,7 @@ int nsc_observe_begin(ncclComm_t comm, int coll, size_t count, ncclDataType_t dt
         nsc_real.CommCount(comm, &n) == ncclSuccess)
       nsc_log_comm_open(&c->log, (uint64_t)(uintptr_t)comm, rank, n);
   }
-  nsc_rec_start(&o->rec, NSC_KIND_OF(coll), c->seq, NSC_ACT_OBSERVE, count, dt, dt, (ncclRedOp_t)op,
-                nsc_backend_for(buf), (nsc_stream)s, nsc_group_depth() > 0);
+  nsc_rec_observe(&o->rec, coll, c->seq, count, dt, op, nsc_backend_for(buf), (nsc_stream)s, nsc_group_depth() > 0);
   o->rec.root = root; /* rec.seq: the reductions' counter, "after call N" */
   nsc_log_observe(&c->log, o->rec.seq);
   o->c = c;
