@@ -28,13 +28,6 @@ __thread int nsc_in_shim;
 __thread char nsc_noted[512];
 void nsc_note_error(const char *msg) { snprintf(nsc_noted, sizeof nsc_noted, "ncclshim: %s", msg); }
 
-int nsc_fault_cast(void) {
-  static long long k;
-  long long n = nsc_g.cfg.fault_cast;
-  if (!n || __atomic_add_fetch(&k, 1, __ATOMIC_RELAXED) != n) return 0;
-  nsc_backend_set_error("cast %lld to the wire type failed (NCCLSHIM_FAULT_CAST)", n);
-  return 1;
-}
 const char *nsc_noted_error(void) { return nsc_noted; }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

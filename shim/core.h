@@ -97,10 +97,5 @@ extern __thread char nsc_noted[512];
 static inline void nsc_forget_error(void) { nsc_noted[0] = 0; }
 const char *nsc_noted_error(void);
 
-/* Testing (NCCLSHIM_FAULT_CAST, read here so that the executor reads no
- * setting): 1 when this cast to the wire type is the process's N-th, the
- * one to fail (the backend's message is set). */
-int nsc_fault_cast(void);
-
 
 #endif

@@ -92,8 +92,6 @@ typedef struct nsc_walk {
   int grouped;              /* a repeated step's collectives are inside a group of the walk's own */
   void *stage;              /* a plan of one region: it, taken by the walk */
   int stage_poison;         /* ... handed out, but unusable on this rank: its steps go out NaN */
-  nsc_ef_slot *ef;          /* a two-phase first step's place in the error-feedback sequence */
-  int claimed;              /* ... claimed before admission */
   /* between a ring's (a bucket's) steps */
   nsc_work *cb;             /* its cast-back (NULL: none could be made) */
   void *wire;               /* the buffer its wire step reduces */
@@ -118,17 +116,21 @@ ncclResult_t nsc_walk_run(struct nsc_comm *c, const nsc_backend *be, const nsc_c
 typedef ncclResult_t (*nsc_step_fn)(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote);
 typedef struct {
   nsc_step_fn run;
-  /* A plan's first step that takes a place in a sequence before the walk
-   * admits the plan's staging, so that a call that is forwarded or refused
-   * for want of staging still takes it (two-phase's error-feedback slot);
-   * release: the call was forwarded after all. NULL: none. */
-  void (*claim)(nsc_walk *w, const nsc_step *st);
-  void (*release)(nsc_walk *w);
+  /* A step of a plan of one region that keeps a place in a sequence even
+   * when its call did not run its steps, refused (forwarded = 0) or
+   * forwarded in fp32 for want of staging (forwarded = 1): two-phase's
+   * error-feedback slot (its residuals dropped when forwarded). NULL: none. */
+  void (*unrun)(nsc_walk *w, const nsc_step *st, int forwarded);
 } nsc_step_handler;
-extern const nsc_step_handler nsc_step_handlers[NSC_STEP_COUNT];
-/* The handler of step st: the call itself (NSC_STEP_CALL) forwarded, a
- * collective in the wire type (NSC_STEP_WIRE) the ring's, else its kind's. */
-const nsc_step_handler *nsc_step_handler_of(const nsc_step *st);
+/* steps.c: the handlers of the step kinds, and of the call itself
+ * (NSC_STEP_CALL: forwarded) and of a collective in the wire type
+ * (NSC_STEP_WIRE: the ring's and a bucket's). */
+extern const nsc_step_handler nsc_step_handlers[NSC_STEP_COUNT], nsc_step_call_handler, nsc_step_wire_handler;
+static inline const nsc_step_handler *nsc_step_handler_of(const nsc_step *st) {
+  if (st->flags & NSC_STEP_CALL) return &nsc_step_call_handler;
+  if (st->flags & NSC_STEP_WIRE) return &nsc_step_wire_handler;
+  return (unsigned)st->kind < NSC_STEP_COUNT && nsc_step_handlers[st->kind].run ? &nsc_step_handlers[st->kind] : NULL;
+}
 
 /* The handlers (steps.c names them in the table). */
 ncclResult_t nsc_step_forward(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote);    /* answer.c */
@@ -138,8 +140,7 @@ ncclResult_t nsc_step_wire(nsc_walk *w, const nsc_step *st, float **dst, size_t 
 ncclResult_t nsc_step_cast_out(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote);   /* ring.c */
 ncclResult_t nsc_step_seg_cast_in(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote); /* fuse.c */
 ncclResult_t nsc_step_twophase(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote);   /* twophase.c */
-void nsc_twophase_claim(nsc_walk *w, const nsc_step *st);
-void nsc_twophase_release(nsc_walk *w);
+void nsc_twophase_unrun(nsc_walk *w, const nsc_step *st, int forwarded);
 ncclResult_t nsc_step_collective(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote); /* hier.c */
 
 /* answer.c: the call, or each member of a bucket, forwarded for reason why
@@ -147,10 +148,8 @@ ncclResult_t nsc_step_collective(nsc_walk *w, const nsc_step *st, float **dst, s
 ncclResult_t nsc_forward_call(const nsc_walk *w, nsc_why why);
 
 /* hier.c: the NCCL communicator of group `on` (ALL: the caller's; NODE,
- * CROSS: hier's sub-communicators), and the shim's entry a two-phase step on
- * it runs on (CROSS: the internal entry of hier's cross communicator). */
+ * CROSS: hier's sub-communicators). */
 ncclComm_t nsc_hier_nccl(const struct nsc_comm *c, nsc_plan_on on);
-struct nsc_comm *nsc_hier_entry(struct nsc_comm *c, nsc_plan_on on);
 
 /* Where a step reads and writes: the call's buffers at the step's offsets,
  * or TMP; a step meant for TMP on a rank without it writes into the receive
@@ -177,6 +176,10 @@ static inline float *nsc_walk_dst(const nsc_walk *w, const nsc_step *st) {
  * a poisoned one, the staging released, the record committed; parked after
  * an ncclInProgress group end, dropped after a failed one). */
 nsc_work *nsc_castback_new(struct nsc_comm *c);
+/* Testing (NCCLSHIM_FAULT_CAST, in the plan's codec): 1 when this cast to
+ * the wire type is the process's N-th, the one to fail (the backend's
+ * message is set). */
+int nsc_cast_fault(const nsc_codec *codec);
 /* The real wire collectives alone: count elements at buf in chunks of ce
  * (0: one), advancing through buf, or all on buf (!advance: a poisoned
  * buffer of one chunk). */
@@ -209,6 +212,20 @@ typedef struct {
  * value; returns the backend's answer. */
 static inline int nsc_poison(const nsc_backend *be, nsc_stream s, void *p, size_t bytes) {
   return be->fill_ones(s, p, bytes);
+}
+
+/* One step at its offsets (for node j and local index l when it repeats)
+ * through its handler: its answer, after a plan of stages filled what a
+ * failed one wrote with NaN. Inline: the walk's loop and a repeated step's
+ * group (walk.c) call it between handlers. */
+static inline ncclResult_t nsc_walk_step(nsc_walk *w, const nsc_step *st) {
+  float *dst = nsc_walk_dst(w, st);
+  size_t wrote = st->count; /* elements */
+  const nsc_step_handler *h = nsc_step_handler_of(st);
+  ncclResult_t r = h ? h->run(w, st, &dst, &wrote) : ncclInternalError;
+  if (w->p->stages && !NSC_OK(r) && dst && (st->dst != NSC_BUF_TMP || w->tmp))
+    nsc_poison(w->be, (nsc_stream)w->s, dst, 4 * wrote);
+  return r;
 }
 
 /* The process totals of one call (ncclshim_get_stats), by its plan's

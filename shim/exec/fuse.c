@@ -49,7 +49,7 @@ ncclResult_t nsc_step_seg_cast_in(nsc_walk *w, const nsc_step *st, float **dst, 
       if (be->join(home, m->stream)) bad = 1;
     }
   }
-  if (!bad && (nsc_fault_cast() || be->seg_to_wire(home, p->fmt, segs, n, stage, (float)(1.0 / p->codec.prescale))))
+  if (!bad && (nsc_cast_fault(&p->codec) || be->seg_to_wire(home, p->fmt, segs, n, stage, (float)(1.0 / p->codec.prescale))))
     bad = 1;
   if (bad) {
     nsc_warn("fusion: a fused collective could not be prepared on rank %d (%s); it contributes NaN and fails "

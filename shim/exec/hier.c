@@ -30,8 +30,6 @@ ncclComm_t nsc_hier_nccl(const nsc_comm *c, nsc_plan_on on) {
   return on == NSC_ON_NODE ? c->hier_intra : on == NSC_ON_CROSS ? c->hier_cross : c->comm;
 }
 
-nsc_comm *nsc_hier_entry(nsc_comm *c, nsc_plan_on on) { return on == NSC_ON_CROSS ? c->hier_xc : c; }
-
 /* A stage's answer; on a nonblocking communicator polled (never the
  * stream) until it is enqueued, except inside the walk's own group, whose
  * end is polled instead. */

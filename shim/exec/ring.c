@@ -71,6 +71,14 @@ static ncclResult_t castback_run(nsc_work *w, const nsc_after *a) {
 
 nsc_work *nsc_castback_new(nsc_comm *c) { return nsc_work_new(c, castback_run, 0); }
 
+int nsc_cast_fault(const nsc_codec *codec) {
+  static long long k;
+  long long n = codec->fault_cast;
+  if (!n || __atomic_add_fetch(&k, 1, __ATOMIC_RELAXED) != n) return 0;
+  nsc_backend_set_error("cast %lld to the wire type failed (NCCLSHIM_FAULT_CAST)", n);
+  return 1;
+}
+
 /* The real collectives of one compressed call: count wire elements in chunks
  * of ce (0: one), at buf (advancing by each chunk, or all on buf when
  * !advance: a poisoned buffer of one chunk). Outside a group a chunk that
@@ -133,7 +141,7 @@ static void pipe_first(nsc_walk *w, size_t ce) {
   const nsc_backend *be = w->be;
   nsc_stream s = (nsc_stream)w->s;
   w->side = s;
-  w->bad = be->side_stream(s, &w->side) || be->join(w->side, s) || nsc_fault_cast() ||
+  w->bad = be->side_stream(s, &w->side) || be->join(w->side, s) || nsc_cast_fault(&w->p->codec) ||
            be->to_wire(w->side, w->p->fmt, w->send, w->stage, ce, (float)(1.0 / w->p->codec.prescale));
   if (w->bad) nsc_poison(be, s, w->stage, w->cb->count * 2);
 }
@@ -173,7 +181,7 @@ ncclResult_t nsc_step_cast_in(nsc_walk *w, const nsc_step *st, float **dst, size
     pipe_first(w, p->chunk);
     return ncclSuccess;
   }
-  if (nsc_fault_cast() || be->to_wire(s, p->fmt, w->send, w->stage, count, (float)(1.0 / p->codec.prescale))) {
+  if (nsc_cast_fault(&w->p->codec) || be->to_wire(s, p->fmt, w->send, w->stage, count, (float)(1.0 / p->codec.prescale))) {
     nsc_warn("cast to the wire type failed on rank %d: %s; it contributes NaN and fails this call", c->rank,
              nsc_backend_error());
     nsc_poison(be, s, w->stage, count * 2);
@@ -207,7 +215,7 @@ static ncclResult_t pipe_chunks(nsc_walk *w, size_t count) {
     r = nsc_enqueued(c, c->comm, r); /* the first sign of a nonblocking communicator: this call is finished */
     if (!NSC_OK(r)) break; /* NCCL's error, the same on every rank: passed up, no further chunk */
     if (!w->bad && next < count &&
-        (nsc_fault_cast() ||
+        (nsc_cast_fault(&w->p->codec) ||
          be->to_wire(side, p->fmt, w->send + next, stage + next, count - next < ce ? count - next : ce, down))) {
       w->bad = 1;
       nsc_poison(be, s, stage + next, (count - next) * 2);

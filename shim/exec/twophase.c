@@ -37,9 +37,10 @@
  * ncclSystemError.
  *
  * The step handler (exec.h) runs flat two-phase's one step, with the staging
- * the walk took and the error-feedback slot the walk claimed before it, or
- * hier's stage between nodes on its sub-communicator, which takes both
- * itself. Everything it reads of the settings is its plan's (format, block,
+ * the walk took, or hier's stage between nodes on its sub-communicator, which
+ * takes its own; either first takes its error-feedback slot, and a flat call
+ * the walk refused or forwarded for want of staging takes it all the same
+ * (nsc_twophase_unrun). Everything it reads of the settings is its plan's (format, block,
  * pieces, codec options).
  *
  * Must not: run inside a group (phase 3 needs phase 2's data), hold our lock
@@ -344,21 +345,18 @@ out:
   return res;
 }
 
-void nsc_twophase_claim(nsc_walk *w, const nsc_step *st) {
-  w->ef = ef_slot(w->c, w->be, (nsc_stream)w->s, &w->p->tp, &w->p->codec, (nsc_ef_key){w->send, w->recv}, st->count,
-                  st->rs);
-  w->claimed = 1;
-}
-
-void nsc_twophase_release(nsc_walk *w) { /* forwarded in fp32: nothing of this call's to feed back */
-  if (w->ef) w->ef->have = 0;
-  nsc_ef_used(w->ef, (nsc_stream)w->s);
+void nsc_twophase_unrun(nsc_walk *w, const nsc_step *st, int forwarded) {
+  nsc_stream s = (nsc_stream)w->s;
+  nsc_ef_slot *ef = ef_slot(w->c, w->be, s, &w->p->tp, &w->p->codec, (nsc_ef_key){w->send, w->recv}, st->count, st->rs);
+  if (!forwarded) return; /* refused: its place taken, nothing else */
+  if (ef) ef->have = 0; /* forwarded in fp32: nothing of this call's to feed back */
+  nsc_ef_used(ef, s);
 }
 
 ncclResult_t nsc_step_twophase(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote) {
   (void)wrote;
   const nsc_plan *p = w->p;
-  nsc_comm *on = nsc_hier_entry(w->c, st->on);
+  nsc_comm *on = st->on == NSC_ON_CROSS ? w->c->hier_xc : w->c; /* hier's stage: the cross communicator's entry */
   ncclRedOp_t op = st->avg ? ncclAvg : ncclSum;
   const float *src = nsc_walk_src(w, st);
   float *out = *dst;
@@ -374,13 +372,13 @@ ncclResult_t nsc_step_twophase(nsc_walk *w, const nsc_step *st, float **dst, siz
     (void)nsc_get_staging(on, w->be, s, nsc_tp_staging_bytes(&p->tp, st->rs), "a reduce-scatter", &unused);
     return poisoned_input(on, w->be, p, out, st->count, st->rs, w->s, key);
   }
-  if (!p->stages) { /* flat two-phase: the walk took its staging and claimed its slot */
-    if (w->stage_poison) return poisoned(on, w->be, &p->tp, out, 4 * st->count, st->rs, w->s);
-    return two_phases(on, w->be, p, w->ef, w->stage, src, out, st->count, op, w->s, st->rs, w->seq);
-  }
-  /* hier's stage between nodes: its place in the sequence first (a call that
-   * fails here still takes it), then its staging */
+  /* its place in the sequence first (a call that fails here still takes it) */
   nsc_ef_slot *ef = ef_slot(on, w->be, s, &p->tp, &p->codec, key, st->count, st->rs);
+  if (!p->stages) { /* flat two-phase: the walk took its staging */
+    if (w->stage_poison) return poisoned(on, w->be, &p->tp, out, 4 * st->count, st->rs, w->s);
+    return two_phases(on, w->be, p, ef, w->stage, src, out, st->count, op, w->s, st->rs, w->seq);
+  }
+  /* hier's stage between nodes: then its staging */
   void *stage = NULL;
   switch (nsc_get_staging(on, w->be, s, nsc_tp_staging_bytes(&p->tp, st->rs), st->rs ? "a reduce-scatter" : "an all-reduce",
                           &stage)) {

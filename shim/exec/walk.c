@@ -55,34 +55,20 @@ static int admit(nsc_walk *w) {
   return nsc_staging_room(w->c, w->be, s, p->staging) ? NSC_STAGE_OK : NSC_STAGE_PLAIN;
 }
 
-/* One step (for node j when it repeats per node); returns its answer, after
- * a plan of stages filled what a failed one wrote with NaN. */
-static ncclResult_t run_step(nsc_walk *w, const nsc_step *st) {
-  float *dst = nsc_walk_dst(w, st);
-  size_t wrote = st->count; /* elements */
-  const nsc_step_handler *h = nsc_step_handler_of(st);
-  ncclResult_t r = h ? h->run(w, st, &dst, &wrote) : ncclInternalError;
-  if (w->p->stages && !NSC_OK(r) && dst && (st->dst != NSC_BUF_TMP || w->tmp))
-    nsc_poison(w->be, (nsc_stream)w->s, dst, 4 * wrote);
-  return r;
-}
-
-/* Step st, repeated per node (and local index) where it says so: one group
- * of the walk's own, one launch, for its N (or N x L) collectives. Each
- * writes its own part of TMP (or, on a rank without TMP, of its receive
- * buffer, whose result is NaN anyway), so their order inside the group does
- * not matter. */
+/* Step st repeated per node (and local index): one group of the walk's
+ * own, one launch, for its N (or N x L) collectives. Each writes its own
+ * part of TMP (or, on a rank without TMP, of its receive buffer, whose
+ * result is NaN anyway), so their order inside the group does not matter. */
 static ncclResult_t run_repeated(nsc_walk *w, const nsc_step *st) {
   const nsc_topo *t = &w->c->topo;
   int nodes = st->flags & NSC_STEP_EACH_NODE ? t->nnodes : 1;
   int locals = st->flags & NSC_STEP_EACH_LOCAL ? t->local_size : 1;
-  if (nodes * locals == 1) return run_step(w, st);
   ncclResult_t r = ncclSuccess, g = nsc_real.GroupStart();
   w->grouped = NSC_OK(g); /* no group: the same collectives, one launch each */
   for (int q = 0; q < nodes; q++)
     for (int l = 0; l < locals; l++) {
       nsc_step at = nsc_plan_step_at(w->p, t, st, nsc_plan_node_order(t, q), l); /* node j's offsets, root l */
-      NSC_FIRST(r, run_step(w, &at));
+      NSC_FIRST(r, nsc_walk_step(w, &at));
     }
   if (w->grouped) {
     w->grouped = 0;
@@ -149,16 +135,25 @@ static ncclResult_t stages_end(nsc_walk *w, nsc_rec *rec, ncclResult_t r) {
   return r;
 }
 
+/* The call's steps did not run (refused, or forwarded for want of staging):
+ * a step that keeps a place in a sequence takes it all the same. */
+static void unrun(nsc_walk *w, int forwarded) {
+  for (int i = 0; i < w->p->nsteps; i++) {
+    const nsc_step_handler *h = nsc_step_handler_of(&w->p->step[i]);
+    if (h && h->unrun) h->unrun(w, &w->p->step[i], forwarded);
+  }
+}
+
 ncclResult_t nsc_walk_run(nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p, uint64_t seq,
                           nsc_work *members) {
   nsc_walk w = {.c = c, .be = be, .p = p, .k = k, .members = members, .seq = seq, .s = k->stream,
                 .send = k->send, .recv = k->recv};
-  const nsc_step_handler *first = p->nsteps ? nsc_step_handler_of(&p->step[0]) : NULL;
-  if (!p->stages && first && first->claim) first->claim(&w, &p->step[0]);
   switch (admit(&w)) {
-  case NSC_STAGE_REFUSED: return ncclInvalidUsage; /* the limit: the same on every rank, nothing issued anywhere */
+  case NSC_STAGE_REFUSED: /* the limit: the same on every rank, nothing issued anywhere */
+    if (!p->stages) unrun(&w, 0);
+    return ncclInvalidUsage;
   case NSC_STAGE_PLAIN: /* no room in the agreed block: fp32 on every rank */
-    if (w.claimed && first->release) first->release(&w);
+    if (!p->stages) unrun(&w, 1);
     return nsc_forward_call(&w, NSC_WHY_STAGING);
   case NSC_STAGE_POISON: w.stage_poison = 1; break;
   default: break;
@@ -166,8 +161,9 @@ ncclResult_t nsc_walk_run(nsc_comm *c, const nsc_backend *be, const nsc_call *k,
   nsc_rec rec;
   if (p->stages) stages_begin(&w, &rec);
   ncclResult_t r = ncclSuccess, last = ncclSuccess;
-  for (int i = 0; i < p->nsteps; i++) {
-    last = run_repeated(&w, &p->step[i]);
+  for (int i = 0; i < p->nsteps; i++) { /* the handlers one after the other; a repeated step in a group */
+    const nsc_step *st = &p->step[i];
+    last = st->flags & NSC_STEP_EACH_NODE ? run_repeated(&w, st) : nsc_walk_step(&w, st);
     NSC_FIRST(r, last);
   }
   if (p->stages) return stages_end(&w, &rec, r);

@@ -159,7 +159,7 @@ void nsc_plan_init(nsc_plan *p, const nsc_config *cfg, int rs, size_t count, int
   p->fmt = nsc_tp_fmt(cfg);
   p->wdt = wire_dtype(p->fmt);
   p->codec = (nsc_codec){cfg->prescale, cfg->error_feedback != 0, cfg->rounding == NSC_ROUND_STOCHASTIC,
-                         (uint64_t)cfg->rounding_seed, (size_t)cfg->ef_max_bytes};
+                         (uint64_t)cfg->rounding_seed, (size_t)cfg->ef_max_bytes, cfg->fault_cast};
 }
 
 void nsc_plan_step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags, size_t count, nsc_plan_buf src,

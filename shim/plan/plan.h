@@ -138,6 +138,7 @@ typedef struct {
   int stochastic;   /* stochastic rounding of every two-phase encode */
   uint64_t seed;    /* ... its seed */
   size_t ef_max;    /* residual memory per communicator (local, not hashed) */
+  long long fault_cast; /* testing (NCCLSHIM_FAULT_CAST): the process's N-th cast to the wire type fails */
 } nsc_codec;
 
 typedef struct {

@@ -5,15 +5,19 @@
 # header is exempt), so that each layer can be read, and tested, knowing only
 # those below it: the log is told what happened and never calls back, the
 # executor sits below the path that uses it, the core (shim/*.c) below
-# everything that keeps state in a communicator. The checker itself must
-# find a circle: one made by an include and one made by a call, each in a
-# copy of the tree.
+# everything that keeps state in a communicator. Inside each room its files
+# call each other without a circle too, and the executor's room reads no
+# configuration (its plans carry what it needs). The checker itself must
+# find each: a circle made by an include and one made by a call, a circle
+# inside a room, and the executor reading the configuration, each planted in
+# a copy of the tree.
 source "$(dirname "$0")/../lib.sh"
 L="$ROOT/tests/layers/layers.py"
 O="$ROOT/$B/obj"
-check "no circle between the shim's rooms, by includes or calls ($(python3 "$L" "$ROOT" "$O" 2>&1 | wc -l) rooms in order)" \
+check "no circle between the shim's rooms, by includes or calls, nor inside one ($(python3 "$L" "$ROOT" "$O" 2>&1 | grep -c ' -> ') rooms in order)" \
   python3 "$L" "$ROOT" "$O"
 python3 "$L" "$ROOT" "$O" | sed 's/^/#   /' >&9
+check "the executor's room (shim/exec) reads no configuration" python3 "$L" "$ROOT" "$O" --no-config shim/exec
 C="$TMPD/tree"
 mkdir -p "$C/obj" && cp -r "$ROOT/shim" "$ROOT/compress" "$C/" && cp -r "$O/shim" "$O/compress" "$C/obj/"
 printf '#include "comm.h"\n' >>"$C/shim/log/log_trace.c" # the log including the core
@@ -31,6 +35,28 @@ rc=$?
 [ $rc -eq 1 ] && grep -q '^circle: shim -> shim/log .*shim/log -> shim (shim/log/back.o calls nsc_comm_put)' "$TMPD/call.out" \
   && ok "the checker finds a circle made by a call in a copy (a log object calling nsc_comm_put) and names it" \
   || { not_ok "the checker missed a call circle (exit $rc)"; sed 's/^/#   /' "$TMPD/call.out"; }
+rm "$C/obj/shim/log/back.o"
+# two files of one room calling each other (walk.o and a planted object)
+printf 'void nsc_walk_run(void);\nvoid nsc_planted_twin(void) { nsc_walk_run(); }\n' >"$TMPD/twin.c"
+cc -c "$TMPD/twin.c" -o "$C/obj/shim/exec/twin.o"
+printf 'void nsc_planted_twin(void);\nvoid nsc_planted_back(void) { nsc_planted_twin(); }\n' >"$TMPD/back2.c"
+cc -c "$TMPD/back2.c" -o "$TMPD/back2.o" && ld -r "$C/obj/shim/exec/walk.o" "$TMPD/back2.o" -o "$TMPD/walk2.o" \
+  && cp "$TMPD/walk2.o" "$C/obj/shim/exec/walk.o"
+python3 "$L" "$C" "$C/obj" >"$TMPD/inside.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q '^circle inside shim/exec: .*twin.o' "$TMPD/inside.out" \
+  && ok "the checker finds a circle inside a room planted in a copy (two exec objects calling each other) and names it" \
+  || { not_ok "the checker missed a circle inside a room (exit $rc)"; sed 's/^/#   /' "$TMPD/inside.out"; }
+rm "$C/obj/shim/exec/twin.o"
+cp "$O/shim/exec/walk.o" "$C/obj/shim/exec/walk.o"
+# an executor object reading the global configuration (nsc_g)
+printf 'extern struct { int state; } nsc_g;\nint nsc_planted_cfg(void) { return nsc_g.state; }\n' >"$TMPD/cfg.c"
+cc -c "$TMPD/cfg.c" -o "$C/obj/shim/exec/cfg.o"
+python3 "$L" "$C" "$C/obj" --no-config shim/exec >"$TMPD/cfg.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q '^reads the configuration: shim/exec (shim/exec/cfg.o needs nsc_g)' "$TMPD/cfg.out" \
+  && ok "the checker finds the executor reading the configuration in a copy (an object needing nsc_g) and names it" \
+  || { not_ok "the checker missed the executor reading the configuration (exit $rc)"; sed 's/^/#   /' "$TMPD/cfg.out"; }
 # Nothing issued on an ended communicator: every real call the shim makes of
 # its own accord goes through NSC_ISSUE (tests/layers/issue.py); the checker
 # must find a bare one planted in a copy.
