@@ -1,5 +1,5 @@
 /* formats.h — the wire formats, one row each: everything else that names a
- * format is made from these rows (issue 36), so that a format is its row, its
+ * format is made from these rows, so that a format is its row, its
  * element rules (wire_bits.h), its host codec (wire_ref.c, wire.c), its
  * kernels (kernels.cu) and its tests, and nothing else:
  *   - wire.h's nsc_fmt_t, names, code sizes and encoded sizes;

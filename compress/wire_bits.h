@@ -20,7 +20,7 @@
  * Top blocks, amax >= 2^111 (k >= 105 int8, 104 fp8): lim is amax's own
  * code rounded toward zero, so no value of the block decodes above amax
  * (round to nearest could lift every rank's value by half a step and make
- * Inf of a sum whose exact value is finite: issue 26). The elements above
+ * Inf of a sum whose exact value is finite). The elements above
  * lim * 2^k (within one step below amax) round down there: |error| < 2^k <=
  * amax/64 (int8), relative < 2^-3 (fp8). Below 2^111 nothing changes, and
  * any n <= 2^16 such values sum below 2^127. So an element's sum over n
@@ -97,7 +97,7 @@ NSC_HD int nsc_ilog2_bits(uint32_t a) {
 }
 
 /* ---- int8 and int4: integers -q..q times the block's 2^k (q = 127, or 7
- * for int4, issue 36) ----
+ * for int4) ----
  * k = E - 6 (int8: amax * 2^-k in [64, 128)) or E - 2 (int4: in [4, 8)); lim
  * q (q - 1 in a block with Inf/NaN, where q = +Inf, -q = -Inf, -q-1 = NaN);
  * codes rint(x * 2^-k) clamped to +-lim. |error| <= amax/(q + 0.5) per
@@ -230,7 +230,7 @@ NSC_HD float nsc_canon_nan(float x) { return x != x ? NSC_U2F(NSC_NAN_BITS) : x;
  * the plain encode), clamped to the format's largest finite value where x
  * alone encodes finite but x + r would not (fp16 at 65520, bf16 at its
  * rounding threshold 0x7f7f8000, the 8-bit formats at fp32's overflow: a
- * residual never turns a finite input into Inf, issue 26; an input that
+ * residual never turns a finite input into Inf; an input that
  * overflows by itself still does), and the new residual is y - v, v the value the chosen
  * code decodes to (before any decode scale): exact in fp32 for round to
  * nearest (v lies within a factor 2 of y). Where y or v is not finite (Inf,

@@ -76,7 +76,7 @@ nsc_comm *nsc_comm_create(ncclComm_t comm) {
 /* A reference is taken only from one already held (the table's, found under
  * its lock, or the caller's), so the count cannot rise from 0: it is an
  * atomic of its own (comm.h), and letting go of one takes no lock (the
- * forwarded path's cost, issue 37). */
+ * forwarded path pays for every lock it takes). */
 
 void nsc_comm_put(nsc_comm *c) {
   if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) free_entry(c);

@@ -58,7 +58,7 @@ typedef struct nsc_comm {
                             * rule: the codec's time counts when plans weigh pieces against launches) */
   char mismatch_msg[480];
   nsc_topo topo;           /* its nodes, agreed at the check (topo/topo.h) */
-  int hier_on;             /* NCCLSHIM_ALGO=hier adopted (algo/hier.h): its all-reduces run in three stages */
+  int hier_on;             /* NCCLSHIM_ALGO=hier adopted (exec/hier.h): its calls of hier's size run in stages */
   ncclComm_t hier_intra, hier_cross; /* ... its sub-communicators: this node's ranks, one rank per node */
   struct nsc_comm *hier_xc;          /* ... the shim's entry for hier_cross (internal) */
   int internal;            /* a sub-communicator of the shim's own: no log records, no counters */

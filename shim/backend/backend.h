@@ -147,11 +147,9 @@ static inline void nsc_point_free(const nsc_backend *be, void **pt) {
   *pt = NULL;
 }
 
-/* The calling thread's current CUDA context (NULL: none, or no driver), and
- * making one current on a thread of the shim's own (a worker running a
- * communicator's part of a group's work, whose NULL stream means that
- * context's). */
-void *nsc_backend_thread_ctx(void);
+/* Make ctx (NULL: none) current on a thread of the shim's own (a worker
+ * running a communicator's part of a group's work, whose NULL stream means
+ * that context's). */
 void nsc_backend_adopt_ctx(void *ctx);
 /* Work queued earlier, done now on the calling thread (a group end's fused
  * collectives and after-work): ctx (an item's, NULL: none) current while it

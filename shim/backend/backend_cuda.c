@@ -471,13 +471,6 @@ static const nsc_backend cuda_backend = {
     .kernels = c_kernels,
 };
 
-void *nsc_backend_thread_ctx(void) {
-  const nsc_cu_api *d = nsc_cu_driver();
-  CUcontext ctx = NULL;
-  if (d && d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = NULL;
-  return ctx;
-}
-
 void *nsc_backend_stream_ctx(const nsc_backend *be, nsc_stream s) {
   const nsc_cu_api *d = nsc_cu_driver();
   CUcontext ctx = NULL;

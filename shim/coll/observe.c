@@ -4,7 +4,7 @@
  * receive. Each is forwarded untouched with the caller's arguments; with
  * logging on it is also timed and logged as an "observed" record, so that a
  * rank waiting inside one of them (DDP's buffer broadcast at the start of a
- * forward waiting for a straggler, issue 24) is seen as communication and
+ * forward waiting for a straggler) is seen as communication and
  * not as an idle device.
  *
  * Send and receive are timed only on a communicator whose log a collective

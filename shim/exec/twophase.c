@@ -253,7 +253,7 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
   nsc_tp_chunk(&p, r, &roff, &rlen);
   /* Avg multiplies every input by 1/n before the sum, as NCCL's Avg does for
    * floating types (fp32 x * (float)(1/n)): a sum of n values near FLT_MAX
-   * never overflows where NCCL's does not (issue 26). */
+   * never overflows where NCCL's does not. */
   float down = (float)(1.0 / codec->prescale), up = (float)codec->prescale;
   if (op == ncclAvg) down = down == 1.0f ? (float)(1.0 / n) : down * (float)(1.0 / n);
   float *acc = rs ? recv : recv + roff; /* the owner's fp32 sum; a reduce-scatter's result */

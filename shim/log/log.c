@@ -556,15 +556,6 @@ void nsc_log_call_rs(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t
   if (diag_on) log_call(l, 1, seq, count, dt, op, send, recv);
 }
 
-void nsc_log_position(nsc_comm_log *l, long long *pass, long *pos) {
-  *pass = -1;
-  *pos = -1;
-  if (!diag_on || __atomic_load_n(&l->open, __ATOMIC_ACQUIRE) != NSC_LOG_OPEN) return;
-  pthread_mutex_lock(&l->lock);
-  if (l->open == NSC_LOG_OPEN) nsc_diag_position(l->diag, pass, pos);
-  pthread_mutex_unlock(&l->lock);
-}
-
 void nsc_log_accum(nsc_comm_log *l, int synced) {
   __atomic_fetch_add(synced ? &l->accum_synced : &l->accum_skipped, 1, __ATOMIC_RELAXED);
 }

@@ -30,7 +30,7 @@ enum { NSC_UNTIMED_GROUP = 1, NSC_UNTIMED_CAPTURE = 2 };
 enum { NSC_REC_PENDING = 0, NSC_REC_DONE = 1, NSC_REC_UNKNOWN = 2 };
 /* The NCCL call a record stands for. The two reductions may be transformed;
  * the others are observed only (forwarded untouched, timed, logged: a wait
- * inside a broadcast is communication too, issue 24). Send and receive are
+ * inside a broadcast is communication too). Send and receive are
  * point-to-point: their records are numbered apart ("p2p" lines), never
  * matched across ranks. */
 enum {
@@ -164,9 +164,9 @@ void nsc_log_comm_init(nsc_comm_log *l, uint64_t id);
 void nsc_log_comm_open(nsc_comm_log *l, uint64_t id, int rank, int nranks);
 /* The communicator failed its settings check (why: the message its calls
  * answer with): its summary says so, and is written even with no record
- * (issue 24: with a setting differing between ranks nothing was written). */
+ * (a setting differing between ranks must be reported, not leave no log). */
 void nsc_log_comm_failed(nsc_comm_log *l, const char *why);
-/* Told for the summary (issue 24: rank 0 confirms what accumulation and
+/* Told for the summary (so that rank 0 confirms what accumulation and
  * error feedback did): the accumulation learner's last state message, and
  * error feedback's locked slots, residual bytes and breaks after each of
  * its calls (plain stores: no formatting on the call path). */
@@ -207,11 +207,6 @@ void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt
  * ZeRO), as elements of their own. */
 void nsc_log_call_rs(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
                      const void *recv);
-/* Right after nsc_log_call on the same thread: the backward pass the call
- * is in and its index in the learned pass (-1, -1 when not known: no pass
- * learned yet, not an element of it, or the diagnosis off — it exists only
- * with logging on and NCCLSHIM_DIAG=1). Local, observe-only knowledge. */
-void nsc_log_position(nsc_comm_log *l, long long *pass, long *pos);
 /* Before an observed call's real call (NSC_ACT_OBSERVE), on the calling
  * thread: its CPU and run-queue time inside the call will not count as
  * compute (as for an accumulable call); seq: the record's seq. A no-op

@@ -433,7 +433,7 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
   if (st.casts > 0) {
     fprintf(f, "%s# casts to %s in this process: %" PRIu64 " values overflowed to +-Inf, %" PRIu64
             " non-zero values flushed to zero\n", pre, st.wire, st.overflow, st.underflow);
-    /* what to do about it (issue 24: the counts came without advice) */
+    /* what to do about it: counts alone leave the user guessing */
     int f16 = !strcmp(st.wire, "fp16");
     if (st.underflow && f16)
       fprintf(f, "%s# advice: fp16 flushes |x| < 2^-24 to zero and keeps fewer bits below 6.1e-5 (DDP divides "

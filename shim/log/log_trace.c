@@ -26,8 +26,8 @@
 
 /* The process's pid in the trace: its rank (known since the first
  * communicator opened, before any record), fixed at the first use, which
- * may be a record rendered before the file's header is (issue 24: the first
- * round's events carried pid 0). Writer thread only. */
+ * may be a record rendered before the file's header is (else the first
+ * round's events would carry pid 0). Writer thread only. */
 static int trace_pid, trace_pid_set;
 static int pid_now(void) {
   if (!trace_pid_set) {

@@ -293,8 +293,8 @@ void nsc_log_writer_final(nsc_log_final *f) {
 /* Exit: the last round (closed logs, the records left, the trace's "]")
  * runs on the exiting thread, at the program's priority: waiting for the
  * writer at nice +10 on busy cores kept the process alive for hundreds of
- * ms while the program's other threads ran into its finalised state (issue
- * 24: torch's gloo threads into a finalised interpreter). The writer is
+ * ms while the program's other threads ran into its finalised state (torch's
+ * gloo threads into a finalised interpreter). The writer is
  * told to stop and is not waited for, only a round it is in (at most
  * EXIT_ROUND_NS); it ends with the process. */
 void nsc_log_writer_stop(void) {
