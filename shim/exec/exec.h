@@ -176,6 +176,10 @@ static inline float *nsc_walk_dst(const nsc_walk *w, const nsc_step *st) {
  * a poisoned one, the staging released, the record committed; parked after
  * an ncclInProgress group end, dropped after a failed one). */
 nsc_work *nsc_castback_new(struct nsc_comm *c);
+/* The cast-back of walk w's call (a bucket's) for count wire elements at
+ * the staging the walk took: its memory kind, stream, format, op and
+ * prescale; NULL when no item could be had. */
+nsc_work *nsc_castback_of(const nsc_walk *w, size_t count);
 /* Testing (NCCLSHIM_FAULT_CAST, in the plan's codec): 1 when this cast to
  * the wire type is the process's N-th, the one to fail (the backend's
  * message is set). */

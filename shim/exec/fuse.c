@@ -25,14 +25,12 @@
 ncclResult_t nsc_step_seg_cast_in(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote) {
   (void)wrote;
   *dst = NULL;
-  nsc_comm *c = w->c;
+  size_t T = st->count;
+  nsc_work *m0 = w->members, *cb = nsc_castback_of(w, T);
+  int n = m0->m.nb;
   const nsc_backend *be = w->be;
   const nsc_plan *p = w->p;
-  nsc_stream home = (nsc_stream)w->s;
-  nsc_work *m0 = w->members;
-  size_t T = st->count;
-  int n = m0->m.nb;
-  nsc_work *cb = nsc_castback_new(c);
+  nsc_stream home = (nsc_stream)w->s; /* its communicator's first member's stream */
   nsc_seg *segs = nsc_coll_calloc((size_t)n, sizeof *segs);
   nsc_stream *joins = nsc_coll_calloc((size_t)n, sizeof *joins);
   void *stage = w->stage;
@@ -53,7 +51,7 @@ ncclResult_t nsc_step_seg_cast_in(nsc_walk *w, const nsc_step *st, float **dst, 
     bad = 1;
   if (bad) {
     nsc_warn("fusion: a fused collective could not be prepared on rank %d (%s); it contributes NaN and fails "
-             "the group's members", c->rank, nsc_backend_error());
+             "the group's members", w->c->rank, nsc_backend_error());
     nsc_poison(be, home, stage, T * 2);
   }
   NSC_COUNT(fused, (uint64_t)n);
@@ -71,19 +69,12 @@ ncclResult_t nsc_step_seg_cast_in(nsc_walk *w, const nsc_step *st, float **dst, 
     if (cb) nsc_work_drop(cb);
     return ncclSuccess;
   }
-  cb->be = be;
-  cb->stream = home;
   cb->ctx = m0->ctx; /* home is a member's stream, named on the caller's thread */
-  cb->fmt = p->fmt;
-  cb->op = w->k->op;
-  nsc_work_hold_wire(cb, stage);
-  cb->count = T;
   cb->segs = segs;
   cb->nseg = n;
   cb->joins = joins;
   cb->njoin = nj;
   cb->poison = bad;
-  cb->scale = (float)p->codec.prescale;
   nsc_rec_start(&cb->rec, NSC_COLL_ALLREDUCE, NSC_ALG_FUSE, w->seq, T, ncclFloat32, (ncclDataType_t)p->wdt, cb->op, be,
                 home, nsc_group_depth() > 0);
   cb->rec.nmembers = n;

@@ -71,6 +71,19 @@ static ncclResult_t castback_run(nsc_work *w, const nsc_after *a) {
 
 nsc_work *nsc_castback_new(nsc_comm *c) { return nsc_work_new(c, castback_run, 0); }
 
+nsc_work *nsc_castback_of(const nsc_walk *w, size_t count) {
+  nsc_work *cb = nsc_castback_new(w->c);
+  if (!cb) return NULL;
+  cb->be = w->be;
+  cb->stream = (nsc_stream)w->s;
+  cb->fmt = w->p->fmt;
+  cb->op = w->k->op;
+  nsc_work_hold_wire(cb, w->stage);
+  cb->count = count;
+  cb->scale = (float)w->p->codec.prescale;
+  return cb;
+}
+
 int nsc_cast_fault(const nsc_codec *codec) {
   static long long k;
   long long n = codec->fault_cast;
@@ -149,24 +162,17 @@ static void pipe_first(nsc_walk *w, size_t ce) {
 ncclResult_t nsc_step_cast_in(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote) {
   (void)wrote;
   *dst = NULL;
-  nsc_comm *c = w->c;
-  const nsc_plan *p = w->p;
-  const nsc_backend *be = w->be;
-  nsc_stream s = (nsc_stream)w->s;
   size_t count = st->count;
-  nsc_work *cb = w->stage_poison ? NULL : nsc_castback_new(c);
+  nsc_work *cb = w->stage_poison ? NULL : nsc_castback_of(w, count);
   if (!cb) { /* the block is reset at the settle */
     poisoned(w, count);
     return ncclSuccess;
   }
-  cb->be = be;
-  cb->stream = s;
-  cb->fmt = p->fmt;
-  cb->op = w->k->op;
-  nsc_work_hold_wire(cb, w->stage);
+  nsc_comm *c = w->c;
+  const nsc_plan *p = w->p;
+  const nsc_backend *be = w->be;
+  nsc_stream s = (nsc_stream)w->s;
   cb->dst = w->recv;
-  cb->count = count;
-  cb->scale = (float)p->codec.prescale;
   nsc_rec_start(&cb->rec, NSC_COLL_ALLREDUCE, NSC_ALG_RING, w->seq, count, ncclFloat32, (ncclDataType_t)p->wdt,
                 w->k->op, be, s, w->k->in_group);
   nsc_count_call(NSC_ALG_RING, count * 4, count * 2, 0);
