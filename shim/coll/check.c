@@ -203,8 +203,12 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
   /* Every rank learns whether every rank has the answer. */
   ncclResult_t cr = nsc_exchange_confirm(c, be, s, res);
   /* Paired with a collective of a rank without the shim: nothing in the
-   * answer means anything (the confirmation neither). */
-  int paired = res == ncclSuccess && (vals[SLOT_MAGIC] != MAGIC || vals[SLOT_NOT_MAGIC] != -MAGIC);
+   * answer means anything (the confirmation neither). A rank that sent
+   * poison (no exchange buffer: all-ones bytes, -1 in every slot) leaves -1
+   * in the second constant slot and its status, and is no such pairing:
+   * every rank fails the call with ncclSystemError below. */
+  int poisoned = vals[SLOT_NOT_MAGIC] == -1 && vals[SLOT_STATUS] == ST_POISON;
+  int paired = res == ncclSuccess && (vals[SLOT_MAGIC] != MAGIC || (vals[SLOT_NOT_MAGIC] != -MAGIC && !poisoned));
   if (paired) res = ncclInvalidUsage;
   if (res == ncclSuccess && cr != ncclSuccess) {
     nsc_warn("configuration check on communicator %p: a rank could not read its answer (it said why); this call "

@@ -249,7 +249,7 @@ void nsc_staging_settle_comm(struct nsc_comm *c, nsc_stream s); /* s: the call's
 /* Inside a user group: c's staging is settled after the outermost group end,
  * after the group's other work on c (be, s: a call of c's in the group).
  * nsc_staging_settle_items() turns the noted communicators into
- * NSC_W_SETTLE work items (run with the rest of the group's after-work, per
+ * settle work items (run with the rest of the group's after-work, per
  * device); nsc_staging_settle_group() settles those no item could be made
  * for. */
 void nsc_staging_note(struct nsc_comm *c, const nsc_backend *be, nsc_stream s);

@@ -10,7 +10,7 @@ an object of A (OBJ/shim/<room>/*.o, OBJ/compress/*.o; OBJ defaults to
 ROOT/build/obj, and calls are read only where objects exist) leaves a
 symbol undefined that an object of B defines (nm). Every header counts,
 however little it includes. A function pointer one room hands another (a
-runner table, an agreement's callbacks, a drop function set in an entry) is
+handler table, an agreement's callbacks, a drop function set in an entry) is
 not a call the objects show: those are the told-not-called direction by
 design. Prints the rooms in an order where each depends only on rooms
 before it, or, for every room on a circle, a shortest circle through it
