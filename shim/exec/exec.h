@@ -8,7 +8,7 @@
  * the handler its kind names (steps.c's table), and for a plan of stages
  * (hier) keeps the call's record and turns what a failed stage wrote into
  * NaN. The files:
- *   exec.c      the entry: a plan run now, or queued for the group end
+ *   task.c      the entry: a call's plan walked now, or queued for the group end
  *               (a fused member, a deferred call), and a bucket's run;
  *   walk.c      the walk;
  *   steps.c     the table of step handlers;
@@ -58,7 +58,7 @@
 
 struct nsc_comm;
 
-/* ---- the entry (exec.c) -------------------------------------------------------- */
+/* ---- the entry (task.c) -------------------------------------------------------- */
 
 /* Carry out plan p of call k on c (be: the receive buffer's memory kind):
  * the walk, now; a plan that waits for the group end (a fused member, a

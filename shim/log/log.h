@@ -62,7 +62,7 @@ typedef struct nsc_rec {
   int why;                 /* passed through: why (policy.h's nsc_why); 0 otherwise */
   size_t count;
   uint64_t logical_bytes, wire_bytes;
-  uint64_t wall_ns;        /* CLOCK_REALTIME at the call (monotonic + offset, see log.c) */
+  uint64_t wall_ns;        /* CLOCK_REALTIME at the call (monotonic + offset, see log_rec.c) */
   uint64_t host_ns;        /* CLOCK_MONOTONIC at the call */
   ncclResult_t result;
   const nsc_backend *be;
@@ -117,7 +117,7 @@ typedef struct nsc_comm_log {
   nsc_rec *ring;           /* oldest first from ring_head; entries [0, ring_done) resolved */
   size_t ring_alloc, ring_head, ring_len, ring_done;
   int nudged;              /* the writer was woken for this ring and has not taken it yet */
-  struct nsc_comm_log *open_next; /* the list of open logs (log.c) */
+  struct nsc_comm_log *open_next; /* the list of open logs (log_rec.c) */
   struct nsc_log_wstate *w;       /* the writer's own state (trace tracks); only it reads it */
   struct nsc_diag *diag;          /* the diagnosis (shim/diag/), NULL until an accumulable all-reduce was seen */
   int diag_acc;                   /* ... one was seen: later calls are fed too (atomic) */

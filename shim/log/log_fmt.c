@@ -13,7 +13,7 @@
 
 static int level;           /* NSC_LOG_* */
 static int detail;          /* detail kept: calls mode or a trace file */
-static int proc_rank = -1;  /* written by log.c under its open_lock, read atomically */
+static int proc_rank = -1;  /* written by log_rec.c under its open_lock, read atomically */
 static char host[256] = "?";
 
 void nsc_log_fmt_init(const nsc_config *cfg) {

@@ -2,9 +2,9 @@
  * the rest of the shim): the histogram of times, the process identity used in
  * file names, and the writers called at communicator close and process exit.
  *
- *   log.c        hot path: records, ring, reading marks, totals, open/close,
+ *   log_rec.c    hot path: records, ring, reading marks, totals, open/close,
  *                and what the writer takes from the open logs (told to the
- *                writer as an nsc_log_source: it never calls log.c)
+ *                writer as an nsc_log_source: it never calls log_rec.c)
  *   log_writer.c the writer thread, its queue of closed logs, SIGTERM
  *   log_out.c    output files (path templates), summary table, JSON Lines
  *   log_trace.c  Chrome trace events
@@ -12,7 +12,7 @@
  *   log_fmt.c    what they all share: the settings read at activation, the
  *                process's rank and host, the histogram, number and JSON
  *                formats
- * Each file calls only those listed after it (log.c the writer, log_out,
+ * Each file calls only those listed after it (log_rec.c the writer, log_out,
  * log_nvtx and log_fmt; log_writer log_out and log_fmt; log_out log_trace
  * and log_fmt; log_trace log_fmt): no circle inside the room. 
  *
@@ -42,7 +42,7 @@ void nsc_log_fmt_init(const nsc_config *cfg);
 int nsc_log_detail(void);
 int nsc_log_level(void);
 /* This process's rank in the first communicator it logged (-1 if unknown;
- * told by log.c when that communicator is named). */
+ * told by log_rec.c when that communicator is named). */
 int nsc_log_proc_rank(void);
 void nsc_log_set_proc_rank(int rank);
 
@@ -90,7 +90,7 @@ typedef struct nsc_log_final {
 } nsc_log_final;
 
 nsc_log_who nsc_log_who_of(const nsc_comm_log *l);
-/* What the writer takes from the open logs (log.c's, told at nsc_log_init).
+/* What the writer takes from the open logs (log_rec.c's, told at nsc_log_init).
  *   collect        the resolved detail records of every open log whose rank
  *                  is known (once the first communicator's rank is known: it
  *                  names the files); deadline: lock with a time limit

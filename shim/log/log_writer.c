@@ -68,7 +68,7 @@
 #define TERM_WAIT_NS 3000000000ll /* the handler's longest wait for the writer */
 #define EXIT_ROUND_NS 2000000000ll /* exit: longest wait for a round the writer is in */
 
-static const nsc_log_source *src; /* the open logs (log.c), told at nsc_log_init */
+static const nsc_log_source *src; /* the open logs (log_rec.c), told at nsc_log_init */
 static int threaded = 1;     /* 0 (tests): write on the closing thread */
 static int started;          /* start() ran */
 static int running;          /* the thread exists (in this process) */

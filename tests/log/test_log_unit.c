@@ -1,4 +1,4 @@
-/* test_log_unit.c — the log's hot path (shim/log/log.c) against a fake device
+/* test_log_unit.c — the log's hot path (shim/log/log_rec.c) against a fake device
  * backend whose marks complete when the test says so: what a GPU does, on a
  * machine without one.
  *

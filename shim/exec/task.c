@@ -1,5 +1,5 @@
-/* exec.c — the executor's entry (exec.h): a call's plan is walked now, or,
- * when it waits for the outermost group end, queued as the group's task:
+/* task.c — the executor's entry (exec.h): a call's plan is a task, walked
+ * now, or, when it waits for the outermost group end, queued as the group's:
  *   - a fused member (FUSE): packed with its neighbours by the group's plan
  *     before the real group end (coll/lifecycle.c: nsc_decide_group), whose
  *     buckets come back here (nsc_exec_bucket);

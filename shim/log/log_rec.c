@@ -1,4 +1,4 @@
-/* log.c — the log's hot path: records, the per-communicator ring, reading
+/* log_rec.c — the log's hot path: records, the per-communicator ring, reading
  * marks without waiting, totals, and opening/closing a communicator's log
  * (see log.h; the writers are in log_out.c and log_trace.c).
  *
