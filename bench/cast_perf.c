@@ -67,7 +67,7 @@ typedef struct {
 } bufs;
 
 /* One timed run of the cast described by (to, w). */
-static double time_cast(const bufs *b, int to, nsc_wire_t w) {
+static double time_cast(const bufs *b, int to, nsc_fmt_t w) {
   double t0 = now();
   if (to) {
     nsc_cast_counts c = {0, 0};
@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
   }
   memset(b.dst, 0, bytes);
   memset(b.cpy, 0, bytes);
-  nsc_cast_to_wire(NSC_WIRE_FP16, b.src, b.wire, b.n, 1.0f, NULL);
+  nsc_cast_to_wire(NSC_FMT_FP16, b.src, b.wire, b.n, 1.0f, NULL);
 
   const char *auto_impl = nsc_cast_impl_name();
   printf("# cast_perf: %zu MiB of fp32 (%zu elements), %d reps, median, "
@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
   for (int to = 1; to >= 0; to--)
     for (int wi = 0; wi < 2; wi++)
       for (int t = 1; t <= maxt; t++) {
-        nsc_wire_t w = (nsc_wire_t)wi;
+        nsc_fmt_t w = (nsc_fmt_t)wi;
         double best = 0;
         const char *best_name = "";
         for (int k = 0; k < nsc_cast_nimpls; k++) {

@@ -1,12 +1,13 @@
 /* model.c — build/bin/ncclshim_model: the predicted time of one fp32
- * all-reduce or reduce-scatter under every plan the shim can run, on a
- * fabric of N nodes of L ranks (issue 22). Fronted by bench/ncclshim-model
- * (calibration, PNGs).
+ * all-reduce or reduce-scatter (or, with --group N, of a user group of N
+ * all-reduces) under every plan the shim can run, on a fabric of N nodes of
+ * L ranks. Fronted by bench/ncclshim-model (calibration, PNGs).
  *
  * One source of truth: for every rank the model builds the same nsc_topo the
- * shim would agree on and asks the shim's planner (shim/plan/plan.h) for the
- * call's plan; it then walks the plan's steps and charges each message to
- * the links it crosses:
+ * shim would agree on and asks the shim's decision (shim/plan/plan.h:
+ * nsc_decide; for a group, the group's plan, nsc_decide_group, and its
+ * buckets' plans, nsc_plan_bucket) for the call's plans; it then walks their
+ * steps and charges each message to the links it crosses:
  *   - a real collective (ALLREDUCE, REDUCESCATTER, ALLGATHER, in fp32 or the
  *     wire type) on its group (ALL, NODE, CROSS): a ring over the group's
  *     ranks in their order, 2(m-1) or m-1 rounds of one chunk per rank
@@ -14,7 +15,7 @@
  *   - a TWOPHASE step: the two-phase layout (nsc_plan_tp, tp_plan.h), piece
  *     by piece, every rank's piece to every peer of its group, one round per
  *     piece and phase;
- *   - CAST_IN / CAST_OUT: codec time only.
+ *   - CAST_IN / CAST_OUT, and a bucket's segmented ones: codec time only.
  * A message between two nodes occupies the sender's NIC out and the
  * receiver's NIC in (a NIC per rank, or one per node shared by its ranks);
  * inside a node the sender's intra link out and the receiver's intra in. A
@@ -33,7 +34,7 @@
  *         tuner does), NCCL's rings spread over every NIC of a node; codec
  *         kernels at HBM bandwidth times an assumed efficiency.
  *
- * Launches (issue 33): the plan says how many NCCL launches the call issues
+ * Launches: the plan says how many NCCL launches the call issues
  * (plan.h; the shim counts them with the same function). Each costs the
  * fabric's alpha (--launch-us): on the host fabric the emulator's
  * HOSTNCCL_LAUNCH_US, paid before the launch's data moves (added); on the
@@ -42,7 +43,11 @@
  * T the time without launches (o = 0.5 fits the shared-GPU rig of
  * 2026-12-04: bench/model/gpu-rig.sh).
  *
- * Not modelled (the plan does not say it, or it is not a step): fusion,
+ * A group's plans run one after the other: its buckets (fusion by the
+ * shim's own rules; costing fusion by the 10 % rule is not the shim's yet),
+ * its calls that were not fused.
+ *
+ * Not modelled (the plan does not say it, or it is not a step):
  * accumulation, staging growth, shim per-call overhead, switch congestion.
  *
  * Must not: run inside the shim (an offline tool; the auto rule stays a rule),
@@ -478,9 +483,9 @@ static void step_cast(walk *w, const nsc_plan *p, const nsc_step *s) {
   const rates *rt = w->r;
   if (w->f->ideal_cpu) return;
   double bytes = 4.0 * (double)s->count, t;
-  int bf = p->fmt == NSC_FMT_BF16;
+  int bf = p->fmt == NSC_FMT_BF16, in = s->kind == NSC_STEP_CAST_IN || s->kind == NSC_STEP_SEG_CAST_IN;
   if (w->f->gpu) t = (bytes + bytes / 2) / (rt->hbm * rt->eff);
-  else t = bytes / (s->kind == NSC_STEP_CAST_IN ? rt->cast_to[bf] : rt->cast_from[bf]) * w->l.n / fmin(rt->cores, w->l.n);
+  else t = bytes / (in ? rt->cast_to[bf] : rt->cast_from[bf]) * w->l.n / fmin(rt->cores, w->l.n);
   w->c.codec += t;
   attribute(&w->c, t, 0, 0, t, 0);
 }
@@ -502,7 +507,8 @@ typedef struct {
   nsc_fmt_t fmt;
   int npieces;
   int chunks; /* the ring's chunks (NCCLSHIM_CHUNK_BYTES) */
-  int launches; /* NCCL launches of the plan (plan.h) */
+  int launches; /* NCCL launches of the plan (plan.h; a group: of all its plans) */
+  int nplans;   /* --group: the plans the group ran (its buckets and its other calls) */
   double staging; /* bytes of staging one call takes on rank 0 (nsc_plan_staging) */
   int grows;      /* more than NCCLSHIM_STAGING_BYTES: the block grows, calls go in fp32 meanwhile */
 } result;
@@ -554,77 +560,101 @@ static int topo_all(nsc_topo *t, const int64_t *keys, int n, int L) {
   return 0;
 }
 
-static int model(const fabric *f, const rates *rt, const variant *v, size_t bytes, int rs, result *out) {
-  nsc_config cfg;
-  if (make_cfg(&cfg, v)) return -1;
+/* --group N: N all-reduces of --bytes each in one user group (1: the call
+ * alone). */
+static int group_n = 1;
+#define MAX_GROUP 256
+
+/* The plans one call (or, with --group, one group of group_n calls) runs:
+ * the shim's own decision (plan.h) for each fp32 Sum call, and for a group
+ * the group's plan (nsc_decide_group) and each fused bucket's
+ * (nsc_plan_bucket), as the shim makes them at the group end. Returns how
+ * many (in plans[]). */
+static int make_plans(walk *w, const nsc_config *cfg, size_t count, int rs, nsc_plan *plans) {
+  const fabric *f = w->f;
   int n = f->N * f->L;
-  walk w = {.f = f, .r = rt, .cfg = &cfg};
-  loads_init(&w.l, f);
-  int64_t *keys = xcalloc((size_t)n, sizeof *keys);
-  for (int i = 0; i < n; i++) keys[i] = node_of(f, i) + 1;
-  w.topo = xcalloc((size_t)n, sizeof *w.topo);
-  if (topo_all(w.topo, keys, n, f->L)) return -1;
-  size_t count = bytes / 4;
-  nsc_plan plan;
   if (rs == 2) { /* a plain ncclAllGather whose output is `bytes` (the shim forwards it untouched) */
-    memset(&plan, 0, sizeof plan);
-    plan.alg = NSC_PLAN_PLAIN;
-    plan.count = count / (size_t)n;
-    plan.nsteps = 1;
-    plan.step[0] = (nsc_step){.kind = NSC_STEP_ALLGATHER, .on = NSC_ON_ALL, .count = plan.count};
-    plan.launches = 1;
-    plan.why = NSC_WHY_NONE; /* an all-gather: forwarded (out->why below) */
-  } else { /* the shim's own decision (plan.h) for one fp32 Sum call outside a group */
-    nsc_call k = {.count = rs ? count * (size_t)n : count, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1,
-                  .rs = rs, .arg = count};
-    const char *why;
-    /* hier adopted where the settings and the map want it (every rank can split, in the model) */
-    nsc_agreed ag = {&w.topo[0], nsc_plan_hier_wanted(&cfg, &w.topo[0], 0, &why), !f->gpu};
-    nsc_decide(&plan, &cfg, &k, &ag, 0);
+    nsc_plan *plan = &plans[0];
+    memset(plan, 0, sizeof *plan);
+    plan->alg = NSC_ALG_PLAIN;
+    plan->count = count / (size_t)n;
+    plan->nsteps = 1;
+    plan->step[0] = (nsc_step){.kind = NSC_STEP_ALLGATHER, .on = NSC_ON_ALL, .count = plan->count};
+    plan->launches = 1;
+    plan->why = NSC_WHY_NONE; /* an all-gather: forwarded (out->why below) */
+    return 1;
   }
-  /* Every rank's plan has the same steps (the planner reads only agreed
-   * values); the walk charges every rank's messages of each step. */
-  memset(out, 0, sizeof *out);
-  out->fmt = plan.fmt;
-  /* the ring's real all-reduce is issued in chunks (plan.chunk), the casts
+  const char *why;
+  /* hier adopted where the settings and the map want it (every rank can split, in the model) */
+  nsc_agreed ag = {&w->topo[0], nsc_plan_hier_wanted(cfg, &w->topo[0], 0, &why), !f->gpu, 0};
+  int grouped = group_n > 1 && !rs, np = 0;
+  static nsc_member m[MAX_GROUP];
+  nsc_member *first = NULL, **tail = &first;
+  static int comm, kind; /* one communicator, one memory kind: identities only */
+  for (int i = 0; i < (grouped ? group_n : 1); i++) {
+    nsc_call k = {.count = rs ? count * (size_t)n : count, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1,
+                  .in_group = grouped, .rs = rs, .arg = count};
+    nsc_policy_ask(cfg, &k);
+    nsc_decide(&plans[np], cfg, &k, &ag, 0);
+    if (plans[np].alg != NSC_ALG_FUSE || !grouped) {
+      np++;
+      continue;
+    }
+    m[i] = (nsc_member){.comm = &comm, .kind = &kind, .op = ncclSum, .count = count, .stream = 1};
+    *tail = &m[i];
+    tail = &m[i].next;
+  }
+  for (nsc_member *b = first ? nsc_decide_group(first, cfg) : NULL; b; b = b->bucket_next)
+    nsc_plan_bucket(&plans[np++], cfg, b);
+  return np;
+}
+
+/* Charge plan's steps to w's links and clocks (the ring's chunks with the
+ * casts of one beside another's wire); *npieces: its two-phase pieces. */
+static int charge_plan(walk *w, const nsc_plan *plan, size_t count, int *chunks_out, int *npieces) {
+  const fabric *f = w->f;
+  const nsc_config *cfg = w->cfg;
+  /* the ring's real all-reduce is issued in chunks (plan->chunk), the casts
    * of one beside another's wire */
-  size_t ce = plan.chunk;
-  int chunks = plan.alg == NSC_PLAN_RING && ce && count > ce ? (int)((count + ce - 1) / ce) : 1;
+  size_t ce = plan->chunk;
+  int chunks = plan->alg == NSC_ALG_RING && ce && count > ce ? (int)((count + ce - 1) / ce) : 1;
   double t_cast = 0, t_coll = 0, cpu_coll = 0;
-  for (int i = 0; i < plan.nsteps; i++) {
-    const nsc_step *s = &plan.step[i];
+  for (int i = 0; i < plan->nsteps; i++) {
+    const nsc_step *s = &plan->step[i];
     int reps = s->flags & NSC_STEP_EACH_NODE ? f->N : 1;
     switch (s->kind) {
     case NSC_STEP_ALLREDUCE:
     case NSC_STEP_REDUCESCATTER:
     case NSC_STEP_ALLGATHER: {
       int wire = s->flags & NSC_STEP_WIRE;
-      double t0 = w.c.time, c0 = w.c.cpu;
+      double t0 = w->c.time, c0 = w->c.cpu;
       if (chunks > 1 && wire) {
         nsc_step x = *s;
         x.count = ce;
-        step_coll(&w, &x, 2, chunks - 1, 1 + (plan.fmt == NSC_FMT_BF16));
+        step_coll(w, &x, 2, chunks - 1, 1 + (plan->fmt == NSC_FMT_BF16));
         x.count = count - ce * (size_t)(chunks - 1);
-        step_coll(&w, &x, 2, 1, 1 + (plan.fmt == NSC_FMT_BF16));
+        step_coll(w, &x, 2, 1, 1 + (plan->fmt == NSC_FMT_BF16));
       } else {
-        step_coll(&w, s, wire ? 2 : 4, reps, wire ? 1 + (plan.fmt == NSC_FMT_BF16) : 0);
+        step_coll(w, s, wire ? 2 : 4, reps, wire ? 1 + (plan->fmt == NSC_FMT_BF16) : 0);
       }
-      t_coll += w.c.time - t0;
-      cpu_coll += w.c.cpu - c0;
+      t_coll += w->c.time - t0;
+      cpu_coll += w->c.cpu - c0;
       break;
     }
     case NSC_STEP_TWOPHASE: {
       nsc_tp_plan tp;
-      nsc_plan_tp(&plan, s, &cfg, &w.topo[0], &tp);
-      out->npieces = tp.npieces;
-      for (int k = 0; k < reps; k++) step_twophase(&w, &plan, s, i == plan.nsteps - 1 && k == reps - 1);
+      nsc_plan_tp(plan, s, cfg, &w->topo[0], &tp);
+      *npieces = tp.npieces;
+      for (int k = 0; k < reps; k++) step_twophase(w, plan, s, i == plan->nsteps - 1 && k == reps - 1);
       break;
     }
     case NSC_STEP_CAST_IN:
-    case NSC_STEP_CAST_OUT: {
-      double t0 = w.c.time;
-      step_cast(&w, &plan, s);
-      t_cast += w.c.time - t0;
+    case NSC_STEP_CAST_OUT:
+    case NSC_STEP_SEG_CAST_IN: /* a fused bucket's: the same bytes as one cast of its total */
+    case NSC_STEP_SEG_CAST_OUT: {
+      double t0 = w->c.time;
+      step_cast(w, plan, s);
+      t_cast += w->c.time - t0;
       break;
     }
     default: /* a step kind this model does not know (e.g. ncclReduce on nodes of scattered ranks) */
@@ -636,21 +666,53 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
                      * the host only in the time the collective leaves the cores idle */
     double idle = f->gpu ? t_coll : fmax(0, t_coll - cpu_coll);
     double save = fmin(t_cast, idle) * (1.0 - 1.0 / chunks);
-    w.c.time -= save;
+    w->c.time -= save;
   }
+  *chunks_out = chunks;
+  return 0;
+}
+
+static int model(const fabric *f, const rates *rt, const variant *v, size_t bytes, int rs, result *out) {
+  nsc_config cfg;
+  if (make_cfg(&cfg, v)) return -1;
+  int n = f->N * f->L;
+  walk w = {.f = f, .r = rt, .cfg = &cfg};
+  loads_init(&w.l, f);
+  int64_t *keys = xcalloc((size_t)n, sizeof *keys);
+  for (int i = 0; i < n; i++) keys[i] = node_of(f, i) + 1;
+  w.topo = xcalloc((size_t)n, sizeof *w.topo);
+  if (topo_all(w.topo, keys, n, f->L)) return -1;
+  size_t count = bytes / 4;
+  static nsc_plan plans[MAX_GROUP];
+  int np = make_plans(&w, &cfg, count, rs, plans);
+  /* Every rank's plan has the same steps (the planner reads only agreed
+   * values); the walk charges every rank's messages of each step. A group's
+   * plans run one after the other (NCCL runs a communicator's launches in
+   * order). */
+  memset(out, 0, sizeof *out);
+  int chunks = 1, launches = 0;
+  double staging = 0;
+  for (int i = 0; i < np; i++) {
+    if (charge_plan(&w, &plans[i], plans[i].count, &chunks, &out->npieces)) return -1;
+    launches += plans[i].launches;
+    staging += (double)nsc_plan_staging(&plans[i], nsc_plan_round);
+  }
+  const nsc_plan *plan = &plans[np - 1]; /* a group's last: its buckets, where there are */
+  out->fmt = plan->fmt;
+  out->nplans = np;
   out->chunks = chunks;
-  out->launches = plan.launches;
+  out->launches = launches;
   if (f->launch > 0) { /* every launch's fixed cost (see the header) */
-    double tl = plan.launches * f->launch, t = w.c.time;
+    double tl = launches * f->launch, t = w.c.time;
     w.c.time = fmax(tl, t) + (1.0 - f->overlap) * fmin(tl, t);
     w.c.launch = w.c.time - t;
     w.c.by_lat += w.c.launch;
   }
-  out->staging = (double)nsc_plan_staging(&plan, &cfg, &w.topo[0], nsc_plan_round);
+  out->staging = staging;
   out->grows = cfg.staging_bytes > 0 && out->staging > (double)cfg.staging_bytes;
-  out->plan_alg = nsc_plan_alg_name(plan.alg);
-  out->why = plan.why == NSC_WHY_NONE ? "an all-gather: forwarded" : nsc_why_text(plan.why);
-  out->nsteps = plan.nsteps;
+  out->plan_alg = nsc_alg_name(plan->alg);
+  out->why = plan->why == NSC_WHY_NONE ? "an all-gather: forwarded" : nsc_why_text(plan->why);
+  out->nsteps = plan->nsteps;
   out->c = w.c;
   out->gpu_tree = w.gpu_tree;
   out->nic_out = vmax(w.l.t_nic_out, w.l.nnic);
@@ -697,12 +759,12 @@ static void print_json(FILE *o, const opts *op, const variant *v, const result *
           "\"link_s\": %.9g, \"cpu_s\": %.9g, "
           "\"codec_s\": %.9g, \"latency_s\": %.9g, \"bound\": \"%s\", \"t_bound_s\": %.9g, "
           "\"nic_out_bytes\": %.0f, \"nic_in_bytes\": %.0f, \"nic_per\": \"%s\", \"intra_out_bytes\": %.0f, "
-          "\"intra_in_bytes\": %.0f, \"staging_bytes\": %.0f, \"staging_grows\": %s}",
+          "\"intra_in_bytes\": %.0f, \"staging_bytes\": %.0f, \"staging_grows\": %s, \"group\": %d, \"plans\": %d}",
           f->gpu ? "gpu" : "host", f->N, f->L, op->rs == 2 ? "allgather" : op->rs ? "reducescatter" : "allreduce", op->bytes, v->algo,
           strcmp(v->algo, "none") ? v->compress : "off", v->piece_bytes, r->plan_alg, r->why, r->npieces, r->launches,
           r->c.launch, r->gpu_tree ? "true" : "false", r->c.time, r->c.link, r->c.cpu, r->c.codec, r->c.lat, bound_name(&r->c, f->gpu),
           r->t_bound, r->nic_out, r->nic_in, f->nic_per_node ? "node" : "rank", r->intra_out, r->intra_in, r->staging,
-          r->grows ? "true" : "false");
+          r->grows ? "true" : "false", group_n, r->nplans);
 }
 
 static void print_head(const opts *op, const rates *rt) {
@@ -840,7 +902,7 @@ static void usage(FILE *o) {
   fprintf(o,
           "usage: ncclshim_model [--nodes N] [--ranks-per-node L] [--nic-gbps G] [--nic-per node|rank]\n"
           "         [--intra-gbps G] [--latency-us U] [--launch-us U] [--launch-overlap O] [--fabric host|gpu]\n"
-          "         [--bytes S] [--coll allreduce|reducescatter|allgather]\n"
+          "         [--bytes S] [--coll allreduce|reducescatter|allgather] [--group N]\n"
           "         [--compress " NSC_COMPRESS_CHOICES "] [--algo none|auto|ring|twophase|hier]\n"
           "         [--piece-bytes B] [--set NCCLSHIM_X=V]... [--rates FILE] [--json] [--sweep-nodes 1,2,4,...]\n"
           "         [--tsv FILE] [--selftest]\n"
@@ -876,6 +938,7 @@ int main(int argc, char **argv) {
     else if (ARG("--fabric")) op.f.gpu = !strcmp(v, "gpu");
     else if (ARG("--bytes")) op.bytes = parse_size(v);
     else if (ARG("--coll")) op.rs = !strcmp(v, "reducescatter") ? 1 : !strcmp(v, "allgather") ? 2 : 0;
+    else if (ARG("--group")) group_n = atoi(v);
     else if (ARG("--compress")) compress = v;
     else if (ARG("--algo")) algo = v;
     else if (ARG("--piece-bytes")) piece = (long long)parse_size(v);
@@ -902,8 +965,9 @@ int main(int argc, char **argv) {
   }
   op.f.overlap = overlap >= 0 ? overlap : op.f.gpu ? 0.5 : 0;
   if (op.f.N < 1 || op.f.L < 1 || op.f.N * op.f.L > 65536 || op.f.nic <= 0 || op.f.intra <= 0 || op.bytes < 4 ||
-      op.f.launch < 0 || op.f.overlap > 1) {
-    fprintf(stderr, "ncclshim_model: need nodes, ranks-per-node >= 1, rates > 0, bytes >= 4\n");
+      op.f.launch < 0 || op.f.overlap > 1 || group_n < 1 || group_n > MAX_GROUP) {
+    fprintf(stderr, "ncclshim_model: need nodes, ranks-per-node >= 1, rates > 0, bytes >= 4, 1 <= group <= %d\n",
+            MAX_GROUP);
     return 2;
   }
   rates rt;

@@ -67,7 +67,7 @@ void nsc_cast_set_threads(int t) {
 typedef struct {
   const nsc_cast_impl *impl;
   int to_wire, nt, count;
-  nsc_wire_t w;
+  nsc_fmt_t w;
   const void *src;
   void *dst;
   size_t n;
@@ -124,7 +124,7 @@ static int threads_for(size_t n) {
   return t > 1 && n * sizeof(float) >= NSC_CAST_MT_BYTES ? t : 1;
 }
 
-void nsc_cast_to_wire(nsc_wire_t w, const float *src, uint16_t *dst, size_t n, float scale,
+void nsc_cast_to_wire(nsc_fmt_t w, const float *src, uint16_t *dst, size_t n, float scale,
                       nsc_cast_counts *counts) {
   const nsc_cast_impl *impl = nsc_cast_current();
   int nt = n * sizeof(float) >= NSC_CAST_NT_BYTES, t = threads_for(n);
@@ -137,7 +137,7 @@ void nsc_cast_to_wire(nsc_wire_t w, const float *src, uint16_t *dst, size_t n, f
   run_parallel(proto, t, sizeof *src, sizeof *dst, counts);
 }
 
-void nsc_cast_from_wire(nsc_wire_t w, const uint16_t *src, float *dst, size_t n,
+void nsc_cast_from_wire(nsc_fmt_t w, const uint16_t *src, float *dst, size_t n,
                         float scale) {
   const nsc_cast_impl *impl = nsc_cast_current();
   int nt = n * sizeof(float) >= NSC_CAST_NT_BYTES, t = threads_for(n);
@@ -152,7 +152,7 @@ void nsc_cast_from_wire(nsc_wire_t w, const uint16_t *src, float *dst, size_t n,
 
 /* fp16/bf16: widen and multiply through a stack buffer, then round back; the
  * chunk is read completely before it is written, so src == dst works. */
-static void scale_wire(nsc_wire_t w, const uint16_t *src, uint16_t *dst, size_t n,
+static void scale_wire(nsc_fmt_t w, const uint16_t *src, uint16_t *dst, size_t n,
                        float f) {
   float tmp[2048];
   for (size_t i = 0; i < n; i += 2048) {
@@ -177,10 +177,10 @@ int nsc_scale_buffer(char kind, const void *src, void *dst, size_t n, double fac
     return 0;
   }
   case 'h':
-    scale_wire(NSC_WIRE_FP16, src, dst, n, (float)factor);
+    scale_wire(NSC_FMT_FP16, src, dst, n, (float)factor);
     return 0;
   case 'b':
-    scale_wire(NSC_WIRE_BF16, src, dst, n, (float)factor);
+    scale_wire(NSC_FMT_BF16, src, dst, n, (float)factor);
     return 0;
   default:
     return -1;

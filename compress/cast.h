@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { NSC_WIRE_FP16 = 0, NSC_WIRE_BF16 = 1 } nsc_wire_t;
+#include "formats.h"
 
 /* What a cast to the wire type lost, counted per call (added to, never reset).
  * overflow: finite fp32 values that became +-Inf; underflow: non-zero values
@@ -34,11 +34,12 @@ float nsc_bf16_to_f32_ref(uint16_t h);
 /* Buffer casts. `scale` multiplies each fp32 value before it is rounded
  * (to_wire) or after it is widened (from_wire); scale == 1.0f does no multiply.
  * Any alignment, any n including 0. counts may be NULL. Never fail. src and dst
- * must not overlap. fp16 -> fp32 quiets NaNs (as F16C does); bf16 -> fp32 is
- * the exact bit extension. */
-void nsc_cast_to_wire(nsc_wire_t w, const float *src, uint16_t *dst, size_t n,
+ * must not overlap. w: NSC_FMT_FP16 or NSC_FMT_BF16 (the casts are those
+ * two rows' codecs). fp16 -> fp32 quiets NaNs (as F16C does); bf16 -> fp32
+ * is the exact bit extension. */
+void nsc_cast_to_wire(nsc_fmt_t w, const float *src, uint16_t *dst, size_t n,
                       float scale, nsc_cast_counts *counts);
-void nsc_cast_from_wire(nsc_wire_t w, const uint16_t *src, float *dst, size_t n,
+void nsc_cast_from_wire(nsc_fmt_t w, const uint16_t *src, float *dst, size_t n,
                         float scale);
 
 /* dst[i] = src[i] * factor for a floating NCCL-like datatype given by element

@@ -43,12 +43,12 @@ static TGT inline uint64_t hsum(__m256i v) {
 }
 
 static TGT inline __attribute__((always_inline)) size_t
-to_wire_vec(nsc_wire_t w, const float *src, uint16_t *dst, size_t n, float scale,
+to_wire_vec(nsc_fmt_t w, const float *src, uint16_t *dst, size_t n, float scale,
             nsc_cast_counts *c, int DS, int DC, int NT) {
   const __m256 vs = _mm256_set1_ps(scale);
   const __m256i absm = _mm256_set1_epi32(0x7fffffff);
-  uint32_t olo = w == NSC_WIRE_FP16 ? NSC_F16_OVF_LO : NSC_BF16_OVF_LO;
-  uint32_t uhi = w == NSC_WIRE_FP16 ? NSC_F16_UNF_HI : NSC_BF16_UNF_HI;
+  uint32_t olo = w == NSC_FMT_FP16 ? NSC_F16_OVF_LO : NSC_BF16_OVF_LO;
+  uint32_t uhi = w == NSC_FMT_FP16 ? NSC_F16_UNF_HI : NSC_BF16_UNF_HI;
   size_t i = 0, nv = n - n % STEP;
   while (i < nv) {
     size_t end = nv - i > NSC_CAST_COUNT_BLOCK ? i + NSC_CAST_COUNT_BLOCK : nv;
@@ -60,7 +60,7 @@ to_wire_vec(nsc_wire_t w, const float *src, uint16_t *dst, size_t n, float scale
         x1 = _mm256_mul_ps(x1, vs);
       }
       __m256i out;
-      if (w == NSC_WIRE_FP16) {
+      if (w == NSC_FMT_FP16) {
         __m128i h0 = _mm256_cvtps_ph(x0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         __m128i h1 = _mm256_cvtps_ph(x1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         out = _mm256_set_m128i(h1, h0);
@@ -90,7 +90,7 @@ to_wire_vec(nsc_wire_t w, const float *src, uint16_t *dst, size_t n, float scale
 }
 
 static TGT inline __attribute__((always_inline)) size_t
-from_wire_vec(nsc_wire_t w, const uint16_t *src, float *dst, size_t n, float scale, int DS,
+from_wire_vec(nsc_fmt_t w, const uint16_t *src, float *dst, size_t n, float scale, int DS,
               int NT) {
   const __m256 vs = _mm256_set1_ps(scale);
   size_t nv = n - n % STEP;
@@ -98,7 +98,7 @@ from_wire_vec(nsc_wire_t w, const uint16_t *src, float *dst, size_t n, float sca
     __m128i h0 = _mm_loadu_si128((const __m128i *)(src + i));
     __m128i h1 = _mm_loadu_si128((const __m128i *)(src + i + 8));
     __m256 x0, x1;
-    if (w == NSC_WIRE_FP16) {
+    if (w == NSC_FMT_FP16) {
       x0 = _mm256_cvtph_ps(h0);
       x1 = _mm256_cvtph_ps(h1);
     } else {
@@ -121,8 +121,8 @@ from_wire_vec(nsc_wire_t w, const uint16_t *src, float *dst, size_t n, float sca
   return nv;
 }
 
-NSC_DEFINE_VEC_WIRE(TGT, 32, NSC_WIRE_FP16, f16)
-NSC_DEFINE_VEC_WIRE(TGT, 32, NSC_WIRE_BF16, bf16)
+NSC_DEFINE_VEC_WIRE(TGT, 32, NSC_FMT_FP16, f16)
+NSC_DEFINE_VEC_WIRE(TGT, 32, NSC_FMT_BF16, bf16)
 
 static int have_f16c(void) {
   __builtin_cpu_init();

@@ -41,12 +41,12 @@ static TGT inline __m512i count_unf(__m512i cnt, __m512i a, uint32_t hi) {
 }
 
 static TGT inline __attribute__((always_inline)) size_t
-to_wire_vec(nsc_wire_t w, const float *src, uint16_t *dst, size_t n, float scale,
+to_wire_vec(nsc_fmt_t w, const float *src, uint16_t *dst, size_t n, float scale,
             nsc_cast_counts *c, int DS, int DC, int NT) {
   const __m512 vs = _mm512_set1_ps(scale);
   const __m512i absm = _mm512_set1_epi32(0x7fffffff);
-  uint32_t olo = w == NSC_WIRE_FP16 ? NSC_F16_OVF_LO : NSC_BF16_OVF_LO;
-  uint32_t uhi = w == NSC_WIRE_FP16 ? NSC_F16_UNF_HI : NSC_BF16_UNF_HI;
+  uint32_t olo = w == NSC_FMT_FP16 ? NSC_F16_OVF_LO : NSC_BF16_OVF_LO;
+  uint32_t uhi = w == NSC_FMT_FP16 ? NSC_F16_UNF_HI : NSC_BF16_UNF_HI;
   size_t i = 0, nv = n - n % STEP;
   while (i < nv) {
     size_t end = nv - i > NSC_CAST_COUNT_BLOCK ? i + NSC_CAST_COUNT_BLOCK : nv;
@@ -59,7 +59,7 @@ to_wire_vec(nsc_wire_t w, const float *src, uint16_t *dst, size_t n, float scale
       }
       __m512i u0 = _mm512_castps_si512(x0), u1 = _mm512_castps_si512(x1);
       __m256i o0, o1;
-      if (w == NSC_WIRE_FP16) {
+      if (w == NSC_FMT_FP16) {
         o0 = _mm512_cvtps_ph(x0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         o1 = _mm512_cvtps_ph(x1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       } else {
@@ -86,7 +86,7 @@ to_wire_vec(nsc_wire_t w, const float *src, uint16_t *dst, size_t n, float scale
 }
 
 static TGT inline __attribute__((always_inline)) size_t
-from_wire_vec(nsc_wire_t w, const uint16_t *src, float *dst, size_t n, float scale, int DS,
+from_wire_vec(nsc_fmt_t w, const uint16_t *src, float *dst, size_t n, float scale, int DS,
               int NT) {
   const __m512 vs = _mm512_set1_ps(scale);
   size_t nv = n - n % STEP;
@@ -94,7 +94,7 @@ from_wire_vec(nsc_wire_t w, const uint16_t *src, float *dst, size_t n, float sca
     __m256i h0 = _mm256_loadu_si256((const __m256i *)(src + i));
     __m256i h1 = _mm256_loadu_si256((const __m256i *)(src + i + 16));
     __m512 x0, x1;
-    if (w == NSC_WIRE_FP16) {
+    if (w == NSC_FMT_FP16) {
       x0 = _mm512_cvtph_ps(h0);
       x1 = _mm512_cvtph_ps(h1);
     } else {
@@ -117,8 +117,8 @@ from_wire_vec(nsc_wire_t w, const uint16_t *src, float *dst, size_t n, float sca
   return nv;
 }
 
-NSC_DEFINE_VEC_WIRE(TGT, 64, NSC_WIRE_FP16, f16)
-NSC_DEFINE_VEC_WIRE(TGT, 64, NSC_WIRE_BF16, bf16)
+NSC_DEFINE_VEC_WIRE(TGT, 64, NSC_FMT_FP16, f16)
+NSC_DEFINE_VEC_WIRE(TGT, 64, NSC_FMT_BF16, bf16)
 
 static int have_avx512(void) {
   __builtin_cpu_init();

@@ -25,7 +25,7 @@ typedef void (*nsc_from_wire_fn)(const uint16_t *src, float *dst, size_t n, floa
 typedef struct {
   const char *name;
   int (*available)(void); /* CPU (and OS) support it */
-  nsc_to_wire_fn to_wire[2];     /* indexed by nsc_wire_t */
+  nsc_to_wire_fn to_wire[2];     /* indexed by nsc_fmt_t */
   nsc_from_wire_fn from_wire[2];
 } nsc_cast_impl;
 
@@ -76,7 +76,7 @@ typedef size_t (*nsc_from_wire_vec)(const uint16_t *src, float *dst, size_t n, f
 
 /* Head (up to the store alignment) and tail by the scalar implementation, the
  * middle by the vector loop: one shape for every vector implementation. */
-static inline void nsc_to_wire_split(nsc_wire_t w, const float *src, uint16_t *dst, size_t n,
+static inline void nsc_to_wire_split(nsc_fmt_t w, const float *src, uint16_t *dst, size_t n,
                                      float scale, nsc_cast_counts *c, int nt, size_t align,
                                      nsc_to_wire_vec vec) {
   size_t head = nsc_nt_head(dst, sizeof *dst, align, n, &nt);
@@ -84,7 +84,7 @@ static inline void nsc_to_wire_split(nsc_wire_t w, const float *src, uint16_t *d
   size_t done = head + vec(src + head, dst + head, n - head, scale, c, nt);
   nsc_cast_impl_scalar.to_wire[w](src + done, dst + done, n - done, scale, c, 0);
 }
-static inline void nsc_from_wire_split(nsc_wire_t w, const uint16_t *src, float *dst,
+static inline void nsc_from_wire_split(nsc_fmt_t w, const uint16_t *src, float *dst,
                                        size_t n, float scale, int nt, size_t align,
                                        nsc_from_wire_vec vec) {
   size_t head = nsc_nt_head(dst, sizeof *dst, align, n, &nt);
@@ -116,14 +116,14 @@ static inline void nsc_from_wire_split(nsc_wire_t w, const uint16_t *src, float 
 #define NSC_DEFINE_VEC_WIRE(ATTR, ALIGN, W, tag)                                        \
   static ATTR size_t to_##tag##_vec(const float *src, uint16_t *dst, size_t n,          \
                                     float scale, nsc_cast_counts *c, int nt) {          \
-    const nsc_wire_t w = W;                                                             \
+    const nsc_fmt_t w = W;                                                             \
     size_t done = 0;                                                                    \
     NSC_SPECIALISE3(NSC_TO_BODY, scale != 1.0f, c != NULL, nt != 0)                     \
     return done;                                                                        \
   }                                                                                     \
   static ATTR size_t from_##tag##_vec(const uint16_t *src, float *dst, size_t n,        \
                                       float scale, int nt) {                            \
-    const nsc_wire_t w = W;                                                             \
+    const nsc_fmt_t w = W;                                                             \
     size_t done = 0;                                                                    \
     NSC_SPECIALISE3(NSC_FROM_BODY, scale != 1.0f, 0, nt != 0)                           \
     return done;                                                                        \

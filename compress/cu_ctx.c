@@ -250,16 +250,6 @@ CUresult nsc_cuctx_of(CUstream s, nsc_cuctx **out, const char **what) {
 
 CUresult nsc_cuctx_for(CUcontext ctx, nsc_cuctx **out, const char **what) { return get_entry(ctx, out, what); }
 
-CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what) {
-  CUcontext ctx = NULL;
-  TRY(nsc_cu_driver()->cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  if (!ctx) {
-    *what = "no current CUDA context";
-    return CUDA_ERROR_INVALID_CONTEXT;
-  }
-  return get_entry(ctx, out, what);
-}
-
 void nsc_cuctx_counts(uint64_t *overflow, uint64_t *underflow) {
   static pthread_mutex_t copy_lock = PTHREAD_MUTEX_INITIALIZER;
   const nsc_cu_api *cu = nsc_cu_driver();

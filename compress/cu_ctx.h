@@ -60,7 +60,8 @@ struct nsc_cuctx {
   CUmemoryPool pool; /* the shim's own pool on the device (release threshold 0), or NULL: the default pool */
   char kernels[128]; /* where the module came from ("fatbin", "NVRTC 13.2, sm_90 CUBIN") */
   volatile uint64_t *counters; /* pinned host mirror: [0] overflow, [1] underflow */
-  CUdeviceptr counters_dev;    /* device memory the kernels add to (issue 23, defect 4) */
+  CUdeviceptr counters_dev;    /* device memory the kernels add to (not the pinned mirror: their
+                                * atomics would cross PCIe on every cast) */
   CUstream count_stream;       /* private: copies the counters to the mirror */
   CUevent count_ev;
   unsigned char *oob_host;  /* NSC_CU_OOB_SLOTS * NSC_CU_OOB_BYTES, pinned */
@@ -91,8 +92,6 @@ struct nsc_cuctx {
  * load do not fail the entry (c->kload says why; launches fail with it), so
  * the configuration check can still tell every rank. */
 CUresult nsc_cuctx_of(CUstream s, nsc_cuctx **out, const char **what);
-/* The entry for the calling thread's current context. */
-CUresult nsc_cuctx_current(nsc_cuctx **out, const char **what);
 /* The entry for context ctx (pushed for its setup when not current). */
 CUresult nsc_cuctx_for(CUcontext ctx, nsc_cuctx **out, const char **what);
 

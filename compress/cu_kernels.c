@@ -39,24 +39,24 @@ static uint64_t enc_ctas(uint64_t n, uint64_t block) {
   return (nb + NSC_K_WARPS - 1) / NSC_K_WARPS;
 }
 
-CUresult nsc_cuk_to_wire(nsc_cuctx *c, CUstream s, nsc_wire_t w, const float *src, void *dst,
+CUresult nsc_cuk_to_wire(nsc_cuctx *c, CUstream s, nsc_fmt_t w, const float *src, void *dst,
                          size_t n, float scale, const char **what) {
   if (!n) return CUDA_SUCCESS;
   CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
   uint64_t n64 = n;
   CUdeviceptr cnt = c->counters_dev;
   void *params[] = {&ps, &pd, &n64, &scale, &cnt};
-  return launch(c, s, w == NSC_WIRE_BF16 ? NSC_K_to_bf16 : NSC_K_to_f16, tiles(n), params,
+  return launch(c, s, w == NSC_FMT_BF16 ? NSC_K_to_bf16 : NSC_K_to_f16, tiles(n), params,
                 what);
 }
 
-CUresult nsc_cuk_from_wire(nsc_cuctx *c, CUstream s, nsc_wire_t w, const void *src,
+CUresult nsc_cuk_from_wire(nsc_cuctx *c, CUstream s, nsc_fmt_t w, const void *src,
                            float *dst, size_t n, float scale, const char **what) {
   if (!n) return CUDA_SUCCESS;
   CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
   uint64_t n64 = n;
   void *params[] = {&ps, &pd, &n64, &scale};
-  return launch(c, s, w == NSC_WIRE_BF16 ? NSC_K_from_bf16 : NSC_K_from_f16, tiles(n),
+  return launch(c, s, w == NSC_FMT_BF16 ? NSC_K_from_bf16 : NSC_K_from_f16, tiles(n),
                 params, what);
 }
 
@@ -66,7 +66,7 @@ static const int seg_kernel[2][2][2] = {
     {{NSC_K_seg_to_f16_s, NSC_K_seg_to_f16_l}, {NSC_K_seg_to_bf16_s, NSC_K_seg_to_bf16_l}},
 };
 
-CUresult nsc_cuk_seg(nsc_cuctx *c, CUstream s, int to_wire, nsc_wire_t w,
+CUresult nsc_cuk_seg(nsc_cuctx *c, CUstream s, int to_wire, nsc_fmt_t w,
                      const nsc_cu_seg *segs, int nseg, void *wire, float scale,
                      const char **what) {
   /* The large table is 32 KB: built in place, and its small prefix layout is
@@ -94,7 +94,7 @@ CUresult nsc_cuk_seg(nsc_cuctx *c, CUstream s, int to_wire, nsc_wire_t w,
     /* The small kernel reads sizeof(nsc_ksegtab_small) bytes from &tab. */
     void *params_to[] = {&tab, &pw, &scale, &cnt};
     void *params_from[] = {&tab, &pw, &scale};
-    CUresult r = launch(c, s, seg_kernel[to_wire != 0][w == NSC_WIRE_BF16][large], tab.ntiles,
+    CUresult r = launch(c, s, seg_kernel[to_wire != 0][w == NSC_FMT_BF16][large], tab.ntiles,
                         to_wire ? params_to : params_from, what);
     if (r != CUDA_SUCCESS) return r;
   }
@@ -136,7 +136,7 @@ static const int encx_kernel[NSC_FMT_COUNT] = NSC_K_OF(encx);
 CUresult nsc_cuk_fmt_encode(nsc_cuctx *c, CUstream s, nsc_fmt_t f, size_t block, const float *src,
                             void *dst, size_t n, float scale, const char **what) {
   if (!nsc_fmt_blocked(f))
-    return nsc_cuk_to_wire(c, s, f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale, what);
+    return nsc_cuk_to_wire(c, s, f, src, dst, n, scale, what);
   if (!n) return CUDA_SUCCESS;
   CUdeviceptr ps = (CUdeviceptr)(uintptr_t)src, pd = (CUdeviceptr)(uintptr_t)dst;
   uint64_t n64 = n, b64 = block;

@@ -27,13 +27,13 @@ typedef struct {
 } nsc_cu_seg;
 
 /* Returns CUDA_SUCCESS or the failing call's result, *what naming it. */
-CUresult nsc_cuk_to_wire(nsc_cuctx *c, CUstream s, nsc_wire_t w, const float *src, void *dst,
+CUresult nsc_cuk_to_wire(nsc_cuctx *c, CUstream s, nsc_fmt_t w, const float *src, void *dst,
                          size_t n, float scale, const char **what);
-CUresult nsc_cuk_from_wire(nsc_cuctx *c, CUstream s, nsc_wire_t w, const void *src,
+CUresult nsc_cuk_from_wire(nsc_cuctx *c, CUstream s, nsc_fmt_t w, const void *src,
                            float *dst, size_t n, float scale, const char **what);
 /* All segments' fp32 data to (to_wire) or from the wire buffer at their
  * offsets: one launch per up to NSC_KSEG_LARGE non-empty segments. */
-CUresult nsc_cuk_seg(nsc_cuctx *c, CUstream s, int to_wire, nsc_wire_t w,
+CUresult nsc_cuk_seg(nsc_cuctx *c, CUstream s, int to_wire, nsc_fmt_t w,
                      const nsc_cu_seg *segs, int nseg, void *wire, float scale,
                      const char **what);
 /* dst = src * factor; kind 'f', 'd', 'h', 'b' (CUDA_ERROR_INVALID_VALUE for

@@ -1,5 +1,5 @@
 /* formats.h — the wire formats, one row each: everything else that names a
- * format is made from these rows (issue 36), so that a format is its row, its
+ * format is made from these rows, so that a format is its row, its
  * element rules (wire_bits.h), its host codec (wire_ref.c, wire.c), its
  * kernels (kernels.cu) and its tests, and nothing else:
  *   - wire.h's nsc_fmt_t, names, code sizes and encoded sizes;
@@ -31,8 +31,14 @@
  *            largest are flushed to zero (the log's advice); 0 otherwise
  *   doc      one line for the docs' table
  *
- * Must not: include anything, or hold anything but the rows (NVRTC compiles
- * it with the kernels: compress/module.mk). */
+ * The format enum nsc_fmt_t (NSC_FMT_<ID>, in the rows' order) is made here
+ * from the rows, so that the casts (cast.h), the codec (wire.h), the
+ * setting's values (config.h: NSC_COMPRESS_<ID> is NSC_FMT_<ID> + 1) and the
+ * kernels' template argument (kernels.cu: F is an nsc_fmt_t, its code bits
+ * and blocking read from the row) name a format one way.
+ *
+ * Must not: include anything, or hold anything but the rows and what is made
+ * from them (NVRTC compiles it with the kernels: compress/module.mk). */
 #ifndef NSC_FORMATS_H
 #define NSC_FORMATS_H
 
@@ -49,5 +55,13 @@
   X(INT4, "int4", 4, 1, ncclUint8, int4, 1 / 7.5, 4,                                                                 \
     "4-bit integers (-7..7) times the block's scale, two per byte: a quarter of fp16's bytes; values 2^4 and more "   \
     "below the block's largest become 0 (ZeRO++'s qgZ format, here with fp32 sums)")
+
+/* The formats, in the rows' order. */
+typedef enum {
+#define NSC_FMT_ENUM(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_FMT_##ID,
+  NSC_FORMATS(NSC_FMT_ENUM)
+#undef NSC_FMT_ENUM
+  NSC_FMT_COUNT
+} nsc_fmt_t;
 
 #endif

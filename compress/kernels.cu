@@ -20,6 +20,7 @@
 // driver API by cu_kernels.c. Must not: allocate, synchronise, use the CUDA
 // runtime, or let src and dst of a cast overlap (scale kernels may be in place).
 #include "cast_bits.h"
+#include "formats.h"
 #include "cu_abi.h"
 #include "wire_bits.h"
 
@@ -318,32 +319,32 @@ __device__ __forceinline__ void seg_from_wire(const Tab &tab, const uint16_t *wi
 
 K nsc_k_to_f16(const float *__restrict__ src, uint16_t *__restrict__ dst, u64 n, float scale,
                u64 *counters) {
-  to_wire<0>(src, dst, n, scale, counters);
+  to_wire<NSC_FMT_FP16>(src, dst, n, scale, counters);
 }
 K nsc_k_to_bf16(const float *__restrict__ src, uint16_t *__restrict__ dst, u64 n, float scale,
                 u64 *counters) {
-  to_wire<1>(src, dst, n, scale, counters);
+  to_wire<NSC_FMT_BF16>(src, dst, n, scale, counters);
 }
 K nsc_k_from_f16(const uint16_t *__restrict__ src, float *__restrict__ dst, u64 n, float scale) {
-  from_wire<0>(src, dst, n, scale);
+  from_wire<NSC_FMT_FP16>(src, dst, n, scale);
 }
 K nsc_k_from_bf16(const uint16_t *__restrict__ src, float *__restrict__ dst, u64 n,
                   float scale) {
-  from_wire<1>(src, dst, n, scale);
+  from_wire<NSC_FMT_BF16>(src, dst, n, scale);
 }
 
 #define SEG_KERNELS(sfx, Tab)                                                          \
   K nsc_k_seg_to_f16_##sfx(const Tab tab, uint16_t *wire, float scale, u64 *counters) {   \
-    seg_to_wire<0>(tab, wire, scale, counters);                                        \
+    seg_to_wire<NSC_FMT_FP16>(tab, wire, scale, counters);                                        \
   }                                                                                    \
   K nsc_k_seg_to_bf16_##sfx(const Tab tab, uint16_t *wire, float scale, u64 *counters) {  \
-    seg_to_wire<1>(tab, wire, scale, counters);                                        \
+    seg_to_wire<NSC_FMT_BF16>(tab, wire, scale, counters);                                        \
   }                                                                                    \
   K nsc_k_seg_from_f16_##sfx(const Tab tab, const uint16_t *wire, float scale) {        \
-    seg_from_wire<0>(tab, wire, scale);                                                \
+    seg_from_wire<NSC_FMT_FP16>(tab, wire, scale);                                                \
   }                                                                                    \
   K nsc_k_seg_from_bf16_##sfx(const Tab tab, const uint16_t *wire, float scale) {       \
-    seg_from_wire<1>(tab, wire, scale);                                                \
+    seg_from_wire<NSC_FMT_BF16>(tab, wire, scale);                                                \
   }
 SEG_KERNELS(s, nsc_ksegtab_small)
 SEG_KERNELS(l, nsc_ksegtab_large)
@@ -358,11 +359,11 @@ K nsc_k_scale_f64(const double *src, double *dst, u64 n, double f) {
   map_all<double, double, 2>(src, dst, n, op);
 }
 K nsc_k_scale_f16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
-  MulWire<0> op{f};
+  MulWire<NSC_FMT_FP16> op{f};
   map_all<uint16_t, uint16_t, 8>(src, dst, n, op);
 }
 K nsc_k_scale_bf16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
-  MulWire<1> op{f};
+  MulWire<NSC_FMT_BF16> op{f};
   map_all<uint16_t, uint16_t, 8>(src, dst, n, op);
 }
 
@@ -379,10 +380,20 @@ K nsc_k_scale_bf16(const uint16_t *src, uint16_t *dst, u64 n, float f) {
 // The wire runs as the kernels read them: per format the bits of a code,
 // the codes of one 16-byte load (a group), and whether a 16-bit header per
 // wire block precedes the codes.
+// A format's code bits and whether it is block-scaled, read from its row
+// (formats.h): the template argument F of every codec kernel below is the
+// format's nsc_fmt_t, so a kernel and the row it encodes cannot disagree.
+#define NSC_K_BITS(ID, name, bits, blocked, dt, k, bound, zero, doc) bits,
+#define NSC_K_BLOCKED(ID, name, bits, blocked, dt, k, bound, zero, doc) blocked,
+constexpr int k_bits[NSC_FMT_COUNT] = {NSC_FORMATS(NSC_K_BITS)};
+constexpr int k_blocked[NSC_FMT_COUNT] = {NSC_FORMATS(NSC_K_BLOCKED)};
+#undef NSC_K_BITS
+#undef NSC_K_BLOCKED
+
 template <int F> struct Wide {
-  static constexpr int BITS = (F == 0 || F == 1 || F == 4) ? 16 : F == 5 ? 4 : 8; /* per code */
-  static constexpr int G = 128 / BITS;                                              /* codes per load */
-  static constexpr bool BS = F >= 2; /* block-scaled: a header per wire block */
+  static constexpr int BITS = k_bits[F];   /* per code: the format's row */
+  static constexpr int G = 128 / BITS;     /* codes per load */
+  static constexpr bool BS = k_blocked[F]; /* block-scaled: a header per wire block */
 };
 
 // i / block and i % block along a grid-stride walk (i += step each time),
@@ -402,11 +413,11 @@ struct BlockWalk {
 // block b): its value by the element rules of wire_bits.h.
 template <int F>
 __device__ __forceinline__ float wire_value(const uint8_t *src, u64 nb, u64 b, u64 i) {
-  if (F == 0) return d_from_f16(gld((const uint16_t *)src, i));
-  if (F == 1) return d_from_bf16(gld((const uint16_t *)src, i));
+  if (F == NSC_FMT_FP16) return d_from_f16(gld((const uint16_t *)src, i));
+  if (F == NSC_FMT_BF16) return d_from_bf16(gld((const uint16_t *)src, i));
   uint16_t h = (uint16_t)(gld(src, 2 * b) | (gld(src, 2 * b + 1) << 8));
-  uint32_t c = F == 4   ? (uint32_t)gld((const uint16_t *)(src + 2 * nb), i)
-               : F == 5 ? ((uint32_t)gld(src, 2 * nb + i / 2) >> (4 * (i & 1))) & 0xfu /* int4: a nibble */
+  uint32_t c = F == NSC_FMT_FP16S   ? (uint32_t)gld((const uint16_t *)(src + 2 * nb), i)
+               : F == NSC_FMT_INT4 ? ((uint32_t)gld(src, 2 * nb + i / 2) >> (4 * (i & 1))) & 0xfu /* int4: a nibble */
                         : gld(src, 2 * nb + i);
   return nsc_bs_value(F, c, h);
 }
@@ -468,13 +479,13 @@ struct WireScale {
 };
 template <int F> __device__ __forceinline__ WireScale wire_scale(uint16_t h) {
   const int k = (int)(h & 0x3ffu) - NSC_W8_BIAS;
-  const uint32_t bad = F == 2 || F == 5 ? NSC_W8_INVALID | NSC_W8_SPECIAL : NSC_W8_INVALID;
+  const uint32_t bad = F == NSC_FMT_INT8 || F == NSC_FMT_INT4 ? NSC_W8_INVALID | NSC_W8_SPECIAL : NSC_W8_INVALID;
   const uint32_t bits = k >= -126 ? (uint32_t)(k + 127) << 23 : 1u << ((k + 149) & 31);
   return WireScale{__uint_as_float(bits), !(h & bad) && k >= -149 && k <= 127};
 }
 // fp8: no code of the group is Inf/NaN ((c & 0x7e) == 0x7e), four bytes at a time.
 template <int F> __device__ __forceinline__ bool fast_ok(const W16 &v) {
-  if (F != 3) return true;
+  if (F != NSC_FMT_FP8) return true;
   uint32_t any = 0;
 #pragma unroll
   for (int q = 0; q < 4; q++) {
@@ -489,16 +500,16 @@ template <int F> __device__ __forceinline__ bool fast_ok(const W16 &v) {
 // canonical by the caller).
 template <int F> __device__ __forceinline__ float fast_value(uint32_t c, float p) {
   float x;
-  if (F == 2) x = (float)(int)(int8_t)(uint8_t)c;
-  else if (F == 5) x = (float)((int)(c << 28) >> 28);
-  else if (F == 3) x = __fmul_rn(__uint_as_float(((c & 0x80u) << 24) | ((c & 0x7fu) << 20)), 0x1p120f);
+  if (F == NSC_FMT_INT8) x = (float)(int)(int8_t)(uint8_t)c;
+  else if (F == NSC_FMT_INT4) x = (float)((int)(c << 28) >> 28);
+  else if (F == NSC_FMT_FP8) x = __fmul_rn(__uint_as_float(((c & 0x80u) << 24) | ((c & 0x7fu) << 20)), 0x1p120f);
   else x = d_from_f16_raw((uint16_t)c);
   return __fmul_rn(x, p);
 }
 // fp16/bf16 (no headers): a code's value; in a sum any NaN will do (made
 // canonical at the end), a decode keeps the reference's NaN.
 template <int F, int DEC> __device__ __forceinline__ float w16_value(uint32_t c) {
-  if (F == 1) return __uint_as_float(c << 16);
+  if (F == NSC_FMT_BF16) return __uint_as_float(c << 16);
   return DEC ? d_from_f16((uint16_t)c) : d_from_f16_raw((uint16_t)c);
 }
 
@@ -627,12 +638,12 @@ __device__ void decsum_wide(const uint8_t *__restrict__ base, u64 stride, u64 m,
     else decsum_each<F, 0>(base, stride, m, dst, blockIdx.x * (u64)blockDim.x + threadIdx.x, n,               \
                            (u64)gridDim.x * blockDim.x, Wide<F>::BS ? (n + block - 1) / block : 0, block, post); \
   }
-TP_DEC(f16, 0)
-TP_DEC(bf16, 1)
-TP_DEC(int8, 2)
-TP_DEC(fp8, 3)
-TP_DEC(f16s, 4)
-TP_DEC(int4, 5)
+TP_DEC(f16, NSC_FMT_FP16)
+TP_DEC(bf16, NSC_FMT_BF16)
+TP_DEC(int8, NSC_FMT_INT8)
+TP_DEC(fp8, NSC_FMT_FP8)
+TP_DEC(f16s, NSC_FMT_FP16S)
+TP_DEC(int4, NSC_FMT_INT4)
 
 // ---- error feedback and stochastic rounding (nsc_fmt_encode_opt_ref) ------
 
@@ -776,7 +787,7 @@ __device__ __forceinline__ void encx8_codes(const float (&y)[8], float *resid, u
     c[k] = nsc_bs_code_x(F, y[k], kk, lim, sr, u);
     uf += nsc_bs_flushed(F, __float_as_uint(y[k]) & 0x7fffffffu, c[k]);
   }
-  if (F == 5) { /* int4: 4 bytes of two codes each, element 2j in the low nibble */
+  if (F == NSC_FMT_INT4) { /* int4: 4 bytes of two codes each, element 2j in the low nibble */
     typedef Vec<uint8_t, 4> CB;
     CB v;
 #pragma unroll
@@ -787,17 +798,17 @@ __device__ __forceinline__ void encx8_codes(const float (&y)[8], float *resid, u
       for (int j = 0; j < 4; j++) gst(codes, i0 / 2 + j, v.v[j]);
   } else if (cvec) { /* 8 codes (8 or 16 bytes) in 8-byte stores */
 #pragma unroll
-    for (int q = 0; q < (F == 4 ? 2 : 1); q++) {
+    for (int q = 0; q < (F == NSC_FMT_FP16S ? 2 : 1); q++) {
       C8 v;
 #pragma unroll
       for (int k = 0; k < 8; k++)
-        v.v[k] = F == 4 ? (uint8_t)(c[(8 * q + k) / 2] >> ((k & 1) * 8)) : (uint8_t)c[8 * q + k];
-      st_vec(reinterpret_cast<C8 *>(codes + i0 * (F == 4 ? 2 : 1)), q, v);
+        v.v[k] = F == NSC_FMT_FP16S ? (uint8_t)(c[(8 * q + k) / 2] >> ((k & 1) * 8)) : (uint8_t)c[8 * q + k];
+      st_vec(reinterpret_cast<C8 *>(codes + i0 * (F == NSC_FMT_FP16S ? 2 : 1)), q, v);
     }
   } else {
 #pragma unroll
     for (int k = 0; k < 8; k++) {
-      if (F == 4) gst(reinterpret_cast<uint16_t *>(codes), i0 + k, (uint16_t)c[k]);
+      if (F == NSC_FMT_FP16S) gst(reinterpret_cast<uint16_t *>(codes), i0 + k, (uint16_t)c[k]);
       else gst(codes, i0 + k, (uint8_t)c[k]);
     }
   }
@@ -873,7 +884,7 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
     int k;
     uint32_t lim;
     const uint16_t h = warp_block_scale<F>(dst, b, lane, am, sp, k, lim);
-    if (F == 5) { /* int4: a lane writes whole bytes, elements 2p and 2p + 1 (lo is even: config.c) */
+    if (F == NSC_FMT_INT4) { /* int4: a lane writes whole bytes, elements 2p and 2p + 1 (lo is even: config.c) */
       for (u64 p = lo / 2 + lane; 2 * p < hi; p += 32) {
         uint32_t byte = 0;
         for (u64 i = 2 * p; i < 2 * p + 2 && i < hi; i++) {
@@ -891,7 +902,7 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
         float y = encx_y(F, src, resid, i, scale, fl);
         uint32_t u = sr ? nsc_sr_bits(o.key, i) : 0u;
         uint32_t c = nsc_bs_code_x(F, y, k, lim, sr, u);
-        if (F == 4) gst((uint16_t *)codes, i, (uint16_t)c);
+        if (F == NSC_FMT_FP16S) gst((uint16_t *)codes, i, (uint16_t)c);
         else gst(codes, i, (uint8_t)c);
         uf += nsc_bs_flushed(F, __float_as_uint(y) & 0x7fffffffu, c);
         if (fl & NSC_KENC_EF) gst(resid, i, nsc_ef_resid(y, nsc_bs_value(F, c, h)));
@@ -903,33 +914,33 @@ __device__ void encx8(const float *__restrict__ src, float *__restrict__ resid, 
 
 KT nsc_k_tp_encx_f16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   (void)block;
-  encx16<0>(src, resid, (uint16_t *)dst, n, scale, o);
+  encx16<NSC_FMT_FP16>(src, resid, (uint16_t *)dst, n, scale, o);
 }
 KT nsc_k_tp_encx_bf16(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
   (void)block;
-  encx16<1>(src, resid, (uint16_t *)dst, n, scale, o);
+  encx16<NSC_FMT_BF16>(src, resid, (uint16_t *)dst, n, scale, o);
 }
 KT nsc_k_tp_enc_int8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
-  encx8<2>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+  encx8<NSC_FMT_INT8>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
 KT nsc_k_tp_enc_fp8(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
-  encx8<3>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+  encx8<NSC_FMT_FP8>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
 KT nsc_k_tp_enc_f16s(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
-  encx8<4>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+  encx8<NSC_FMT_FP16S>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
 KT nsc_k_tp_encx_f16s(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
-  encx8<4>(src, resid, dst, n, block, scale, o);
+  encx8<NSC_FMT_FP16S>(src, resid, dst, n, block, scale, o);
 }
 KT nsc_k_tp_encx_int8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
-  encx8<2>(src, resid, dst, n, block, scale, o);
+  encx8<NSC_FMT_INT8>(src, resid, dst, n, block, scale, o);
 }
 KT nsc_k_tp_encx_fp8(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
-  encx8<3>(src, resid, dst, n, block, scale, o);
+  encx8<NSC_FMT_FP8>(src, resid, dst, n, block, scale, o);
 }
 KT nsc_k_tp_enc_int4(const float *src, uint8_t *dst, u64 n, u64 block, float scale, u64 *counters) {
-  encx8<5>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
+  encx8<NSC_FMT_INT4>(src, NULL, dst, n, block, scale, nsc_kencopt{0, (uint64_t)counters, 0, 0});
 }
 KT nsc_k_tp_encx_int4(const float *src, float *resid, uint8_t *dst, u64 n, u64 block, float scale, nsc_kencopt o) {
-  encx8<5>(src, resid, dst, n, block, scale, o);
+  encx8<NSC_FMT_INT4>(src, resid, dst, n, block, scale, o);
 }

@@ -42,11 +42,11 @@ $(KERNELS_FATBIN): $(KERNELS_MODE_FILE)
 endif
 
 # The kernels' source as one file for NVRTC: a prelude with the fixed-width
-# types, then the three headers and kernels.cu without their #include lines.
+# types, then the four headers and kernels.cu without their #include lines.
 KERNELS_RTC := $(B)/obj/compress/kernels_rtc.cu
-$(KERNELS_RTC): compress/kernels_rtc.h compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h compress/kernels.cu
+$(KERNELS_RTC): compress/kernels_rtc.h compress/formats.h compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h compress/kernels.cu
 	@mkdir -p $(@D)
-	{ cat compress/kernels_rtc.h; sed '/^\#include/d' compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h compress/kernels.cu; } > $@
+	{ cat compress/kernels_rtc.h; sed '/^\#include/d' compress/formats.h compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h compress/kernels.cu; } > $@
 
 $(B)/obj/compress/fatbin.o: compress/fatbin.S $(KERNELS_FATBIN) $(KERNELS_RTC)
 	@mkdir -p $(@D)

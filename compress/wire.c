@@ -156,7 +156,7 @@ static void block_codes(nsc_fmt_t f, const float *y, uint8_t *codes, size_t lo, 
     return;
   }
   if (f == NSC_FMT_FP16S) {
-    nsc_cast_to_wire(NSC_WIRE_FP16, y, (uint16_t *)(void *)(codes + 2 * lo), len, nsc_pow2(-k), NULL);
+    nsc_cast_to_wire(NSC_FMT_FP16, y, (uint16_t *)(void *)(codes + 2 * lo), len, nsc_pow2(-k), NULL);
     return;
   }
   float p1, p2;
@@ -200,7 +200,7 @@ static void encode_blocked(nsc_fmt_t f, size_t block, const float *src, uint8_t 
 void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                     nsc_cast_counts *counts) {
   if (!nsc_fmt_blocked(f)) {
-    nsc_cast_to_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale, counts);
+    nsc_cast_to_wire(f, src, dst, n, scale, counts);
     return;
   }
   encode_blocked(f, block, src, dst, n, scale, counts);
@@ -209,7 +209,7 @@ void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size
 /* Elements [i0, i0 + len) of an encoded run of n, unscaled. */
 static void decode_range(nsc_fmt_t f, size_t block, const void *src, size_t n, size_t i0, size_t len, float *d) {
   if (!nsc_fmt_blocked(f)) {
-    nsc_cast_from_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, (const uint16_t *)src + i0, d, len, 1.0f);
+    nsc_cast_from_wire(f, (const uint16_t *)src + i0, d, len, 1.0f);
     return;
   }
   if (f == NSC_FMT_FP8) pthread_once(&lut_once, lut_init);
@@ -236,7 +236,7 @@ static void decode_range(nsc_fmt_t f, size_t block, const void *src, size_t n, s
     } else if (f == NSC_FMT_FP16S) {
       /* fp16 -> fp32 is exact; one multiply by 2^k rounds once as nsc_ldexp2
        * does; Inf stays, NaN made canonical as the rules say */
-      nsc_cast_from_wire(NSC_WIRE_FP16, (const uint16_t *)(const void *)(codes + 2 * i), d + (i - i0), end - i,
+      nsc_cast_from_wire(NSC_FMT_FP16, (const uint16_t *)(const void *)(codes + 2 * i), d + (i - i0), end - i,
                          nsc_pow2(k));
       canon_nan(d + (i - i0), end - i);
     } else {
@@ -251,7 +251,7 @@ static void decode_range(nsc_fmt_t f, size_t block, const void *src, size_t n, s
 
 void nsc_fmt_decode(nsc_fmt_t f, size_t block, const void *src, float *dst, size_t n, float scale) {
   if (!nsc_fmt_blocked(f)) {
-    nsc_cast_from_wire(f == NSC_FMT_FP16 ? NSC_WIRE_FP16 : NSC_WIRE_BF16, src, dst, n, scale);
+    nsc_cast_from_wire(f, src, dst, n, scale);
     return;
   }
   decode_range(f, block, src, n, 0, n, dst);
@@ -312,10 +312,10 @@ static void encode16_opt(nsc_fmt_t f, const float *src, uint16_t *dst, size_t n,
       for (size_t i = 0; i < len; i++) dst[i0 + i] = nsc_w16_code_x(bf, y[i], 1, nsc_sr_bits(o->key, i0 + i));
       if (counts) count_tile(f, y, len, counts);
     } else {
-      nsc_cast_to_wire(bf ? NSC_WIRE_BF16 : NSC_WIRE_FP16, y, dst + i0, len, 1.0f, counts);
+      nsc_cast_to_wire(f, y, dst + i0, len, 1.0f, counts);
     }
     if (!o->resid) continue;
-    nsc_cast_from_wire(bf ? NSC_WIRE_BF16 : NSC_WIRE_FP16, dst + i0, v, len, 1.0f);
+    nsc_cast_from_wire(f, dst + i0, v, len, 1.0f);
     resid_tile(y, v, o->resid + i0, len);
   }
 }

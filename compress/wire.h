@@ -36,14 +36,6 @@
 #include "cast.h"
 #include "formats.h"
 
-/* The formats, in formats.h's order. */
-typedef enum {
-#define NSC_FMT_ENUM(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_FMT_##ID,
-  NSC_FORMATS(NSC_FMT_ENUM)
-#undef NSC_FMT_ENUM
-  NSC_FMT_COUNT
-} nsc_fmt_t;
-
 /* A format's row (formats.h), as data. */
 typedef struct {
   const char *name;

@@ -20,7 +20,7 @@
  * Top blocks, amax >= 2^111 (k >= 105 int8, 104 fp8): lim is amax's own
  * code rounded toward zero, so no value of the block decodes above amax
  * (round to nearest could lift every rank's value by half a step and make
- * Inf of a sum whose exact value is finite: issue 26). The elements above
+ * Inf of a sum whose exact value is finite). The elements above
  * lim * 2^k (within one step below amax) round down there: |error| < 2^k <=
  * amax/64 (int8), relative < 2^-3 (fp8). Below 2^111 nothing changes, and
  * any n <= 2^16 such values sum below 2^127. So an element's sum over n
@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "cast_bits.h"
+#include "formats.h"
 
 #if defined(__CUDA_ARCH__)
 #define NSC_U2F(u) __uint_as_float(u)
@@ -96,7 +97,7 @@ NSC_HD int nsc_ilog2_bits(uint32_t a) {
 }
 
 /* ---- int8 and int4: integers -q..q times the block's 2^k (q = 127, or 7
- * for int4, issue 36) ----
+ * for int4) ----
  * k = E - 6 (int8: amax * 2^-k in [64, 128)) or E - 2 (int4: in [4, 8)); lim
  * q (q - 1 in a block with Inf/NaN, where q = +Inf, -q = -Inf, -q-1 = NaN);
  * codes rint(x * 2^-k) clamped to +-lim. |error| <= amax/(q + 0.5) per
@@ -229,7 +230,7 @@ NSC_HD float nsc_canon_nan(float x) { return x != x ? NSC_U2F(NSC_NAN_BITS) : x;
  * the plain encode), clamped to the format's largest finite value where x
  * alone encodes finite but x + r would not (fp16 at 65520, bf16 at its
  * rounding threshold 0x7f7f8000, the 8-bit formats at fp32's overflow: a
- * residual never turns a finite input into Inf, issue 26; an input that
+ * residual never turns a finite input into Inf; an input that
  * overflows by itself still does), and the new residual is y - v, v the value the chosen
  * code decodes to (before any decode scale): exact in fp32 for round to
  * nearest (v lies within a factor 2 of y). Where y or v is not finite (Inf,
@@ -247,14 +248,15 @@ NSC_HD float nsc_canon_nan(float x) { return x != x ? NSC_U2F(NSC_NAN_BITS) : x;
  * done for Inf/NaN. The random bits of element i are a pure function of the
  * encode's key and i (SplitMix64): the same on host and GPU, on every run. */
 NSC_HD int nsc_finite_f(float x) { return (NSC_F2U(x) & 0x7fffffffu) < NSC_F32_INF; }
-/* fmt: 0 fp16, 1 bf16, 2 int8, 3 fp8, 4 fp16s, 5 int4 (nsc_fmt_t). */
+/* fmt: an nsc_fmt_t (formats.h). */
 NSC_HD float nsc_ef_in(int fmt, float x, float r) {
   if (r == 0.0f || x != x) return x;
   float y = NSC_FADD(x, r);
-  uint32_t ovf = fmt == 0 ? 0x477ff000u : fmt == 1 ? 0x7f7f8000u : NSC_F32_INF;
+  uint32_t ovf = fmt == NSC_FMT_FP16 ? 0x477ff000u : fmt == NSC_FMT_BF16 ? 0x7f7f8000u : NSC_F32_INF;
   uint32_t uy = NSC_F2U(y);
   if ((uy & 0x7fffffffu) >= ovf && (NSC_F2U(x) & 0x7fffffffu) < ovf)
-    y = NSC_U2F((uy & 0x80000000u) | (fmt == 0 ? 0x477fe000u : fmt == 1 ? 0x7f7f0000u : 0x7f7fffffu));
+    y = NSC_U2F((uy & 0x80000000u) |
+                (fmt == NSC_FMT_FP16 ? 0x477fe000u : fmt == NSC_FMT_BF16 ? 0x7f7f0000u : 0x7f7fffffu));
   return y;
 }
 NSC_HD float nsc_ef_resid(float y, float v) {
@@ -330,35 +332,38 @@ NSC_HD uint16_t nsc_f16s_code_x(float y, int k, uint32_t lim, int sr, uint32_t u
   return nsc_sr_take(t, v, nsc_f16_bits_value((uint16_t)o), u24) ? (uint16_t)o : c;
 }
 
-/* ---- the block-scaled formats together: f 2 int8, 3 fp8, 4 fp16s, 5 int4
- * (nsc_fmt_t); codes of 1 byte (8-bit), 2 (fp16s), or a nibble (int4: c is
+/* ---- the block-scaled formats together: f an nsc_fmt_t (formats.h) of a
+ * blocked row (int8, fp8, fp16s, int4); codes of 1 byte (8-bit), 2 (fp16s), or a nibble (int4: c is
  * the 4-bit two's complement, nsc_nib) ---- */
 NSC_HD int nsc_bs_k(int f, uint32_t amax) {
-  return f == 2 ? nsc_int8_k(amax) : f == 3 ? nsc_fp8_k(amax) : f == 5 ? nsc_intq_k(7, amax) : nsc_f16s_k(amax);
+  return f == NSC_FMT_INT8  ? nsc_int8_k(amax)
+         : f == NSC_FMT_FP8 ? nsc_fp8_k(amax)
+         : f == NSC_FMT_INT4 ? nsc_intq_k(7, amax)
+                             : nsc_f16s_k(amax);
 }
 NSC_HD uint32_t nsc_bs_lim(int f, uint32_t amax, int k, int special) {
-  return f == 2   ? (uint32_t)nsc_int8_lim(amax, k, special)
-         : f == 3 ? nsc_fp8_lim(amax, k)
-         : f == 5 ? (uint32_t)nsc_intq_lim(7, amax, k, special)
-                  : nsc_f16s_lim(amax, k);
+  return f == NSC_FMT_INT8   ? (uint32_t)nsc_int8_lim(amax, k, special)
+         : f == NSC_FMT_FP8  ? nsc_fp8_lim(amax, k)
+         : f == NSC_FMT_INT4 ? (uint32_t)nsc_intq_lim(7, amax, k, special)
+                             : nsc_f16s_lim(amax, k);
 }
 NSC_HD uint32_t nsc_bs_code_x(int f, float y, int k, uint32_t lim, int sr, uint32_t u24) {
-  if (f == 2) return (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u24);
-  if (f == 3) return nsc_fp8_code_x(y, k, lim, sr, u24);
-  if (f == 5) return nsc_nib(nsc_intq_code_x(7, y, k, (int)lim, sr, u24));
+  if (f == NSC_FMT_INT8) return (uint8_t)nsc_int8_code_x(y, k, (int)lim, sr, u24);
+  if (f == NSC_FMT_FP8) return nsc_fp8_code_x(y, k, lim, sr, u24);
+  if (f == NSC_FMT_INT4) return nsc_nib(nsc_intq_code_x(7, y, k, (int)lim, sr, u24));
   return nsc_f16s_code_x(y, k, lim, sr, u24);
 }
 NSC_HD float nsc_bs_value(int f, uint32_t c, uint16_t h) {
-  if (f == 2) return nsc_int8_value((int8_t)(uint8_t)c, h);
-  if (f == 3) return nsc_fp8_value((uint8_t)c, h);
-  if (f == 5) return nsc_intq_value(7, nsc_unnib(c), h);
+  if (f == NSC_FMT_INT8) return nsc_int8_value((int8_t)(uint8_t)c, h);
+  if (f == NSC_FMT_FP8) return nsc_fp8_value((uint8_t)c, h);
+  if (f == NSC_FMT_INT4) return nsc_intq_value(7, nsc_unnib(c), h);
   return nsc_f16s_value((uint16_t)c, h);
 }
 /* A finite non-zero |y| (bits a) whose code c is a zero (an underflow). */
 NSC_HD uint32_t nsc_bs_flushed(int f, uint32_t a, uint32_t c) {
-  if (f == 4) return (a - 1u) < (NSC_F32_INF - 1u) && (c & 0x7fffu) == 0u;
-  if (f == 5) return (a - 1u) < (NSC_F32_INF - 1u) && c == 0u;
-  return nsc_w8_flushed(f == 2, a, (uint8_t)c);
+  if (f == NSC_FMT_FP16S) return (a - 1u) < (NSC_F32_INF - 1u) && (c & 0x7fffu) == 0u;
+  if (f == NSC_FMT_INT4) return (a - 1u) < (NSC_F32_INF - 1u) && c == 0u;
+  return nsc_w8_flushed(f == NSC_FMT_INT8, a, (uint8_t)c);
 }
 /* The block's header: k and the "holds Inf/NaN" bit. */
 NSC_HD uint16_t nsc_bs_header(int k, int special) {

@@ -1,6 +1,7 @@
-/* comm.c — the communicator table: a small chained hash under one mutex, and
+/* comm.c — the communicator table: a small chained hash under one mutex,
  * what the shim does when a communicator is created (its CUDA context's
- * one-time setup, after the real init returned).
+ * one-time setup, after the real init returned), and the optimizer step's
+ * report of the communicators' skipped passes (ncclshim_optimizer_step).
  *
  * Lookups are on the per-call path, so the critical section is a few loads;
  * creation allocates outside the lock and races are resolved by re-checking. */
@@ -75,13 +76,18 @@ nsc_comm *nsc_comm_create(ncclComm_t comm) {
 /* A reference is taken only from one already held (the table's, found under
  * its lock, or the caller's), so the count cannot rise from 0: it is an
  * atomic of its own (comm.h), and letting go of one takes no lock (the
- * forwarded path's cost, issue 37). */
+ * forwarded path pays for every lock it takes). */
 
 void nsc_comm_put(nsc_comm *c) {
   if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) free_entry(c);
 }
 
-int nsc_comm_take_skipped(void) {
+/* The optimizer's step (ncclshim.h), counted in the core; it answers 1
+ * when some communicator's last accumulable call was answered locally since
+ * the last step, each such mark cleared (here: the marks are the
+ * communicators'). */
+__attribute__((visibility("default"))) int ncclshim_optimizer_step(void) {
+  __atomic_add_fetch(&nsc_steps, 1, __ATOMIC_ACQ_REL);
   int any = 0;
   pthread_mutex_lock(&nsc_comm_table_lock);
   for (unsigned b = 0; b < NSC_COMM_BUCKETS; b++)

@@ -58,7 +58,7 @@ typedef struct nsc_comm {
                             * rule: the codec's time counts when plans weigh pieces against launches) */
   char mismatch_msg[480];
   nsc_topo topo;           /* its nodes, agreed at the check (topo/topo.h) */
-  int hier_on;             /* NCCLSHIM_ALGO=hier adopted (algo/hier.h): its all-reduces run in three stages */
+  int hier_on;             /* NCCLSHIM_ALGO=hier adopted (exec/hier.h): its calls of hier's size run in stages */
   ncclComm_t hier_intra, hier_cross; /* ... its sub-communicators: this node's ranks, one rank per node */
   struct nsc_comm *hier_xc;          /* ... the shim's entry for hier_cross (internal) */
   int internal;            /* a sub-communicator of the shim's own: no log records, no counters */
@@ -123,10 +123,6 @@ static inline nsc_comm *nsc_comm_get(ncclComm_t comm) {
 /* Take one more reference on an entry the caller already holds (a count
  * that cannot rise from 0: an atomic of its own, no lock). */
 static inline void nsc_comm_ref(nsc_comm *c) { __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); }
-/* 1 when some communicator's last accumulable call was answered locally
- * since the last optimizer step (ncclshim_optimizer_step), each such mark
- * cleared. */
-int nsc_comm_take_skipped(void);
 /* Drop a reference; frees a detached entry when the last one goes. */
 void nsc_comm_put(nsc_comm *c);
 /* Remove the entry from the table (refs + 1 for the caller, or NULL if none):

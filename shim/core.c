@@ -27,6 +27,7 @@ __thread int nsc_in_shim;
 
 __thread char nsc_noted[512];
 void nsc_note_error(const char *msg) { snprintf(nsc_noted, sizeof nsc_noted, "ncclshim: %s", msg); }
+
 const char *nsc_noted_error(void) { return nsc_noted; }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -187,11 +188,6 @@ uint64_t nsc_steps;
 __thread int nsc_catchup_on;
 
 NSC_API void ncclshim_watch_steps(void) { __atomic_store_n(&nsc_steps_watched, 1, __ATOMIC_RELEASE); }
-
-NSC_API int ncclshim_optimizer_step(void) {
-  __atomic_add_fetch(&nsc_steps, 1, __ATOMIC_ACQ_REL);
-  return nsc_comm_take_skipped();
-}
 
 NSC_API void ncclshim_catchup(int on) { nsc_catchup_on = on != 0; }
 

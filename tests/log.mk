@@ -28,7 +28,7 @@ TEST_BINS += $(LOGTEST) $(FAKE_NVTX) $(FAKE_NVTX_INJECT)
 # the log's own objects plus stubs in the test for what they call elsewhere.
 TEST_LOG_UNIT := $(B)/tests/test_log_unit
 TEST_LOG_UNIT_OBJS := $(B)/obj/tests/log/test_log_unit.o \
-  $(addprefix $(B)/obj/shim/log/,log.o log_out.o log_trace.o log_nvtx.o log_writer.o) \
+  $(addprefix $(B)/obj/shim/log/,log_rec.o log_fmt.o log_out.o log_trace.o log_nvtx.o log_writer.o) \
   $(addprefix $(B)/obj/shim/diag/,diag.o diag_nvml.o diag_policy.o) $(B)/obj/shim/accum/accum.o \
   $(B)/obj/compress/formats.o
 $(B)/obj/tests/log/test_log_unit.o: EXTRA_CFLAGS := $(SHIM_INC) $(NCCL_INC)

@@ -2,7 +2,7 @@
 # against the shim's own objects (no NCCL, no MPI, no GPU), and the
 # libFuzzer target for the configuration parser (clang only).
 UNIT_CFLAGS := $(SHIM_INC) $(NCCL_INC)
-SHIM_PURE_OBJS := $(B)/obj/shim/config/config.o $(B)/obj/shim/plan/plan.o $(B)/obj/shim/topo/topo.o $(B)/obj/shim/real.o
+SHIM_PURE_OBJS := $(B)/obj/shim/config/config.o $(B)/obj/shim/plan/plan.o $(B)/obj/shim/plan/group.o $(B)/obj/shim/topo/topo.o $(B)/obj/shim/real.o
 
 $(B)/obj/tests/unit/test_config.o $(B)/obj/tests/unit/test_core.o: EXTRA_CFLAGS := $(UNIT_CFLAGS)
 

@@ -356,7 +356,7 @@ static int rebuild_mark(const nsc_accum_ent *h) { return h->i32_bcasts == 2 && h
  * bytes each. */
 #define NSC_ACC_TINY 64
 
-/* R1's one-bucket model rebuilt in place (issue 24). The rebuilt bucket of a
+/* R1's one-bucket model rebuilt in place. The rebuilt bucket of a
  * model that fits in one bucket has the whole-model bucket's count, and a
  * caching allocator may give it the whole-model bucket's freed block (3 of 4
  * torchrun jobs at 4 ranks): the all-reduces alone are then those of a
@@ -367,8 +367,8 @@ static int rebuild_mark(const nsc_accum_ent *h) { return h->i32_bcasts == 2 && h
  * nothing but tiny floating calls (a loss) between it and the rebuild: a
  * model whose whole gradient bucket is below MIN_BYTES, beside a large
  * metric on a fixed buffer all-reduced before or after its backward, shows
- * the same broadcasts with the metric as the only accumulable call (review
- * of issue 24: the metric would have been answered locally). Returns
+ * the same broadcasts with the metric as the only accumulable call (which
+ * must never be taken for the model: the metric would be answered locally). Returns
  * the number of whole-model passes (j + 1), or 0 (*more = 1: it may still
  * be, once more passes came; else *why says what was missing). They are the
  * pass's own first calls, so micro-steps count from the first call as in

@@ -37,15 +37,15 @@ typedef struct {
 typedef struct nsc_backend {
   const char *name;
   /* Cast count fp32 values to the wire type (multiplying by scale first). */
-  int (*to_wire)(nsc_stream s, nsc_wire_t w, const float *src, void *dst, size_t n,
+  int (*to_wire)(nsc_stream s, nsc_fmt_t w, const float *src, void *dst, size_t n,
                  float scale);
   /* Cast back (multiplying by scale after widening). */
-  int (*from_wire)(nsc_stream s, nsc_wire_t w, const void *src, float *dst, size_t n,
+  int (*from_wire)(nsc_stream s, nsc_fmt_t w, const void *src, float *dst, size_t n,
                    float scale);
   /* The same for a table of segments, in one pass (one launch on a GPU). */
-  int (*seg_to_wire)(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg,
+  int (*seg_to_wire)(nsc_stream s, nsc_fmt_t w, const nsc_seg *segs, int nseg,
                      void *dst, float scale);
-  int (*seg_from_wire)(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg,
+  int (*seg_from_wire)(nsc_stream s, nsc_fmt_t w, const nsc_seg *segs, int nseg,
                        const void *src, float scale);
   /* The wire formats of the two-phase collectives (compress/wire.h): encode n
    * fp32 values (times scale), decode them (times scale), and decode-and-sum
@@ -147,11 +147,9 @@ static inline void nsc_point_free(const nsc_backend *be, void **pt) {
   *pt = NULL;
 }
 
-/* The calling thread's current CUDA context (NULL: none, or no driver), and
- * making one current on a thread of the shim's own (a worker running a
- * communicator's part of a group's work, whose NULL stream means that
- * context's). */
-void *nsc_backend_thread_ctx(void);
+/* Make ctx (NULL: none) current on a thread of the shim's own (a worker
+ * running a communicator's part of a group's work, whose NULL stream means
+ * that context's). */
 void nsc_backend_adopt_ctx(void *ctx);
 /* Work queued earlier, done now on the calling thread (a group end's fused
  * collectives and after-work): ctx (an item's, NULL: none) current while it

@@ -65,14 +65,14 @@ static int fail(CUresult r, const char *what) {
 
 static const nsc_cu_api *cu(void) { return nsc_cu_driver(); }
 
-static int c_to_wire(nsc_stream s, nsc_wire_t w, const float *src, void *dst, size_t n,
+static int c_to_wire(nsc_stream s, nsc_fmt_t w, const float *src, void *dst, size_t n,
                      float scale) {
   WITH_CTX(s);
   CU_DO(nsc_cuk_to_wire(c, (CUstream)s, w, src, dst, n, scale, &what));
   return 0;
 }
 
-static int c_from_wire(nsc_stream s, nsc_wire_t w, const void *src, float *dst, size_t n,
+static int c_from_wire(nsc_stream s, nsc_fmt_t w, const void *src, float *dst, size_t n,
                        float scale) {
   WITH_CTX(s);
   CU_DO(nsc_cuk_from_wire(c, (CUstream)s, w, src, dst, n, scale, &what));
@@ -103,14 +103,14 @@ static int c_fmt_decode_sum(nsc_stream s, nsc_fmt_t f, size_t block, const void 
   CU_DO(nsc_cuk_fmt_decode_sum(c, (CUstream)s, f, block, base, stride, m, dst, n, post, &what));
   return 0;
 }
-static int c_seg_to_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg, void *dst,
+static int c_seg_to_wire(nsc_stream s, nsc_fmt_t w, const nsc_seg *segs, int nseg, void *dst,
                          float scale) {
   WITH_CTX(s);
   CU_DO(nsc_cuk_seg(c, (CUstream)s, 1, w, (const nsc_cu_seg *)segs, nseg, dst, scale, &what));
   return 0;
 }
 
-static int c_seg_from_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg,
+static int c_seg_from_wire(nsc_stream s, nsc_fmt_t w, const nsc_seg *segs, int nseg,
                            const void *src, float scale) {
   WITH_CTX(s);
   CU_DO(nsc_cuk_seg(c, (CUstream)s, 0, w, (const nsc_cu_seg *)segs, nseg, (void *)src, scale,
@@ -470,13 +470,6 @@ static const nsc_backend cuda_backend = {
     .usable = c_usable,
     .kernels = c_kernels,
 };
-
-void *nsc_backend_thread_ctx(void) {
-  const nsc_cu_api *d = nsc_cu_driver();
-  CUcontext ctx = NULL;
-  if (d && d->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) ctx = NULL;
-  return ctx;
-}
 
 void *nsc_backend_stream_ctx(const nsc_backend *be, nsc_stream s) {
   const nsc_cu_api *d = nsc_cu_driver();

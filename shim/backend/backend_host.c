@@ -34,7 +34,7 @@ static nsc_cast_counts totals;
 /* Work for the side stream: the arguments of one call, copied into its task. */
 typedef struct {
   int op;
-  nsc_wire_t w;
+  nsc_fmt_t w;
   nsc_fmt_t f;
   int m, has_opt;
   size_t block, n, stride;
@@ -63,7 +63,7 @@ static void drained(nsc_stream s) {
   if (nsc_hs_is(s)) nsc_hs_wait(nsc_hs_tail());
 }
 
-static int h_to_wire(nsc_stream s, nsc_wire_t w, const float *src, void *dst, size_t n, float scale) {
+static int h_to_wire(nsc_stream s, nsc_fmt_t w, const float *src, void *dst, size_t n, float scale) {
   hs_args a = {.op = HS_TO_WIRE, .w = w, .src = src, .dst = dst, .n = n, .scale = scale};
   if (queued(s, &a)) return 0;
   nsc_cast_counts c = {0, 0};
@@ -73,14 +73,14 @@ static int h_to_wire(nsc_stream s, nsc_wire_t w, const float *src, void *dst, si
   return 0;
 }
 
-static int h_from_wire(nsc_stream s, nsc_wire_t w, const void *src, float *dst, size_t n, float scale) {
+static int h_from_wire(nsc_stream s, nsc_fmt_t w, const void *src, float *dst, size_t n, float scale) {
   hs_args a = {.op = HS_FROM_WIRE, .w = w, .src = src, .dst = dst, .n = n, .scale = scale};
   if (queued(s, &a)) return 0;
   nsc_cast_from_wire(w, src, dst, n, scale);
   return 0;
 }
 
-static int h_seg_to_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg, void *dst, float scale) {
+static int h_seg_to_wire(nsc_stream s, nsc_fmt_t w, const nsc_seg *segs, int nseg, void *dst, float scale) {
   drained(s);
   s = NULL;
   for (int i = 0; i < nseg; i++)
@@ -88,7 +88,7 @@ static int h_seg_to_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int ns
   return 0;
 }
 
-static int h_seg_from_wire(nsc_stream s, nsc_wire_t w, const nsc_seg *segs, int nseg, const void *src, float scale) {
+static int h_seg_from_wire(nsc_stream s, nsc_fmt_t w, const nsc_seg *segs, int nseg, const void *src, float scale) {
   drained(s);
   for (int i = 0; i < nseg; i++)
     nsc_cast_from_wire(w, (const uint16_t *)src + segs[i].off, segs[i].dst, segs[i].count, scale);

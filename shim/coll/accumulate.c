@@ -176,6 +176,21 @@ void nsc_accum_saw_broadcast(ncclComm_t comm, ncclDataType_t dt, size_t count) {
   nsc_comm_put(c);
 }
 
+/* An agreement queued for the group end: issued on every rank whatever the
+ * group end answered (a nonblocking one completes first: an error there
+ * shows in the agreement), but not after the group's check found a bad or
+ * differing setting (every rank saw that check's answer, and a rank with a
+ * bad setting queued no agreement: its calls failed before accumulation).
+ * Issued or not, the next group may queue one. */
+static ncclResult_t agree_run(nsc_work *w, const nsc_after *a) {
+  nsc_comm *c = w->c;
+  if (a->in_progress) (void)nsc_wait_nonblocking(c, c->comm);
+  if (c->checked >= 0) nsc_accum_issue(c, w->be, w->stream);
+  c->agree_queued = 0;
+  nsc_work_drop(w);
+  return ncclSuccess;
+}
+
 void nsc_accum_after(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_group, ncclResult_t last) {
   if (!in_group) {
     /* A nonblocking communicator takes the next call once this one completed
@@ -185,7 +200,7 @@ void nsc_accum_after(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int in_
     return;
   }
   if (c->agree_queued) return;
-  nsc_work *w = nsc_work_new(NSC_W_AGREE, c);
+  nsc_work *w = nsc_work_new(c, agree_run, NSC_W_ISSUES);
   if (!w) { /* the same outcome as a failed agreement: every call syncs */
     pthread_mutex_lock(&c->lock);
     nsc_accum_agreed(&c->accum, NULL, 0, nsc_g.cfg.accum_steps, NULL, 0);

@@ -13,13 +13,17 @@
  *      which it first appeared; until then its calls are forwarded, alike on
  *      every rank;
  *   3. the call's number on the communicator and the diagnosis's note;
- *   4. calls the policy can never transform are forwarded (the forwarded
+ *   4. the policy, asked once (policy.h); the decision's first question
+ *      (nsc_decide_untouched): a call that can be nothing but itself is
+ *      forwarded with the reason the decision would give it (the forwarded
  *      path: no memory-kind or capture query, no plan);
  *   5. capture (a captured call is forwarded, after the shim's own
  *      agreements in flight are finished), the accumulation learner's
  *      answer (its own updates stay in the learner);
- *   6. the decision, the executor, and after it the staging settle and an
- *      accumulation agreement where they are due.
+ *   6. the decision (the plan, once), the executor (it walks the plan now,
+ *      or queues it for the group end: an ungrouped call is a group of
+ *      one), and after it the staging settle and an accumulation agreement
+ *      where they are due.
  * Argument errors are NCCL's: such calls are forwarded untouched.
  *
  * Reduce-scatters are never fused or accumulated (accumulate.c says why);
@@ -43,11 +47,32 @@ static ncclResult_t forward(nsc_comm *c, const nsc_call *k) {
   return nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, NSC_WHY_BEFORE_CHECK);
 }
 
+/* A queued check's run, after the group end, whatever it answered
+ * (ncclSuccess or ncclInProgress is timing on a nonblocking communicator,
+ * not a decision, and a failure may be this rank's alone): after an
+ * ncclInProgress the group's work is first waited for, so that the check is
+ * the communicator's next operation, as on every other rank. A stream being
+ * captured (the group was captured, alike on every rank) gets no check yet:
+ * the first uncaptured call makes it. */
+static ncclResult_t check_run(nsc_work *w, const nsc_after *a) {
+  nsc_comm *c = w->c;
+  c->check_queued = 0;
+  int capturing = 0;
+  if (w->be->capturing(w->stream, &capturing)) capturing = 1;
+  ncclResult_t wr = ncclSuccess, rr = ncclSuccess;
+  if (!capturing) {
+    if (a->in_progress) wr = nsc_enqueued(c, c->comm, ncclInProgress);
+    rr = nsc_check_comm(c, w->be, w->stream);
+  }
+  nsc_work_drop(w);
+  return wr != ncclSuccess ? wr : rr;
+}
+
 /* A communicator first seen inside a group is checked right after that group;
  * until then its calls pass through, alike on every rank. */
 static void defer_check(nsc_comm *c, const nsc_backend *be, cudaStream_t s) {
   if (c->check_queued) return;
-  nsc_work *w = nsc_work_new(NSC_W_CHECK, c);
+  nsc_work *w = nsc_work_new(c, check_run, NSC_W_ISSUES);
   if (!w) return;
   c->check_queued = 1;
   w->be = be;
@@ -133,11 +158,13 @@ ncclResult_t nsc_collective(nsc_call *k) {
     else nsc_log_call(&c->log, c->seq, k->count, k->dt, k->op, k->send, k->recv); /* the diagnosis: observe-only */
   }
   /* 4. (untouched: agreed by every rank in the check) */
-  if (c->untouched || !nsc_policy_may_transform(cfg, k)) {
+  nsc_policy_ask(cfg, k);
+  nsc_agreed ag = {.untouched = c->untouched};
+  nsc_why why = nsc_decide_untouched(k, &ag);
+  if (why != NSC_WHY_NONE) {
     if (!c->untouched && !k->rs && nsc_cfg_accumulating(cfg) && !nsc_catchup_on)
       (void)nsc_accum_feed(c, k, k->send, k->recv, 0, &agree);
-    r = nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream,
-                    c->untouched ? NSC_WHY_KERNELS : nsc_policy_why(cfg, k));
+    r = nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, why);
     goto out;
   }
   /* 5. (only calls that may be transformed pay for the memory-kind and
@@ -147,10 +174,12 @@ ncclResult_t nsc_collective(nsc_call *k) {
   if (k->capturing && !k->rs) before_capture(c, k->stream);
   int local = 0;
   if (!k->rs && nsc_cfg_accumulating(cfg) && !nsc_catchup_on) /* the step hook's catch-up is never accumulated */
-    local = !nsc_accum_feed(c, k, k->send, k->recv, nsc_policy_accumulable(cfg, k), &agree);
+    local = !nsc_accum_feed(c, k, k->send, k->recv, (k->pol.may & NSC_MAY_ACCUM) && !k->capturing, &agree);
   /* 6. */
   nsc_topo flat = {.nranks = c->nranks, .rank = c->rank, .local_size = 1, .min_local = 1, .max_local = 1};
-  nsc_agreed ag = {c->topo.nranks == c->nranks && c->topo.node ? &c->topo : &flat, c->hier_on, c->host_rule};
+  ag.topo = c->topo.nranks == c->nranks && c->topo.node ? &c->topo : &flat;
+  ag.hier = c->hier_on;
+  ag.host = c->host_rule;
   nsc_plan p;
   nsc_decide(&p, cfg, k, &ag, local);
   if (k->rs && k->in_group && p.deferred) c->seq++; /* numbered when it runs in two phases */

@@ -92,10 +92,10 @@ static void untouched_if(nsc_comm *c, const nsc_backend *be, int usable, int any
 /* NCCLSHIM_ALGO=hier: where the agreed node map allows it, every rank splits
  * the two sub-communicators, then one more int64 Max exchange (and its
  * confirmation) says whether every rank has both; only then is hier adopted
- * (algo/hier.h), else every rank makes auto's choice. */
+ * (exec/hier.h), else every rank makes auto's choice. */
 static void hier_agree(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   const char *why;
-  if (!nsc_hier_wanted(c, &why)) {
+  if (!nsc_plan_hier_wanted(&nsc_g.cfg, &c->topo, c->untouched, &why) || !nsc_hier_possible(c, &why)) {
     if (nsc_g.cfg.algo == NSC_ALGO_HIER && c->rank == 0 && !c->internal)
       nsc_info("NCCLSHIM_ALGO=hier on communicator %p: %s; auto's choice (ring or flat two-phase) applies",
                (void *)c->comm, why);
@@ -210,9 +210,12 @@ static ncclResult_t check_run(nsc_comm *c, const nsc_backend *be, nsc_stream s, 
   /* Every rank learns whether every rank has the answer. */
   ncclResult_t cr = nsc_exchange_confirm(c, be, s, res);
   /* Paired with a collective of a rank without the shim: nothing in the
-   * answer means anything (the confirmation neither). */
-  int paired = res == ncclSuccess && vals[SLOT_STATUS] != ST_POISON && /* a poisoned rank's all-ones: its own message */
-               (vals[SLOT_MAGIC] != MAGIC || vals[SLOT_NOT_MAGIC] != -MAGIC);
+   * answer means anything (the confirmation neither). A rank that sent
+   * poison (no exchange buffer: all-ones bytes, -1 in every slot) leaves -1
+   * in the second constant slot and its status, and is no such pairing:
+   * every rank fails the call with ncclSystemError below. */
+  int poisoned = vals[SLOT_NOT_MAGIC] == -1 && vals[SLOT_STATUS] == ST_POISON;
+  int paired = res == ncclSuccess && (vals[SLOT_MAGIC] != MAGIC || (vals[SLOT_NOT_MAGIC] != -MAGIC && !poisoned));
   if (paired) res = ncclInvalidUsage;
   if (res == ncclSuccess && cr != ncclSuccess) {
     nsc_warn("configuration check on communicator %p: a rank could not read its answer (it said why); this call "

@@ -1,8 +1,10 @@
 /* lifecycle.c — the calls that close work the shim has open: the outermost
- * ncclGroupEnd (fusion, queued cast-backs, deferred checks, grouped two-phase
- * calls), completion of a
- * nonblocking communicator (ncclCommGetAsyncError) and the end of a
- * communicator (destroy/abort: state and staging released, summary written).
+ * ncclGroupEnd (the group's plan: its fused buckets, nsc_decide_group, run
+ * before the real group end; then its queued work: cast-backs, deferred
+ * checks, grouped two-phase calls, agreements, settles, each by its own
+ * run), completion of a nonblocking communicator (ncclCommGetAsyncError) and
+ * the end of a communicator (destroy/abort: state and staging released,
+ * summary written).
  *
  * Must not: hold a lock of ours across a real call (the watchdog may abort a
  * communicator from another thread at any time), or retry a real call. */
@@ -41,14 +43,6 @@ static nsc_work *concat(nsc_work *a, nsc_work *b) {
   return a;
 }
 
-/* After the real group end: cast-backs, deferred checks, grouped two-phase
- * calls and accumulation agreements, in the order they were queued. A deferred check and an
- * agreement are issued whatever the group end answered (ncclSuccess or
- * ncclInProgress is timing on a nonblocking communicator, not a decision,
- * and a failure may be this rank's alone): after an ncclInProgress the
- * group's work is first waited for, so that they are the communicator's
- * next operations, as on every other rank. When the group end failed (ok = 0)
- * nothing of the group reached the stream: cast-backs are dropped. */
 /* The group's work on every communicator it touched, waited for once before
  * the first call of the shim's own after an ncclInProgress group end: on a
  * real NCCL the group progresses by itself and a peer may be blocked in it,
@@ -71,7 +65,15 @@ static void wait_group(group_comms *g) {
   }
 }
 
-static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms *g) {
+/* After the real group end: the group's queued work, in the order it was
+ * queued, each item by its own run (queue.h), told how the group end
+ * answered: a check, an agreement, a deferred call and a settle issue what
+ * they issue whatever it answered (ncclSuccess or ncclInProgress is timing
+ * on a nonblocking communicator, not a decision, and a failure may be this
+ * rank's alone), after waiting for the group's work when it answered
+ * ncclInProgress; a cast-back is parked then, or dropped when the group end
+ * failed (nothing of the group reached the stream). */
+static ncclResult_t run_after(nsc_work *w, const nsc_after *a, group_comms *g) {
   ncclResult_t r = ncclSuccess;
   while (w) {
     nsc_work *n = w->next;
@@ -79,54 +81,9 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
     /* its stream handle as it was meant at its call (an item that names
      * no context keeps whatever is current) */
     int pushed = nsc_backend_enter_ctx(w->ctx);
-    if (in_progress && (w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE ||
-                        w->kind == NSC_W_SETTLE))
-      wait_group(g);
-    if (w->kind == NSC_W_CHECK) {
-      nsc_comm *c = w->c;
-      c->check_queued = 0;
-      /* A stream being captured (the group was captured, alike on every
-       * rank) gets no check yet: the first uncaptured call makes it. */
-      int capturing = 0;
-      if (w->be->capturing(w->stream, &capturing)) capturing = 1;
-      ncclResult_t wr = ncclSuccess, rr = ncclSuccess;
-      if (!capturing) {
-        if (in_progress) wr = nsc_enqueued(c, c->comm, ncclInProgress);
-        rr = nsc_check_comm(c, w->be, w->stream);
-      }
-      if (r == ncclSuccess) r = wr != ncclSuccess ? wr : rr;
-      nsc_work_drop(w);
-    } else if (w->kind == NSC_W_AGREE) {
-      /* Issued on every rank; a nonblocking group end completes first (an
-       * error there shows in the agreement). */
-      if (in_progress) (void)nsc_wait_nonblocking(w->c, w->c->comm);
-      /* Not after the group's check found a bad or differing setting: every
-       * rank saw that check's answer, and a rank with a bad setting queued
-       * no agreement (its calls failed before accumulation). */
-      if (w->c->checked >= 0) nsc_accum_issue(w->c, w->be, w->stream);
-      nsc_work_drop(w);
-    } else if (w->kind == NSC_W_TWOPHASE) {
-      /* Issued whatever the group end answered (a failed group end may be
-       * this rank's alone, and its peers issue it); after an ncclInProgress
-       * the group's work is waited for first, so that the two phases follow
-       * it on the communicator and the stream, as on every other rank. */
-      ncclResult_t wr = in_progress ? nsc_enqueued(w->c, w->c->comm, ncclInProgress) : ncclSuccess;
-      ncclResult_t rr = nsc_exec_deferred(w); /* its plan, made when it was called */
-      if (r == ncclSuccess) r = wr != ncclSuccess ? wr : NSC_OK(rr) ? ncclSuccess : rr;
-      nsc_work_drop(w);
-    } else if (w->kind == NSC_W_SETTLE) {
-      /* Whatever the group end answered: every rank settles alike. */
-      if (in_progress) w->c->nonblocking = 1;
-      nsc_staging_settle_comm(w->c, w->stream);
-      nsc_work_drop(w);
-    } else if (!ok) {
-      nsc_work_drop(w);
-    } else if (in_progress && w->c) {
-      nsc_pending_add(w->c, w);
-    } else {
-      ncclResult_t rr = nsc_work_run(w);
-      if (r == ncclSuccess) r = rr;
-    }
+    if (a->in_progress && (w->flags & NSC_W_ISSUES)) wait_group(g);
+    ncclResult_t rr = w->run(w, a); /* the item is its run's from here */
+    if (r == ncclSuccess) r = rr;
     nsc_backend_leave_ctx(pushed);
     w = n;
   }
@@ -136,7 +93,7 @@ static ncclResult_t run_after(nsc_work *w, int in_progress, int ok, group_comms 
 /* One device's share of a group's after-work, run on a thread of its own. */
 typedef struct {
   nsc_work *w;
-  int in_progress, ok;
+  nsc_after a;
   group_comms g;
   void *ctx;
   ncclResult_t r;
@@ -148,13 +105,9 @@ static void *run_part(void *arg) {
   nsc_in_shim = 1; /* as on the caller's thread: NCCL calling back in goes straight through */
   nsc_backend_adopt_ctx(p->ctx);
   nsc_forget_error();
-  p->r = run_after(p->w, p->in_progress, p->ok, &p->g);
+  p->r = run_after(p->w, &p->a, &p->g);
   snprintf(p->err, sizeof p->err, "%s", nsc_noted_error());
   return NULL;
-}
-
-static int blocking_kind(const nsc_work *w) {
-  return w->kind == NSC_W_CHECK || w->kind == NSC_W_AGREE || w->kind == NSC_W_TWOPHASE || w->kind == NSC_W_SETTLE;
 }
 
 #define PER_THREAD_STREAM ((nsc_stream)0x2) /* CU_STREAM_PER_THREAD */
@@ -232,10 +185,10 @@ static void proxy_ptd(part_run *sl) {
   }
 }
 
-static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_comms *g) {
+static ncclResult_t run_after_all(nsc_work *w, const nsc_after *a, group_comms *g) {
   int n = 0, blocking = 0, nck = 0, np = 0;
-  for (nsc_work *x = w; x; x = x->next) n++, blocking |= blocking_kind(x);
-  if (!blocking || n <= 1) return run_after(w, in_progress, ok, g);
+  for (nsc_work *x = w; x; x = x->next) n++, blocking |= (x->flags & NSC_W_ISSUES) != 0;
+  if (!blocking || n <= 1) return run_after(w, a, g);
   comm_key *ck = calloc((size_t)n, sizeof *ck);
   void **key = calloc((size_t)n, sizeof *key);
   part_run *sl = calloc((size_t)n, sizeof *sl);
@@ -251,12 +204,12 @@ static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_co
     if (k == np) sl[np++].key = key[i];
   }
   if (np <= 1) goto serial;
-  if (in_progress) wait_group(g); /* once, before any part issues its own collectives */
+  if (a->in_progress) wait_group(g); /* once, before any part issues its own collectives */
   for (int k = 0; k < np; k++) {
     void *ctx = sl[k].key;
     for (int j = 0; j < nck; j++)
       if (ctx == (void *)ck[j].c) ctx = NULL; /* a communicator's own part: no device */
-    sl[k].p = (part){.in_progress = in_progress, .ok = ok, .g = *g, .ctx = ctx};
+    sl[k].p = (part){.a = *a, .g = *g, .ctx = ctx};
     sl[k].ptd = PER_THREAD_STREAM;
   }
   i = 0;
@@ -278,7 +231,7 @@ static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_co
   for (int k = 0; k < np; k++)
     if (!sl[k].started) {
       if (!sl[k].here) nsc_warn("no thread for part %d of a group's work: it runs on the caller's thread", k);
-      sl[k].p.r = run_after(sl[k].p.w, in_progress, ok, &sl[k].p.g);
+      sl[k].p.r = run_after(sl[k].p.w, a, &sl[k].p.g);
     }
   const char *err = NULL;
   for (int k = 0; k < np; k++) {
@@ -297,11 +250,30 @@ static ncclResult_t run_after_all(nsc_work *w, int in_progress, int ok, group_co
   if (err && !strncmp(err, "ncclshim: ", 10)) nsc_note_error(err + 10);
   goto out;
 serial:
-  r = run_after(w, in_progress, ok, g);
+  r = run_after(w, a, g);
 out:
   free(ck);
   free(key);
   free(sl);
+  return r;
+}
+
+/* The group's plan, before the real group end: its fused members in
+ * buckets (nsc_decide_group, from the sequence of counts, ops,
+ * communicators and memory kinds alone), each bucket's plan
+ * (nsc_plan_bucket) walked by the executor, on its home stream, into the
+ * open group. Every bucket is issued even after an error, so the real
+ * operations stay matched across ranks; the first error is returned. The
+ * members are freed after (their cast-backs carry what they need). */
+static ncclResult_t run_buckets(nsc_work *members) {
+  ncclResult_t r = ncclSuccess;
+  for (nsc_member *b = members ? nsc_decide_group(&members->m, &nsc_g.cfg) : NULL; b; b = b->bucket_next) {
+    nsc_plan p;
+    nsc_plan_bucket(&p, &nsc_g.cfg, b);
+    ncclResult_t rr = nsc_exec_bucket(b, &p);
+    if (r == ncclSuccess && !NSC_OK(rr)) r = rr;
+  }
+  nsc_work_drop_list(members);
   return r;
 }
 
@@ -317,11 +289,12 @@ ncclResult_t nsc_group_end(void) {
   group_comms g = {.waited = 0};
   g.n = nsc_group_comms(g.comms);
   nsc_work *w = nsc_group_take();
-  ncclResult_t fr = nsc_fuse_flush(&w); /* fused collectives join the open group */
-  w = concat(w, nsc_group_take());
+  ncclResult_t fr = run_buckets(nsc_work_take_members(&w)); /* fused collectives join the open group */
+  w = concat(w, nsc_group_take()); /* the buckets' cast-backs */
   w = concat(w, nsc_staging_settle_items()); /* after every other item of its communicator */
   ncclResult_t r = nsc_real.GroupEnd();
-  ncclResult_t ar = run_after_all(w, r == ncclInProgress, NSC_OK(r), &g);
+  nsc_after a = {r == ncclInProgress, NSC_OK(r)};
+  ncclResult_t ar = run_after_all(w, &a, &g);
   /* Outside any group now: staging is settled alike on every rank,
    * whatever this rank's group end answered. */
   nsc_staging_settle_group();

@@ -4,7 +4,7 @@
  * receive. Each is forwarded untouched with the caller's arguments; with
  * logging on it is also timed and logged as an "observed" record, so that a
  * rank waiting inside one of them (DDP's buffer broadcast at the start of a
- * forward waiting for a straggler, issue 24) is seen as communication and
+ * forward waiting for a straggler) is seen as communication and
  * not as an idle device.
  *
  * Send and receive are timed only on a communicator whose log a collective
@@ -47,8 +47,7 @@ int nsc_observe_begin(ncclComm_t comm, int coll, size_t count, ncclDataType_t dt
         nsc_real.CommCount(comm, &n) == ncclSuccess)
       nsc_log_comm_open(&c->log, (uint64_t)(uintptr_t)comm, rank, n);
   }
-  nsc_rec_start(&o->rec, NSC_KIND_OF(coll), c->seq, NSC_ACT_OBSERVE, count, dt, dt, (ncclRedOp_t)op,
-                nsc_backend_for(buf), (nsc_stream)s, nsc_group_depth() > 0);
+  nsc_rec_observe(&o->rec, coll, c->seq, count, dt, op, nsc_backend_for(buf), (nsc_stream)s, nsc_group_depth() > 0);
   o->rec.root = root; /* rec.seq: the reductions' counter, "after call N" */
   nsc_log_observe(&c->log, o->rec.seq);
   o->c = c;

@@ -23,7 +23,7 @@
  * format's value is its nsc_fmt_t + 1), and its choices string. */
 enum {
   NSC_COMPRESS_OFF = 0,
-#define NSC_COMPRESS_ENUM(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_COMPRESS_##ID,
+#define NSC_COMPRESS_ENUM(ID, name, bits, blocked, dt, k, bound, zero, doc) NSC_COMPRESS_##ID = NSC_FMT_##ID + 1,
   NSC_FORMATS(NSC_COMPRESS_ENUM)
 #undef NSC_COMPRESS_ENUM
 };

@@ -1,9 +1,11 @@
-/* hier.c — the sub-communicators of NCCLSHIM_ALGO=hier, for a communicator
- * that spans N >= 2 nodes holding the same number L >= 2 of its ranks each
- * (the node map agreed at the settings check, topo/topo.h). What runs on them
- * is a plan (plan.c: an fp32 reduce-scatter inside the node, a two-phase
- * exchange in the wire format between nodes, an fp32 all-gather inside the
- * node), walked by exec.c.
+/* hier.c — NCCLSHIM_ALGO=hier's execution, for a communicator that spans
+ * N >= 2 nodes holding the same number L >= 2 of its ranks each (the node
+ * map agreed at the settings check, topo/topo.h): its sub-communicators, and
+ * the NCCL collectives of its plan's stages on them (plan.c: an fp32
+ * reduce-scatter inside the node, a two-phase exchange in the wire format
+ * between nodes, an fp32 all-gather inside the node; the walk, walk.c, runs
+ * them in order, the two-phase stage by twophase.c's handler on the cross
+ * communicator's entry).
  *
  * The sub-communicators are split at the settings check by every rank in the
  * same order (node: colour = node index, key = rank; across: colour = local
@@ -13,19 +15,56 @@
  * their parent (destroy or abort alike), the internal entry only when the
  * parent's entry is freed (a call may still be inside).
  *
- * Must not: issue anything but the splits, or decide anything from data,
- * timings or local failures. */
+ * Must not: issue anything but the splits and its plans' stages, or decide
+ * anything from data, timings or local failures. */
 #include "hier.h"
 
 #include "comm.h"
 #include "core.h"
+#include "exec.h"
 #include "msg.h"
-#include "real.h"
 #include "plan.h"
+#include "real.h"
 
-int nsc_hier_wanted(const nsc_comm *c, const char **why) {
+ncclComm_t nsc_hier_nccl(const nsc_comm *c, nsc_plan_on on) {
+  return on == NSC_ON_NODE ? c->hier_intra : on == NSC_ON_CROSS ? c->hier_cross : c->comm;
+}
+
+/* A stage's answer; on a nonblocking communicator polled (never the
+ * stream) until it is enqueued, except inside the walk's own group, whose
+ * end is polled instead. */
+static ncclResult_t enqueued(const nsc_walk *w, ncclComm_t on, ncclResult_t r) {
+  NSC_COUNT(real_calls, 1);
+  if (r == ncclInProgress && w->grouped) {
+    w->c->nonblocking = 1;
+    return ncclSuccess;
+  }
+  return nsc_enqueued(w->c, on, r);
+}
+
+ncclResult_t nsc_step_collective(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote) {
+  ncclComm_t comm = nsc_hier_nccl(w->c, st->on);
+  ncclRedOp_t op = st->avg ? ncclAvg : ncclSum;
+  const float *src = nsc_walk_src(w, st);
+  ncclResult_t r;
+  switch (st->kind) {
+  case NSC_STEP_REDUCESCATTER: r = NSC_ISSUE(w->c, ReduceScatter(src, *dst, st->count, ncclFloat32, op, comm, w->s)); break;
+  case NSC_STEP_ALLREDUCE: r = NSC_ISSUE(w->c, AllReduce(src, *dst, st->count, ncclFloat32, op, comm, w->s)); break;
+  case NSC_STEP_ALLGATHER:
+    *wrote *= (size_t)w->c->topo.local_size;
+    r = NSC_ISSUE(w->c, AllGather(src, *dst, st->count, ncclFloat32, comm, w->s));
+    break;
+  default: /* NSC_STEP_REDUCE: only the root writes */
+    r = NSC_ISSUE(w->c, Reduce(src, *dst, st->count, ncclFloat32, op, st->root, comm, w->s));
+    if (st->root != w->c->topo.local_rank) *dst = NULL;
+    break;
+  }
+  return enqueued(w, comm, r);
+}
+
+int nsc_hier_possible(const nsc_comm *c, const char **why) {
   const nsc_topo *t = &c->topo;
-  if (!nsc_plan_hier_wanted(&nsc_g.cfg, t, c->untouched, why)) return 0; /* the settings and the map (plan.c) */
+  *why = "";
   if (!nsc_real.CommSplit || !nsc_real.ReduceScatter || !nsc_real.AllGather || (!t->contiguous && !nsc_real.Reduce))
     *why = "this NCCL lacks ncclCommSplit, ncclReduceScatter, ncclAllGather or (nodes of non-consecutive ranks) ncclReduce";
   return !**why;

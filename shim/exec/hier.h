@@ -1,5 +1,7 @@
-/* hier.h — NCCLSHIM_ALGO=hier's sub-communicators (hier.c); the steps that
- * run on them are a plan (plan.h), walked by exec.c. */
+/* hier.h — NCCLSHIM_ALGO=hier's sub-communicators (hier.c), for the
+ * settings check (coll/check.c) and the communicator's end; the stages that
+ * run on them are a plan (plan.h), walked by exec/walk.c, their collectives
+ * hier.c's handler (exec.h). */
 #ifndef NSC_HIER_H
 #define NSC_HIER_H
 
@@ -8,12 +10,13 @@
 
 struct nsc_comm;
 
-/* Whether a communicator with this agreed node map runs hier (config, node
- * map and kernels only: the same on every rank): NCCLSHIM_ALGO=hier or auto,
- * compression on, N >= 2 nodes of the same L >= 2 ranks. why: the reason
- * when not. */
-int nsc_hier_wanted(const struct nsc_comm *c, const char **why);
-/* Split the two sub-communicators (every rank calls it when nsc_hier_wanted,
+/* Whether this NCCL has what hier's stages call on c's node map
+ * (ncclCommSplit, ncclReduceScatter, ncclAllGather, and ncclReduce for
+ * nodes of non-consecutive ranks): the same on every rank of one NCCL. why:
+ * the reason when not. Whether the settings and the map want hier is the
+ * plan's to say (plan.h: nsc_plan_hier_wanted). */
+int nsc_hier_possible(const struct nsc_comm *c, const char **why);
+/* Split the two sub-communicators (every rank calls it when hier is wanted and possible,
  * in the same order, whatever fails); 1 when both exist on this rank. */
 int nsc_hier_split(struct nsc_comm *c);
 /* After the ranks agreed (all = every rank split both): adopt them, or abort

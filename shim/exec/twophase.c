@@ -36,16 +36,23 @@
  * nobody hangs and every result is NaN rather than silently wrong; it returns
  * ncclSystemError.
  *
+ * The step handler (exec.h) runs flat two-phase's one step, with the staging
+ * the walk took, or hier's stage between nodes on its sub-communicator, which
+ * takes its own; either first takes its error-feedback slot, and a flat call
+ * the walk refused or forwarded for want of staging takes it all the same
+ * (nsc_twophase_unrun). Everything it reads of the settings is its plan's (format, block,
+ * pieces, codec options).
+ *
  * Must not: run inside a group (phase 3 needs phase 2's data), hold our lock
- * across a real call, or synchronise the caller's stream (a nonblocking
- * communicator is polled only until the shim's own group is enqueued). */
+ * across a real call, synchronise the caller's stream (a nonblocking
+ * communicator is polled only until the shim's own group is enqueued), or
+ * read the configuration. */
 #include <string.h>
 
 #include "comm.h"
-#include "exec.h"
 #include "core.h"
+#include "exec.h"
 #include "msg.h"
-#include "policy.h"
 #include "real.h"
 #include "staging.h"
 #include "tp_plan.h"
@@ -131,16 +138,15 @@ static ncclResult_t poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_pl
 
 /* The bucket's error-feedback slot with buffers for this call, or NULL (off,
  * no memory, beyond the cap: this call then rounds without feedback). */
-static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, const nsc_tp_plan *p, nsc_ef_key key,
-                            size_t count, int rs) {
-  const nsc_config *cfg = &nsc_g.cfg;
-  if (!cfg->error_feedback) return NULL;
+static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, const nsc_tp_plan *p,
+                            const nsc_codec *codec, nsc_ef_key key, size_t count, int rs) {
+  if (!codec->ef) return NULL;
   size_t off, len;
   nsc_tp_chunk(p, p->rank, &off, &len);
   nsc_ef_sig sig = {(uintptr_t)key.recv, (uintptr_t)key.send, count, rs, (int)p->fmt, (int)p->block, p->n};
   pthread_mutex_lock(&c->lock);
   nsc_ef_slot *sl = nsc_ef_next(&c->ef, &sig);
-  if (sl && nsc_ef_buffers(&c->ef, sl, be, s, p->count, rs ? 0 : len, (size_t)cfg->ef_max_bytes)) sl = NULL;
+  if (sl && nsc_ef_buffers(&c->ef, sl, be, s, p->count, rs ? 0 : len, codec->ef_max)) sl = NULL;
   nsc_log_ef_state(&c->log, c->ef.len, c->ef.bytes, c->ef.breaks);
   pthread_mutex_unlock(&c->lock);
   return sl;
@@ -148,16 +154,15 @@ static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, co
 
 /* seq: the call's own number on its communicator (taken when it was made: a
  * grouped call runs after the group end, when the counter has moved on). */
-static void enc_opt(nsc_enc_opt *o, const nsc_comm *c, uint64_t seq, const nsc_ef_slot *ef, float *resid,
-                    uint32_t run) {
-  const nsc_config *cfg = &nsc_g.cfg;
+static void enc_opt(nsc_enc_opt *o, const nsc_comm *c, const nsc_codec *codec, uint64_t seq, const nsc_ef_slot *ef,
+                    float *resid, uint32_t run) {
   o->resid = ef ? resid : NULL;
   o->resid_zero = ef ? !ef->have : 0;
-  o->stochastic = cfg->rounding == NSC_ROUND_STOCHASTIC;
+  o->stochastic = codec->stochastic;
   /* hier's stage between nodes: keyed by the rank in the parent communicator,
    * so that the ranks of one node (one index each here) round independently */
   int who = c->internal ? c->key_rank : c->rank;
-  o->key = o->stochastic ? nsc_sr_key((uint64_t)cfg->rounding_seed, seq, (uint32_t)who, run) : 0;
+  o->key = o->stochastic ? nsc_sr_key(codec->seed, seq, (uint32_t)who, run) : 0;
 }
 
 /* Where the codec runs: on `side`, beside the caller's stream s, when the
@@ -211,42 +216,36 @@ static void exchanged(lanes *l, ncclResult_t *res, ncclResult_t e) {
   l->bad = 1;
 }
 
-ncclResult_t nsc_twophase_poisoned(nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *tp, float *recv,
-                                   size_t count, int rs, cudaStream_t s, nsc_ef_key key) {
-  nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, tp, key, count, rs); /* its place in the sequence */
+/* A rank without the input a two-phase step needs (hier's stage, this rank
+ * without TMP) still issues every message its peers expect, NaN (0xff) from
+ * and into recv (4 * count bytes, the call's receive size), and takes its
+ * place in the error-feedback sequence (its residuals dropped). */
+static ncclResult_t poisoned_input(nsc_comm *c, const nsc_backend *be, const nsc_plan *p, float *recv, size_t count,
+                                   int rs, cudaStream_t s, nsc_ef_key key) {
+  nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, &p->tp, &p->codec, key, count, rs); /* its place in the sequence */
   if (ef) ef->have = 0;
-  return poisoned(c, be, tp, recv, 4 * count, rs, s);
+  return poisoned(c, be, &p->tp, recv, 4 * count, rs, s);
 }
 
-ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const nsc_tp_plan *tp, const float *send,
-                                float *recv, size_t count, ncclRedOp_t op, cudaStream_t s, int rs, uint64_t seq,
-                                nsc_ef_key key) {
-  const nsc_config *cfg = &nsc_g.cfg;
-  const nsc_tp_plan p = *tp; /* the plan's layout on this rank's group (made once, by the decision) */
+/* The two phases, with this step's staging (stage) and error-feedback
+ * slot (ef, NULL: none) in hand: plan pl's layout on c's group (made once,
+ * by the decision) and codec. */
+static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_plan *pl, nsc_ef_slot *ef, void *stage,
+                               const float *send, float *recv, size_t count, ncclRedOp_t op, cudaStream_t s, int rs,
+                               uint64_t seq) {
+  const nsc_tp_plan p = pl->tp;
+  const nsc_codec *codec = &pl->codec;
   int n = p.n, r = p.rank, np = p.npieces;
   nsc_stream st = (nsc_stream)s;
   size_t enc_bytes = 0;
   for (int j = 0; j < n; j++) enc_bytes += nsc_tp_chunk_bytes(&p, j);
-  void *stage = NULL;
-  /* before staging: a call that fails here still takes its place in the sequence */
-  nsc_ef_slot *ef = ef_slot(c, be, st, &p, key, count, rs);
   ncclResult_t res = ncclSuccess;
-  switch (nsc_get_staging(c, be, st, nsc_tp_staging_bytes(&p, rs), rs ? "a reduce-scatter" : "an all-reduce", &stage)) {
-  case NSC_STAGE_REFUSED: return ncclInvalidUsage; /* the limit: the same on every rank, nothing issued anywhere */
-  case NSC_STAGE_PLAIN: /* no room in the agreed block: fp32 on every rank, nothing of this call's to feed back */
-    if (ef) ef->have = 0;
-    nsc_ef_used(ef, st);
-    return nsc_forward(c, rs, send, recv, count, ncclFloat32, op, s, NSC_WHY_STAGING);
-  case NSC_STAGE_POISON: return poisoned(c, be, &p, recv, 4 * count, rs, s);
-  default: break;
-  }
-
   nsc_rec rec;
-  nsc_rec_start(&rec, NSC_KIND_TWOPHASE | (rs ? NSC_KIND_REDUCESCATTER : 0), seq, NSC_ACT_COMPRESS, p.count,
-                ncclFloat32, nsc_policy_wire_dtype(cfg), op, be, st, 0);
+  nsc_rec_start(&rec, rs ? NSC_COLL_REDUCESCATTER : NSC_COLL_ALLREDUCE, NSC_ALG_TWOPHASE, seq, p.count, ncclFloat32,
+                (ncclDataType_t)pl->wdt, op, be, st, 0);
   rec.wire_bytes = enc_bytes;
-  if (!c->internal) { /* hier's stage between nodes: counted and logged as the whole call (hier.c) */
-    nsc_count_call(NSC_ACT_COMPRESS, p.count * 4, enc_bytes, 0);
+  if (!c->internal) { /* hier's stage between nodes: counted and logged as the whole call (walk.c) */
+    nsc_count_call(NSC_ALG_TWOPHASE, p.count * 4, enc_bytes, 0);
     NSC_COUNT(twophase, 1);
   }
   uint8_t *enc = stage, *in = enc + nsc_tp_slot(&p, 0, np), *gat = in + nsc_tp_slot(&p, 0, np);
@@ -254,11 +253,11 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const nsc_tp
   nsc_tp_chunk(&p, r, &roff, &rlen);
   /* Avg multiplies every input by 1/n before the sum, as NCCL's Avg does for
    * floating types (fp32 x * (float)(1/n)): a sum of n values near FLT_MAX
-   * never overflows where NCCL's does not (issue 26). */
-  float down = (float)(1.0 / cfg->prescale), up = (float)cfg->prescale;
+   * never overflows where NCCL's does not. */
+  float down = (float)(1.0 / codec->prescale), up = (float)codec->prescale;
   if (op == ncclAvg) down = down == 1.0f ? (float)(1.0 / n) : down * (float)(1.0 / n);
   float *acc = rs ? recv : recv + roff; /* the owner's fp32 sum; a reduce-scatter's result */
-  double post = rs ? cfg->prescale : 1.0;
+  double post = rs ? codec->prescale : 1.0;
   uint32_t runs = 2u * (uint32_t)n; /* stochastic streams per piece */
   nsc_enc_opt o;
   point em[NSC_TP_MAX_PIECES] = {{{0, 0}, 0, 0}}, dm[NSC_TP_MAX_PIECES] = {{{0, 0}, 0, 0}}, x;
@@ -271,7 +270,7 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const nsc_tp
     int bad = 0;
     for (int j = 0; j < n; j++) {
       nsc_tp_piece(&p, j, k, &off, &len);
-      enc_opt(&o, c, seq, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j + runs * (uint32_t)k);
+      enc_opt(&o, c, codec, seq, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j + runs * (uint32_t)k);
       uint8_t *dst = (j == r ? in : enc) + nsc_tp_slot(&p, j, k);
       bad |= be->fmt_encode_opt(L.side, p.fmt, p.block, send + off, dst, len, down, &o) != 0;
     }
@@ -296,7 +295,7 @@ ncclResult_t nsc_twophase_keyed(nsc_comm *c, const nsc_backend *be, const nsc_tp
     L.bad |= be->fmt_decode_sum(L.side, p.fmt, p.block, in + nsc_tp_slot(&p, 0, k), p.slot, n, a, len, (float)post) != 0;
     if (!rs) {
       uint8_t *g = gat + nsc_tp_slot(&p, r, k);
-      enc_opt(&o, c, seq, ef, ef ? ef->out + (off - roff) : NULL, 2u * (uint32_t)r + 1u + runs * (uint32_t)k);
+      enc_opt(&o, c, codec, seq, ef, ef ? ef->out + (off - roff) : NULL, 2u * (uint32_t)r + 1u + runs * (uint32_t)k);
       if (be->fmt_encode_opt(L.side, p.fmt, p.block, a, g, len, 1.0f, &o) || L.bad) {
         L.bad = 1; /* this rank's chunk goes out NaN: nobody keeps a wrong value */
         nsc_poison(be, L.side, g, p.slot);
@@ -346,8 +345,50 @@ out:
   return res;
 }
 
-ncclResult_t nsc_twophase_run(nsc_comm *c, const nsc_backend *be, const nsc_call *k, const nsc_plan *p) {
-  if (p->deferred) return nsc_exec_defer(c, be, k, p);
-  return nsc_twophase_keyed(c, be, &p->tp, k->send, k->recv, k->arg, k->op, k->stream, k->rs, c->seq,
-                            (nsc_ef_key){k->send, k->recv});
+void nsc_twophase_unrun(nsc_walk *w, const nsc_step *st, int forwarded) {
+  nsc_stream s = (nsc_stream)w->s;
+  nsc_ef_slot *ef = ef_slot(w->c, w->be, s, &w->p->tp, &w->p->codec, (nsc_ef_key){w->send, w->recv}, st->count, st->rs);
+  if (!forwarded) return; /* refused: its place taken, nothing else */
+  if (ef) ef->have = 0; /* forwarded in fp32: nothing of this call's to feed back */
+  nsc_ef_used(ef, s);
+}
+
+ncclResult_t nsc_step_twophase(nsc_walk *w, const nsc_step *st, float **dst, size_t *wrote) {
+  (void)wrote;
+  const nsc_plan *p = w->p;
+  nsc_comm *on = st->on == NSC_ON_CROSS ? w->c->hier_xc : w->c; /* hier's stage: the cross communicator's entry */
+  ncclRedOp_t op = st->avg ? ncclAvg : ncclSum;
+  const float *src = nsc_walk_src(w, st);
+  float *out = *dst;
+  nsc_stream s = (nsc_stream)w->s;
+  nsc_ef_key key = {w->send, w->recv}; /* the call's buffers, never the stage's (exec.h) */
+  if (!p->stages) *dst = NULL; /* a plan of one step: it poisons what it wrote itself */
+  if (!src) {
+    /* No TMP here (hier's reduce-scatter): the stage's staging is taken all
+     * the same, as the healthy ranks' two-phase takes it (the block's use so
+     * far is counted alike on every rank: later takes of a group, and its
+     * growth, are decided from it), and every message goes out NaN. */
+    void *unused = NULL;
+    (void)nsc_get_staging(on, w->be, s, nsc_tp_staging_bytes(&p->tp, st->rs), "a reduce-scatter", &unused);
+    return poisoned_input(on, w->be, p, out, st->count, st->rs, w->s, key);
+  }
+  /* its place in the sequence first (a call that fails here still takes it) */
+  nsc_ef_slot *ef = ef_slot(on, w->be, s, &p->tp, &p->codec, key, st->count, st->rs);
+  if (!p->stages) { /* flat two-phase: the walk took its staging */
+    if (w->stage_poison) return poisoned(on, w->be, &p->tp, out, 4 * st->count, st->rs, w->s);
+    return two_phases(on, w->be, p, ef, w->stage, src, out, st->count, op, w->s, st->rs, w->seq);
+  }
+  /* hier's stage between nodes: then its staging */
+  void *stage = NULL;
+  switch (nsc_get_staging(on, w->be, s, nsc_tp_staging_bytes(&p->tp, st->rs), st->rs ? "a reduce-scatter" : "an all-reduce",
+                          &stage)) {
+  case NSC_STAGE_REFUSED: return ncclInvalidUsage; /* the limit: the same on every rank, nothing issued anywhere */
+  case NSC_STAGE_PLAIN: /* no room in the agreed block: fp32 on every rank, nothing of this call's to feed back */
+    if (ef) ef->have = 0;
+    nsc_ef_used(ef, s);
+    return nsc_forward(on, st->rs, src, out, st->count, ncclFloat32, op, w->s, NSC_WHY_STAGING);
+  case NSC_STAGE_POISON: return poisoned(on, w->be, &p->tp, out, 4 * st->count, st->rs, w->s);
+  default: break;
+  }
+  return two_phases(on, w->be, p, ef, stage, src, out, st->count, op, w->s, st->rs, w->seq);
 }

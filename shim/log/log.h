@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "plan.h"
 #include "policy.h"
 
 enum { NSC_MARK_BEGIN = 0, NSC_MARK_CAST_IN = 1, NSC_MARK_COLL = 2, NSC_MARK_END = 3, NSC_NMARKS = 4 };
@@ -29,24 +30,31 @@ enum { NSC_UNTIMED_GROUP = 1, NSC_UNTIMED_CAPTURE = 2 };
 enum { NSC_REC_PENDING = 0, NSC_REC_DONE = 1, NSC_REC_UNKNOWN = 2 };
 /* The NCCL call a record stands for. The two reductions may be transformed;
  * the others are observed only (forwarded untouched, timed, logged: a wait
- * inside a broadcast is communication too, issue 24). Send and receive are
+ * inside a broadcast is communication too). Send and receive are
  * point-to-point: their records are numbered apart ("p2p" lines), never
  * matched across ranks. */
 enum {
   NSC_COLL_ALLREDUCE = 0, NSC_COLL_REDUCESCATTER, NSC_COLL_ALLGATHER, NSC_COLL_BROADCAST, NSC_COLL_REDUCE,
   NSC_COLL_ALLTOALL, NSC_COLL_GATHER, NSC_COLL_SCATTER, NSC_COLL_SEND, NSC_COLL_RECV, NSC_NCOLLS
 };
-/* A record's call kind (bits): the collective (NSC_COLL_* above bit 0), and
- * whether the shim ran it as the two-phase algorithm over send/recv instead
- * of NCCL's own collective. */
-#define NSC_KIND_OF(coll) ((coll) << 1)
-enum { NSC_KIND_ALLREDUCE = 0, NSC_KIND_TWOPHASE = 1, NSC_KIND_REDUCESCATTER = NSC_KIND_OF(NSC_COLL_REDUCESCATTER) };
+/* How the summary groups records (its "actions", the JSON's "action"): by
+ * the class of the plan's algorithm (plan.h's nsc_alg, which the records
+ * carry and name as "algo") — passed through (PLAIN), compressed (RING,
+ * TWOPHASE, HIER), answered locally (LOCAL), fused (FUSE) — and the
+ * observed calls apart. */
+enum { NSC_ACT_PASS = 0, NSC_ACT_COMPRESS, NSC_ACT_SKIP, NSC_ACT_FUSE, NSC_ACT_OBSERVE, NSC_ACT_COUNT };
+/* "passthrough", "compressed", "skipped", "fused", "observed". */
+static inline const char *nsc_action_name(int a) {
+  static const char *const n[NSC_ACT_COUNT] = {"passthrough", "compressed", "skipped", "fused", "observed"};
+  return (unsigned)a < NSC_ACT_COUNT ? n[a] : "?";
+}
 
 typedef struct nsc_rec {
   uint64_t seq;            /* the shim's call counter of the communicator ("call" in JSON; an observed
                               call: the counter's value then, the reduction it follows) */
-  int action;              /* nsc_action */
-  int kind;                /* NSC_KIND_* bits */
+  int action;              /* NSC_ACT_*: the summary's group (from alg; observed calls apart) */
+  int coll;                /* NSC_COLL_* */
+  int alg;                 /* the plan's algorithm (plan.h's nsc_alg): the JSON's "algo" */
   int dtype, wire_dtype, op;
   int root;                /* observed calls: the root or peer, -1 none */
   int nmembers;            /* fused: members in this collective */
@@ -54,7 +62,7 @@ typedef struct nsc_rec {
   int why;                 /* passed through: why (policy.h's nsc_why); 0 otherwise */
   size_t count;
   uint64_t logical_bytes, wire_bytes;
-  uint64_t wall_ns;        /* CLOCK_REALTIME at the call (monotonic + offset, see log.c) */
+  uint64_t wall_ns;        /* CLOCK_REALTIME at the call (monotonic + offset, see log_rec.c) */
   uint64_t host_ns;        /* CLOCK_MONOTONIC at the call */
   ncclResult_t result;
   const nsc_backend *be;
@@ -109,7 +117,7 @@ typedef struct nsc_comm_log {
   nsc_rec *ring;           /* oldest first from ring_head; entries [0, ring_done) resolved */
   size_t ring_alloc, ring_head, ring_len, ring_done;
   int nudged;              /* the writer was woken for this ring and has not taken it yet */
-  struct nsc_comm_log *open_next; /* the list of open logs (log.c) */
+  struct nsc_comm_log *open_next; /* the list of open logs (log_rec.c) */
   struct nsc_log_wstate *w;       /* the writer's own state (trace tracks); only it reads it */
   struct nsc_diag *diag;          /* the diagnosis (shim/diag/), NULL until an accumulable all-reduce was seen */
   int diag_acc;                   /* ... one was seen: later calls are fed too (atomic) */
@@ -121,8 +129,8 @@ typedef struct nsc_comm_log {
   pthread_mutex_t lock;
 } nsc_comm_log;
 
-/* "allreduce", "reducescatter", "broadcast", ...; algo: "nccl" or "twophase". */
-static inline int nsc_log_coll_id(const nsc_rec *r) { return (unsigned)(r->kind >> 1) < NSC_NCOLLS ? r->kind >> 1 : 0; }
+/* "allreduce", "reducescatter", "broadcast", ...; algo: the plan's algorithm's name. */
+static inline int nsc_log_coll_id(const nsc_rec *r) { return (unsigned)r->coll < NSC_NCOLLS ? r->coll : 0; }
 static inline const char *nsc_log_coll(const nsc_rec *r) {
   static const char *const names[NSC_NCOLLS] = {"allreduce", "reducescatter", "allgather", "broadcast", "reduce",
                                                 "alltoall", "gather", "scatter", "send", "recv"};
@@ -131,7 +139,7 @@ static inline const char *nsc_log_coll(const nsc_rec *r) {
 static inline int nsc_log_p2p(const nsc_rec *r) {
   return nsc_log_coll_id(r) == NSC_COLL_SEND || nsc_log_coll_id(r) == NSC_COLL_RECV;
 }
-static inline const char *nsc_log_algo(const nsc_rec *r) { return r->kind & NSC_KIND_TWOPHASE ? "twophase" : "nccl"; }
+static inline const char *nsc_log_algo(const nsc_rec *r) { return nsc_alg_name((nsc_alg)r->alg); }
 
 void nsc_log_init(const nsc_config *cfg);
 /* What the casts of the process lost, as the core tells it (at each
@@ -156,9 +164,9 @@ void nsc_log_comm_init(nsc_comm_log *l, uint64_t id);
 void nsc_log_comm_open(nsc_comm_log *l, uint64_t id, int rank, int nranks);
 /* The communicator failed its settings check (why: the message its calls
  * answer with): its summary says so, and is written even with no record
- * (issue 24: with a setting differing between ranks nothing was written). */
+ * (a setting differing between ranks must be reported, not leave no log). */
 void nsc_log_comm_failed(nsc_comm_log *l, const char *why);
-/* Told for the summary (issue 24: rank 0 confirms what accumulation and
+/* Told for the summary (so that rank 0 confirms what accumulation and
  * error feedback did): the accumulation learner's last state message, and
  * error feedback's locked slots, residual bytes and breaks after each of
  * its calls (plain stores: no formatting on the call path). */
@@ -171,12 +179,17 @@ void nsc_log_ef_state(nsc_comm_log *l, uint64_t slots, uint64_t bytes, uint64_t 
  * none for a passthrough inside a user group, in_group: its work runs at the
  * group end, after any mark taken here). */
 void nsc_log_begin(nsc_rec *r, const nsc_backend *be, nsc_stream s, int in_group);
-/* A call's record from what its caller tells: kind (NSC_KIND_* bits), its
- * number on the communicator, the action (policy.h), count and types (wire
- * bytes 0 for a call answered locally), timed from here when logging is on
- * (in_group: inside a user group, where nothing runs before its end). */
-void nsc_rec_start(nsc_rec *r, int kind, uint64_t seq, int action, size_t count, ncclDataType_t dt,
+/* A call's record from what its caller tells: the collective (NSC_COLL_*),
+ * the plan's algorithm (its action follows from it), its number on the
+ * communicator, count and types (wire bytes 0 for a call answered locally),
+ * timed from here when logging is on (in_group: inside a user group, where
+ * nothing runs before its end). */
+void nsc_rec_start(nsc_rec *r, int coll, nsc_alg alg, uint64_t seq, size_t count, ncclDataType_t dt,
                    ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, nsc_stream s, int in_group);
+/* The same for an observed call (forwarded untouched: PLAIN, grouped apart
+ * as NSC_ACT_OBSERVE; op -1 when it does not reduce). */
+void nsc_rec_observe(nsc_rec *r, int coll, uint64_t seq, size_t count, ncclDataType_t dt, int op,
+                     const nsc_backend *be, nsc_stream s, int in_group);
 void nsc_log_mark(nsc_rec *r, int which);
 /* The record is complete from the host's view (its work is enqueued). */
 void nsc_log_commit(nsc_comm_log *l, nsc_rec *r);
@@ -194,11 +207,6 @@ void nsc_log_call(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt
  * ZeRO), as elements of their own. */
 void nsc_log_call_rs(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t dt, ncclRedOp_t op, const void *send,
                      const void *recv);
-/* Right after nsc_log_call on the same thread: the backward pass the call
- * is in and its index in the learned pass (-1, -1 when not known: no pass
- * learned yet, not an element of it, or the diagnosis off — it exists only
- * with logging on and NCCLSHIM_DIAG=1). Local, observe-only knowledge. */
-void nsc_log_position(nsc_comm_log *l, long long *pass, long *pos);
 /* Before an observed call's real call (NSC_ACT_OBSERVE), on the calling
  * thread: its CPU and run-queue time inside the call will not count as
  * compute (as for an accumulable call); seq: the record's seq. A no-op

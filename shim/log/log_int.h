@@ -2,12 +2,19 @@
  * the rest of the shim): the histogram of times, the process identity used in
  * file names, and the writers called at communicator close and process exit.
  *
- *   log.c        hot path: records, ring, reading marks, totals, open/close,
- *                and what the writer takes from the open logs
+ *   log_rec.c    hot path: records, ring, reading marks, totals, open/close,
+ *                and what the writer takes from the open logs (told to the
+ *                writer as an nsc_log_source: it never calls log_rec.c)
  *   log_writer.c the writer thread, its queue of closed logs, SIGTERM
  *   log_out.c    output files (path templates), summary table, JSON Lines
  *   log_trace.c  Chrome trace events
  *   log_nvtx.c   NVTX ranges when the program has libnvToolsExt loaded
+ *   log_fmt.c    what they all share: the settings read at activation, the
+ *                process's rank and host, the histogram, number and JSON
+ *                formats
+ * Each file calls only those listed after it (log_rec.c the writer, log_out,
+ * log_nvtx and log_fmt; log_writer log_out and log_fmt; log_out log_trace
+ * and log_fmt; log_trace log_fmt): no circle inside the room. 
  *
  * Formatting and file I/O run on the writer thread on copies taken under the
  * communicator's lock, never on the hook path of a collective (and, when no
@@ -29,11 +36,15 @@ void nsc_hist_add(uint64_t *h, uint64_t ns);
  * when n > 1; NULL entries skipped), in ns; 0 when empty. */
 uint64_t nsc_hist_quantile(uint64_t *const *h, int n, double q);
 
+/* log_fmt.c: the settings as read at activation (nsc_log_init). */
+void nsc_log_fmt_init(const nsc_config *cfg);
 /* What the log keeps: detail records (calls mode or a trace file). */
 int nsc_log_detail(void);
 int nsc_log_level(void);
-/* This process's rank in the first communicator it logged (-1 if unknown). */
+/* This process's rank in the first communicator it logged (-1 if unknown;
+ * told by log_rec.c when that communicator is named). */
 int nsc_log_proc_rank(void);
+void nsc_log_set_proc_rank(int rank);
 
 /* Who a communicator's lines name. */
 typedef struct {
@@ -79,19 +90,28 @@ typedef struct nsc_log_final {
 } nsc_log_final;
 
 nsc_log_who nsc_log_who_of(const nsc_comm_log *l);
-/* Writer side of log.c. Take the resolved detail records of every open log
- * whose rank is known (once the first communicator's rank is known: it names
- * the files); deadline: lock with a time limit (SIGTERM), NULL: wait. */
-void nsc_log_collect(nsc_log_batch **out, size_t *n, const struct timespec *deadline);
-/* SIGTERM, the process about to die: close every open log without querying
- * the device (records not read yet are "unknown"), each handed to the writer. */
-void nsc_log_close_all_now(const struct timespec *deadline);
-/* The diagnosis's GPU steps still waiting for NVML samples get what the
- * samples so far give (busy unknown otherwise), before the final is written. */
-void nsc_log_final_settle(nsc_log_final *f);
-void nsc_log_final_free(nsc_log_final *f);
+/* What the writer takes from the open logs (log_rec.c's, told at nsc_log_init).
+ *   collect        the resolved detail records of every open log whose rank
+ *                  is known (once the first communicator's rank is known: it
+ *                  names the files); deadline: lock with a time limit
+ *                  (SIGTERM), NULL: wait;
+ *   close_all_now  SIGTERM, the process about to die: close every open log
+ *                  without querying the device (records not read yet are
+ *                  "unknown"), each handed to the writer;
+ *   final_settle   the diagnosis's GPU steps still waiting for NVML samples
+ *                  get what the samples so far give (busy unknown
+ *                  otherwise), before the final is written;
+ *   final_free     a written final. */
+typedef struct {
+  void (*collect)(nsc_log_batch **out, size_t *n, const struct timespec *deadline);
+  void (*close_all_now)(const struct timespec *deadline);
+  void (*final_settle)(nsc_log_final *f);
+  void (*final_free)(nsc_log_final *f);
+} nsc_log_source;
 
 /* log_writer.c */
+/* Where the open logs are (before any other writer call). */
+void nsc_log_writer_told(const nsc_log_source *src);
 /* Tests: 0 = no thread, closes and exit write on the calling thread. */
 void nsc_log_writer_threaded(int on);
 /* Start the writer (once, at the first record) and the SIGTERM hook. */
@@ -106,23 +126,26 @@ void nsc_log_writer_stop(void);
 /* log_out.c */
 /* Diagnosis JSON of one step (a JSON Lines "step" record) and of a closed log's verdict. */
 void nsc_log_json_step(FILE *f, const nsc_log_who *who, const nsc_diag_step *s, long long accum_steps);
-/* NCCLSHIM_ACCUM_STEPS, for optimizer-step numbers. */
-long long nsc_log_accum_steps(void);
-/* Its fields only ("pass":...,"captured":N), for the trace's args. */
-void nsc_log_json_step_body(FILE *f, const nsc_diag_step *s, long long accum_steps);
 void nsc_log_out_init(const nsc_config *cfg);
 /* One writing round: the closed logs (their last records, summary line,
  * table), then the detail batches; each file gets one write() per round. */
 void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *finals);
 /* Process exit or a fatal SIGTERM: terminate the trace, close files. */
 void nsc_log_out_finish(void);
-/* Shared formatting: algbw/busbw in GB/s (1e9 B/s) of bytes moved in ns. */
+
+/* log_fmt.c: shared formatting. algbw/busbw in GB/s (1e9 B/s) of bytes moved in ns. */
 double nsc_log_algbw(uint64_t bytes, uint64_t ns);
 double nsc_log_busbw(double algbw, int nranks);
 /* JSON string body (quotes excluded) of s into f. */
 void nsc_log_json_str(FILE *f, const char *s);
 /* ns as microseconds with three decimals, exact ("12.345"). */
 void nsc_log_put_us(FILE *f, uint64_t ns);
+/* ,"key":share (4 decimals) or ,"key":null (v < 0); ,"key":us or null (ns < 0). */
+void nsc_log_put_share(FILE *f, const char *key, double v);
+void nsc_log_put_us_or_null(FILE *f, const char *key, int64_t ns);
+/* A diagnosis step's fields only ("pass":...,"captured":N), for a JSON
+ * Lines step record and the trace's args; accum_steps: NCCLSHIM_ACCUM_STEPS. */
+void nsc_log_json_step_body(FILE *f, const nsc_diag_step *s, long long accum_steps);
 const char *nsc_log_host(void);
 
 /* log_trace.c: a trace file is a JSON array: its opening and process
@@ -131,10 +154,10 @@ const char *nsc_log_host(void);
 void nsc_log_trace_begin(FILE *f);
 /* Events of rs into f; metadata of tracks first seen also into meta. */
 void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *who, nsc_log_wstate *w, nsc_log_recs rs);
-void nsc_log_trace_end(FILE *f);
-/* Diagnosis steps as slices on the communicator's step track. */
+/* Diagnosis steps as slices on the communicator's step track (accum_steps:
+ * NCCLSHIM_ACCUM_STEPS, for their optimizer-step numbers). */
 void nsc_log_trace_steps(FILE *f, FILE *meta, const nsc_log_who *who, nsc_log_wstate *w, const nsc_diag_step *s,
-                         size_t n);
+                         size_t n, long long accum_steps);
 
 /* log_nvtx.c */
 void nsc_nvtx_init(void);

@@ -100,8 +100,8 @@ void nsc_nvtx_init(void) {
 void nsc_nvtx_start(nsc_rec *r) {
   if (!range_start) return;
   char name[128];
-  snprintf(name, sizeof name, "ncclshim %s%s %s %s %llu B", nsc_log_coll(r),
-           r->kind & NSC_KIND_TWOPHASE ? " twophase" : "", nsc_action_name((nsc_action)r->action),
+  snprintf(name, sizeof name, "ncclshim %s %s %s %s %llu B", nsc_log_coll(r), nsc_log_algo(r),
+           nsc_action_name(r->action),
            nsc_dtype_name((ncclDataType_t)r->dtype), (unsigned long long)r->logical_bytes);
   r->nvtx_id = range_start(name);
   r->nvtx_open = 1;

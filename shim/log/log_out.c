@@ -62,15 +62,10 @@ static sink calls_sink = {.env = "NCCLSHIM_LOG_FILE"};
 static sink trace_sink = {.env = "NCCLSHIM_TRACE_FILE", .trace = 1};
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static int finished; /* after exit or a fatal SIGTERM: nothing more is written */
-static char host[256] = "?";
 static struct {
   int diag, compress_off;
   long long accum_steps;
 } out_cfg; /* what the diagnosis's lines need from the configuration */
-
-long long nsc_log_accum_steps(void) { return out_cfg.accum_steps; }
-
-const char *nsc_log_host(void) { return host; }
 
 /* Expand a template into out; an unknown escape is kept as written (and
  * reported once). */
@@ -87,7 +82,7 @@ static void expand(const sink *s, char *out, size_t len) {
       continue;
     }
     switch (*++p) {
-    case 'h': w = snprintf(out + n, len - n, "%s", host); break;
+    case 'h': w = snprintf(out + n, len - n, "%s", nsc_log_host()); break;
     case 'p': w = snprintf(out + n, len - n, "%d", (int)getpid()); has_id = 1; break;
     case 'r': w = rank >= 0 ? snprintf(out + n, len - n, "%d", rank) : snprintf(out + n, len - n, "pid%d", (int)getpid());
       has_id = 1;
@@ -240,7 +235,6 @@ void nsc_log_tell_casts(const nsc_log_casts *t) {
 }
 
 void nsc_log_out_init(const nsc_config *cfg) {
-  gethostname(host, sizeof host - 1);
   out_cfg.diag = cfg->diag;
   out_cfg.compress_off = cfg->compress == NSC_COMPRESS_OFF;
   out_cfg.accum_steps = cfg->accum_steps;
@@ -254,28 +248,7 @@ void nsc_log_out_init(const nsc_config *cfg) {
     if (all[i]->tmpl[0]) precheck(all[i]);
 }
 
-/* Formatting helpers ------------------------------------------------------ */
-
-double nsc_log_algbw(uint64_t bytes, uint64_t ns) { return ns ? (double)bytes / (double)ns : 0.0; }
-
-double nsc_log_busbw(double algbw, int nranks) {
-  return nranks > 1 ? algbw * 2.0 * (double)(nranks - 1) / (double)nranks : algbw;
-}
-
-void nsc_log_put_us(FILE *f, uint64_t ns) {
-  fprintf(f, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
-}
-
-void nsc_log_json_str(FILE *f, const char *s) {
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-}
-
-static const char *action_label(int a) { return nsc_action_name((nsc_action)a); }
+static const char *action_label(int a) { return nsc_action_name(a); }
 
 /* A percentile from the histogram, clamped to the exact extremes (so one
  * record's p50 is its own time). */
@@ -324,17 +297,6 @@ static void diag_lines(FILE *f, const nsc_comm_log *l, const char *pre) {
   if (o.suggest[0]) fprintf(f, "%s# try: %s\n", pre, o.suggest);
 }
 
-static void put_share(FILE *f, const char *key, double v) {
-  if (v < 0) fprintf(f, ",\"%s\":null", key);
-  else fprintf(f, ",\"%s\":%.4f", key, v);
-}
-
-static void put_us_or_null(FILE *f, const char *key, int64_t ns) {
-  fprintf(f, ",\"%s\":", key);
-  if (ns < 0) fputs("null", f);
-  else nsc_log_put_us(f, (uint64_t)ns);
-}
-
 static void json_diag(FILE *f, const nsc_comm_log *l) {
   const nsc_diag *d = l->diag;
   nsc_diag_result o;
@@ -343,24 +305,24 @@ static void json_diag(FILE *f, const nsc_comm_log *l) {
   uint64_t w = t ? t->busy_wall_ns : 0, e = t ? t->busy_exposed_ns : 0, fr = w > e ? w - e : 0;
   uint64_t busy = t && t->busy_ns < fr ? t->busy_ns : fr;
   fprintf(f, ",\"diagnosis\":{\"verdict\":\"%s\"", o.verdict);
-  put_share(f, "exposed_comm_share", o.exposed_comm_share);
-  put_share(f, "input_share", o.input_share);
-  put_share(f, "compute_share", o.compute_share);
-  put_share(f, "runqueue_share", o.runqueue_share);
+  nsc_log_put_share(f, "exposed_comm_share", o.exposed_comm_share);
+  nsc_log_put_share(f, "input_share", o.input_share);
+  nsc_log_put_share(f, "compute_share", o.compute_share);
+  nsc_log_put_share(f, "runqueue_share", o.runqueue_share);
   fprintf(f, ",\"steps\":%" PRIu64 ",\"steps_untimed\":%" PRIu64 ",\"steps_captured\":%" PRIu64 ",\"steps_broken\":%" PRIu64
           ",\"learned\":%s,\"pass_buckets\":%zu,\"pass_bytes\":%" PRIu64 ",\"accumulable_calls\":%" PRIu64
           ",\"relearned\":%d,\"busy_source\":\"%s\"",
           t ? t->steps : 0, t ? t->steps_untimed : 0, t ? t->steps_captured : 0, t ? t->steps_broken : 0, d && d->pass_len ? "true" : "false",
           d ? d->pass_len : 0, d ? d->pass_bytes : 0, d ? d->acc_calls : 0, d ? d->relearns : 0,
           nsc_diag_src_name(t && t->busy_steps ? t->src : NSC_DIAG_SRC_NONE));
-  put_us_or_null(f, "wall_us", t ? (int64_t)t->wall_ns : 0);
-  put_us_or_null(f, "mean_step_us", t && t->steps ? (int64_t)(t->wall_ns / t->steps) : -1);
-  put_us_or_null(f, "inflight_us", t ? (int64_t)t->inflight_ns : 0);
-  put_us_or_null(f, "exposed_comm_us", t ? (int64_t)t->exposed_ns : 0);
-  put_us_or_null(f, "input_us", t && t->busy_steps ? (int64_t)(fr - busy) : -1);
-  put_us_or_null(f, "compute_us", t && t->busy_steps ? (int64_t)busy : -1);
-  put_us_or_null(f, "runq_us", t && t->runq_steps ? (int64_t)t->runq_ns : -1);
-  put_us_or_null(f, "max_gap_us", t ? (t->gpu ? -1 : (int64_t)t->max_gap_ns) : 0); /* null on a GPU */
+  nsc_log_put_us_or_null(f, "wall_us", t ? (int64_t)t->wall_ns : 0);
+  nsc_log_put_us_or_null(f, "mean_step_us", t && t->steps ? (int64_t)(t->wall_ns / t->steps) : -1);
+  nsc_log_put_us_or_null(f, "inflight_us", t ? (int64_t)t->inflight_ns : 0);
+  nsc_log_put_us_or_null(f, "exposed_comm_us", t ? (int64_t)t->exposed_ns : 0);
+  nsc_log_put_us_or_null(f, "input_us", t && t->busy_steps ? (int64_t)(fr - busy) : -1);
+  nsc_log_put_us_or_null(f, "compute_us", t && t->busy_steps ? (int64_t)busy : -1);
+  nsc_log_put_us_or_null(f, "runq_us", t && t->runq_steps ? (int64_t)t->runq_ns : -1);
+  nsc_log_put_us_or_null(f, "max_gap_us", t ? (t->gpu ? -1 : (int64_t)t->max_gap_ns) : 0); /* null on a GPU */
   fputs(",\"busy_why\":\"", f); /* why busy_source is "none" ("" otherwise) */
   if (t && t->steps && !t->busy_steps) nsc_log_json_str(f, t->gpu && d ? nsc_nvml_why(d->cudev) : "the CPU time could not be read");
   fputs("\"", f);
@@ -378,31 +340,6 @@ void nsc_log_json_step(FILE *f, const nsc_log_who *who, const nsc_diag_step *s, 
   fputc(',', f);
   nsc_log_json_step_body(f, s, k);
   fputs("}\n", f);
-}
-
-void nsc_log_json_step_body(FILE *f, const nsc_diag_step *s, long long k) {
-  if (k < 1) k = 1;
-  fprintf(f, "\"pass\":%" PRId64 ",\"opt_step\":%" PRId64 ",\"micro\":%" PRId64 ",\"accum_steps\":%lld"
-          ",\"first_call\":%" PRIu64 ",\"records\":%" PRIu64 ",\"wall_start_us\":",
-          s->pass, (int64_t)(s->pass / k), (int64_t)(s->pass % k), k, s->first_call, s->records);
-  nsc_log_put_us(f, s->wall_start_ns);
-  put_us_or_null(f, "wall_us", (int64_t)s->wall_ns);
-  put_us_or_null(f, "inflight_us", (int64_t)s->inflight_ns);
-  put_us_or_null(f, "exposed_comm_us", (int64_t)s->exposed_ns);
-  put_us_or_null(f, "max_gap_us", s->gpu ? -1 : (int64_t)s->max_gap_ns);
-  put_us_or_null(f, "cpu_us", s->cpu_ns);
-  put_us_or_null(f, "runq_us", s->runq_ns);
-  put_us_or_null(f, "coll_busy_us", s->cpu_ns < 0 ? -1 : (int64_t)s->coll_busy_ns);
-  uint64_t fr = s->wall_ns > s->exposed_ns ? s->wall_ns - s->exposed_ns : 0;
-  int64_t busy = s->busy_ns < 0 ? -1 : (uint64_t)s->busy_ns < fr ? s->busy_ns : (int64_t)fr;
-  put_us_or_null(f, "compute_us", busy);
-  put_us_or_null(f, "input_us", busy < 0 ? -1 : (int64_t)(fr - (uint64_t)busy));
-  double w = s->wall_ns ? (double)s->wall_ns : 1.0;
-  put_share(f, "exposed_comm_share", s->wall_ns ? (double)s->exposed_ns / w : -1);
-  put_share(f, "input_share", busy < 0 || !s->wall_ns ? -1 : (double)(fr - (uint64_t)busy) / w);
-  put_share(f, "compute_share", busy < 0 || !s->wall_ns ? -1 : (double)busy / w);
-  fprintf(f, ",\"busy_source\":\"%s\",\"device\":\"%s\",\"untimed\":%u,\"captured\":%u",
-          nsc_diag_src_name(s->src), s->gpu ? "gpu" : "host", s->untimed, s->captured);
 }
 
 /* Why the calls passed through were left to NCCL (policy.h's reasons, most
@@ -448,7 +385,7 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
   }
   double span = l->end_ns > l->first_ns ? (double)(l->end_ns - l->first_ns) : 0.0;
   fprintf(f, "%s# ncclshim summary: communicator %d (%#" PRIx64 "), rank %d of %d, %s pid %d\n", pre, l->comm_seq,
-          l->id, l->rank, l->nranks, host, (int)getpid());
+          l->id, l->rank, l->nranks, nsc_log_host(), (int)getpid());
   if (l->nodes[0]) fprintf(f, "%s# nodes: %s (this rank %d on its node)\n", pre, l->nodes, l->local_rank);
   if (l->failed[0])
     fprintf(f, "%s# failed its settings check: %s; every call on it returned ncclInvalidUsage\n", pre, l->failed);
@@ -496,7 +433,7 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
   if (st.casts > 0) {
     fprintf(f, "%s# casts to %s in this process: %" PRIu64 " values overflowed to +-Inf, %" PRIu64
             " non-zero values flushed to zero\n", pre, st.wire, st.overflow, st.underflow);
-    /* what to do about it (issue 24: the counts came without advice) */
+    /* what to do about it: counts alone leave the user guessing */
     int f16 = !strcmp(st.wire, "fp16");
     if (st.underflow && f16)
       fprintf(f, "%s# advice: fp16 flushes |x| < 2^-24 to zero and keeps fewer bits below 6.1e-5 (DDP divides "
@@ -528,7 +465,7 @@ static void emit_table(const nsc_comm_log *l) {
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
   if (!m) return;
-  if (!to_file) snprintf(pre, sizeof pre, "ncclshim[%s:%d] ", host, (int)getpid());
+  if (!to_file) snprintf(pre, sizeof pre, "ncclshim[%s:%d] ", nsc_log_host(), (int)getpid());
   write_table(m, l, pre);
   if (fclose(m) || !buf) { free(buf); return; }
   if (to_file) sink_put(&table_sink, buf, len);
@@ -541,7 +478,7 @@ static void emit_table(const nsc_comm_log *l) {
 static void json_head(FILE *f, const char *kind, const nsc_log_who *l) {
   fprintf(f, "{\"kind\":\"%s\",\"rank\":%d,\"nranks\":%d,\"comm\":\"%#" PRIx64 "\",\"comm_seq\":%d,\"host\":\"", kind,
           l->rank, l->nranks, l->id, l->comm_seq);
-  nsc_log_json_str(f, host);
+  nsc_log_json_str(f, nsc_log_host());
   fprintf(f, "\",\"pid\":%d", (int)getpid());
 }
 
@@ -694,7 +631,7 @@ void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *f
     }
     if (trace && mem(&tm) && mem(&ts)) {
       nsc_log_trace_recs(tm.m, ts.m, &who, l->w, rs);
-      nsc_log_trace_steps(tm.m, ts.m, &who, l->w, st, nst);
+      nsc_log_trace_steps(tm.m, ts.m, &who, l->w, st, nst, out_cfg.accum_steps);
     }
     free(st);
     n += rs.n;
@@ -707,7 +644,7 @@ void nsc_log_out_round(const nsc_log_batch *b, size_t nb, const nsc_log_final *f
     }
     if (trace && mem(&tm) && mem(&ts)) {
       nsc_log_trace_recs(tm.m, ts.m, &b[i].who, b[i].w, rs);
-      nsc_log_trace_steps(tm.m, ts.m, &b[i].who, b[i].w, b[i].steps, b[i].nsteps);
+      nsc_log_trace_steps(tm.m, ts.m, &b[i].who, b[i].w, b[i].steps, b[i].nsteps, out_cfg.accum_steps);
     }
     n += rs.n;
   }

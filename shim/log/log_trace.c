@@ -26,8 +26,8 @@
 
 /* The process's pid in the trace: its rank (known since the first
  * communicator opened, before any record), fixed at the first use, which
- * may be a record rendered before the file's header is (issue 24: the first
- * round's events carried pid 0). Writer thread only. */
+ * may be a record rendered before the file's header is (else the first
+ * round's events would carry pid 0). Writer thread only. */
 static int trace_pid, trace_pid_set;
 static int pid_now(void) {
   if (!trace_pid_set) {
@@ -46,7 +46,6 @@ void nsc_log_trace_begin(FILE *f) {
   fprintf(f, ":%d)\"}}", (int)getpid());
 }
 
-void nsc_log_trace_end(FILE *f) { fputs("\n]\n", f); }
 
 static void event(FILE *f, const char *name, const char *ph, int tid, uint64_t ts_ns) {
   fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"ncclshim\",\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", name, ph, pid_now(),
@@ -59,7 +58,7 @@ static void args(FILE *f, const nsc_log_who *l, const nsc_rec *r, int with_bw) {
           ",\"args\":{\"seq\":%" PRIu64 ",\"action\":\"%s\",\"count\":%zu,\"dtype\":\"%s\",\"wire_dtype\":\"%s\""
           ",\"logical_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64 ",\"members\":%d,\"result\":%d"
           ",\"coll\":\"%s\",\"algo\":\"%s\"",
-          r->lseq, nsc_action_name((nsc_action)r->action), r->count, nsc_dtype_name((ncclDataType_t)r->dtype),
+          r->lseq, nsc_action_name(r->action), r->count, nsc_dtype_name((ncclDataType_t)r->dtype),
           nsc_dtype_name((ncclDataType_t)r->wire_dtype), r->logical_bytes, r->wire_bytes, r->nmembers, (int)r->result,
           nsc_log_coll(r), nsc_log_algo(r));
   if (with_bw) {
@@ -111,11 +110,14 @@ void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstat
     const nsc_rec *r = &rs.ring[(rs.head + i) % rs.alloc];
     nsc_log_track *t = track_of(f, meta, l, w, r->stream);
     if (!t) break;
-    const char *act = nsc_action_name((nsc_action)r->action);
-    const char *tp = r->kind & NSC_KIND_TWOPHASE ? " twophase" : "";
+    const char *act = nsc_action_name(r->action);
+    /* a compressed record names its algorithm ("allreduce ring compressed",
+     * "... hier compressed"); the others' actions say it (passthrough, fused,
+     * skipped, observed) */
+    const char *alg = r->action == NSC_ACT_COMPRESS ? nsc_log_algo(r) : "", *sp = *alg ? " " : "";
     int timed = r->state == NSC_REC_DONE && (r->have & (1u << NSC_T_COLL));
     if (r->action == NSC_ACT_SKIP || !timed) {
-      snprintf(name, sizeof name, "%s%s %s%s", nsc_log_coll(r), tp, act,
+      snprintf(name, sizeof name, "%s%s%s %s%s", nsc_log_coll(r), sp, alg, act,
                r->action == NSC_ACT_SKIP || timed ? "" : " (untimed)");
       event(f, name, "i", t->tid, r->wall_ns);
       fputs(",\"s\":\"t\"", f);
@@ -127,7 +129,7 @@ void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstat
       slice(f, "cast-in", t->tid, &ts, r->ns[NSC_T_CAST_IN]);
       args(f, l, r, 0);
     }
-    snprintf(name, sizeof name, "%s%s %s", nsc_log_coll(r), tp, act);
+    snprintf(name, sizeof name, "%s%s%s %s", nsc_log_coll(r), sp, alg, act);
     slice(f, name, t->tid, &ts, r->ns[NSC_T_COLL]);
     args(f, l, r, 1);
     if (r->have & (1u << NSC_T_CAST_OUT)) {
@@ -143,7 +145,7 @@ void nsc_log_trace_recs(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstat
  * communicator ("comm N steps"), from the call of the pass's first bucket to
  * the next pass's, with the breakdown in args (docs/diagnosis.md). */
 void nsc_log_trace_steps(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wstate *w, const nsc_diag_step *s,
-                         size_t n) {
+                         size_t n, long long accum_steps) {
   if (!n) return;
   int tid = (l->comm_seq + 1) * 1000;
   if (!w || !w->step_track) {
@@ -164,7 +166,7 @@ void nsc_log_trace_steps(FILE *f, FILE *meta, const nsc_log_who *l, nsc_log_wsta
     uint64_t t = s[i].wall_start_ns;
     slice(f, name, tid, &t, s[i].wall_ns);
     fputs(",\"args\":{", f);
-    nsc_log_json_step_body(f, &s[i], nsc_log_accum_steps());
+    nsc_log_json_step_body(f, &s[i], accum_steps);
     fputs("}}", f);
   }
 }

@@ -68,6 +68,7 @@
 #define TERM_WAIT_NS 3000000000ll /* the handler's longest wait for the writer */
 #define EXIT_ROUND_NS 2000000000ll /* exit: longest wait for a round the writer is in */
 
+static const nsc_log_source *src; /* the open logs (log_rec.c), told at nsc_log_init */
 static int threaded = 1;     /* 0 (tests): write on the closing thread */
 static int started;          /* start() ran */
 static int running;          /* the thread exists (in this process) */
@@ -126,10 +127,10 @@ static void round_once(const struct timespec *deadline, int nvml) {
   /* NVML (the diagnosis's device busy on a GPU) is read here only, off the
    * calling threads, before the steps waiting for its samples are settled. */
   if (nvml) nsc_nvml_poll();
-  for (nsc_log_final *g = f; g; g = g->next) nsc_log_final_settle(g);
+  for (nsc_log_final *g = f; g; g = g->next) src->final_settle(g);
   nsc_log_batch *b = NULL;
   size_t nb = 0;
-  nsc_log_collect(&b, &nb, deadline);
+  src->collect(&b, &nb, deadline);
   if (nb || f) nsc_log_out_round(b, nb, f);
   for (size_t i = 0; i < nb; i++) {
     free(b[i].recs);
@@ -138,7 +139,7 @@ static void round_once(const struct timespec *deadline, int nvml) {
   free(b);
   while (f) {
     nsc_log_final *next = f->next;
-    nsc_log_final_free(f);
+    src->final_free(f);
     f = next;
   }
 }
@@ -161,7 +162,7 @@ static void *writer_main(void *arg) {
       struct timespec dl = after_ns(TERM_LOCK_NS);
       int locked = !pthread_mutex_timedlock(&round_lock, &dl);
       if (locked && __atomic_load_n(&exit_state, __ATOMIC_ACQUIRE) != EXIT_DONE) { /* else exit wrote everything */
-        if (term_fatal) nsc_log_close_all_now(&dl);
+        if (term_fatal) src->close_all_now(&dl);
         round_once(&dl, 0);
         if (term_fatal) nsc_log_out_finish();
       }
@@ -264,6 +265,8 @@ static void start(void) {
   __atomic_store_n(&started, 1, __ATOMIC_RELEASE);
 }
 
+void nsc_log_writer_told(const nsc_log_source *s) { src = s; }
+
 void nsc_log_writer_start(void) {
   if (__atomic_load_n(&started, __ATOMIC_ACQUIRE)) return;
   pthread_once(&once, start);
@@ -275,9 +278,9 @@ void nsc_log_writer_nudge(void) {
 
 void nsc_log_writer_final(nsc_log_final *f) {
   if (!__atomic_load_n(&running, __ATOMIC_ACQUIRE) || getpid() != owner) {
-    nsc_log_final_settle(f); /* no writer: on this (closing) thread, with the samples read so far */
+    src->final_settle(f); /* no writer: on this (closing) thread, with the samples read so far */
     nsc_log_out_round(NULL, 0, f);
-    nsc_log_final_free(f);
+    src->final_free(f);
     return;
   }
   pthread_mutex_lock(&q_lock);
@@ -290,8 +293,8 @@ void nsc_log_writer_final(nsc_log_final *f) {
 /* Exit: the last round (closed logs, the records left, the trace's "]")
  * runs on the exiting thread, at the program's priority: waiting for the
  * writer at nice +10 on busy cores kept the process alive for hundreds of
- * ms while the program's other threads ran into its finalised state (issue
- * 24: torch's gloo threads into a finalised interpreter). The writer is
+ * ms while the program's other threads ran into its finalised state (torch's
+ * gloo threads into a finalised interpreter). The writer is
  * told to stop and is not waited for, only a round it is in (at most
  * EXIT_ROUND_NS); it ends with the process. */
 void nsc_log_writer_stop(void) {

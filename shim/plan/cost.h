@@ -1,4 +1,4 @@
-/* cost.h — the launch-aware cost rule (issue 33): what a plan costs, in the
+/* cost.h — the launch-aware cost rule: what a plan costs, in the
  * bytes one rank's link would move in the same time ("link bytes"), so that
  * launches, wire bytes and the codec compare on one scale without the
  * fabric's bandwidth:

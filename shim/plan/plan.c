@@ -1,7 +1,9 @@
 /* plan.c — see plan.h. The decision in one place: which calls may be
- * transformed (the policy, policy.h), the two-phase layout (tp_plan.h), the
- * launch-aware cost rule (cost.h) and, from them, a call's plan: its
- * algorithm and the steps and launches it issues. Pure: nothing here reads
+ * transformed (the policy, policy.h: asked once per call), the two-phase
+ * layout (tp_plan.h: made once per plan), the launch-aware cost rule
+ * (cost.h) and, from them, a call's plan: its algorithm, the steps and
+ * launches it issues, and everything its steps need (format, codec,
+ * staging). A group's buckets are group.c's. Pure: nothing here reads
  * anything but its arguments. */
 #include "plan.h"
 
@@ -12,19 +14,12 @@
  * errors (NULL buffers, invalid datatype or op, count 0) are always passed
  * through, so the caller gets exactly the result code plain NCCL would give. */
 
-static const char *names[NSC_ACT_COUNT] = {"passthrough", "compressed", "skipped", "fused", "observed"};
-
-const char *nsc_action_name(nsc_action a) { return (unsigned)a < NSC_ACT_COUNT ? names[a] : "?"; }
-
 static int sum_or_avg(ncclRedOp_t op) { return op == ncclSum || op == ncclAvg; }
 
-int nsc_policy_compressible_kind(const nsc_config *cfg, const nsc_call *c) {
-  return cfg->compress != NSC_COMPRESS_OFF && c->dt == ncclFloat32 && sum_or_avg(c->op) &&
-         c->has_buffers && c->count > 0;
-}
-
-int nsc_policy_compressible(const nsc_config *cfg, const nsc_call *c) {
-  return nsc_policy_compressible_kind(cfg, c) && c->count * 4 >= (size_t)cfg->min_bytes;
+/* fp32, Sum/Avg, valid buffers, count > 0, compression on: its size aside. */
+static int compressible_kind(const nsc_config *cfg, const nsc_call *c) {
+  return cfg->compress != NSC_COMPRESS_OFF && c->dt == ncclFloat32 && sum_or_avg(c->op) && c->has_buffers &&
+         c->count > 0;
 }
 
 static size_t float_size(ncclDataType_t dt) {
@@ -36,8 +31,17 @@ static size_t float_size(ncclDataType_t dt) {
   }
 }
 
-nsc_why nsc_policy_why(const nsc_config *cfg, const nsc_call *c) {
-  if (nsc_policy_compressible(cfg, c)) return NSC_WHY_NONE;
+/* Floating, Sum/Avg, valid buffers, count > 0, at least MIN_BYTES, K > 1:
+ * capture aside. */
+static int accumulable_kind(const nsc_config *cfg, const nsc_call *c) {
+  size_t es = float_size(c->dt);
+  return nsc_cfg_accumulating(cfg) && es && sum_or_avg(c->op) && c->has_buffers && c->count > 0 &&
+         c->count * es >= (size_t)cfg->min_bytes;
+}
+
+/* Why a call is not compressible on its own: the first of OFF, DTYPE, OP,
+ * ARGS, MIN_BYTES that holds. */
+static nsc_why why_not(const nsc_config *cfg, const nsc_call *c) {
   if (cfg->compress == NSC_COMPRESS_OFF) return NSC_WHY_OFF;
   if (c->dt != ncclFloat32) return NSC_WHY_DTYPE;
   if (!sum_or_avg(c->op)) return NSC_WHY_OP;
@@ -45,28 +49,17 @@ nsc_why nsc_policy_why(const nsc_config *cfg, const nsc_call *c) {
   return NSC_WHY_MIN_BYTES;
 }
 
+void nsc_policy_ask(const nsc_config *cfg, nsc_call *c) {
+  int kind = compressible_kind(cfg, c);
+  c->pol.why = kind && c->count * 4 >= (size_t)cfg->min_bytes ? NSC_WHY_NONE : why_not(cfg, c);
+  c->pol.may = 0;
+  if (c->rs) return; /* two phases or untouched: never fused or accumulated */
+  if (c->in_group && cfg->fuse_bytes > 0 && kind) c->pol.may |= NSC_MAY_FUSE;
+  if (accumulable_kind(cfg, c)) c->pol.may |= NSC_MAY_ACCUM;
+}
+
 int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c) {
-  size_t es = float_size(c->dt);
-  return nsc_cfg_accumulating(cfg) && es && sum_or_avg(c->op) && c->has_buffers && c->count > 0 &&
-         !c->capturing && c->count * es >= (size_t)cfg->min_bytes;
-}
-
-int nsc_policy_may_transform(const nsc_config *cfg, const nsc_call *c) {
-  if (c->rs) return nsc_policy_compressible(cfg, c); /* two phases or untouched: never fused or accumulated */
-  return nsc_policy_accumulable(cfg, c) || nsc_policy_compressible(cfg, c) ||
-         (c->in_group && cfg->fuse_bytes > 0 && nsc_policy_compressible_kind(cfg, c));
-}
-
-nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c) {
-  /* A capture freezes whatever is enqueued; staging growth there is not
-   * allowed, so captured calls are forwarded as they are. */
-  if (c->capturing) return NSC_ACT_PASS;
-  /* Two-phase needs the data of its first phase before its second: not inside
-   * a group, where nothing runs before the outermost end. */
-  if (c->in_group && nsc_policy_blocked(cfg)) return NSC_ACT_PASS;
-  if (c->in_group && cfg->fuse_bytes > 0 && nsc_policy_compressible_kind(cfg, c)) return NSC_ACT_FUSE;
-  if (nsc_policy_compressible(cfg, c)) return NSC_ACT_COMPRESS;
-  return NSC_ACT_PASS;
+  return !c->capturing && accumulable_kind(cfg, c);
 }
 
 int nsc_policy_blocked(const nsc_config *cfg) {
@@ -140,55 +133,62 @@ void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, si
 
 int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs) {
   if (n < 2 || cfg->compress == NSC_COMPRESS_OFF || count == 0) return 0;
-  nsc_tp_plan p;
-  nsc_tp_plan_init(&p, cfg, n, 0, count, rs, 0);
-  return (nsc_tp_chunk_bytes(&p, 0) + 15) / 16 * 16 <= 4 * count; /* the largest message, whatever the pieces */
+  /* chunk 0 is a largest one (nsc_tp_chunk); the largest message, whatever the pieces */
+  size_t total = rs ? count * (size_t)n : count, len = total / (size_t)n + (total % (size_t)n != 0);
+  return (nsc_fmt_bytes(nsc_tp_fmt(cfg), len, (size_t)cfg->block_elems) + 15) / 16 * 16 <= 4 * count;
 }
 
-nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs, int hier) {
-  int fits = nsc_tp_fits(cfg, nranks, count, rs);
-  if (rs || nsc_fmt_blocked(nsc_tp_fmt(cfg)))
-    return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
-  switch (cfg->algo) {
-  case NSC_ALGO_RING: return NSC_ALG_RING;
-  case NSC_ALGO_TWOPHASE: return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
-  case NSC_ALGO_HIER: /* the hierarchical all-reduce where the communicator adopted it (hier.c), else auto */
-    if (hier) return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
-    /* fall through */
-  default:
-    /* Error feedback and stochastic rounding exist only in two phases (the
-     * ring rounds inside NCCL's kernels), so asking for either makes auto
-     * choose two phases wherever they fit. */
-    if (cfg->error_feedback || cfg->rounding == NSC_ROUND_STOCHASTIC) return fits ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
-    return fits && nranks >= 4 && count / (size_t)nranks >= 16384 ? NSC_ALG_TWOPHASE : NSC_ALG_RING;
+/* ---- the plans' steps ---- */
+
+/* The format's NCCL datatype as its row names it (fp16's when compression is off). */
+static int wire_dtype(nsc_fmt_t f) {
+  switch (f) {
+#define NSC_WIRE_DT(ID, name, bits, blocked, dt, k, bound, zero, doc) \
+  case NSC_FMT_##ID: return (int)dt;
+    NSC_FORMATS(NSC_WIRE_DT)
+#undef NSC_WIRE_DT
+  default: return (int)ncclFloat16;
   }
 }
 
-static void step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags, size_t count, nsc_plan_buf src,
-                 size_t src_off, nsc_plan_buf dst, size_t dst_off, int avg, int rs) {
+void nsc_plan_init(nsc_plan *p, const nsc_config *cfg, int rs, size_t count, int host) {
+  *p = (nsc_plan){0};
+  p->rs = rs;
+  p->count = count;
+  p->host = host;
+  p->fmt = nsc_tp_fmt(cfg);
+  p->wdt = wire_dtype(p->fmt);
+  p->codec = (nsc_codec){cfg->prescale, cfg->error_feedback != 0, cfg->rounding == NSC_ROUND_STOCHASTIC,
+                         (uint64_t)cfg->rounding_seed, (size_t)cfg->ef_max_bytes, cfg->fault_cast};
+}
+
+void nsc_plan_step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags, size_t count, nsc_plan_buf src,
+                   size_t src_off, nsc_plan_buf dst, size_t dst_off, int avg, int rs) {
   nsc_step *s = &p->step[p->nsteps++];
   *s = (nsc_step){k, on, flags, rs, avg, 0, count, src, dst, src_off, dst_off};
 }
+#define step(...) nsc_plan_step(__VA_ARGS__)
 
 static void make_ring(nsc_plan *p, int avg) {
-  p->alg = NSC_PLAN_RING;
+  p->alg = NSC_ALG_RING;
   step(p, NSC_STEP_CAST_IN, NSC_ON_ALL, 0, p->count, NSC_BUF_SEND, 0, NSC_BUF_TMP, 0, 0, 0);
   step(p, NSC_STEP_ALLREDUCE, NSC_ON_ALL, NSC_STEP_WIRE, p->count, NSC_BUF_TMP, 0, NSC_BUF_TMP, 0, avg, 0);
   step(p, NSC_STEP_CAST_OUT, NSC_ON_ALL, 0, p->count, NSC_BUF_TMP, 0, NSC_BUF_RECV, 0, 0, 0);
 }
 
 static void make_plain(nsc_plan *p, int avg) {
-  p->alg = NSC_PLAN_PLAIN;
-  step(p, p->rs ? NSC_STEP_REDUCESCATTER : NSC_STEP_ALLREDUCE, NSC_ON_ALL, 0, p->count, NSC_BUF_SEND, 0, NSC_BUF_RECV,
-       0, avg, 0);
+  p->alg = NSC_ALG_PLAIN;
+  step(p, p->rs ? NSC_STEP_REDUCESCATTER : NSC_STEP_ALLREDUCE, NSC_ON_ALL, NSC_STEP_CALL, p->count, NSC_BUF_SEND, 0,
+       NSC_BUF_RECV, 0, avg, 0);
+  p->launches = 1;
 }
 
-/* hier.c's all-reduce: node l's shard of count/L elements through the three
+/* hier's all-reduce: node l's shard of count/L elements through the three
  * stages, the last count % L elements in one fp32 all-reduce of everyone. */
 static void make_hier_ar(nsc_plan *p, const nsc_topo *t, int avg) {
   size_t L = (size_t)t->local_size, shard = p->count / L, main = shard * L, tail = p->count - main;
   size_t mine = (size_t)t->local_rank * shard;
-  p->alg = NSC_PLAN_HIER;
+  p->alg = NSC_ALG_HIER;
   if (shard) {
     step(p, NSC_STEP_REDUCESCATTER, NSC_ON_NODE, 0, shard, NSC_BUF_SEND, 0, NSC_BUF_RECV, mine, avg, 0);
     step(p, NSC_STEP_TWOPHASE, NSC_ON_CROSS, 0, shard, NSC_BUF_RECV, mine, NSC_BUF_RECV, mine, avg, 0);
@@ -212,7 +212,7 @@ static void make_hier_ar(nsc_plan *p, const nsc_topo *t, int avg) {
  * Own node first: an in-place call reads the blocks its receive buffer
  * aliases before a rank without TMP writes anything there. */
 static void make_hier_rs(nsc_plan *p, const nsc_topo *t, int avg) {
-  p->alg = NSC_PLAN_HIER;
+  p->alg = NSC_ALG_HIER;
   p->tmp_elems = p->count * (size_t)t->nnodes;
   if (t->contiguous)
     step(p, NSC_STEP_REDUCESCATTER, NSC_ON_NODE, NSC_STEP_EACH_NODE, p->count, NSC_BUF_SEND, 0, NSC_BUF_TMP, 0, avg,
@@ -221,6 +221,16 @@ static void make_hier_rs(nsc_plan *p, const nsc_topo *t, int avg) {
     step(p, NSC_STEP_REDUCE, NSC_ON_NODE, NSC_STEP_EACH_NODE | NSC_STEP_EACH_LOCAL, p->count, NSC_BUF_SEND, 0,
          NSC_BUF_TMP, 0, avg, 0);
   step(p, NSC_STEP_TWOPHASE, NSC_ON_CROSS, 0, p->count, NSC_BUF_TMP, 0, NSC_BUF_RECV, 0, avg, 1);
+}
+
+static void make_twophase(nsc_plan *p, const nsc_plan_call *in) {
+  p->alg = NSC_ALG_TWOPHASE;
+  step(p, NSC_STEP_TWOPHASE, NSC_ON_ALL, 0, p->count, NSC_BUF_SEND, 0, NSC_BUF_RECV, 0, in->avg, in->rs);
+}
+
+static void make_hier(nsc_plan *p, const nsc_plan_call *in) {
+  if (in->rs) make_hier_rs(p, in->topo, in->avg);
+  else make_hier_ar(p, in->topo, in->avg);
 }
 
 /* ---- the cost rule (cost.h) over the plans ---- */
@@ -255,41 +265,38 @@ static uint64_t cost_ring(const nsc_config *cfg, const nsc_cost_rule *r, int n, 
   return (uint64_t)k * r->launch + cost_plain(r, n, S / 2, 0) - r->launch + nsc_cost_codec(r, 2 * S) / (uint64_t)k;
 }
 
-/* A two-phase collective on n ranks (rank 0's messages: every rank's are
+/* A two-phase collective of layout tp (rank 0's messages: every rank's are
  * the same but for the last chunk's): its launches, the encoded bytes it
  * sends, the codec's time the pieces do not hide. */
-static uint64_t cost_tp(const nsc_config *cfg, const nsc_cost_rule *r, int n, size_t count, int rs, int *launches) {
-  nsc_tp_plan tp;
-  nsc_tp_plan_init(&tp, cfg, n, 0, count, rs, r->host);
+static uint64_t cost_tp(const nsc_tp_plan *tp, const nsc_cost_rule *r, int rs, int *launches) {
   uint64_t wire = 0;
-  for (int j = 1; j < n; j++) wire += nsc_tp_chunk_bytes(&tp, j);         /* phase 1 */
-  if (!rs) wire += (uint64_t)(n - 1) * (tp.gather ? (uint64_t)tp.slot * (uint64_t)tp.npieces
-                                                  : nsc_tp_chunk_bytes(&tp, 0)); /* phase 2 */
-  *launches = nsc_tp_launches(&tp, rs);
-  return (uint64_t)*launches * r->launch + wire + nsc_cost_codec(r, 2 * 4 * (uint64_t)tp.count) / (uint64_t)tp.npieces;
+  for (int j = 1; j < tp->n; j++) wire += nsc_tp_chunk_bytes(tp, j);         /* phase 1 */
+  if (!rs) wire += (uint64_t)(tp->n - 1) * (tp->gather ? (uint64_t)tp->slot * (uint64_t)tp->npieces
+                                                       : nsc_tp_chunk_bytes(tp, 0)); /* phase 2 */
+  *launches = nsc_tp_launches(tp, rs);
+  return (uint64_t)*launches * r->launch + wire + nsc_cost_codec(r, 2 * 4 * (uint64_t)tp->count) / (uint64_t)tp->npieces;
 }
 
-static int tp_launches(const nsc_config *cfg, int host, int n, size_t count, int rs) {
-  nsc_tp_plan tp;
-  nsc_tp_plan_init(&tp, cfg, n, 0, count, rs, host);
-  return nsc_tp_launches(&tp, rs);
+/* The plan's two-phase step, if it has one (at most one). */
+static const nsc_step *tp_step(const nsc_plan *p) {
+  for (int i = 0; i < p->nsteps; i++)
+    if (p->step[i].kind == NSC_STEP_TWOPHASE) return &p->step[i];
+  return NULL;
 }
 
 /* The launches of a plan's steps (a repetition per node or per local rank
  * is one group: one launch). */
-static int plan_launches(const nsc_plan *p, const nsc_config *cfg, const nsc_topo *t, int host) {
+static int plan_launches(const nsc_plan *p, const nsc_config *cfg) {
   int n = 0;
   for (int i = 0; i < p->nsteps; i++) {
     const nsc_step *s = &p->step[i];
-    int size, idx;
-    nsc_plan_group(t, s->on, &size, &idx);
     switch (s->kind) {
-    case NSC_STEP_TWOPHASE: n += tp_launches(cfg, host, size, s->count, s->rs); break;
+    case NSC_STEP_TWOPHASE: n += nsc_tp_launches(&p->tp, s->rs); break;
     case NSC_STEP_CAST_IN:
     case NSC_STEP_CAST_OUT: break;
     default:
       if (s->flags & NSC_STEP_WIRE) { /* the ring's real all-reduce, in chunks */
-        size_t ce = nsc_plan_ring_chunk(cfg, host, s->count);
+        size_t ce = nsc_plan_ring_chunk(cfg, p->host, s->count);
         n += ce ? (int)((s->count + ce - 1) / ce) : 1;
       } else n += 1;
       break;
@@ -301,78 +308,48 @@ static int plan_launches(const nsc_plan *p, const nsc_config *cfg, const nsc_top
 /* hier: intra-node links are taken as free beside the NIC (nodes of GPUs
  * joined by NVLink or PCIe); the cost is its launches and its two-phase step
  * between nodes, whose bytes are the node's NIC bytes over its L ranks. */
-static uint64_t cost_hier(const nsc_config *cfg, const nsc_cost_rule *r, const nsc_plan *h, const nsc_topo *t) {
+static uint64_t cost_hier(const nsc_cost_rule *r, const nsc_plan *h) {
   uint64_t c = 0;
-  for (int i = 0; i < h->nsteps; i++)
-    if (h->step[i].kind == NSC_STEP_TWOPHASE) {
-      int l;
-      c += cost_tp(cfg, r, t->nnodes, h->step[i].count, h->step[i].rs, &l) - (uint64_t)l * r->launch;
-    }
+  const nsc_step *s = tp_step(h);
+  if (s) {
+    int l;
+    c += cost_tp(&h->tp, r, s->rs, &l) - (uint64_t)l * r->launch;
+  }
   return c + (uint64_t)h->launches * r->launch;
 }
 
 /* ---- the plans ---- */
 
-static void make_twophase(nsc_plan *p, const nsc_plan_call *in) {
-  p->alg = NSC_PLAN_TWOPHASE;
-  step(p, NSC_STEP_TWOPHASE, NSC_ON_ALL, 0, p->count, NSC_BUF_SEND, 0, NSC_BUF_RECV, 0, in->avg, in->rs);
-}
-
-static void make_hier(nsc_plan *p, const nsc_plan_call *in) {
-  if (in->rs) make_hier_rs(p, in->topo, in->avg);
-  else make_hier_ar(p, in->topo, in->avg);
-}
-
 typedef enum { C_RING, C_TP, C_HIER } cand;
 
 /* The plan of candidate k (C_HIER only where the communicator adopted hier
- * and two phases fit); its cost in *cost. */
+ * and two phases fit), its two-phase layout made once, on this rank's group,
+ * for its launches, its cost and its staging alike. */
 static void make_cand(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in, cand k, const nsc_cost_rule *r) {
   const nsc_topo *t = in->topo;
-  nsc_plan x = {0};
-  x.host = p->host;
-  x.rs = p->rs;
-  x.count = p->count;
-  x.fmt = p->fmt;
+  nsc_plan x;
+  nsc_plan_init(&x, cfg, p->rs, p->count, p->host);
   if (k == C_RING) make_ring(&x, in->avg);
   else if (k == C_TP) make_twophase(&x, in);
   else make_hier(&x, in);
-  x.launches = plan_launches(&x, cfg, t, in->host);
+  const nsc_step *s = tp_step(&x);
+  if (s) nsc_plan_tp(&x, s, cfg, t, &x.tp);
+  x.launches = plan_launches(&x, cfg);
   int l;
   x.cost = k == C_RING ? cost_ring(cfg, r, t->nranks, x.count, &l)
-         : k == C_TP  ? cost_tp(cfg, r, t->nranks, x.count, x.rs, &l)
-                      : cost_hier(cfg, r, &x, t);
+         : k == C_TP  ? cost_tp(&x.tp, r, x.rs, &l)
+                      : cost_hier(r, &x);
   x.plain_cost = p->plain_cost;
-  if (x.chunk == 0 && k == C_RING) x.chunk = nsc_plan_ring_chunk(cfg, in->host, x.count);
+  if (k == C_RING) x.chunk = nsc_plan_ring_chunk(cfg, in->host, x.count);
   *p = x;
 }
 
-void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) {
-  const nsc_topo *t = in->topo;
-  *p = (nsc_plan){0};
-  p->host = in->host;
-  p->rs = in->rs;
-  p->count = in->count;
-  p->fmt = nsc_tp_fmt(cfg);
-  nsc_cost_rule r = nsc_cost_rule_of(cfg, in->host);
-  int n = t->nranks;
-  uint64_t S = 4 * (uint64_t)in->count * (in->rs ? (uint64_t)n : 1);
-  p->plain_cost = cost_plain(&r, n, S, in->rs);
-  int blocked = nsc_fmt_blocked(p->fmt);
-  if (!in->compress) {
-    p->why = NSC_WHY_OFF;
-    make_plain(p, in->avg);
-    p->launches = 1;
-    p->cost = p->plain_cost;
-    return;
-  }
-  int fits = nsc_tp_fits(cfg, n, in->count, in->rs);
-  /* the candidates, in the order the settings prefer them */
-  cand order[3];
-  int nc = 0;
-  int hier = in->hier && fits && (cfg->algo == NSC_ALGO_HIER || S >= (uint64_t)cfg->hier_min_bytes);
-  if (hier) order[nc++] = C_HIER;
-  if (in->rs || blocked) {
+/* The candidates of a compressible call, in the order the settings prefer
+ * them; returns how many. */
+static int candidates(cand *order, const nsc_config *cfg, const nsc_plan_call *in, uint64_t S, int fits) {
+  int nc = 0, n = in->topo->nranks;
+  if (in->hier && fits && (cfg->algo == NSC_ALGO_HIER || S >= (uint64_t)cfg->hier_min_bytes)) order[nc++] = C_HIER;
+  if (in->rs || nsc_fmt_blocked(nsc_tp_fmt(cfg))) {
     if (fits) order[nc++] = C_TP;
   } else if (cfg->algo == NSC_ALGO_RING) {
     order[nc++] = C_RING;
@@ -380,20 +357,39 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
     order[nc++] = fits ? C_TP : C_RING;
   } else if (cfg->error_feedback || cfg->rounding == NSC_ROUND_STOCHASTIC) {
     /* error feedback and stochastic rounding exist only in two phases */
-    if (fits) order[nc++] = C_TP;
-    else order[nc++] = C_RING;
-  } else if (nsc_algo_choose(cfg, in->count, n, in->rs, 0) == NSC_ALG_TWOPHASE) {
+    order[nc++] = fits ? C_TP : C_RING;
+  } else if (fits && n >= 4 && in->count / (size_t)n >= 16384) {
     order[nc++] = C_TP; /* auto: two phases from 4 ranks and 64 KiB per rank (fp32 sums) */
     order[nc++] = C_RING;
   } else {
     order[nc++] = C_RING;
     if (fits && n >= 2) order[nc++] = C_TP;
   }
+  return nc;
+}
+
+/* The call as it is, for reason why. */
+static void plain(nsc_plan *p, int avg, nsc_why why) {
+  p->why = why;
+  make_plain(p, avg);
+  p->cost = p->plain_cost;
+}
+
+void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) {
+  const nsc_topo *t = in->topo;
+  nsc_plan_init(p, cfg, in->rs, in->count, in->host);
+  nsc_cost_rule r = nsc_cost_rule_of(cfg, in->host);
+  int n = t->nranks;
+  uint64_t S = 4 * (uint64_t)in->count * (in->rs ? (uint64_t)n : 1);
+  p->plain_cost = cost_plain(&r, n, S, in->rs);
+  if (!in->compress) {
+    plain(p, in->avg, NSC_WHY_OFF);
+    return;
+  }
+  cand order[3];
+  int nc = candidates(order, cfg, in, S, nsc_tp_fits(cfg, n, in->count, in->rs));
   if (nc == 0) {
-    p->why = NSC_WHY_TOO_SMALL;
-    make_plain(p, in->avg);
-    p->launches = 1;
-    p->cost = p->plain_cost;
+    plain(p, in->avg, NSC_WHY_TOO_SMALL);
     return;
   }
   /* ALGO=auto: the first candidate that gains at least 10 % at the agreed
@@ -416,10 +412,7 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
     *p = x;
     return;
   }
-  p->why = NSC_WHY_NO_GAIN;
-  make_plain(p, in->avg);
-  p->launches = 1;
-  p->cost = p->plain_cost;
+  plain(p, in->avg, NSC_WHY_NO_GAIN);
 }
 
 /* ---- the decision ---- */
@@ -435,75 +428,95 @@ int nsc_plan_hier_wanted(const nsc_config *cfg, const nsc_topo *t, int untouched
   return !**why;
 }
 
-/* The plain call's plan (forwarded untouched). */
+/* What the policy lets a call become before its cost is weighed. */
+typedef enum { ACT_PASS, ACT_COMPRESS, ACT_FUSE } act;
+
+static act transform(const nsc_config *cfg, const nsc_call *k) {
+  if (k->rs) return ACT_PASS; /* a reduce-scatter is its plan (two phases) or untouched */
+  /* A capture freezes whatever is enqueued; staging growth there is not
+   * allowed, so captured calls are forwarded as they are. */
+  if (k->capturing) return ACT_PASS;
+  /* Two-phase needs the data of its first phase before its second: not inside
+   * a group, where nothing runs before the outermost end. */
+  if (k->in_group && nsc_policy_blocked(cfg)) return ACT_PASS;
+  if (k->pol.may & NSC_MAY_FUSE) return ACT_FUSE;
+  return k->pol.why == NSC_WHY_NONE ? ACT_COMPRESS : ACT_PASS;
+}
+
+/* The plain call's plan (forwarded untouched), or a plan of its shape
+ * (LOCAL, a fused member). */
 static void plain_of(nsc_plan *p, const nsc_call *k, nsc_why why) {
   nsc_plan x = {0};
   x.rs = k->rs;
   x.count = k->arg;
-  x.fmt = p->fmt;
   x.host = p->host;
-  x.plain_cost = x.cost = p->plain_cost;
+  x.fmt = p->fmt;
   x.wdt = p->wdt;
-  make_plain(&x, k->op == ncclAvg);
-  x.launches = 1;
-  x.why = why;
+  x.codec = p->codec;
+  x.plain_cost = p->plain_cost;
+  plain(&x, k->op == ncclAvg, why);
   *p = x;
 }
 
 void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc_agreed *a, int local) {
   nsc_plan_call in = {k->rs, k->arg, k->op == ncclAvg, 1, a->topo, a->hier, a->host};
-  nsc_action act = k->rs ? NSC_ACT_PASS : nsc_policy_transform(cfg, k);
+  act act = transform(cfg, k);
   int tp = 0;
-  *p = (nsc_plan){0};
-  p->fmt = nsc_tp_fmt(cfg);
-  p->host = a->host;
-  p->wdt = (int)nsc_policy_wire_dtype(cfg);
-  if (nsc_policy_compressible(cfg, k)) { /* the plan only where it can be more than the call itself */
+  nsc_plan_init(p, cfg, k->rs, k->arg, a->host);
+  if (a->untouched) { /* every rank forwards every call (agreed at the check) */
+    plain_of(p, k, NSC_WHY_KERNELS);
+    return;
+  }
+  if (k->pol.why == NSC_WHY_NONE) { /* the plan only where it can be more than the call itself */
     nsc_plan_make(p, cfg, &in);
-    p->wdt = (int)nsc_policy_wire_dtype(cfg);
-    tp = p->alg == NSC_PLAN_TWOPHASE || p->alg == NSC_PLAN_HIER;
+    tp = p->alg == NSC_ALG_TWOPHASE || p->alg == NSC_ALG_HIER;
     /* no plan gains at the agreed launch cost (plan.h): the call as it is */
-    if (p->alg == NSC_PLAN_PLAIN && act == NSC_ACT_COMPRESS) act = NSC_ACT_PASS;
+    if (p->alg == NSC_ALG_PLAIN && act == ACT_COMPRESS) act = ACT_PASS;
   } else {
     nsc_cost_rule r = nsc_cost_rule_of(cfg, a->host);
     uint64_t S = 4 * (uint64_t)k->arg * (k->rs ? (uint64_t)a->topo->nranks : 1);
     p->plain_cost = cost_plain(&r, a->topo->nranks, S, k->rs);
   }
-  /* A capture freezes what is enqueued: captured calls are forwarded
-   * (nsc_policy_transform says PASS for them). */
+  /* A capture freezes what is enqueued: captured calls are forwarded. */
   if (k->capturing) tp = 0;
   /* Calls that may take staging settle it: after the call, or after the
    * outermost group end (decided by the call alone, as the takes are). */
-  int settles = !k->capturing && (tp || act == NSC_ACT_COMPRESS || act == NSC_ACT_FUSE);
+  int settles = !k->capturing && (tp || act == ACT_COMPRESS || act == ACT_FUSE);
   if (local) { /* accumulation answers it: this rank's W * x (Sum) or x (Avg) */
     plain_of(p, k, NSC_WHY_LOCAL);
-    p->alg = NSC_PLAN_LOCAL;
-    p->nsteps = 0;
+    p->alg = NSC_ALG_LOCAL;
+    p->step[0].kind = NSC_STEP_LOCAL;
+    p->step[0].flags = 0;
     p->launches = 0;
   } else if (tp) {
     /* two phases inside a group as outside (there after the real group
      * end); it takes precedence over fusion: a two-phase member is not
-     * packed with the ring's fused members */
+     * packed with the ring's fused members. Hier runs in stages, each
+     * taking its staging. */
     p->deferred = k->in_group;
-    if (p->alg == NSC_PLAN_TWOPHASE) nsc_tp_plan_init(&p->tp, cfg, a->topo->nranks, a->topo->rank, p->count, p->rs, p->host);
-    else
-      for (int i = 0; i < p->nsteps; i++)
-        if (p->step[i].kind == NSC_STEP_TWOPHASE) nsc_plan_tp(p, &p->step[i], cfg, a->topo, &p->tp);
-    p->staging = nsc_plan_staging(p, cfg, a->topo, nsc_plan_round);
-  } else if (act == NSC_ACT_COMPRESS && !nsc_policy_blocked(cfg)) {
-    /* the ring (nsc_plan_make's plan): too small for two phases */
-    p->staging = nsc_plan_staging(p, cfg, a->topo, nsc_plan_round);
-  } else if (act == NSC_ACT_FUSE) {
+    p->staging = nsc_plan_staging(p, nsc_plan_round);
+    p->limited = 1;
+    p->stages = p->alg == NSC_ALG_HIER;
+  } else if (act == ACT_COMPRESS && !nsc_policy_blocked(cfg)) {
+    /* the ring (nsc_plan_make's plan): too small for two phases; outside a
+     * group its chunks' casts go beside the chunks on the wire */
+    p->staging = nsc_plan_staging(p, nsc_plan_round);
+    p->limited = 1;
+    p->pipelined = p->chunk && !k->in_group;
+  } else if (act == ACT_FUSE) {
     plain_of(p, k, NSC_WHY_FUSED);
-    p->alg = NSC_PLAN_FUSE;
+    p->alg = NSC_ALG_FUSE;
     p->nsteps = 0;
+    p->deferred = 1;
   } else {
-    plain_of(p, k, act == NSC_ACT_COMPRESS ? NSC_WHY_TOO_SMALL
-                   : k->capturing ? NSC_WHY_CAPTURED
-                   : p->why != NSC_WHY_NONE ? p->why : nsc_policy_why(cfg, k));
+    plain_of(p, k, act == ACT_COMPRESS ? NSC_WHY_TOO_SMALL
+                   : k->capturing      ? NSC_WHY_CAPTURED
+                   : p->why != NSC_WHY_NONE ? p->why : k->pol.why);
   }
   p->settles = settles;
 }
+
+/* ---- the plan's geometry ---- */
 
 void nsc_plan_group(const nsc_topo *t, nsc_plan_on on, int *size, int *index) {
   switch (on) {
@@ -528,30 +541,21 @@ void nsc_plan_tp(const nsc_plan *p, const nsc_step *s, const nsc_config *cfg, co
   nsc_tp_plan_init(tp, cfg, n, idx, s->count, s->rs, p->host);
 }
 
-size_t nsc_plan_staging(const nsc_plan *p, const nsc_config *cfg, const nsc_topo *t, size_t (*round)(size_t)) {
+size_t nsc_plan_staging(const nsc_plan *p, size_t (*round)(size_t)) {
   size_t sum = p->tmp_elems ? round(4 * p->tmp_elems) : 0;
   for (int i = 0; i < p->nsteps; i++) {
     const nsc_step *s = &p->step[i];
-    if (s->kind == NSC_STEP_TWOPHASE) {
-      nsc_tp_plan tp;
-      nsc_plan_tp(p, s, cfg, t, &tp);
-      sum += round(nsc_tp_staging_bytes(&tp, s->rs));
-    } else if (s->kind == NSC_STEP_CAST_IN) {
-      sum += round(2 * s->count); /* fp16 or bf16 */
-    }
+    if (s->kind == NSC_STEP_TWOPHASE) sum += round(nsc_tp_staging_bytes(&p->tp, s->rs));
+    else if (s->kind == NSC_STEP_CAST_IN || s->kind == NSC_STEP_SEG_CAST_IN) sum += round(2 * s->count); /* fp16 or bf16 */
   }
   return sum;
 }
 
-const char *nsc_plan_alg_name(nsc_plan_alg a) {
-  static const char *const n[] = {"plain", "ring", "twophase", "hier", "local", "fuse"};
-  return (unsigned)a < sizeof n / sizeof *n ? n[a] : "?";
-}
-
 const char *nsc_plan_step_name(nsc_step_kind k) {
   static const char *const n[] = {"allreduce", "reducescatter", "allgather", "twophase", "cast_in", "cast_out",
-                                  "reduce"};
-  return (unsigned)k < sizeof n / sizeof *n ? n[k] : "?";
+                                  "reduce", "local", "seg_cast_in", "seg_cast_out"};
+  _Static_assert(sizeof n / sizeof *n == NSC_STEP_COUNT, "a name per step kind");
+  return (unsigned)k < NSC_STEP_COUNT ? n[k] : "?";
 }
 
 const char *nsc_plan_on_name(nsc_plan_on on) {

@@ -1,8 +1,13 @@
-/* policy.h — what the shim does with one ncclAllReduce, as a pure function of
- * the call's arguments and the configuration (never data, timings, pointer
- * values or local failures: every rank must reach the same answer).
+/* policy.h — which calls the shim may transform, as a pure function of the
+ * call's arguments and the configuration (never data, timings, pointer
+ * values or local failures: every rank must reach the same answer): the
+ * policy's answer (nsc_policy), asked once per call (nsc_policy_ask) and
+ * read by the decision (plan.h: nsc_decide_untouched, nsc_decide), so that
+ * the forwarded path and the plan cannot disagree; and why a call got the
+ * plan it got (the NSC_WHYS table).
  *
- * Unit-tested without NCCL or a GPU (tests/unit/test_accum.c, test_core.c; the decision: test_plan.c). */
+ * Unit-tested without NCCL or a GPU (tests/unit/test_accum.c, test_core.c;
+ * the decision: test_plan.c). */
 #ifndef NSC_POLICY_H
 #define NSC_POLICY_H
 
@@ -11,17 +16,6 @@
 #include <stdint.h>
 
 #include "config.h"
-
-typedef enum {
-  NSC_ACT_PASS = 0,     /* forward untouched */
-  NSC_ACT_COMPRESS = 1, /* cast to the wire type, reduce, cast back */
-  NSC_ACT_SKIP = 2,     /* accumulation: answer locally, no collective */
-  NSC_ACT_FUSE = 3,     /* in a group: pack with its neighbours at group end */
-  NSC_ACT_OBSERVE = 4,  /* not a reduction we transform (broadcast, all-gather, send, ...): forwarded, timed */
-  NSC_ACT_COUNT
-} nsc_action;
-
-const char *nsc_action_name(nsc_action a);
 
 /* Why a call got the plan it got: one table for the plan's own reason (the
  * cost model prints it), a forwarded call's record (the summary's "left
@@ -73,6 +67,20 @@ static inline const char *nsc_why_text(nsc_why w) {
   return (unsigned)w < NSC_WHY_COUNT ? t[w] : "?";
 }
 
+/* The policy's answer for one call (nsc_policy_ask): why it stays untouched
+ * on its own (NSC_WHY_NONE: it is compressible: fp32, Sum or Avg, both
+ * buffers, count > 0, at least NCCLSHIM_MIN_BYTES), and what else it may
+ * become whatever its size: a member of a fused bucket (in a group, fusion
+ * on, a compressible kind), or a call accumulation may answer locally
+ * (floating, Sum or Avg, at least MIN_BYTES, K > 1; capture is the
+ * decision's to weigh). A reduce-scatter is never fused or accumulated. */
+#define NSC_MAY_FUSE 1u
+#define NSC_MAY_ACCUM 2u
+typedef struct {
+  nsc_why why;
+  unsigned may; /* NSC_MAY_* */
+} nsc_policy;
+
 /* One intercepted all-reduce or reduce-scatter: what every decision reads
  * (the policy's fields first), and what the executor needs to carry it out. */
 typedef struct {
@@ -88,41 +96,16 @@ typedef struct {
   void *recv;
   ncclComm_t comm;
   cudaStream_t stream;
-  uint64_t seq;    /* its number on the communicator (0 until the communicator is checked) */
+  nsc_policy pol;  /* the policy's answer (nsc_policy_ask), once per call */
 } nsc_call;
 
-/* fp32, Sum/Avg, valid buffers, count > 0, compression on. Size not checked. */
-int nsc_policy_compressible_kind(const nsc_config *cfg, const nsc_call *c);
-/* Compressed on its own: compressible kind and count*4 >= MIN_BYTES. */
-int nsc_policy_compressible(const nsc_config *cfg, const nsc_call *c);
-/* May be skipped by accumulation: floating type (fp16/bf16/fp32/fp64), Sum or
- * Avg, bytes >= MIN_BYTES, K > 1, not being captured. */
+/* Ask the policy about call c (its count, type, op, buffers, group, rs):
+ * fills c->pol. */
+void nsc_policy_ask(const nsc_config *cfg, nsc_call *c);
+/* May accumulation answer c (the NSC_MAY_ACCUM rule, with c's capture: a
+ * decision would be frozen into a graph)? For a call the policy was not
+ * asked about yet (a communicator's first calls). */
 int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c);
-
-/* Why a call is not compressed on its own: the first of OFF, DTYPE, OP,
- * ARGS, MIN_BYTES that holds (NONE when nsc_policy_compressible). */
-nsc_why nsc_policy_why(const nsc_config *cfg, const nsc_call *c);
-
-/* The action before accumulation is consulted: FUSE (in a group, fusion on,
- * compressible kind of any size), COMPRESS or PASS. */
-nsc_action nsc_policy_transform(const nsc_config *cfg, const nsc_call *c);
-/* Whether the call may be anything but forwarded (transformed, fused, two
- * phases in a group, or answered by accumulation): when not, the path needs
- * neither its memory kind, nor capture, nor a plan (the forwarded path). */
-int nsc_policy_may_transform(const nsc_config *cfg, const nsc_call *c);
-
-/* Wire datatype of the configuration as the log names it (formats.h's dt:
- * ncclFloat16, ncclBfloat16; ncclInt8 / ncclFloat8e4m3 for the 8-bit formats,
- * ncclFloat16 for fp16s's codes, ncclUint8 for int4's pairs). */
-static inline ncclDataType_t nsc_policy_wire_dtype(const nsc_config *cfg) {
-  switch (cfg->compress) {
-#define NSC_WIRE_DT(ID, name, bits, blocked, dt, k, bound, zero, doc) \
-  case NSC_COMPRESS_##ID: return dt;
-    NSC_FORMATS(NSC_WIRE_DT)
-#undef NSC_WIRE_DT
-  default: return ncclFloat16;
-  }
-}
 
 /* A block-scaled format is configured (formats.h's "blocked" column: int8, fp8, fp16s, int4):
  * NCCL cannot reduce them, so they exist only in the two-phase algorithm. */

@@ -1,5 +1,5 @@
-/* tp_plan.h — the layout of a two-phase collective (twophase.c; made in
- * plan.c with the rest of a call's plan): how the
+/* tp_plan.h — the layout of a two-phase collective (exec/twophase.c; made
+ * once per call in plan.c with the rest of its plan): how the
  * elements are cut into one chunk per rank and where each encoded chunk lives
  * in the staging buffer. A pure function of the count, the rank count and the
  * configuration, so every rank computes the same plan (and the same messages).
@@ -88,21 +88,6 @@ static inline size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs) {
  * which a rank that could not get staging sends and receives from, so that
  * it still issues every message its peers expect (twophase.c). */
 int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs);
-/* How a compressed call is carried out, from its count, the rank count and
- * the configuration only: for an all-reduce of `count` fp32 elements (rs = 0)
- * or a reduce-scatter of `count` per rank (rs = 1). The block-scaled formats and every
- * reduce-scatter: two-phase where nsc_tp_fits (else the caller passes the
- * call through: NCCL cannot reduce block-scaled runs, and a reduce-scatter has no
- * compressed ring here); NCCLSHIM_ALGO=ring: the ring; twophase: two-phase
- * where it fits; hier: on a communicator that adopted it (hier = 1: agreed
- * at its check, hier.h) two-phase where it fits, which then runs
- * hierarchically, elsewhere auto's choice; auto: two-phase from 4 ranks and
- * 16384 fp32 elements (64 KiB) per rank, where it fits, else the ring; on a
- * communicator that adopted hier (auto adopts it on N >= 2 nodes of L >= 2
- * ranks each) that two-phase is the hierarchical one (docs/collectives.md,
- * "Choosing the algorithm"). */
-typedef enum { NSC_ALG_RING = 0, NSC_ALG_TWOPHASE = 1 } nsc_alg;
-nsc_alg nsc_algo_choose(const nsc_config *cfg, size_t count, int nranks, int rs, int hier);
 /* The wire format of the configuration (fp16 when compression is off). */
 nsc_fmt_t nsc_tp_fmt(const nsc_config *cfg);
 

@@ -87,18 +87,21 @@ void nsc_coll_free(void *p) {
 }
 
 _Static_assert(sizeof(nsc_work) <= NSC_RESERVE_SLOT, "a work item fits a reserve slot");
+_Static_assert(sizeof(nsc_plan) <= NSC_RESERVE_SLOT, "a deferred call's plan fits a reserve slot");
 
-nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c) {
+nsc_work *nsc_work_new(struct nsc_comm *c, nsc_work_fn run, unsigned flags) {
   nsc_work *w = nsc_coll_zalloc(sizeof *w);
   if (!w) return NULL;
-  w->kind = kind;
+  w->run = run;
+  w->flags = flags;
   w->c = c;
   if (c) nsc_comm_ref(c); /* the item's own: the caller's may go before it runs */
   return w;
 }
 
-nsc_work *nsc_work_of_call(nsc_work_kind kind, struct nsc_comm *c, const nsc_backend *be, const nsc_call *k) {
-  nsc_work *w = nsc_work_new(kind, c);
+nsc_work *nsc_work_of_call(struct nsc_comm *c, const nsc_backend *be, const nsc_call *k, nsc_work_fn run,
+                           unsigned flags) {
+  nsc_work *w = nsc_work_new(c, run, flags);
   if (!w) return NULL;
   w->be = be;
   w->stream = (nsc_stream)k->stream;
@@ -109,18 +112,13 @@ nsc_work *nsc_work_of_call(nsc_work_kind kind, struct nsc_comm *c, const nsc_bac
   return w;
 }
 
-static void work_free(nsc_work *w) {
+void nsc_work_free(nsc_work *w) {
   if (w->own) w->be->release(w->stream, w->own); /* stream-ordered: after what is queued */
   free(w->segs);
   free(w->joins);
+  nsc_coll_free((void *)(uintptr_t)w->plan);
   nsc_comm_put(w->c);
   nsc_coll_free(w);
-}
-
-ncclResult_t nsc_work_run(nsc_work *w) {
-  ncclResult_t r = w->run ? w->run(w) : ncclSuccess;
-  work_free(w);
-  return r;
 }
 
 void nsc_work_hold_wire(nsc_work *w, void *p) {
@@ -129,12 +127,11 @@ void nsc_work_hold_wire(nsc_work *w, void *p) {
 }
 
 void nsc_work_drop(nsc_work *w) {
-  if (w->kind == NSC_W_AGREE && w->c) w->c->agree_queued = 0; /* issued or not, the next group may queue one */
   /* Unissued: its staging is simply not used (the block is reset at the
    * settle) and its stream is not named again. */
   if (w->c && w->wirebuf) __atomic_sub_fetch(&w->c->wire_out, 1, __ATOMIC_ACQ_REL);
   nsc_log_discard(&w->rec);
-  work_free(w);
+  nsc_work_free(w);
 }
 
 void nsc_work_drop_list(nsc_work *w) {
@@ -143,6 +140,27 @@ void nsc_work_drop_list(nsc_work *w) {
     nsc_work_drop(w);
     w = n;
   }
+}
+
+nsc_work *nsc_work_take_members(nsc_work **list) {
+  nsc_work *m = NULL, **mt = &m, *keep = NULL, **kt = &keep;
+  nsc_member *prev = NULL;
+  for (nsc_work *w = *list, *next; w; w = next) {
+    next = w->next;
+    w->next = NULL;
+    if (!(w->flags & NSC_W_MEMBER)) {
+      *kt = w;
+      kt = &w->next;
+      continue;
+    }
+    *mt = w;
+    mt = &w->next;
+    w->m.next = NULL;
+    if (prev) prev->next = &w->m;
+    prev = &w->m;
+  }
+  *list = keep;
+  return m;
 }
 
 /* The entry is freed (comm.c): its list goes with it. */
@@ -201,15 +219,12 @@ ncclResult_t nsc_pending_finish(struct nsc_comm *c, int ok, uint64_t upto) {
   }
   pthread_mutex_unlock(&c->lock);
   ncclResult_t r = ncclSuccess;
-  if (!ok) {
-    nsc_work_drop_list(w);
-  } else {
-    while (w) {
-      nsc_work *n = w->next;
-      ncclResult_t rr = nsc_work_run(w);
-      if (r == ncclSuccess) r = rr;
-      w = n;
-    }
+  while (w) { /* each item runs (ok) or is dropped (a failed completion) by its own run */
+    nsc_work *n = w->next;
+    w->next = NULL;
+    ncclResult_t rr = nsc_work_run(w, ok);
+    if (r == ncclSuccess) r = rr;
+    w = n;
   }
   pthread_mutex_unlock(&c->finish_lock);
   return r;

@@ -1,9 +1,12 @@
 /* queue.h — the queue room: per-thread group depth and the work that must
- * wait for the outermost ncclGroupEnd (cast-backs, fused collectives,
- * configuration checks, grouped two-phase plans) or, on nonblocking
- * communicators, for ncclCommGetAsyncError to report completion. Items are
- * data: what running one does is the executor's (exec/), told through the
- * item's `run`; this room only keeps, orders, runs and frees them.
+ * wait for the outermost ncclGroupEnd (a group's tasks: fused members and
+ * calls whose plan runs after the real group end; cast-backs, checks,
+ * agreements, settles) or, on nonblocking communicators, for
+ * ncclCommGetAsyncError to report completion. Items are data: what running
+ * one does is told by its `run`, which the room that made it set (exec/: a
+ * cast-back, a deferred plan; coll/: a check, an agreement; staging/: a
+ * settle); this room only keeps, orders, runs and frees them, and never
+ * looks at what an item is.
  *
  * Inside a group NCCL enqueues nothing until the outermost group end, so a
  * cast-back enqueued earlier would run before its collective. Work items are
@@ -19,22 +22,31 @@
 #include "plan.h"
 
 struct nsc_comm;
+typedef struct nsc_work nsc_work;
 
-typedef enum {
-  NSC_W_CASTBACK, /* wire buffer -> recvbuff (segments when fused) */
-  NSC_W_FUSE,     /* an fp32 member waiting to be packed at group end */
-  NSC_W_CHECK,    /* a communicator first seen in this group: check it after */
-  NSC_W_AGREE,    /* accumulation: issue an agreement after this group */
-  NSC_W_TWOPHASE, /* a two-phase or hierarchical plan of a grouped call: run after the real group end */
-  NSC_W_SETTLE,   /* a communicator's staging settle (its agreements), after the group's other work */
-} nsc_work_kind;
+/* How the group an item waited for ended (for a parked item: how its
+ * communicator's poll answered; for an item run at once: ok, not in
+ * progress). */
+typedef struct {
+  int in_progress; /* the group end answered ncclInProgress: its collectives are not enqueued yet */
+  int ok;          /* the group end (the poll) succeeded: what the group issued reached its streams */
+} nsc_after;
+/* What running an item does. It takes the item: frees it (nsc_work_free,
+ * nsc_work_drop) or hands it on (parks it), and returns what it adds to the
+ * group end's answer. */
+typedef ncclResult_t (*nsc_work_fn)(nsc_work *w, const nsc_after *a);
 
-typedef struct nsc_work {
-  nsc_work_kind kind;
-  /* What running the item does, set by the room that made it (exec/: a
-   * cast-back); NULL: nothing but freeing it (the other kinds are run by
-   * the group end, coll/lifecycle.c). */
-  ncclResult_t (*run)(struct nsc_work *);
+/* Item flags */
+#define NSC_W_ISSUES 1u /* issues collectives of the shim's own after the group end and waits for their
+                         * answers (a check, an agreement, a deferred plan, a settle): after an
+                         * ncclInProgress end the group's work is waited for first, and the work of
+                         * several devices' communicators runs on threads of its own (lifecycle.c) */
+#define NSC_W_MEMBER 2u /* a fused member: the group's plan packs it before the real group end; it
+                         * never runs alone */
+
+struct nsc_work {
+  nsc_work_fn run;
+  unsigned flags;           /* NSC_W_* */
   struct nsc_comm *c;       /* holds a reference */
   const nsc_backend *be;
   nsc_stream stream;
@@ -43,31 +55,29 @@ typedef struct nsc_work {
    * name a stream only relative to a thread and its context); NULL for host
    * memory. The group end runs each device's items with it current. */
   void *ctx;
-  nsc_wire_t wire;
+  nsc_fmt_t fmt;            /* a cast-back's wire format (fp16 or bf16) */
   ncclRedOp_t op;
-  void *wirebuf;            /* staging region (CASTBACK) */
-  int poison;               /* CASTBACK of a rank that failed locally: fill dst (or the
+  void *wirebuf;            /* a cast-back's staging region */
+  int poison;               /* a cast-back of a rank that failed locally: fill dst (or the
                              * segments' dsts) with all-ones (NaN) instead of casting back */
   int fail_late;            /* poisoned after its call had answered (a parked cast-back whose
                              * fusion block was lost): it fails when it runs, at the poll */
   void *own;                /* a buffer of the item's own, released on its stream when it ends */
-  const float *src;         /* FUSE, TWOPHASE: the call's sendbuff */
-  float *dst;               /* CASTBACK, TWOPHASE: recvbuff; FUSE: member's recvbuff */
+  const float *src;         /* a call's sendbuff */
+  float *dst;               /* a call's (a cast-back's) recvbuff */
   size_t count;
   float scale;
-  nsc_seg *segs;            /* CASTBACK of a fused collective */
+  nsc_seg *segs;            /* the cast-back of a fused bucket */
   int nseg;
   nsc_stream *joins;        /* streams that wait for `stream` after the cast-back (fused) */
   int njoin;
   nsc_rec rec;
   uint64_t pseq;            /* order in the communicator's parked list */
-  int done;                 /* fuse_flush: already in a bucket */
-  struct nsc_work *bnext;   /* fuse_flush: next member of the same bucket */
-  /* TWOPHASE (a two-phase call of a user group, run after its real end) */
-  uint64_t seq;             /* the call's number on its communicator, taken when it was made */
-  nsc_plan plan;            /* its plan, made when it was called (made once) */
-  struct nsc_work *next;
-} nsc_work;
+  uint64_t seq;             /* a deferred call's number on its communicator, taken when it was made */
+  const nsc_plan *plan;     /* ... its plan, made at its call: the item's own copy (freed with it) */
+  nsc_member m;             /* a fused member, as the group's plan reads it (plan.h) */
+  nsc_work *next;
+};
 
 struct nsc_pending {
   nsc_work *head, *tail;
@@ -116,20 +126,34 @@ void nsc_coll_free(void *p);
 /* calloc for the collectives' host allocations, with the fault point
  * NCCLSHIM_FAULT_HOST_ALLOC (the N-th call fails; tests). */
 void *nsc_coll_calloc(size_t n, size_t size);
-nsc_work *nsc_work_new(nsc_work_kind kind, struct nsc_comm *c);
+/* A new item of c's, run by `run` (flags NSC_W_*), or NULL. */
+nsc_work *nsc_work_new(struct nsc_comm *c, nsc_work_fn run, unsigned flags);
 /* An item for call k on c (its memory kind be, stream, op, buffers and count
  * argument filled in), or NULL. */
-nsc_work *nsc_work_of_call(nsc_work_kind kind, struct nsc_comm *c, const nsc_backend *be, const nsc_call *k);
-/* Run an item (its `run`: a CASTBACK enqueues its cast, or the NaN fill of
- * a poisoned item, releases its staging, commits its record) and free it. */
-ncclResult_t nsc_work_run(nsc_work *w);
-/* Drop one item: staging returned, record discarded, reference released. */
+nsc_work *nsc_work_of_call(struct nsc_comm *c, const nsc_backend *be, const nsc_call *k, nsc_work_fn run,
+                           unsigned flags);
+/* Run an item now, its stream work enqueued (ok = 0: dropped instead). */
+static inline ncclResult_t nsc_work_run(nsc_work *w, int ok) {
+  nsc_after a = {0, ok};
+  return w->run(w, &a);
+}
+/* Free an item that was run: its own buffer released on its stream, its
+ * plan, segments and joins freed, its reference released. */
+void nsc_work_free(nsc_work *w);
+/* Drop one item unrun: staging returned, record discarded, then freed. */
 void nsc_work_drop(nsc_work *w);
-/* A CASTBACK's wire buffer from its communicator's staging block: counted
+/* A cast-back's wire buffer from its communicator's staging block: counted
  * (wire_out) until the item has run (its use moved the block's release
  * point) or was dropped unissued. */
 void nsc_work_hold_wire(nsc_work *w, void *p);
 void nsc_work_drop_list(nsc_work *w);
+/* Take the fused members out of *list (in order, linked by next and by
+ * their m.next); the rest stays in *list, in order. */
+nsc_work *nsc_work_take_members(nsc_work **list);
+/* The item a fused member's descriptor belongs to. */
+static inline nsc_work *nsc_work_of_member(const nsc_member *m) {
+  return (nsc_work *)(void *)((char *)(uintptr_t)m - offsetof(nsc_work, m));
+}
 
 /* Nonblocking communicators: park work until completion is reported. The
  * list is allocated by the configuration check (reserve: 0 when it cannot

@@ -34,13 +34,22 @@ void nsc_staging_note(nsc_comm *c, const nsc_backend *be, nsc_stream s) {
   to_settle_tail = &st->settle_next;
 }
 
+/* A settle item's run, after the group's other work on its communicator:
+ * settled alike on every rank, whatever the group end answered. */
+static ncclResult_t settle_run(nsc_work *w, const nsc_after *a) {
+  if (a->in_progress) w->c->nonblocking = 1;
+  nsc_staging_settle_comm(w->c, w->stream);
+  nsc_work_drop(w);
+  return ncclSuccess;
+}
+
 nsc_work *nsc_staging_settle_items(void) {
   nsc_work *h = NULL, **t = &h;
   nsc_comm **keep = &to_settle;
   for (nsc_comm *c = to_settle, *n; c; c = n) {
     nsc_stage *st = nsc_stage_of(c);
     n = st->settle_next;
-    nsc_work *w = nsc_work_new(NSC_W_SETTLE, c);
+    nsc_work *w = nsc_work_new(c, settle_run, NSC_W_ISSUES);
     if (!w) { /* this and every later one stay on the list, in order: settled after the group's work */
       keep = NULL;
       break;

@@ -11,7 +11,8 @@
  * limit, parked work moved off the block; settle.c: the settles and the
  * growth agreement, which issue the shim's own exchanges).
  *
- * Issue 23, defect 3: memory is allocated only at points every rank reaches
+ * A rank-local allocation failure must never make ranks issue different
+ * collectives, so memory is allocated only at points every rank reaches
  * together — the communicator's first call (its configuration check) and
  * the settle after a call or group that wanted more than the block holds —
  * and a block counts only once every rank has said it got it. So:
@@ -215,7 +216,7 @@ void nsc_stage_arm(struct nsc_comm *c);
  * from what every rank agrees on: the call's own need (count, rank count,
  * settings) plus, inside a user group, the needs of the group's compressed
  * calls on this communicator before it — never from streams or from
- * regions still live on this rank (issue 26). */
+ * regions still live on this rank, which differ between ranks. */
 enum { NSC_STAGE_OK, NSC_STAGE_REFUSED, NSC_STAGE_PLAIN, NSC_STAGE_POISON };
 int nsc_get_staging(struct nsc_comm *c, const nsc_backend *be, nsc_stream s, size_t bytes, const char *what,
                     void **p);
@@ -248,7 +249,7 @@ void nsc_staging_settle_comm(struct nsc_comm *c, nsc_stream s); /* s: the call's
 /* Inside a user group: c's staging is settled after the outermost group end,
  * after the group's other work on c (be, s: a call of c's in the group).
  * nsc_staging_settle_items() turns the noted communicators into
- * NSC_W_SETTLE work items (run with the rest of the group's after-work, per
+ * settle work items (run with the rest of the group's after-work, per
  * device); nsc_staging_settle_group() settles those no item could be made
  * for. */
 void nsc_staging_note(struct nsc_comm *c, const nsc_backend *be, nsc_stream s);

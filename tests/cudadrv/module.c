@@ -52,7 +52,7 @@ struct cd_kernel {
   int np;
   size_t sz[MAXP];
   krun run;
-  int wire;  /* nsc_wire_t, nsc_fmt_t or scale kind */
+  int wire;  /* nsc_fmt_t, nsc_fmt_t or scale kind */
   int large; /* segment table size */
 };
 
@@ -256,18 +256,18 @@ static void k_tp_encx(const cd_kernel *k, const unsigned char *const *p, const c
 #define TAB_S sizeof(nsc_ksegtab_small)
 #define TAB_L sizeof(nsc_ksegtab_large)
 static const cd_kernel kernels[] = {
-    {"nsc_k_to_f16", 5, {8, 8, 8, 4, 8}, k_to, NSC_WIRE_FP16, 0},
-    {"nsc_k_to_bf16", 5, {8, 8, 8, 4, 8}, k_to, NSC_WIRE_BF16, 0},
-    {"nsc_k_from_f16", 4, {8, 8, 8, 4}, k_from, NSC_WIRE_FP16, 0},
-    {"nsc_k_from_bf16", 4, {8, 8, 8, 4}, k_from, NSC_WIRE_BF16, 0},
-    {"nsc_k_seg_to_f16_s", 4, {TAB_S, 8, 4, 8}, k_seg_to, NSC_WIRE_FP16, 0},
-    {"nsc_k_seg_to_bf16_s", 4, {TAB_S, 8, 4, 8}, k_seg_to, NSC_WIRE_BF16, 0},
-    {"nsc_k_seg_from_f16_s", 3, {TAB_S, 8, 4}, k_seg_from, NSC_WIRE_FP16, 0},
-    {"nsc_k_seg_from_bf16_s", 3, {TAB_S, 8, 4}, k_seg_from, NSC_WIRE_BF16, 0},
-    {"nsc_k_seg_to_f16_l", 4, {TAB_L, 8, 4, 8}, k_seg_to, NSC_WIRE_FP16, 1},
-    {"nsc_k_seg_to_bf16_l", 4, {TAB_L, 8, 4, 8}, k_seg_to, NSC_WIRE_BF16, 1},
-    {"nsc_k_seg_from_f16_l", 3, {TAB_L, 8, 4}, k_seg_from, NSC_WIRE_FP16, 1},
-    {"nsc_k_seg_from_bf16_l", 3, {TAB_L, 8, 4}, k_seg_from, NSC_WIRE_BF16, 1},
+    {"nsc_k_to_f16", 5, {8, 8, 8, 4, 8}, k_to, NSC_FMT_FP16, 0},
+    {"nsc_k_to_bf16", 5, {8, 8, 8, 4, 8}, k_to, NSC_FMT_BF16, 0},
+    {"nsc_k_from_f16", 4, {8, 8, 8, 4}, k_from, NSC_FMT_FP16, 0},
+    {"nsc_k_from_bf16", 4, {8, 8, 8, 4}, k_from, NSC_FMT_BF16, 0},
+    {"nsc_k_seg_to_f16_s", 4, {TAB_S, 8, 4, 8}, k_seg_to, NSC_FMT_FP16, 0},
+    {"nsc_k_seg_to_bf16_s", 4, {TAB_S, 8, 4, 8}, k_seg_to, NSC_FMT_BF16, 0},
+    {"nsc_k_seg_from_f16_s", 3, {TAB_S, 8, 4}, k_seg_from, NSC_FMT_FP16, 0},
+    {"nsc_k_seg_from_bf16_s", 3, {TAB_S, 8, 4}, k_seg_from, NSC_FMT_BF16, 0},
+    {"nsc_k_seg_to_f16_l", 4, {TAB_L, 8, 4, 8}, k_seg_to, NSC_FMT_FP16, 1},
+    {"nsc_k_seg_to_bf16_l", 4, {TAB_L, 8, 4, 8}, k_seg_to, NSC_FMT_BF16, 1},
+    {"nsc_k_seg_from_f16_l", 3, {TAB_L, 8, 4}, k_seg_from, NSC_FMT_FP16, 1},
+    {"nsc_k_seg_from_bf16_l", 3, {TAB_L, 8, 4}, k_seg_from, NSC_FMT_BF16, 1},
     {"nsc_k_scale_f32", 4, {8, 8, 8, 4}, k_scale, 'f', 0},
     {"nsc_k_scale_f64", 4, {8, 8, 8, 8}, k_scale, 'd', 0},
     {"nsc_k_scale_f16", 4, {8, 8, 8, 4}, k_scale, 'h', 0},

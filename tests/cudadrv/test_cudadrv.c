@@ -561,7 +561,7 @@ static void test_kernels(void) {
   scale = 2.0f;
   CK(cuMemcpyDtoHAsync(w, dw, sizeof w, s));
   nsc_cast_counts hc = {0, 0};
-  nsc_cast_to_wire(NSC_WIRE_FP16, x, want, N, 0.5f, &hc);
+  nsc_cast_to_wire(NSC_FMT_FP16, x, want, N, 0.5f, &hc);
   check(!memcmp(w, want, sizeof w) && cnt[0] == hc.overflow && cnt[1] == hc.underflow && hc.overflow && hc.underflow,
         "nsc_k_to_f16 with marshalled parameters: bit-identical to the host, counts %llu/%llu",
         (unsigned long long)cnt[0], (unsigned long long)cnt[1]);
@@ -581,11 +581,11 @@ static void test_kernels(void) {
   CK(cuMemsetD8Async(dy, 0, N * 4, s));
   CK(cuLaunchKernel(seg, 4, 1, 1, NSC_K_BLOCK, 1, 1, 0, s, p3, NULL));
   CK(cuMemcpyDtoHAsync(y, dy, sizeof y, s));
-  nsc_cast_to_wire(NSC_WIRE_BF16, x, want, N, 1.0f, NULL);
+  nsc_cast_to_wire(NSC_FMT_BF16, x, want, N, 1.0f, NULL);
   static float wy[N];
   memset(wy, 0, sizeof wy);
-  nsc_cast_from_wire(NSC_WIRE_BF16, want, wy, 5000, 3.0f);
-  nsc_cast_from_wire(NSC_WIRE_BF16, want + 5001, wy + 5001, 5006, 3.0f);
+  nsc_cast_from_wire(NSC_FMT_BF16, want, wy, 5000, 3.0f);
+  nsc_cast_from_wire(NSC_FMT_BF16, want + 5001, wy + 5001, 5006, 3.0f);
   check(!memcmp(y, wy, sizeof y), "nsc_k_seg_from_bf16_s reads its segment table by value");
   tab.s[1].tile0 = 1; /* wrong prefix sum */
   CK(cuLaunchKernel(seg, 4, 1, 1, NSC_K_BLOCK, 1, 1, 0, s, p3, NULL));

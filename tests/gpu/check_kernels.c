@@ -140,7 +140,7 @@ static nsc_cast_counts counts_now(void) {
 }
 
 /* fp32 host values -> wire on the GPU at element offsets so/do, vs the host. */
-static void check_to_wire(const char *what, nsc_wire_t w, const float *x, size_t n, float scale,
+static void check_to_wire(const char *what, nsc_fmt_t w, const float *x, size_t n, float scale,
                           size_t so, size_t dof) {
   float *dx = dmalloc((n + so) * 4);
   uint16_t *dh = dmalloc((n + dof) * 2), *got = hmalloc(n * 2), *want = hmalloc(n * 2);
@@ -170,7 +170,7 @@ static void check_to_wire(const char *what, nsc_wire_t w, const float *x, size_t
   free(want);
 }
 
-static void check_from_wire(const char *what, nsc_wire_t w, const uint16_t *h, size_t n,
+static void check_from_wire(const char *what, nsc_fmt_t w, const uint16_t *h, size_t n,
                             float scale, size_t so, size_t dof) {
   uint16_t *dh = dmalloc((n + so) * 2);
   float *dx = dmalloc((n + dof) * 4), *got = hmalloc(n * 4), *want = hmalloc(n * 4);
@@ -209,7 +209,7 @@ static void check_casts(void) {
   size_t chunk = (size_t)1 << 28, nrand = quick ? (size_t)1 << 22 : chunk;
   float *x = hmalloc(chunk * 4);
   for (int wi = 0; wi < 2; wi++) {
-    nsc_wire_t w = (nsc_wire_t)wi;
+    nsc_fmt_t w = (nsc_fmt_t)wi;
     if (!quick) { /* every fp32 bit pattern, 2^28 at a time */
       int ok0 = failures;
       for (uint64_t base = 0; base < ((uint64_t)1 << 32); base += chunk) {
@@ -269,7 +269,7 @@ static void check_segments(int nseg, size_t maxcount) {
   uint16_t *dw = dmalloc(wire_n * 2 + 2), *got = hmalloc(wire_n * 2 + 2), *want = hmalloc(wire_n * 2 + 2);
   float *goty = hmalloc(total * 4), *wanty = hmalloc(total * 4);
   for (int wi = 0; wi < 2; wi++) {
-    nsc_wire_t w = (nsc_wire_t)wi;
+    nsc_fmt_t w = (nsc_fmt_t)wi;
     dset(dw, 0, wire_n * 2 + 2);
     memset(want, 0, wire_n * 2 + 2);
     memset(wanty, 0, total * 4);
@@ -342,7 +342,7 @@ static void check_huge(void) {
   uint16_t *dh = dmalloc(n * 2);
   dset(dx, 0x48, n * 4); /* 0x48484848 = 205089.1: overflows fp16 */
   nsc_cast_counts c0 = counts_now();
-  BE(be->to_wire(st, NSC_WIRE_FP16, dx, dh, n, 1.0f));
+  BE(be->to_wire(st, NSC_FMT_FP16, dx, dh, n, 1.0f));
   RT(D.cuStreamSynchronize(st));
   nsc_cast_counts c1 = counts_now();
   uint16_t tail[4096];
@@ -352,7 +352,7 @@ static void check_huge(void) {
   check(ok, "2^31+5 values to fp16: overflow count %llu, tail all Inf",
          (unsigned long long)(c1.overflow - c0.overflow));
   dset(dh, 0x3c, n * 2); /* 0x3c3c */
-  BE(be->from_wire(st, NSC_WIRE_FP16, dh, dx, n, 1.0f));
+  BE(be->from_wire(st, NSC_FMT_FP16, dh, dx, n, 1.0f));
   RT(D.cuStreamSynchronize(st));
   float ftail[4096];
   d2h(ftail, dx + n - 4096, sizeof ftail);
@@ -387,7 +387,7 @@ static void check_backend_api(void) {
   /* marks: elapsed() is 1 once both events completed, never waits */
   nsc_mark a, b;
   BE(be->mark(st, &a));
-  BE(be->to_wire(st, NSC_WIRE_FP16, d, (uint16_t *)(d + 2048), 2048, 1.0f));
+  BE(be->to_wire(st, NSC_FMT_FP16, d, (uint16_t *)(d + 2048), 2048, 1.0f));
   BE(be->mark(st, &b));
   RT(D.cuStreamSynchronize(st));
   uint64_t ns = 0;
@@ -408,14 +408,14 @@ static void check_backend_api(void) {
   cap = 0;
   int rc = be->capturing(st, &cap);
   nsc_seg seg = {d, d, 4096, 0};
-  int rs = be->seg_to_wire(st, NSC_WIRE_BF16, &seg, 1, dw, 1.0f);
+  int rs = be->seg_to_wire(st, NSC_FMT_BF16, &seg, 1, dw, 1.0f);
   RT(D.cuStreamEndCapture(st, &g));
   check(rc == 0 && cap == 1 && rs == 0, "capturing() is 1 while capturing; a segment launch is captured");
   RT(D.cuGraphInstantiate(&ge, g, 0));
   RT(D.cuGraphLaunch(ge, st));
   RT(D.cuStreamSynchronize(st));
   d2h(hw, dw, sizeof hw);
-  nsc_cast_to_wire(NSC_WIRE_BF16, hx, want, 4096, 1.0f, NULL);
+  nsc_cast_to_wire(NSC_FMT_BF16, hx, want, 4096, 1.0f, NULL);
   check(!memcmp(hw, want, sizeof hw), "graph replay of a captured cast");
   RT(D.cuGraphExecDestroy(ge));
   RT(D.cuGraphDestroy(g));
@@ -425,11 +425,11 @@ static void check_backend_api(void) {
   BE(be->side_stream(st, &side));
   RT(D.cuMemsetD8Async(DP(dw), 0, 4096 * 2, st));
   BE(be->join(side, st));
-  BE(be->to_wire(side, NSC_WIRE_FP16, d, dw, 4096, 1.0f));
+  BE(be->to_wire(side, NSC_FMT_FP16, d, dw, 4096, 1.0f));
   BE(be->join(st, side));
   RT(D.cuMemcpyDtoHAsync(hw, DP(dw), sizeof hw, st));
   RT(D.cuStreamSynchronize(st));
-  nsc_cast_to_wire(NSC_WIRE_FP16, hx, want, 4096, 1.0f, NULL);
+  nsc_cast_to_wire(NSC_FMT_FP16, hx, want, 4096, 1.0f, NULL);
   nsc_stream side2 = NULL;
   BE(be->side_stream(st, &side2));
   check(side != (nsc_stream)st && side == side2 && !memcmp(hw, want, sizeof hw),
@@ -475,7 +475,7 @@ static float time_ms(bench_fn fn, void *arg, int reps) {
 typedef struct {
   int op; /* 0 memcpy, 1 to_wire, 2 from_wire, 3 scale, 4 seg_to, 5 seg_from,
            * 6 two-phase encode of format kind, 7 its decode-and-sum of 2 runs */
-  nsc_wire_t w;
+  nsc_fmt_t w;
   char kind;
   void *a, *b;
   size_t n;
@@ -517,7 +517,7 @@ static void bandwidth(void) {
   for (int i = 0; i < NSEG; i++)
     segs[i] = (nsc_seg){x + (size_t)i * (n / NSEG), x + (size_t)i * (n / NSEG), n / NSEG,
                         (size_t)i * (n / NSEG)};
-  bench_arg m = {0, NSC_WIRE_FP16, 0, x, y, bytes, NULL, 0};
+  bench_arg m = {0, NSC_FMT_FP16, 0, x, y, bytes, NULL, 0};
   float tm = time_ms(run_op, &m, 21);
   double mgbs = 2.0 * (double)bytes / tm * 1e-6;
   printf("# bandwidth on %zu MiB of fp32, median of 21, bytes moved (read + write)\n", bytes >> 20);
@@ -528,13 +528,13 @@ static void bandwidth(void) {
     bench_arg a;
     double moved;
   } rows[] = {
-      {"to_wire fp16", {1, NSC_WIRE_FP16, 0, x, wv, n, NULL, 0}, 6.0 * (double)n},
-      {"to_wire bf16", {1, NSC_WIRE_BF16, 0, x, wv, n, NULL, 0}, 6.0 * (double)n},
-      {"to_wire fp16 underflow", {1, NSC_WIRE_FP16, 0, z, wv, n, NULL, 0}, 6.0 * (double)n},
-      {"from_wire fp16", {2, NSC_WIRE_FP16, 0, y, wv, n, NULL, 0}, 6.0 * (double)n},
-      {"from_wire bf16", {2, NSC_WIRE_BF16, 0, y, wv, n, NULL, 0}, 6.0 * (double)n},
-      {"seg_to_wire fp16 x64", {4, NSC_WIRE_FP16, 0, NULL, wv, 0, segs, NSEG}, 6.0 * (double)n},
-      {"seg_from_wire bf16 x64", {5, NSC_WIRE_BF16, 0, NULL, wv, 0, segs, NSEG}, 6.0 * (double)n},
+      {"to_wire fp16", {1, NSC_FMT_FP16, 0, x, wv, n, NULL, 0}, 6.0 * (double)n},
+      {"to_wire bf16", {1, NSC_FMT_BF16, 0, x, wv, n, NULL, 0}, 6.0 * (double)n},
+      {"to_wire fp16 underflow", {1, NSC_FMT_FP16, 0, z, wv, n, NULL, 0}, 6.0 * (double)n},
+      {"from_wire fp16", {2, NSC_FMT_FP16, 0, y, wv, n, NULL, 0}, 6.0 * (double)n},
+      {"from_wire bf16", {2, NSC_FMT_BF16, 0, y, wv, n, NULL, 0}, 6.0 * (double)n},
+      {"seg_to_wire fp16 x64", {4, NSC_FMT_FP16, 0, NULL, wv, 0, segs, NSEG}, 6.0 * (double)n},
+      {"seg_from_wire bf16 x64", {5, NSC_FMT_BF16, 0, NULL, wv, 0, segs, NSEG}, 6.0 * (double)n},
       {"scale fp32", {3, 0, 'f', y, NULL, n, NULL, 0}, 8.0 * (double)n},
       {"scale fp64", {3, 0, 'd', y, NULL, n / 2, NULL, 0}, 8.0 * (double)n},
       {"scale fp16", {3, 0, 'h', wv, NULL, n, NULL, 0}, 4.0 * (double)n},

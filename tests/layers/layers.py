@@ -1,18 +1,32 @@
 #!/usr/bin/env python3
-"""tests/layers/layers.py ROOT [OBJ] — the rooms of ROOT/shim (each directory
-is a room: shim/log, shim/coll, ...; the files directly in shim/ are the core
-room) must depend on each other without a circle, by includes and by calls.
+"""tests/layers/layers.py ROOT [OBJ] [--no-config ROOM...] — the rooms of
+ROOT/shim (each directory is a room: shim/log, shim/coll, ...; the files
+directly in shim/ are the core room) must depend on each other without a
+circle, by includes and by calls; and inside each room its files must call
+each other without a circle too.
 
 A room A depends on room B when a file of A includes a header of B, or when
 an object of A (OBJ/shim/<room>/*.o, OBJ/compress/*.o; OBJ defaults to
 ROOT/build/obj, and calls are read only where objects exist) leaves a
 symbol undefined that an object of B defines (nm). Every header counts,
 however little it includes. A function pointer one room hands another (a
-runner table, an agreement's callbacks, a drop function set in an entry) is
+handler table, an agreement's callbacks, a drop function set in an entry) is
 not a call the objects show: those are the told-not-called direction by
 design. Prints the rooms in an order where each depends only on rooms
 before it, or, for every room on a circle, a shortest circle through it
 (with the include or call that makes each step) and exits 1.
+
+Inside a room, a file depends on another when its object needs a symbol the
+other's object defines (includes are not counted there: a room's own header
+serves all its files). A circle of files inside a room is printed as
+"circle inside ROOM: a.o -> b.o (calls f); ..." and exits 1.
+
+The configuration: a room reads it when a file of it includes a header of
+shim/config, an object of it calls into shim/config, or an object of it
+needs nsc_g (core.h: the process state that holds the parsed
+configuration). The last line names those rooms ("configuration read by:
+..."); with --no-config ROOM, a ROOM among them exits 1 (the executor's
+room, shim/exec, reads none: its plans carry what it needs).
 
 Must not: change anything; read more than ROOT/shim, ROOT/compress and OBJ."""
 import collections
@@ -57,9 +71,8 @@ def nm(path, *flags):
     return [l.split()[-1] for l in out.splitlines() if l.strip()]
 
 
-def calls(root, obj, known):
-    """(room A, room B, why) for every symbol an object of A needs that an
-    object of B defines."""
+def objects(obj, known):
+    """object path -> room, for the objects of the known rooms under obj."""
     objs = {}  # object path -> room
     for d, _, files in os.walk(obj):
         rel = os.path.relpath(d, obj)
@@ -69,6 +82,13 @@ def calls(root, obj, known):
         for f in files:
             if f.endswith(".o"):
                 objs[os.path.join(d, f)] = room
+    return objs
+
+
+def calls(root, obj, known):
+    """(room A, room B, why) for every symbol an object of A needs that an
+    object of B defines."""
+    objs = objects(obj, known)
     where = {}  # symbol -> room defining it
     for o, room in objs.items():
         for sym in nm(o, "-g", "--defined-only"):
@@ -79,6 +99,36 @@ def calls(root, obj, known):
             b = where.get(sym)
             if b and b != room:
                 out.append((room, b, f"{os.path.relpath(o, obj)} calls {sym}"))
+    return out
+
+
+def file_edges(obj, known):
+    """room -> object -> object -> why, for every symbol an object needs that
+    another object of its own room defines."""
+    objs = objects(obj, known)
+    where = {}  # (room, symbol) -> object defining it
+    for o, room in objs.items():
+        for sym in nm(o, "-g", "--defined-only"):
+            where.setdefault((room, sym), o)
+    edges = collections.defaultdict(lambda: collections.defaultdict(dict))
+    for o, room in sorted(objs.items()):
+        for sym in nm(o, "-u"):
+            b = where.get((room, sym))
+            if b and b != o:
+                edges[room][os.path.basename(o)].setdefault(os.path.basename(b), f"calls {sym}")
+    return edges
+
+
+def config_readers(root, obj, known, edges):
+    """The rooms that read the configuration (see the module's text), each
+    with the first reason found."""
+    out = {}
+    for a, bs in edges.items():
+        if "shim/config" in bs and a != "shim/config":
+            out.setdefault(a, bs["shim/config"])
+    for o, room in sorted(objects(obj, known).items()):
+        if room != "shim" and "nsc_g" in nm(o, "-u"):
+            out.setdefault(room, f"{os.path.relpath(o, obj)} needs nsc_g")
     return out
 
 
@@ -143,14 +193,30 @@ def circles(nodes, edges):
     return out
 
 
+def hops(c, edges):
+    return "; ".join(f"{a} -> {c[(i + 1) % len(c)]} ({edges[a][c[(i + 1) % len(c)]]})" for i, a in enumerate(c))
+
+
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
-    nodes, edges = scan(root, sys.argv[2] if len(sys.argv) > 2 else None)
+    args = sys.argv[1:]
+    no_config = []
+    while "--no-config" in args:
+        i = args.index("--no-config")
+        no_config.append(args[i + 1])
+        del args[i:i + 2]
+    root = args[0] if args else "."
+    obj = args[1] if len(args) > 1 else os.path.join(root, "build", "obj")
+    nodes, edges = scan(root, obj)
     bad = circles(nodes, edges)
-    if bad:
+    inside = []
+    for room, fe in sorted(file_edges(obj, set(nodes)).items()):
+        for c in circles(sorted(fe), fe):
+            inside.append(f"circle inside {room}: " + hops(c, fe))
+    if bad or inside:
         for c in bad:
-            hops = [f"{a} -> {c[(i + 1) % len(c)]} ({edges[a][c[(i + 1) % len(c)]]})" for i, a in enumerate(c)]
-            print("circle: " + "; ".join(hops))
+            print("circle: " + hops(c, edges))
+        for line in inside:
+            print(line)
         return 1
     order, done = [], set()
     while len(order) < len(nodes):  # rooms whose dependencies are all listed
@@ -160,7 +226,14 @@ def main():
                 done.add(v)
     for v in order:
         print(f"{v} -> {', '.join(sorted(edges.get(v, {}))) or '(nothing)'}")
-    return 0
+    readers = config_readers(root, obj, set(nodes), edges)
+    print("no circle inside any room; configuration read by: " + ", ".join(sorted(readers)))
+    rc = 0
+    for room in no_config:
+        if room in readers:
+            print(f"reads the configuration: {room} ({readers[room]})")
+            rc = 1
+    return rc
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
-/* tracer.c — the call trace of one intercepted call, for callpath.sh (issue
- * 35): linked only into an instrumented copy of the shim
+/* tracer.c — the call trace of one intercepted call, for callpath.sh:
+ * linked only into an instrumented copy of the shim
  * (-finstrument-functions), never into the library users get.
  *
  * Armed at the TRACE_CALL-th entry (default 4) of the exported hook named by
  * TRACE_HOOK (default ncclAllReduce), it records every instrumented function
  * entered on that thread, and stops at the first function of the real NCCL
  * (callpath.sh instruments the host NCCL with a tracer of its own that calls
- * nsc_trace_nccl) or when the hook returns. At exit it writes
- * "object offset name" lines to TRACE_FILE.%pid.
+ * nsc_trace_nccl at each call into it from outside) or, with
+ * TRACE_TO=return, records that first function of each call into NCCL and
+ * goes on until the hook returns. At exit it writes "object offset name"
+ * lines to TRACE_FILE.%pid.
  *
  * Must not: allocate or lock while recording (a fixed buffer), or touch
  * anything of the shim's. */
@@ -21,7 +23,7 @@
 #define NOTRACE __attribute__((no_instrument_function))
 enum { MAX = 1 << 16 };
 static void *seen[MAX];
-static int nseen, armed, done, hook_depth;
+static int nseen, armed, done, hook_depth, to_return;
 static __thread int depth, mine; /* this thread's call depth; the armed thread */
 static long entries;
 static void *hook_fn;
@@ -56,6 +58,8 @@ NOTRACE void __cyg_profile_func_enter(void *fn, void *site) {
   if (!hook_fn) {
     const char *h = getenv("TRACE_HOOK");
     hook_fn = dlsym(RTLD_DEFAULT, h && *h ? h : "ncclAllReduce");
+    const char *to = getenv("TRACE_TO");
+    to_return = to && !strcmp(to, "return");
     if (!getenv("TRACE_FILE")) done = 1;
     else atexit(dump);
   }
@@ -68,8 +72,7 @@ NOTRACE void __cyg_profile_func_enter(void *fn, void *site) {
     Dl_info d;
     if (dladdr(fn, &d) && d.dli_fbase != self_base()) { /* another object: the real NCCL */
       if (nseen < MAX) seen[nseen++] = fn;
-      armed = 0;
-      done = 1;
+      if (!to_return) armed = 0, done = 1;
     } else if (nseen < MAX) {
       seen[nseen++] = fn;
     }
@@ -82,8 +85,7 @@ NOTRACE void __cyg_profile_func_enter(void *fn, void *site) {
 __attribute__((visibility("default"))) NOTRACE void nsc_trace_nccl(void *fn) {
   if (armed && mine) {
     if (nseen < MAX) seen[nseen++] = fn;
-    armed = 0;
-    done = 1;
+    if (!to_return) armed = 0, done = 1;
   }
 }
 

@@ -325,8 +325,8 @@ def check_trace(a, tap):
             elif not w["timed"]:
                 k = "i:allreduce %s (untimed)" % w["action"]
                 per[k] = per.get(k, 0) + times
-            else:
-                k = "x:allreduce %s" % w["action"]
+            else:  # a compressed record names its algorithm: the ring here
+                k = "x:allreduce %s" % ("ring compressed" if w["action"] == "compressed" else w["action"])
                 per[k] = per.get(k, 0) + times
                 if w.get("casts"):
                     per["x:cast-in"] = per.get("x:cast-in", 0) + times

@@ -1,4 +1,4 @@
-/* test_log_unit.c — the log's hot path (shim/log/log.c) against a fake device
+/* test_log_unit.c — the log's hot path (shim/log/log_rec.c) against a fake device
  * backend whose marks complete when the test says so: what a GPU does, on a
  * machine without one.
  *
@@ -37,10 +37,6 @@
 /* Stubs for what the log calls outside its files ---------------------------- */
 const nsc_backend nsc_backend_host = {.name = "host-stub"};
 static int group_depth; /* what the caller tells nsc_log_begin */
-const char *nsc_action_name(nsc_action a) {
-  static const char *n[] = {"passthrough", "compressed", "skipped", "fused"};
-  return (unsigned)a < 4 ? n[a] : "?";
-}
 const char *nsc_dtype_name(ncclDataType_t dt) { return dt == ncclFloat32 ? "float" : "other"; }
 const char *nsc_op_name(ncclRedOp_t op) { return op == ncclSum ? "sum" : "other"; }
 size_t nsc_dtype_size(ncclDataType_t dt) { return dt == ncclFloat32 || dt == ncclInt32 ? 4 : 1; }

@@ -28,6 +28,20 @@ check_eq "model, int8 below two-phase's size (4 bytes per rank): plain, as the s
   js --nodes 2 --ranks-per-node 2 --bytes 16 --algo auto --compress int8
 check_eq "model, a reduce-scatter on 2x2 under hier: the hier plan" "hier True True" \
   js --nodes 2 --ranks-per-node 2 "${F[@]}" --coll reducescatter --algo hier --compress fp16
+# --group N: a user group planned as the shim plans one (plan/group.c): 16
+# fp16 all-reduces of 1 MiB on the ring fused into one bucket (one launch),
+# into 8 of 2 MiB with NCCLSHIM_FUSE_BYTES=2M; int8 calls are not fused (4
+# two-phase plans of 2 launches); members below MIN_BYTES in all: forwarded.
+grp() { "$M" --nodes 1 --ranks-per-node 4 --group "$@" --json |
+  python3 -c 'import json, sys; d = json.load(sys.stdin); print(d["plan"], d["plans"], d["launches"])'; }
+check_eq "model --group 16, fp16 ring, 1 MiB each: one fused bucket, one launch" "fuse 1 1" \
+  grp 16 --bytes 1M --compress fp16 --algo ring
+check_eq "model --group 16, FUSE_BYTES=2M: 8 buckets, 8 launches" "fuse 8 8" \
+  grp 16 --bytes 1M --compress fp16 --algo ring --set NCCLSHIM_FUSE_BYTES=2M
+check_eq "model --group 4, int8 two-phase: never fused, 4 plans of 2 launches" "twophase 4 8" \
+  grp 4 --bytes 1M --compress int8 --algo twophase
+check_eq "model --group 3 of 16 KiB, fp16: the bucket below MIN_BYTES, its members forwarded" "plain 1 3" \
+  grp 3 --bytes 16K --compress fp16 --algo ring
 # --from-log: 2 ranks, 5 sizes x 3 iterations + 2 warm-up of allreduce_perf, one calls log per rank
 mkdir -p "$TMPD/logs"
 with NCCLSHIM_COMPRESS=fp16 NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/logs/" NCCLSHIM_BANNER=0 \

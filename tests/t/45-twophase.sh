@@ -131,7 +131,7 @@ check "nonblocking communicator, int8 two-phase all-reduce and reduce-scatter, 3
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase mpirun_shim 3 "$P" nonblocking
 
 # 9. The call log names each record's collective and algorithm: two-phase
-# records say "algo":"twophase" and their wire format, pass-through
+# records say "algo":"twophase" and their wire format, pass-through ("plain")
 # reduce-scatters are logged too. rs at 4 ranks: 16 reduce-scatters (Sum/Avg,
 # in/out of place, 4 sizes), those of 1 and 100 elements per rank below
 # MIN_BYTES; nonblocking at 3 ranks: 2 two-phase all-reduces, 1 reduce-scatter.
@@ -149,8 +149,8 @@ done
 for r in 0 3; do
   f="$TMPD/tplog/rs.$r.jsonl"
   count "$f" 8 int8 compressed reducescatter twophase
-  count "$f" 8 float passthrough reducescatter nccl
-  count "$f" 1 float passthrough allreduce nccl
+  count "$f" 8 float passthrough reducescatter plain
+  count "$f" 1 float passthrough allreduce plain
   check_grep "log rs.$r: the summary counts 9 pass-through and 8 compressed calls" \
     '"kind":"summary".*"actions":{"passthrough":{"calls":9,.*"compressed":{"calls":8,' "$f"
 done

@@ -37,9 +37,12 @@ for f in HOST_ALLOC OOB_END; do
 done
 # The read-back of the confirmation itself (the check's second exchange)
 # fails on one rank: that rank had the answer and assumes its peers had it
-# too (a single failure): every rank proceeds, every result exact.
-check "NCCLSHIM_FAULT_OOB_END=2 on rank 1 of 2 (the confirmation): every rank proceeds, results exact" \
-  mpirun_checked -np 1 $X "$TBIN/shimtest" group : -np 1 $X -x NCCLSHIM_FAULT_OOB_END=2 "$TBIN/shimtest" group
+# too (a single failure): every rank proceeds. One communicator: with two
+# (shimtest group), their deferred checks run at once on threads of their own
+# since the group end's per-communicator parts, so the process's second
+# read-back is another check's answer as often as this one's confirmation.
+check "NCCLSHIM_FAULT_OOB_END=2 on rank 1 of 2 (the confirmation): every rank proceeds, the call succeeds" \
+  mpirun_checked -np 1 $X "$TBIN/shimtest" once 0 : -np 1 $X -x NCCLSHIM_FAULT_OOB_END=2 "$TBIN/shimtest" once 0
 # Host allocations of a group's work items on one rank (from the reserve):
 # results exact on both ranks (N=1..4 are the first call's and the deferred
 # check's; from 5 on the group's items).

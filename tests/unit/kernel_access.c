@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
   static const char *wn[] = {"f16", "bf16"};
   for (int b = 0; b < 2; b++) {
     char name[64];
-    nsc_wire_t wt = b ? NSC_WIRE_BF16 : NSC_WIRE_FP16;
+    nsc_fmt_t wt = b ? NSC_FMT_BF16 : NSC_FMT_FP16;
     snprintf(name, sizeof name, "to_%s", wn[b]);
     MEASURE(name, be->to_wire(s, wt, x, w, N, 1.0f));
     snprintf(name, sizeof name, "from_%s", wn[b]);

@@ -1,6 +1,6 @@
-/* test_algo.c — unit tests of the two-phase plan and the algorithm choice
- * (shim/plan/tp_plan.h): pure functions of count, rank count and
- * configuration, so every rank reaches the same answer.
+/* test_algo.c — unit tests of the two-phase layout (shim/plan/tp_plan.h)
+ * and of the algorithm a plan chooses (plan.h): pure functions of count,
+ * rank count and configuration, so every rank reaches the same answer.
  *
  * Must not: touch NCCL, MPI or a GPU. */
 #include <setjmp.h>
@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "config.h"
+#include "plan.h"
+#include "topo.h"
 #include "tp_plan.h"
 
 static nsc_config cfg_of3(const char *a, const char *b, const char *c) {
@@ -159,40 +161,61 @@ static void test_plan_pieces(void **state) {
   for (size_t c = 1; c < 200; c++) assert_int_equal(nsc_tp_fits(&s, 4, c, 0), nsc_tp_fits(&z, 4, c, 0));
 }
 
+/* Which algorithm a compressible all-reduce (rs: reduce-scatter) of count
+ * per call on n ranks gets from the plan (plan.h) with launches free, so
+ * that the settings' preferences show: "twophase" for two phases, flat or
+ * hierarchical (hier: the communicator adopted it, on 2 nodes), "ring", or
+ * "plain". */
+static const char *choose(const nsc_config *cfg, size_t count, int n, int rs, int hier) {
+  int64_t keys[64];
+  int node[64];
+  for (int i = 0; i < n; i++) keys[i] = hier ? 1 + 2 * i / n : 1;
+  nsc_topo t;
+  memset(&t, 0, sizeof t);
+  assert_int_equal(nsc_topo_build(&t, keys, n, 0, node), 0);
+  nsc_config c = *cfg;
+  c.launch_bytes = 0;
+  nsc_plan p;
+  nsc_plan_call in = {rs, count, 0, 1, &t, hier, 0};
+  nsc_plan_make(&p, &c, &in);
+  return p.alg == NSC_ALG_HIER ? "twophase" : nsc_alg_name(p.alg);
+}
+
 static void test_choice(void **state) {
   (void)state;
   nsc_config a = cfg_of("NCCLSHIM_ALGO=auto", "NCCLSHIM_COMPRESS=fp16");
-  assert_int_equal(nsc_algo_choose(&a, 4 * 16384, 4, 0, 0), NSC_ALG_TWOPHASE);
-  assert_int_equal(nsc_algo_choose(&a, 4 * 16384 - 1, 4, 0, 0), NSC_ALG_RING); /* < 64 KiB per rank */
-  assert_int_equal(nsc_algo_choose(&a, 1 << 24, 3, 0, 0), NSC_ALG_RING);       /* < 4 ranks */
-  assert_int_equal(nsc_algo_choose(&a, 1 << 24, 64, 0, 0), NSC_ALG_TWOPHASE);
-  assert_int_equal(nsc_algo_choose(&a, 100, 2, 1, 0), NSC_ALG_TWOPHASE);       /* reduce-scatter: always */
+  assert_string_equal(choose(&a, 4 * 16384, 4, 0, 0), "twophase");
+  assert_string_equal(choose(&a, 4 * 16384 - 1, 4, 0, 0), "ring"); /* < 64 KiB per rank */
+  assert_string_equal(choose(&a, 1 << 24, 3, 0, 0), "ring");       /* < 4 ranks */
+  assert_string_equal(choose(&a, 1 << 24, 64, 0, 0), "twophase");
+  assert_string_equal(choose(&a, 100, 2, 1, 0), "twophase");       /* reduce-scatter: always */
   nsc_config r = cfg_of("NCCLSHIM_ALGO=ring", "NCCLSHIM_COMPRESS=bf16");
-  assert_int_equal(nsc_algo_choose(&r, 1 << 24, 8, 0, 0), NSC_ALG_RING);
-  assert_int_equal(nsc_algo_choose(&r, 1 << 20, 8, 1, 0), NSC_ALG_TWOPHASE);
+  assert_string_equal(choose(&r, 1 << 24, 8, 0, 0), "ring");
+  assert_string_equal(choose(&r, 1 << 20, 8, 1, 0), "twophase");
   nsc_config t = cfg_of("NCCLSHIM_ALGO=twophase", "NCCLSHIM_COMPRESS=fp16");
-  assert_int_equal(nsc_algo_choose(&t, 1000, 2, 0, 0), NSC_ALG_TWOPHASE);
-  assert_int_equal(nsc_algo_choose(&t, 1, 2, 0, 0), NSC_ALG_RING); /* 2-byte chunk in a 16-byte slot > 4 bytes */
-  assert_int_equal(nsc_algo_choose(&t, 1000, 1, 0, 0), NSC_ALG_RING); /* one rank */
+  assert_string_equal(choose(&t, 1000, 2, 0, 0), "twophase");
+  assert_string_equal(choose(&t, 1, 2, 0, 0), "ring"); /* 2-byte chunk in a 16-byte slot > 4 bytes */
+  assert_string_equal(choose(&t, 1000, 1, 0, 0), "ring"); /* one rank */
   nsc_config e = cfg_of("NCCLSHIM_ALGO=ring", "NCCLSHIM_COMPRESS=int8"); /* 8-bit: always two-phase */
-  assert_int_equal(nsc_algo_choose(&e, 1000, 2, 0, 0), NSC_ALG_TWOPHASE);
+  assert_string_equal(choose(&e, 1000, 2, 0, 0), "twophase");
   assert_false(nsc_tp_fits(&e, 2, 1, 0));
+  assert_string_equal(choose(&e, 1, 2, 0, 0), "plain"); /* too small for two phases, and NCCL cannot sum int8 */
   /* hier: on a communicator that adopted it, two-phase wherever it fits (it
    * then runs hierarchically); elsewhere auto's choice */
   nsc_config h = cfg_of("NCCLSHIM_ALGO=hier", "NCCLSHIM_COMPRESS=fp16");
-  assert_int_equal(nsc_algo_choose(&h, 1000, 4, 0, 1), NSC_ALG_TWOPHASE);
-  assert_int_equal(nsc_algo_choose(&h, 1, 4, 0, 1), NSC_ALG_RING); /* does not fit */
-  assert_int_equal(nsc_algo_choose(&h, 1000, 4, 0, 0), NSC_ALG_RING); /* not adopted: auto, < 64 KiB per rank */
-  assert_int_equal(nsc_algo_choose(&h, 1 << 24, 3, 0, 0), NSC_ALG_RING);     /* auto: < 4 ranks */
-  assert_int_equal(nsc_algo_choose(&h, 1 << 24, 8, 0, 0), NSC_ALG_TWOPHASE); /* auto: flat two-phase */
-  assert_int_equal(nsc_algo_choose(&h, 100, 2, 1, 0), NSC_ALG_TWOPHASE);     /* reduce-scatter: flat */
+  assert_string_equal(choose(&h, 1000, 4, 0, 1), "twophase");
+  assert_string_equal(choose(&h, 1, 4, 0, 1), "ring"); /* does not fit */
+  assert_string_equal(choose(&h, 1000, 4, 0, 0), "ring"); /* not adopted: auto, < 64 KiB per rank */
+  assert_string_equal(choose(&h, 1 << 24, 3, 0, 0), "ring");     /* auto: < 4 ranks */
+  assert_string_equal(choose(&h, 1 << 24, 8, 0, 0), "twophase"); /* auto: flat two-phase */
+  assert_string_equal(choose(&h, 100, 2, 1, 0), "twophase");     /* reduce-scatter: flat */
   /* asking for stochastic rounding (as for error feedback) makes auto, and hier
    * where not adopted, choose two phases wherever they fit (fuzzer seed 40077:
    * hier on uneven nodes fell to the ring, which has no stochastic rounding) */
   nsc_config sr = cfg_of3("NCCLSHIM_ALGO=hier", "NCCLSHIM_COMPRESS=bf16", "NCCLSHIM_ROUNDING=stochastic");
-  assert_int_equal(nsc_algo_choose(&sr, 65536, 3, 0, 0), NSC_ALG_TWOPHASE);
+  assert_string_equal(choose(&sr, 65536, 3, 0, 0), "twophase");
   nsc_config sa = cfg_of3("NCCLSHIM_ALGO=auto", "NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ROUNDING=stochastic");
-  assert_int_equal(nsc_algo_choose(&sa, 1000, 2, 0, 0), NSC_ALG_TWOPHASE);
+  assert_string_equal(choose(&sa, 1000, 2, 0, 0), "twophase");
   nsc_config off = cfg_of("NCCLSHIM_COMPRESS=off", "NCCLSHIM_ALGO=twophase");
   assert_false(nsc_tp_fits(&off, 4, 1 << 20, 0));
 }

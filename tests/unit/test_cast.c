@@ -52,13 +52,13 @@ static void *xalloc(size_t bytes) {
   assert_non_null(p);
   return p;
 }
-static uint16_t ref_narrow(nsc_wire_t w, float x) {
-  return w == NSC_WIRE_FP16 ? nsc_f32_to_f16_ref(x) : nsc_f32_to_bf16_ref(x);
+static uint16_t ref_narrow(nsc_fmt_t w, float x) {
+  return w == NSC_FMT_FP16 ? nsc_f32_to_f16_ref(x) : nsc_f32_to_bf16_ref(x);
 }
-static uint32_t ref_widen(nsc_wire_t w, uint16_t h) {
-  return f2u(w == NSC_WIRE_FP16 ? nsc_f16_to_f32_ref(h) : nsc_bf16_to_f32_ref(h));
+static uint32_t ref_widen(nsc_fmt_t w, uint16_t h) {
+  return f2u(w == NSC_FMT_FP16 ? nsc_f16_to_f32_ref(h) : nsc_bf16_to_f32_ref(h));
 }
-static const char *wname(nsc_wire_t w) { return w == NSC_WIRE_FP16 ? "fp16" : "bf16"; }
+static const char *wname(nsc_fmt_t w) { return w == NSC_FMT_FP16 ? "fp16" : "bf16"; }
 
 /* ---- special values: expectations from exact rational rounding ---------- */
 
@@ -115,10 +115,10 @@ static void test_special_values(void **state) {
     const nsc_cast_impl *im = nsc_cast_impls[k];
     if (!im->available()) continue;
     for (int nt = 0; nt < 2; nt++) {
-      im->to_wire[NSC_WIRE_FP16](src, out, NSPECIALS * REP, 1.0f, NULL, nt);
+      im->to_wire[NSC_FMT_FP16](src, out, NSPECIALS * REP, 1.0f, NULL, nt);
       for (size_t i = 0; i < NSPECIALS * REP; i++)
         assert_int_equal(out[i], specials[i % NSPECIALS].f16);
-      im->to_wire[NSC_WIRE_BF16](src, out, NSPECIALS * REP, 1.0f, NULL, nt);
+      im->to_wire[NSC_FMT_BF16](src, out, NSPECIALS * REP, 1.0f, NULL, nt);
       for (size_t i = 0; i < NSPECIALS * REP; i++)
         assert_int_equal(out[i], specials[i % NSPECIALS].bf16);
     }
@@ -141,7 +141,7 @@ static void test_widen_all(void **state) {
   float *out = xalloc(65536 * 4 + 64);
   for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
   for (int wi = 0; wi < 2; wi++) {
-    nsc_wire_t w = (nsc_wire_t)wi;
+    nsc_fmt_t w = (nsc_fmt_t)wi;
     for (uint32_t i = 0; i < 65536; i++) {
       uint32_t want = wi == 0 ? ref2_widen((uint16_t)i, 10, 5, 1) : ref2_widen((uint16_t)i, 7, 8, 0);
       if (ref_widen(w, (uint16_t)i) != want)
@@ -180,7 +180,7 @@ static void test_widen_all(void **state) {
 #define MAXIMPL 8
 
 typedef struct {
-  nsc_wire_t w;
+  nsc_fmt_t w;
   uint64_t first, stride; /* chunks first, first+stride, ... < 2^16 */
   uint64_t chunks, bad_ref2, bad_cnt, bad_hw, bad_impl[MAXIMPL];
   uint32_t first_bad; /* an input where the scalar reference and ref2 differ */
@@ -204,8 +204,8 @@ static void *sweep_run(void *arg) {
     s->bad_cnt = ~0ull;
     return NULL;
   }
-  int hw = s->w == NSC_WIRE_FP16 && have_f16c_hw();
-  uint16_t inf = s->w == NSC_WIRE_FP16 ? 0x7c00 : 0x7f80;
+  int hw = s->w == NSC_FMT_FP16 && have_f16c_hw();
+  uint16_t inf = s->w == NSC_FMT_FP16 ? 0x7c00 : 0x7f80;
   for (uint64_t k = s->first; k < (1u << 16); k += s->stride) {
     /* Chunk k holds the patterns whose high half is ch = perm(k), a bijection
      * that mixes high bits of k into low ones, so a sampled sweep (stride > 1)
@@ -219,7 +219,7 @@ static void *sweep_run(void *arg) {
     nsc_cast_impl_scalar.to_wire[s->w](x, ref, CHUNK, 1.0f, &cr, 0);
     /* Independent reference, and the counts by their definition on values. */
     uint64_t ov = 0, uf = 0;
-    ref2_narrow_chunk((uint32_t)ch, s->w == NSC_WIRE_BF16, out);
+    ref2_narrow_chunk((uint32_t)ch, s->w == NSC_FMT_BF16, out);
     uint64_t bad = 0;
     for (uint32_t i = 0; i < CHUNK; i++) {
       uint32_t a = src[i] & 0x7fffffffu, mag = out[i] & 0x7fffu;
@@ -260,7 +260,7 @@ static uint64_t sweep_stride(void) {
 #endif
 }
 
-static void exhaustive(nsc_wire_t w) {
+static void exhaustive(nsc_fmt_t w) {
   enum { T = 2 };
   sweep s[T];
   pthread_t tid[T];
@@ -280,7 +280,7 @@ static void exhaustive(nsc_wire_t w) {
       fail_msg("%s: %llu inputs differ from the second reference, e.g. 0x%08x -> 0x%04x vs 0x%04x",
                wname(w), (unsigned long long)s[t].bad_ref2, s[t].first_bad,
                ref_narrow(w, u2f(s[t].first_bad)),
-               w == NSC_WIRE_FP16 ? ref2_f32_to_f16(u2f(s[t].first_bad))
+               w == NSC_FMT_FP16 ? ref2_f32_to_f16(u2f(s[t].first_bad))
                                   : ref2_f32_to_bf16(u2f(s[t].first_bad)));
     if (s[t].bad_cnt) fail_msg("%s: counts differ from their definition", wname(w));
     if (s[t].bad_hw) fail_msg("%s: %llu chunks differ from vcvtps2ph", wname(w),
@@ -296,11 +296,11 @@ static void exhaustive(nsc_wire_t w) {
 }
 static void test_exhaustive_f16(void **state) {
   (void)state;
-  exhaustive(NSC_WIRE_FP16);
+  exhaustive(NSC_FMT_FP16);
 }
 static void test_exhaustive_bf16(void **state) {
   (void)state;
-  exhaustive(NSC_WIRE_BF16);
+  exhaustive(NSC_FMT_BF16);
 }
 
 /* ---- misaligned pointers, every tail -------------------------------------- */
@@ -329,7 +329,7 @@ static void test_misaligned_tails(void **state) {
       for (int so = 0; so < OFF; so++)
         for (int d0 = 0; d0 < OFF; d0 += 3)
           for (int n = 0; n <= MAXN; n++) {
-            nsc_wire_t w = (nsc_wire_t)wi;
+            nsc_fmt_t w = (nsc_fmt_t)wi;
             int nt = (so + d0 + n) & 1;
             nsc_cast_counts c = {0, 0}, cw = {0, 0};
             nsc_cast_impl_scalar.to_wire[w](src + so, want, (size_t)n, 1.0f, &cw, 0);
@@ -366,15 +366,15 @@ static void test_scale(void **state) {
     const nsc_cast_impl *im = nsc_cast_impls[k];
     if (!im->available()) continue;
     for (int wi = 0; wi < 2; wi++) {
-      nsc_wire_t w = (nsc_wire_t)wi;
+      nsc_fmt_t w = (nsc_fmt_t)wi;
       /* Prescale by 1/F, post-scale by F, F a power of two: exact for every
        * wire value whose quotient stays normal in the wire type. */
-      float F = w == NSC_WIRE_FP16 ? 8.0f : 0x1p20f;
-      int emin = w == NSC_WIRE_FP16 ? 4 : 21, emax = w == NSC_WIRE_FP16 ? 30 : 254;
-      int mbits = w == NSC_WIRE_FP16 ? 10 : 7;
+      float F = w == NSC_FMT_FP16 ? 8.0f : 0x1p20f;
+      int emin = w == NSC_FMT_FP16 ? 4 : 21, emax = w == NSC_FMT_FP16 ? 30 : 254;
+      int mbits = w == NSC_FMT_FP16 ? 10 : 7;
       size_t n = 0;
       for (uint32_t v = 0; v < 65536; v++) {
-        int e = (int)((v >> mbits) & (w == NSC_WIRE_FP16 ? 0x1f : 0xff));
+        int e = (int)((v >> mbits) & (w == NSC_FMT_FP16 ? 0x1f : 0xff));
         if (e >= emin && e <= emax) x[n++] = u2f(ref_widen(w, (uint16_t)v));
       }
       nsc_cast_counts c = {0, 0};
@@ -397,7 +397,7 @@ static void test_scale(void **state) {
             fail_msg("%s %s scale %g: %a -> 0x%04x, want 0x%04x", im->name, wname(w),
                      (double)scales[si], (double)x[i], h[i], ref_narrow(w, p));
           /* Counted on the scaled value. */
-          uint16_t mag = h[i] & 0x7fff, inf = w == NSC_WIRE_FP16 ? 0x7c00 : 0x7f80;
+          uint16_t mag = h[i] & 0x7fff, inf = w == NSC_FMT_FP16 ? 0x7c00 : 0x7f80;
           c2.overflow += isfinite(p) && mag == inf;
           c2.underflow += p != 0.0f && !isnan(p) && mag == 0;
         }
@@ -414,7 +414,7 @@ static void test_scale(void **state) {
 /* ---- crafted counts ------------------------------------------------------ */
 
 /* Planted lossy values among 1.0s, at places in heads, bodies and tails. */
-static void plant(float *x, size_t n, nsc_wire_t w, uint64_t *ov, uint64_t *uf) {
+static void plant(float *x, size_t n, nsc_fmt_t w, uint64_t *ov, uint64_t *uf) {
   static const uint32_t f16_vals[] = {
       0x477ff000, 0xc788b800, 0x7f7fffff,             /* overflow: 65520, -70000, FLT_MAX */
       0x7f800000, 0x7fc00000, 0x477fefff, 0x33800000, /* none: Inf, NaN, 65519.99, 2^-24 */
@@ -425,8 +425,8 @@ static void plant(float *x, size_t n, nsc_wire_t w, uint64_t *ov, uint64_t *uf) 
       0x7f800000, 0xffc00000, 0x477ff000, 0x7f7f7fff, /* none */
       0x00008000, 0x80000001,                         /* underflow */
       0x00008001, 0x00000000, 0x33000000, 0x80000000};/* none */
-  const uint32_t *v = w == NSC_WIRE_FP16 ? f16_vals : bf16_vals;
-  size_t nv = 13, o = 3, u = w == NSC_WIRE_FP16 ? 3 : 2;
+  const uint32_t *v = w == NSC_FMT_FP16 ? f16_vals : bf16_vals;
+  size_t nv = 13, o = 3, u = w == NSC_FMT_FP16 ? 3 : 2;
   const size_t pos[] = {0, 1, 15, 16, 31, 32, 33, 63, 64, 127, 128, 511, 513};
   *ov = *uf = 0;
   for (size_t i = 0; i < n; i++) x[i] = 1.0f;
@@ -448,7 +448,7 @@ static void test_counts_crafted(void **state) {
   float *x = xalloc((N + 8) * 4);
   uint16_t *h = xalloc((N + 8) * 2);
   for (int wi = 0; wi < 2; wi++) {
-    nsc_wire_t w = (nsc_wire_t)wi;
+    nsc_fmt_t w = (nsc_fmt_t)wi;
     uint64_t ov, uf;
     for (int k = 0; k < nsc_cast_nimpls; k++) {
       const nsc_cast_impl *im = nsc_cast_impls[k];
@@ -465,15 +465,15 @@ static void test_counts_crafted(void **state) {
     }
     /* Exact expectations, not only agreement: 5 repetitions of the plant. */
     assert_int_equal(ov, 5 * 3 + 1);
-    assert_int_equal(uf, 5 * (w == NSC_WIRE_FP16 ? 3 : 2) + 1);
+    assert_int_equal(uf, 5 * (w == NSC_FMT_FP16 ? 3 : 2) + 1);
   }
   /* Scale effects: counted on the value after the multiply. */
   nsc_cast_counts c = {0, 0};
   float one = 1.0f, big = u2f(0x7f7fffff), tiny = 1e-30f;
-  nsc_cast_to_wire(NSC_WIRE_FP16, &one, h, 1, 65520.0f, &c); /* 65520: overflow */
-  nsc_cast_to_wire(NSC_WIRE_FP16, &big, h, 1, 2.0f, &c);     /* fp32 Inf: not counted */
-  nsc_cast_to_wire(NSC_WIRE_FP16, &tiny, h, 1, 1e-10f, &c);  /* 1e-40 -> 0: underflow */
-  nsc_cast_to_wire(NSC_WIRE_FP16, &tiny, h, 1, 1e-20f, &c);  /* fp32 0: not counted */
+  nsc_cast_to_wire(NSC_FMT_FP16, &one, h, 1, 65520.0f, &c); /* 65520: overflow */
+  nsc_cast_to_wire(NSC_FMT_FP16, &big, h, 1, 2.0f, &c);     /* fp32 Inf: not counted */
+  nsc_cast_to_wire(NSC_FMT_FP16, &tiny, h, 1, 1e-10f, &c);  /* 1e-40 -> 0: underflow */
+  nsc_cast_to_wire(NSC_FMT_FP16, &tiny, h, 1, 1e-20f, &c);  /* fp32 0: not counted */
   assert_int_equal(c.overflow, 1);
   assert_int_equal(c.underflow, 1);
   free(x);
@@ -492,7 +492,7 @@ static void test_threads(void **state) {
   uint16_t *h1 = xalloc((n + 1) * 2), *h2 = xalloc((n + 1) * 2);
   uint64_t ov, uf;
   for (int wi = 0; wi < 2; wi++) {
-    nsc_wire_t w = (nsc_wire_t)wi;
+    nsc_fmt_t w = (nsc_fmt_t)wi;
     plant(x + 1, n, w, &ov, &uf);
     for (size_t i = 0; i < n; i += 7) x[1 + i] = edge_mix();
     nsc_cast_set_threads(1);
@@ -555,7 +555,7 @@ static void test_daz_ftz(void **state) {
     wire[i] = (uint16_t)i;
   }
   for (int wi = 0; wi < 2; wi++) {
-    nsc_wire_t w = (nsc_wire_t)wi;
+    nsc_fmt_t w = (nsc_fmt_t)wi;
     nsc_cast_counts cw = {0, 0};
     nsc_cast_impl_scalar.to_wire[w]((float *)xs, want, N, 1.0f, &cw, 0);
     unsigned int csr = _mm_getcsr();
@@ -600,7 +600,7 @@ static void test_scale_buffer(void **state) {
   assert_int_equal(nsc_scale_buffer('d', d, d, N, 8.0), 0);
   for (int i = 0; i < N; i++) assert_true(d[i] == (double)(i - N / 2));
   for (int wi = 0; wi < 2; wi++) {
-    nsc_wire_t w = (nsc_wire_t)wi;
+    nsc_fmt_t w = (nsc_fmt_t)wi;
     char kind = wi == 0 ? 'h' : 'b';
     /* Integers up to 256 are exact in both wire types; times 0.5 and 4 too. */
     for (int i = 0; i < N; i++) h[i] = ref_narrow(w, (float)(i % 513 - 256));

@@ -105,46 +105,60 @@ static nsc_config cfg_with(const char *kv) {
   return c;
 }
 
+/* The policy's answer (policy.h): compressible on its own (why NONE), a
+ * fusable member of a group whatever its size, or neither and why. */
+static int compressible(const nsc_config *c, nsc_call *call) {
+  nsc_policy_ask(c, call);
+  return call->pol.why == NSC_WHY_NONE;
+}
+static int fusable(const nsc_config *c, nsc_call *call) {
+  nsc_policy_ask(c, call);
+  return (call->pol.may & NSC_MAY_FUSE) != 0;
+}
+
 static void policy_which_calls(void **state) {
   (void)state;
   nsc_config c = cfg_with(NULL);
   nsc_call call = {.count = 65536 / 4, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .in_group = 0, .capturing = 0};
-  assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_COMPRESS);
+  assert_true(compressible(&c, &call));
   call.op = ncclAvg;
-  assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_COMPRESS);
+  assert_true(compressible(&c, &call));
   call.count = 65536 / 4 - 1; /* threshold - 4 bytes */
-  assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_PASS);
+  assert_false(compressible(&c, &call));
+  assert_int_equal(call.pol.why, NSC_WHY_MIN_BYTES);
   call.count = 65536 / 4;
   for (int op = ncclProd; op <= ncclMin; op++) {
     call.op = (ncclRedOp_t)op;
-    assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_PASS);
+    assert_false(compressible(&c, &call));
+    assert_int_equal(call.pol.why, NSC_WHY_OP);
   }
   call.op = (ncclRedOp_t)ncclNumOps; /* a PreMulSum handle */
-  assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_PASS);
+  assert_false(compressible(&c, &call));
   call.op = ncclSum;
   for (int dt = 0; dt < ncclNumTypes; dt++) {
     call.dt = (ncclDataType_t)dt;
-    assert_int_equal(nsc_policy_transform(&c, &call), dt == ncclFloat32 ? NSC_ACT_COMPRESS : NSC_ACT_PASS);
+    assert_int_equal(compressible(&c, &call), dt == ncclFloat32);
+    if (dt != ncclFloat32) assert_int_equal(call.pol.why, NSC_WHY_DTYPE);
   }
   call.dt = ncclFloat32;
   call.has_buffers = 0;
-  assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_PASS);
+  assert_false(compressible(&c, &call));
+  assert_int_equal(call.pol.why, NSC_WHY_ARGS);
   call.has_buffers = 1;
-  call.capturing = 1;
-  assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_PASS);
-  call.capturing = 0;
+  assert_false(fusable(&c, &call)); /* not in a group */
   call.in_group = 1;
   call.count = 1; /* in a group any size is fused: the threshold applies to the total */
-  assert_int_equal(nsc_policy_transform(&c, &call), NSC_ACT_FUSE);
+  assert_true(fusable(&c, &call));
+  assert_false(compressible(&c, &call));
   nsc_config off = cfg_with("NCCLSHIM_COMPRESS=off");
-  assert_int_equal(nsc_policy_transform(&off, &call), NSC_ACT_PASS);
+  assert_false(fusable(&off, &call));
+  assert_int_equal(call.pol.why, NSC_WHY_OFF);
   nsc_config nofuse = cfg_with("NCCLSHIM_FUSE_BYTES=0");
-  assert_int_equal(nsc_policy_transform(&nofuse, &call), NSC_ACT_PASS);
+  assert_false(fusable(&nofuse, &call));
   call.count = 1 << 20;
-  assert_int_equal(nsc_policy_transform(&nofuse, &call), NSC_ACT_COMPRESS);
-  assert_int_equal(nsc_policy_wire_dtype(&c), ncclFloat16);
-  nsc_config bf = cfg_with("NCCLSHIM_COMPRESS=bf16");
-  assert_int_equal(nsc_policy_wire_dtype(&bf), ncclBfloat16);
+  assert_true(compressible(&nofuse, &call));
+  call.rs = 1; /* a reduce-scatter is never fused */
+  assert_false(fusable(&c, &call));
 }
 
 static void policy_accumulable(void **state) {

@@ -94,7 +94,7 @@ static void t_kernels(const char *expect) {
     CUdeviceptr d;
     DRV(cuMemAlloc(&d, 64));
     report(nsc_backend_for((void *)(uintptr_t)d) == be, "... device memory still never goes to the host backend");
-    report(be->to_wire((nsc_stream)s, NSC_WIRE_FP16, (float *)(uintptr_t)d, (void *)(uintptr_t)(d + 32), 4, 1) != 0,
+    report(be->to_wire((nsc_stream)s, NSC_FMT_FP16, (float *)(uintptr_t)d, (void *)(uintptr_t)(d + 32), 4, 1) != 0,
            "... and a cast on it fails instead of running");
     cuMemFree(d);
     return;
@@ -106,14 +106,14 @@ static void t_kernels(const char *expect) {
   static float x[N], back[N], want[N];
   static uint16_t w[N];
   for (int i = 0; i < N; i++) x[i] = (float)(i - N / 2) * 0.37f;
-  nsc_cast_to_wire(NSC_WIRE_FP16, x, w, N, 1.0f, NULL);
-  nsc_cast_from_wire(NSC_WIRE_FP16, w, want, N, 1.0f);
+  nsc_cast_to_wire(NSC_FMT_FP16, x, w, N, 1.0f, NULL);
+  nsc_cast_from_wire(NSC_FMT_FP16, w, want, N, 1.0f);
   CUdeviceptr dx, dw;
   DRV(cuMemAlloc(&dx, N * 4));
   DRV(cuMemAlloc(&dw, N * 2));
   DRV(cuMemcpyHtoD(dx, x, sizeof x));
-  int rc = be->to_wire((nsc_stream)s, NSC_WIRE_FP16, (float *)(uintptr_t)dx, (void *)(uintptr_t)dw, N, 1.0f);
-  rc |= be->from_wire((nsc_stream)s, NSC_WIRE_FP16, (void *)(uintptr_t)dw, (float *)(uintptr_t)dx, N, 1.0f);
+  int rc = be->to_wire((nsc_stream)s, NSC_FMT_FP16, (float *)(uintptr_t)dx, (void *)(uintptr_t)dw, N, 1.0f);
+  rc |= be->from_wire((nsc_stream)s, NSC_FMT_FP16, (void *)(uintptr_t)dw, (float *)(uintptr_t)dx, N, 1.0f);
   DRV(cuStreamSynchronize(s));
   DRV(cuMemcpyDtoH(back, dx, sizeof back));
   report(rc == 0 && !memcmp(back, want, sizeof want), "... and fp32 -> fp16 -> fp32 on the device is bit-exact");
@@ -327,7 +327,7 @@ static void t_vectors(void) {
   for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++) {
     int os = offs[k][0], ow = offs[k][1], same = os == ow;
     cudadrv_stats before = stats();
-    int rc = be->to_wire((nsc_stream)s, NSC_WIRE_FP16, (const float *)(uintptr_t)(x + 4 * (size_t)os),
+    int rc = be->to_wire((nsc_stream)s, NSC_FMT_FP16, (const float *)(uintptr_t)(x + 4 * (size_t)os),
                          (void *)(uintptr_t)(w + 2 * (size_t)ow), N, 1.0f);
     DRV(cuStreamSynchronize(s));
     cudadrv_stats after = stats();
@@ -363,7 +363,7 @@ static void t_counters(void) {
   nsc_cast_counts c0, c1;
   be->counts(&c0);
   cudadrv_stats before = stats();
-  int rc = be->to_wire((nsc_stream)s, NSC_WIRE_FP16, (const float *)(uintptr_t)x, (void *)(uintptr_t)w, N, 1.0f);
+  int rc = be->to_wire((nsc_stream)s, NSC_FMT_FP16, (const float *)(uintptr_t)x, (void *)(uintptr_t)w, N, 1.0f);
   rc |= be->fmt_encode((nsc_stream)s, NSC_FMT_INT8, 256, (const float *)(uintptr_t)x, (void *)(uintptr_t)w, N / 4, 1.0f);
   DRV(cuStreamSynchronize(s));
   cudadrv_stats after = stats();
@@ -397,7 +397,7 @@ static void t_counters(void) {
   DRV(cuMemAlloc(&bx, (size_t)BIG * 4));
   DRV(cuMemAlloc(&bw, (size_t)BIG * 2));
   /* (every launch of the process is capped alike, so the largest is this one) */
-  rc = be->to_wire((nsc_stream)s, NSC_WIRE_BF16, (const float *)(uintptr_t)bx, (void *)(uintptr_t)bw, BIG, 1.0f);
+  rc = be->to_wire((nsc_stream)s, NSC_FMT_BF16, (const float *)(uintptr_t)bx, (void *)(uintptr_t)bw, BIG, 1.0f);
   DRV(cuStreamSynchronize(s));
   cudadrv_stats g = stats();
   snprintf(msg, sizeof msg, "occupancy: a cast of %d tiles launches %llu blocks (132 SMs x 6 resident, the driver's occupancy)",

@@ -197,7 +197,7 @@ static nsc_rec rec_at(uint64_t host_ns) {
   return r;
 }
 
-/* A record as the log tells it to the diagnosis (log.c, diag_rec). */
+/* A record as the log tells it to the diagnosis (log_rec.c, diag_rec). */
 static void tell(nsc_diag *d, const nsc_rec *r, int64_t pass, int last, uint64_t dur, int timed, int gpu, int64_t busy) {
   nsc_diag_in in = {pass, last, r->host_ns, dur, timed, gpu, r->untimed == NSC_UNTIMED_CAPTURE,
                     r->action == NSC_ACT_SKIP, busy};

@@ -66,29 +66,29 @@ static void test_plan_plain_and_ring(void **state) {
   nsc_plan p;
   nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0, 0};
   nsc_plan_make(&p, &fp16, &off);
-  assert_int_equal(p.alg, NSC_PLAN_PLAIN);
+  assert_int_equal(p.alg, NSC_ALG_PLAIN);
   assert_int_equal(p.nsteps, 1);
   assert_int_equal(p.step[0].kind, NSC_STEP_ALLREDUCE);
   assert_int_equal(p.step[0].avg, 1);
   p = plan_of(&fp16, &t, 0, 1000, 0); /* 250 elements per rank < 16384 */
-  assert_int_equal(p.alg, NSC_PLAN_RING);
+  assert_int_equal(p.alg, NSC_ALG_RING);
   assert_int_equal(p.nsteps, 3);
   assert_int_equal(p.step[0].kind, NSC_STEP_CAST_IN);
   assert_int_equal(p.step[1].kind, NSC_STEP_ALLREDUCE);
   assert_true(p.step[1].flags & NSC_STEP_WIRE);
   assert_int_equal(p.step[2].kind, NSC_STEP_CAST_OUT);
-  assert_int_equal(nsc_plan_staging(&p, &fp16, &t, no_round), 2000);
+  assert_int_equal(nsc_plan_staging(&p, no_round), 2000);
   p = plan_of(&int8, &t, 0, 1, 0); /* two phases do not fit one element */
-  assert_int_equal(p.alg, NSC_PLAN_PLAIN);
+  assert_int_equal(p.alg, NSC_ALG_PLAIN);
   p = plan_of(&int8, &t, 0, 1 << 20, 0);
-  assert_int_equal(p.alg, NSC_PLAN_TWOPHASE);
+  assert_int_equal(p.alg, NSC_ALG_TWOPHASE);
   assert_int_equal(p.nsteps, 1);
   assert_int_equal(p.step[0].on, NSC_ON_ALL);
   nsc_tp_plan tp;
   nsc_plan_tp(&p, &p.step[0], &int8, &t, &tp);
   assert_int_equal(tp.n, 4);
   assert_int_equal(tp.rank, 2);
-  assert_int_equal(nsc_plan_staging(&p, &int8, &t, no_round), nsc_tp_staging_bytes(&tp, 0));
+  assert_int_equal(nsc_plan_staging(&p, no_round), nsc_tp_staging_bytes(&tp, 0));
   nsc_topo_free(&t);
 }
 
@@ -103,7 +103,7 @@ static void test_plan_hier_allreduce(void **state) {
   for (int rank = 0; rank < 8; rank++) {
     nsc_topo t = topo_of(ids, 8, rank);
     nsc_plan p = plan_of(&cfg, &t, 0, 1003, 1);
-    assert_int_equal(p.alg, NSC_PLAN_HIER);
+    assert_int_equal(p.alg, NSC_ALG_HIER);
     assert_int_equal(p.nsteps, 4);
     size_t mine = (size_t)(rank % 4) * 250;
     const nsc_step *s = p.step;
@@ -133,9 +133,9 @@ static void test_plan_hier_allreduce(void **state) {
     /* without the sub-communicators on every rank: auto's choice, flat
      * two-phase from 16384 elements per rank, else the ring */
     p = plan_of(&cfg, &t, 0, 1003, 0);
-    assert_int_equal(p.alg, NSC_PLAN_RING);
+    assert_int_equal(p.alg, NSC_ALG_RING);
     p = plan_of(&cfg, &t, 0, 1 << 20, 0);
-    assert_int_equal(p.alg, NSC_PLAN_TWOPHASE);
+    assert_int_equal(p.alg, NSC_ALG_TWOPHASE);
     nsc_topo_free(&t);
   }
 }
@@ -149,15 +149,15 @@ static void test_plan_hier_min_bytes(void **state) {
   nsc_topo t = topo_of(ids, 4, 1);
   nsc_config a = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_HIER_MIN_BYTES=1M");
   nsc_config h = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=hier");
-  assert_int_equal(plan_of(&a, &t, 0, 262144, 1).alg, NSC_PLAN_HIER);      /* 1 MiB */
-  assert_int_equal(plan_of(&a, &t, 0, 262143, 1).alg, NSC_PLAN_TWOPHASE);  /* 4 bytes less */
-  assert_int_equal(plan_of(&a, &t, 1, 65536, 1).alg, NSC_PLAN_HIER);       /* 4 x 64K per rank */
-  assert_int_equal(plan_of(&a, &t, 1, 65535, 1).alg, NSC_PLAN_TWOPHASE);
-  assert_int_equal(plan_of(&h, &t, 0, 1000, 1).alg, NSC_PLAN_HIER);         /* hier: any size two phases fit */
+  assert_int_equal(plan_of(&a, &t, 0, 262144, 1).alg, NSC_ALG_HIER);      /* 1 MiB */
+  assert_int_equal(plan_of(&a, &t, 0, 262143, 1).alg, NSC_ALG_TWOPHASE);  /* 4 bytes less */
+  assert_int_equal(plan_of(&a, &t, 1, 65536, 1).alg, NSC_ALG_HIER);       /* 4 x 64K per rank */
+  assert_int_equal(plan_of(&a, &t, 1, 65535, 1).alg, NSC_ALG_TWOPHASE);
+  assert_int_equal(plan_of(&h, &t, 0, 1000, 1).alg, NSC_ALG_HIER);         /* hier: any size two phases fit */
   nsc_config d = cfg_of("NCCLSHIM_COMPRESS=fp16", NULL);                   /* the default: 4M */
   assert_int_equal(d.hier_min_bytes, 4 << 20);
-  assert_int_equal(plan_of(&d, &t, 0, 1 << 20, 1).alg, NSC_PLAN_HIER);
-  assert_int_equal(plan_of(&d, &t, 0, (1 << 20) - 1, 1).alg, NSC_PLAN_TWOPHASE);
+  assert_int_equal(plan_of(&d, &t, 0, 1 << 20, 1).alg, NSC_ALG_HIER);
+  assert_int_equal(plan_of(&d, &t, 0, (1 << 20) - 1, 1).alg, NSC_ALG_TWOPHASE);
   nsc_topo_free(&t);
 }
 
@@ -171,7 +171,7 @@ static void test_plan_hier_reducescatter(void **state) {
   static const int contiguous[6] = {1, 1, 2, 2, 3, 3}, strided[4] = {1, 2, 1, 2};
   nsc_topo t = topo_of(contiguous, 6, 3); /* node 1, local rank 1 */
   nsc_plan p = plan_of(&cfg, &t, 1, 100, 1);
-  assert_int_equal(p.alg, NSC_PLAN_HIER);
+  assert_int_equal(p.alg, NSC_ALG_HIER);
   assert_int_equal(p.tmp_elems, 300);
   assert_int_equal(p.nsteps, 2);
   assert_int_equal(p.step[0].kind, NSC_STEP_REDUCESCATTER);
@@ -192,13 +192,13 @@ static void test_plan_hier_reducescatter(void **state) {
   nsc_plan_tp(&p, &p.step[1], &cfg, &t, &tp);
   assert_int_equal(tp.n, 3);
   assert_int_equal(tp.rank, 1);
-  assert_int_equal(nsc_plan_staging(&p, &cfg, &t, no_round), 1200 + nsc_tp_staging_bytes(&tp, 1));
+  assert_int_equal(nsc_plan_staging(&p, no_round), 1200 + nsc_tp_staging_bytes(&tp, 1));
   nsc_topo_free(&t);
 
   t = topo_of(strided, 4, 3); /* node 1 (ranks 1, 3), local rank 1 */
   assert_int_equal(t.contiguous, 0);
   p = plan_of(&cfg, &t, 1, 100, 1);
-  assert_int_equal(p.alg, NSC_PLAN_HIER);
+  assert_int_equal(p.alg, NSC_ALG_HIER);
   assert_int_equal(p.step[0].kind, NSC_STEP_REDUCE);
   assert_int_equal(p.step[0].flags, NSC_STEP_EACH_NODE | NSC_STEP_EACH_LOCAL);
   static const int block[2][2] = {{0, 2}, {1, 3}}; /* node j's l-th rank */
@@ -231,7 +231,7 @@ static void test_plan_launches(void **state) {
   size_t n64 = 1u << 24; /* 64 MiB */
   nsc_config i8 = cfg_lb("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", NULL, "4M");
   nsc_plan p = plan_of(&i8, &t, 0, n64, 0);
-  assert_int_equal(p.alg, NSC_PLAN_TWOPHASE);
+  assert_int_equal(p.alg, NSC_ALG_TWOPHASE);
   assert_int_equal(p.launches, 2);
   nsc_tp_plan tp;
   nsc_plan_tp(&p, &p.step[0], &i8, &t, &tp);
@@ -249,21 +249,21 @@ static void test_plan_launches(void **state) {
 
   nsc_config a = cfg_lb("NCCLSHIM_COMPRESS=fp16", NULL, NULL, "4M");
   p = plan_of(&a, &t, 0, n64, 0);
-  assert_int_equal(p.alg, NSC_PLAN_TWOPHASE);
+  assert_int_equal(p.alg, NSC_ALG_TWOPHASE);
   assert_int_equal(p.launches, 2);
   p = plan_of(&a, &t, 0, 16384, 0); /* 64 KiB: 4M + 96K against the ring's 4M + 48K */
-  assert_int_equal(p.alg, NSC_PLAN_PLAIN);
+  assert_int_equal(p.alg, NSC_ALG_PLAIN);
   assert_int_equal(p.launches, 1);
   nsc_config a256 = cfg_lb("NCCLSHIM_COMPRESS=fp16", NULL, NULL, "256K");
   p = plan_of(&a256, &t, 0, 65536, 0); /* 256 KiB per rank: two-phase below 4 ranks x 64 KiB? no: exactly 64 KiB */
-  assert_int_equal(p.alg, NSC_PLAN_RING); /* two-phase: 2 launches = 512K + 192K > 0.9 x (256K + 384K) */
+  assert_int_equal(p.alg, NSC_ALG_RING); /* two-phase: 2 launches = 512K + 192K > 0.9 x (256K + 384K) */
   assert_int_equal(p.launches, 1);
   p = plan_of(&a256, &t, 0, 8192, 0); /* 32 KiB: 256K + 24K against 256K + 48K: less than 10 % */
-  assert_int_equal(p.alg, NSC_PLAN_PLAIN);
+  assert_int_equal(p.alg, NSC_ALG_PLAIN);
   /* an explicit algorithm is not second-guessed */
   nsc_config r = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", NULL, "4M");
   p = plan_of(&r, &t, 0, 8192, 0);
-  assert_int_equal(p.alg, NSC_PLAN_RING);
+  assert_int_equal(p.alg, NSC_ALG_RING);
   /* the ring's chunks: device memory one; host rule with free launches the
    * old 32 MiB chunks; host at 1 MiB per launch: 4M/k + 1M k is least at 2 */
   assert_int_equal(nsc_plan_ring_chunk(&r, 0, n64 * 2), 0);
@@ -282,7 +282,7 @@ static void test_plan_launches(void **state) {
   t = topo_of(strided, 4, 1);
   nsc_config h = cfg_lb("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=hier", NULL, "4M");
   p = plan_of(&h, &t, 1, 1u << 20, 1);
-  assert_int_equal(p.alg, NSC_PLAN_HIER);
+  assert_int_equal(p.alg, NSC_ALG_HIER);
   assert_int_equal(p.launches, 1 + 1); /* one group of 4 reduces, one piece of the two-phase reduce-scatter */
   nsc_topo_free(&t);
   static const int two[8] = {1, 1, 1, 1, 2, 2, 2, 2};
@@ -296,7 +296,8 @@ static void test_plan_launches(void **state) {
 
 /* The decision (nsc_decide) as a table: settings, the call's kind and size,
  * its group depth, capture and the learner's answer -> the plan's algorithm,
- * whether it settles the staging and whether it waits for the group end.
+ * whether it settles the staging and whether it waits for the group end
+ * (a fused member is packed there, a grouped two-phase call runs after it).
  * One node of 4 ranks; launches free unless a row says otherwise. */
 static void test_decide_table(void **state) {
   (void)state;
@@ -312,41 +313,41 @@ static void test_decide_table(void **state) {
     int why; /* the plan's reason (policy.h), a forwarded call's too */
   } rows[] = {
       /* not compressible: forwarded, nothing settled */
-      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_OFF},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclInt32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_DTYPE},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclMax, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_OP},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
+      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_OFF},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclInt32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_DTYPE},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclMax, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_OP},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
       /* fp16: the ring below two-phase's threshold (64 KiB per rank at 4 ranks), two phases above */
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_RING, 1, 0, NSC_WHY_RING_GAINS},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclAvg, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_RING, 1, 0, NSC_WHY_RING_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclAvg, 0, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
       /* in a group: two phases after the group end; below it, fused */
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0, NSC_WHY_FUSED},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0, NSC_WHY_FUSED},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_FUSE, 1, 1, NSC_WHY_FUSED},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_FUSE, 1, 1, NSC_WHY_FUSED},
       {"NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_FUSE_BYTES=0", "0", AR, 32768, ncclFloat32, ncclSum, 1, 0, 0, 0, 0,
-       NSC_PLAN_RING, 1, 0, NSC_WHY_RING_GAINS},
+       NSC_ALG_RING, 1, 0, NSC_WHY_RING_GAINS},
       /* int8: two phases or untouched (NCCL cannot reduce block-scaled runs), never fused */
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 100, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
       /* capture: forwarded, nothing settled */
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 1, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_CAPTURED},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 1, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_CAPTURED},
       /* the learner's answer: answered locally (staging settled as the call's kind says) */
-      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_PLAN_LOCAL, 0, 0, NSC_WHY_LOCAL},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_PLAN_LOCAL, 1, 0, NSC_WHY_LOCAL},
+      {"NCCLSHIM_COMPRESS=off", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_ALG_LOCAL, 0, 0, NSC_WHY_LOCAL},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclFloat32, ncclSum, 0, 0, 1, 0, 0, NSC_ALG_LOCAL, 1, 0, NSC_WHY_LOCAL},
       /* reduce-scatters: two phases (the whole buffer against MIN_BYTES), deferred in a group */
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 4096, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 16, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 1 << 18, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 4096, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", RS, 16, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
       /* two nodes of two ranks, hier adopted: hierarchical from HIER_MIN_BYTES */
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 22, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_PLAN_HIER, 1, 0, NSC_WHY_HIER_NODES},
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", RS, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 1, 1, NSC_PLAN_HIER, 1, 1, NSC_WHY_HIER_NODES},
-      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 16, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_PLAN_TWOPHASE, 1, 0, NSC_WHY_HIER_FLAT},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 22, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_ALG_HIER, 1, 0, NSC_WHY_HIER_NODES},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", RS, 1 << 20, ncclFloat32, ncclSum, 1, 0, 0, 1, 1, NSC_ALG_HIER, 1, 1, NSC_WHY_HIER_NODES},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 16, ncclFloat32, ncclSum, 0, 0, 0, 1, 1, NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_HIER_FLAT},
       /* launches priced at 4 MB: a 256 KiB call gains nothing, so it goes untouched (and settles nothing);
        * in a group it is still fused (one launch for the group's members) */
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
-      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_PLAN_FUSE, 1, 0, NSC_WHY_FUSED},
-      {"NCCLSHIM_COMPRESS=int8", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_PLAN_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_FUSE, 1, 1, NSC_WHY_FUSED},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
   };
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
     nsc_config cfg = cfg_lb(rows[i].a, rows[i].b, NULL, rows[i].lb);
@@ -354,36 +355,230 @@ static void test_decide_table(void **state) {
     nsc_call k = {.count = rows[i].rs ? rows[i].arg * 4 : rows[i].arg, .dt = (ncclDataType_t)rows[i].dt,
                   .op = (ncclRedOp_t)rows[i].op, .has_buffers = 1, .in_group = rows[i].in_group,
                   .capturing = rows[i].capturing, .rs = rows[i].rs, .arg = rows[i].arg};
-    nsc_agreed ag = {tp, rows[i].hier, 0};
+    nsc_agreed ag = {tp, rows[i].hier, 0, 0};
     nsc_plan p;
+    nsc_policy_ask(&cfg, &k);
     nsc_decide(&p, &cfg, &k, &ag, rows[i].local);
     if ((int)p.alg != rows[i].alg || p.settles != rows[i].settles || p.deferred != rows[i].deferred ||
         (int)p.why != rows[i].why)
       fail_msg("row %zu (%s %s lb=%s %s %zu%s%s%s): %s settles %d deferred %d; want %s %d %d (why %s, want %s)", i, rows[i].a,
                rows[i].b ? rows[i].b : "", rows[i].lb, rows[i].rs ? "rs" : "ar", rows[i].arg,
                rows[i].in_group ? " grouped" : "", rows[i].capturing ? " captured" : "",
-               rows[i].local ? " local" : "", nsc_plan_alg_name(p.alg), p.settles, p.deferred,
-               nsc_plan_alg_name((nsc_plan_alg)rows[i].alg), rows[i].settles, rows[i].deferred,
+               rows[i].local ? " local" : "", nsc_alg_name(p.alg), p.settles, p.deferred,
+               nsc_alg_name((nsc_alg)rows[i].alg), rows[i].settles, rows[i].deferred,
                nsc_why_key(p.why), nsc_why_key((nsc_why)rows[i].why));
     /* the layout of its two-phase step is the plan's, made with it */
-    if (p.alg == NSC_PLAN_TWOPHASE) {
+    if (p.alg == NSC_ALG_TWOPHASE) {
       assert_int_equal(p.tp.n, 4);
       assert_int_equal(p.tp.rank, 1);
       assert_true(p.staging >= nsc_tp_staging_bytes(&p.tp, rows[i].rs));
     }
-    if (p.alg == NSC_PLAN_HIER) assert_int_equal(p.tp.n, 2); /* between the two nodes */
-    if (p.alg == NSC_PLAN_PLAIN) assert_int_equal(p.launches, 1);
+    if (p.alg == NSC_ALG_HIER) assert_int_equal(p.tp.n, 2); /* between the two nodes */
+    if (p.alg == NSC_ALG_PLAIN) assert_int_equal(p.launches, 1);
   }
   nsc_topo_free(&t);
   nsc_topo_free(&t2);
 }
 
+/* The forwarded path's rule is the decision's: for every call the decision's
+ * first question (nsc_decide_untouched) forwards without a plan, nsc_decide
+ * makes the PLAIN plan with the same reason, settling nothing and waiting for
+ * nothing; a communicator some rank of which cannot run the kernels
+ * forwards every call ("kernels"). Over types, ops, sizes, groups,
+ * reduce-scatters, NULL buffers and the settings that change the answer. */
+static void test_decide_untouched(void **state) {
+  (void)state;
+  static const int ids[4] = {1, 1, 1, 1};
+  nsc_topo t = topo_of(ids, 4, 0);
+  static const char *sets[][2] = {{"NCCLSHIM_COMPRESS=off", NULL},
+                                  {"NCCLSHIM_COMPRESS=fp16", NULL},
+                                  {"NCCLSHIM_COMPRESS=int8", NULL},
+                                  {"NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ACCUM_STEPS=2"},
+                                  {"NCCLSHIM_COMPRESS=bf16", "NCCLSHIM_FUSE_BYTES=0"}};
+  static const ncclDataType_t dts[] = {ncclFloat32, ncclFloat16, ncclInt32, ncclFloat64};
+  static const ncclRedOp_t ops[] = {ncclSum, ncclAvg, ncclMax, (ncclRedOp_t)ncclNumOps};
+  static const size_t counts[] = {0, 1, 16383, 16384, 1 << 20};
+  int forwarded = 0, planned = 0;
+  for (size_t si = 0; si < sizeof sets / sizeof *sets; si++) {
+    nsc_config cfg = cfg_lb(sets[si][0], sets[si][1], NULL, "0");
+    for (size_t d = 0; d < 4; d++)
+      for (size_t o = 0; o < 4; o++)
+        for (size_t n = 0; n < 5; n++)
+          for (int g = 0; g < 2; g++)
+            for (int rs = 0; rs < 2; rs++)
+              for (int buf = 0; buf < 2; buf++) {
+                nsc_call k = {.count = rs ? counts[n] * 4 : counts[n], .dt = dts[d], .op = ops[o], .has_buffers = buf,
+                              .in_group = g, .rs = rs, .arg = counts[n]};
+                nsc_policy_ask(&cfg, &k);
+                for (int un = 0; un < 2; un++) {
+                  nsc_agreed ag = {&t, 0, 0, un};
+                  nsc_why why = nsc_decide_untouched(&k, &ag);
+                  if (why == NSC_WHY_NONE) {
+                    planned++;
+                    continue;
+                  }
+                  forwarded++;
+                  nsc_plan p;
+                  nsc_decide(&p, &cfg, &k, &ag, 0);
+                  assert_int_equal(p.alg, NSC_ALG_PLAIN);
+                  assert_int_equal(p.why, why);
+                  assert_int_equal(p.settles, 0);
+                  assert_int_equal(p.deferred, 0);
+                  assert_int_equal(p.step[0].flags, NSC_STEP_CALL);
+                  if (un) assert_int_equal(why, NSC_WHY_KERNELS);
+                }
+              }
+  }
+  assert_true(forwarded > 0 && planned > 0);
+  nsc_topo_free(&t);
+}
+
+/* What a plan carries for its steps, from the settings: the format and the
+ * wire datatype of its row, the codec's options, its two-phase layout
+ * (computed once, with the plan: the same as a fresh one), its staging
+ * (whole for the ring and flat two-phase, in stages for hier, bounded by
+ * NCCLSHIM_MAX_STAGING_BYTES), and the ring's pipelining (chunks outside a
+ * group only). */
+static void test_plan_carries(void **state) {
+  (void)state;
+  static const int ids[4] = {1, 1, 1, 1}, two[4] = {1, 1, 2, 2};
+  nsc_topo t = topo_of(ids, 4, 2), t2 = topo_of(two, 4, 3);
+  nsc_config bf = cfg_lb("NCCLSHIM_COMPRESS=bf16", "NCCLSHIM_ALGO=ring", "NCCLSHIM_CHUNK_BYTES=64K", "0");
+  bf.prescale = 4;
+  nsc_call k = {.count = 1 << 20, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .arg = 1 << 20};
+  nsc_agreed ag = {&t, 0, 0, 0};
+  nsc_plan p;
+  nsc_policy_ask(&bf, &k);
+  nsc_decide(&p, &bf, &k, &ag, 0);
+  assert_int_equal(p.alg, NSC_ALG_RING);
+  assert_int_equal(p.fmt, NSC_FMT_BF16);
+  assert_int_equal(p.wdt, ncclBfloat16);
+  assert_true(p.codec.prescale == 4.0);
+  assert_int_equal(p.chunk, 16384);
+  assert_int_equal(p.pipelined, 1);
+  assert_int_equal(p.limited, 1);
+  assert_int_equal(p.stages, 0);
+  assert_int_equal(p.staging, 2u << 20);
+  k.in_group = 1;
+  bf.fuse_bytes = 0;
+  nsc_policy_ask(&bf, &k);
+  nsc_decide(&p, &bf, &k, &ag, 0);
+  assert_int_equal(p.alg, NSC_ALG_RING);
+  assert_int_equal(p.pipelined, 0); /* in a group: its chunks after one cast */
+  nsc_config i8 = cfg_lb("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ERROR_FEEDBACK=1", "NCCLSHIM_ROUNDING=stochastic", "0");
+  k.in_group = 0;
+  nsc_policy_ask(&i8, &k);
+  nsc_decide(&p, &i8, &k, &ag, 0);
+  assert_int_equal(p.alg, NSC_ALG_TWOPHASE);
+  assert_int_equal(p.wdt, ncclInt8);
+  assert_int_equal(p.codec.ef, 1);
+  assert_int_equal(p.codec.stochastic, 1);
+  nsc_tp_plan fresh;
+  nsc_plan_tp(&p, &p.step[0], &i8, &t, &fresh);
+  assert_memory_equal(&p.tp, &fresh, sizeof fresh);
+  assert_int_equal(p.staging, nsc_plan_round(nsc_tp_staging_bytes(&fresh, 0)));
+  nsc_config h = cfg_lb("NCCLSHIM_COMPRESS=int4", "NCCLSHIM_ALGO=hier", NULL, "0");
+  ag = (nsc_agreed){&t2, 1, 0, 0};
+  k.rs = 1;
+  k.arg = 1 << 16;
+  k.count = 1 << 18;
+  nsc_policy_ask(&h, &k);
+  nsc_decide(&p, &h, &k, &ag, 0);
+  assert_int_equal(p.alg, NSC_ALG_HIER);
+  assert_int_equal(p.stages, 1);
+  nsc_plan_tp(&p, &p.step[1], &h, &t2, &fresh);
+  assert_memory_equal(&p.tp, &fresh, sizeof fresh);
+  assert_int_equal(fresh.n, 2);
+  assert_int_equal(fresh.rank, 1);
+  nsc_topo_free(&t);
+  nsc_topo_free(&t2);
+}
+
+/* The group's plan (group.c): buckets per (communicator, op, memory kind) in
+ * order of first appearance, at most FUSE_BYTES of fp32 each (a larger
+ * member alone), each on its communicator's first member's stream, issued
+ * a key's buckets at a time; a bucket below MIN_BYTES is its members
+ * forwarded (PLAIN, MIN_BYTES). Stream handles never change the buckets. */
+static void test_decide_group(void **state) {
+  (void)state;
+  nsc_config cfg = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_FUSE_BYTES=16K", NULL, "0"); /* 4096 floats */
+  static int ca, cb, kind;
+  static const struct {
+    const void *comm;
+    int op;
+    size_t count;
+    uintptr_t stream;
+  } in[] = {
+      {&ca, ncclSum, 1000, 11}, /* 0: bucket A1 (home 11) */
+      {&cb, ncclSum, 2000, 21}, /* 1: bucket B1 (home 21) */
+      {&ca, ncclSum, 1000, 12}, /* 2: A1 */
+      {&ca, ncclAvg, 500, 13},  /* 3: its own key: bucket A2 (home 11: the communicator's first member's) */
+      {&ca, ncclSum, 3000, 14}, /* 4: 2000 + 3000 > 4096: bucket A3 */
+      {&ca, ncclSum, 9000, 15}, /* 5: larger than the cap: bucket A4, alone */
+      {&cb, ncclSum, 100, 22},  /* 6: B1 */
+  };
+  enum { N = sizeof in / sizeof *in };
+  nsc_member m[N];
+  for (int i = 0; i < N; i++)
+    m[i] = (nsc_member){.comm = in[i].comm, .kind = &kind, .op = in[i].op, .count = in[i].count,
+                        .stream = in[i].stream, .next = i + 1 < N ? &m[i + 1] : NULL};
+  nsc_member *b = nsc_decide_group(&m[0], &cfg);
+  static const struct {
+    int first, nb;
+    size_t total;
+    uintptr_t home;
+    int members[3];
+  } want[] = {{0, 2, 2000, 11, {0, 2, -1}}, {4, 1, 3000, 11, {4, -1, -1}}, {5, 1, 9000, 11, {5, -1, -1}},
+              {1, 2, 2100, 21, {1, 6, -1}}, {3, 1, 500, 11, {3, -1, -1}}};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++, b = b->bucket_next) {
+    assert_non_null(b);
+    assert_ptr_equal(b, &m[want[i].first]);
+    assert_int_equal(b->nb, want[i].nb);
+    assert_int_equal(b->total, want[i].total);
+    assert_int_equal(b->home, want[i].home);
+    const nsc_member *x = b;
+    for (int j = 0; j < want[i].nb; j++, x = x->bnext) assert_ptr_equal(x, &m[want[i].members[j]]);
+    assert_null(x);
+    nsc_plan p;
+    nsc_plan_bucket(&p, &cfg, b);
+    if (b->total * 4 < 65536) { /* below MIN_BYTES (64K): the members as they are */
+      assert_int_equal(p.alg, NSC_ALG_PLAIN);
+      assert_int_equal(p.why, NSC_WHY_MIN_BYTES);
+      assert_int_equal(p.launches, b->nb);
+      assert_int_equal(p.staging, 0);
+    }
+  }
+  assert_null(b);
+  /* the same members on other streams: the same buckets */
+  for (int i = 0; i < N; i++) m[i].stream = 100 + (uintptr_t)(N - i);
+  b = nsc_decide_group(&m[0], &cfg);
+  assert_ptr_equal(b, &m[0]);
+  assert_int_equal(b->home, m[0].stream);
+  assert_ptr_equal(b->bnext, &m[2]);
+  /* a fused bucket's plan: segmented cast, one wire all-reduce, segmented cast back */
+  nsc_config big = cfg_lb("NCCLSHIM_COMPRESS=bf16", "NCCLSHIM_MIN_BYTES=0", NULL, "0");
+  b = nsc_decide_group(&m[0], &big);
+  nsc_plan p;
+  nsc_plan_bucket(&p, &big, b);
+  assert_int_equal(p.alg, NSC_ALG_FUSE);
+  assert_int_equal(p.nsteps, 3);
+  assert_int_equal(p.step[0].kind, NSC_STEP_SEG_CAST_IN);
+  assert_int_equal(p.step[1].kind, NSC_STEP_ALLREDUCE);
+  assert_true(p.step[1].flags & NSC_STEP_WIRE);
+  assert_int_equal(p.step[2].kind, NSC_STEP_SEG_CAST_OUT);
+  assert_int_equal(p.count, b->total);
+  assert_int_equal(p.launches, 1);
+  assert_int_equal(p.staging, nsc_plan_round(2 * b->total));
+  assert_int_equal(p.limited, 0); /* NCCLSHIM_MAX_STAGING_BYTES bounds a user's call, not a bucket */
+  assert_int_equal(p.wdt, ncclBfloat16);
+}
+
 static void test_plan_names(void **state) {
   (void)state;
-  assert_string_equal(nsc_plan_alg_name(NSC_PLAN_HIER), "hier");
+  assert_string_equal(nsc_alg_name(NSC_ALG_HIER), "hier");
   assert_string_equal(nsc_plan_step_name(NSC_STEP_REDUCE), "reduce");
   assert_string_equal(nsc_plan_on_name(NSC_ON_CROSS), "cross");
-  assert_string_equal(nsc_plan_alg_name((nsc_plan_alg)9), "?");
+  assert_string_equal(nsc_alg_name((nsc_alg)9), "?");
 }
 
 int main(void) {
@@ -394,6 +589,9 @@ int main(void) {
       cmocka_unit_test(test_plan_hier_reducescatter),
       cmocka_unit_test(test_plan_launches),
       cmocka_unit_test(test_decide_table),
+      cmocka_unit_test(test_decide_untouched),
+      cmocka_unit_test(test_plan_carries),
+      cmocka_unit_test(test_decide_group),
       cmocka_unit_test(test_plan_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

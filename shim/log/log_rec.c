@@ -1,4 +1,4 @@
-/* log.c — the log's hot path: records, the per-communicator ring, reading
+/* log_rec.c — the log's hot path: records, the per-communicator ring, reading
  * marks without waiting, totals, and opening/closing a communicator's log
  * (see log.h; the writers are in log_out.c and log_trace.c).
  *
@@ -43,9 +43,8 @@
 
 #define SUMMARY_RING_MAX 1024 /* summary mode: records waiting for their marks */
 
-static int level;             /* NSC_LOG_* */
-static int keep;              /* records are kept (level != off or a trace file); 0 in a forked child */
-static int detail;            /* detail kept: calls mode or a trace file */
+static int keep;              /* records are kept (NCCLSHIM_LOG != off or a trace file); 0 in a forked child */
+static int detail;            /* detail kept (log_fmt.c's nsc_log_detail, read at init) */
 static int forgotten;         /* forked child: touch nothing, write nothing */
 static int diag_on;           /* NCCLSHIM_DIAG and records kept */
 static uint64_t diag_min_bytes;
@@ -56,7 +55,7 @@ static size_t ring_cap = 4096;
 static int64_t wall_off;
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static int next_comm_seq;
-static int proc_rank = -1, proc_rank_seq = INT_MAX; /* written under open_lock, read atomically */
+static int proc_rank_seq = INT_MAX; /* the first logged communicator's (open_lock): it names the files */
 static nsc_comm_log *open_logs;   /* every open log (open_lock) */
 
 static uint64_t now_ns(clockid_t id) {
@@ -71,11 +70,12 @@ static void refresh_wall_offset(void) {
 }
 
 static void at_exit(void);
+static const nsc_log_source source; /* what the writer takes from the open logs (below) */
 
 void nsc_log_init(const nsc_config *cfg) {
-  level = cfg->log;
-  keep = level != NSC_LOG_OFF || cfg->trace_file[0];
-  detail = level == NSC_LOG_CALLS || cfg->trace_file[0];
+  nsc_log_fmt_init(cfg);
+  keep = cfg->log != NSC_LOG_OFF || cfg->trace_file[0];
+  detail = nsc_log_detail();
   ring_cap = (size_t)cfg->log_ring;
   diag_on = keep && cfg->diag;
   diag_min_bytes = (uint64_t)cfg->min_bytes;
@@ -83,6 +83,7 @@ void nsc_log_init(const nsc_config *cfg) {
   refresh_wall_offset();
   if (!keep) return;
   nsc_log_out_init(cfg);
+  nsc_log_writer_told(&source);
   nsc_nvtx_init();
   atexit(at_exit);
 }
@@ -93,47 +94,6 @@ void nsc_log_forget(void) {
 }
 
 int nsc_log_on(void) { return keep; }
-int nsc_log_detail(void) { return detail; }
-int nsc_log_level(void) { return level; }
-
-int nsc_log_proc_rank(void) { return __atomic_load_n(&proc_rank, __ATOMIC_ACQUIRE); }
-
-nsc_log_who nsc_log_who_of(const nsc_comm_log *l) {
-  nsc_log_who w = {.id = l->id, .rank = l->rank, .nranks = l->nranks, .comm_seq = l->comm_seq};
-  return w;
-}
-
-/* Histogram ------------------------------------------------------------- */
-
-static unsigned hist_bin(uint64_t v) {
-  if (v < 16) return (unsigned)v;
-  unsigned e = 63u - (unsigned)__builtin_clzll(v); /* >= 4 */
-  unsigned b = 16u + (e - 4u) * 16u + ((unsigned)(v >> (e - 4u)) & 15u);
-  return b < NSC_LOG_HIST_BINS ? b : NSC_LOG_HIST_BINS - 1;
-}
-
-static uint64_t hist_mid(unsigned b) {
-  if (b < 16) return b;
-  unsigned e = (b - 16u) / 16u + 4u, sub = (b - 16u) % 16u;
-  uint64_t w = 1ull << (e - 4u);
-  return (uint64_t)(16u + sub) * w + w / 2;
-}
-
-void nsc_hist_add(uint64_t *h, uint64_t ns) { h[hist_bin(ns)]++; }
-
-uint64_t nsc_hist_quantile(uint64_t *const *h, int n, double q) {
-  uint64_t total = 0;
-  for (int i = 0; i < n; i++)
-    for (unsigned b = 0; h[i] && b < NSC_LOG_HIST_BINS; b++) total += h[i][b];
-  if (!total) return 0;
-  uint64_t k = (uint64_t)(q * (double)total + 0.999999), seen = 0;
-  if (k < 1) k = 1;
-  for (unsigned b = 0; b < NSC_LOG_HIST_BINS; b++) {
-    for (int i = 0; i < n; i++) seen += h[i] ? h[i][b] : 0;
-    if (seen >= k) return hist_mid(b);
-  }
-  return hist_mid(NSC_LOG_HIST_BINS - 1);
-}
 
 /* Opening ----------------------------------------------------------------- */
 
@@ -154,7 +114,7 @@ static void open_locked(nsc_comm_log *l, uint64_t id, int rank, int nranks) {
     l->nranks = nranks;
     if (l->comm_seq < proc_rank_seq) {
       __atomic_store_n(&proc_rank_seq, l->comm_seq, __ATOMIC_RELEASE);
-      __atomic_store_n(&proc_rank, rank, __ATOMIC_RELEASE);
+      nsc_log_set_proc_rank(rank);
     }
   }
 }
@@ -596,15 +556,6 @@ void nsc_log_call_rs(nsc_comm_log *l, uint64_t seq, size_t count, ncclDataType_t
   if (diag_on) log_call(l, 1, seq, count, dt, op, send, recv);
 }
 
-void nsc_log_position(nsc_comm_log *l, long long *pass, long *pos) {
-  *pass = -1;
-  *pos = -1;
-  if (!diag_on || __atomic_load_n(&l->open, __ATOMIC_ACQUIRE) != NSC_LOG_OPEN) return;
-  pthread_mutex_lock(&l->lock);
-  if (l->open == NSC_LOG_OPEN) nsc_diag_position(l->diag, pass, pos);
-  pthread_mutex_unlock(&l->lock);
-}
-
 void nsc_log_accum(nsc_comm_log *l, int synced) {
   __atomic_fetch_add(synced ? &l->accum_synced : &l->accum_skipped, 1, __ATOMIC_RELAXED);
 }
@@ -677,11 +628,11 @@ void nsc_log_comm_close(nsc_comm_log *l) {
   if (f) nsc_log_writer_final(f);
 }
 
-void nsc_log_final_settle(nsc_log_final *f) {
+static void final_settle(nsc_log_final *f) {
   if (f && f->l.diag) nsc_diag_settle(f->l.diag, 1); /* steps the samples never covered: busy unknown */
 }
 
-void nsc_log_final_free(nsc_log_final *f) {
+static void final_free(nsc_log_final *f) {
   if (!f) return;
   free_owned(&f->l);
   free(f);
@@ -693,7 +644,7 @@ static int lock_by(pthread_mutex_t *m, const struct timespec *deadline) {
   return deadline ? pthread_mutex_timedlock(m, deadline) : pthread_mutex_lock(m);
 }
 
-void nsc_log_collect(nsc_log_batch **out, size_t *n, const struct timespec *deadline) {
+static void collect(nsc_log_batch **out, size_t *n, const struct timespec *deadline) {
   *out = NULL;
   *n = 0;
   int nvml = nsc_nvml_wanted(); /* GPU steps wait for NVML's samples: settled here */
@@ -738,7 +689,7 @@ void nsc_log_collect(nsc_log_batch **out, size_t *n, const struct timespec *dead
   pthread_mutex_unlock(&open_lock);
 }
 
-void nsc_log_close_all_now(const struct timespec *deadline) {
+static void close_all_now(const struct timespec *deadline) {
   if (forgotten || lock_by(&open_lock, deadline)) return;
   for (nsc_comm_log *l = open_logs, *next; l; l = next) {
     next = l->open_next;
@@ -749,6 +700,8 @@ void nsc_log_close_all_now(const struct timespec *deadline) {
   }
   pthread_mutex_unlock(&open_lock);
 }
+
+static const nsc_log_source source = {collect, close_all_now, final_settle, final_free};
 
 /* At exit every log still open is closed, as its communicator's end would
  * (marks read one last time, the final written). */
@@ -770,10 +723,21 @@ static void at_exit(void) {
   nsc_log_writer_stop();
 }
 
-void nsc_rec_start(nsc_rec *r, int kind, uint64_t seq, int action, size_t count, ncclDataType_t dt,
-                   ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, nsc_stream s, int in_group) {
+/* The summary's group of an algorithm (log.h). */
+static int action_of(nsc_alg alg) {
+  switch (alg) {
+  case NSC_ALG_RING: case NSC_ALG_TWOPHASE: case NSC_ALG_HIER: return NSC_ACT_COMPRESS;
+  case NSC_ALG_LOCAL: return NSC_ACT_SKIP;
+  case NSC_ALG_FUSE: return NSC_ACT_FUSE;
+  default: return NSC_ACT_PASS;
+  }
+}
+
+static void rec_start(nsc_rec *r, int coll, nsc_alg alg, int action, uint64_t seq, size_t count, ncclDataType_t dt,
+                      ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, nsc_stream s, int in_group) {
   memset(r, 0, sizeof *r);
-  r->kind = kind;
+  r->coll = coll;
+  r->alg = (int)alg;
   r->seq = seq;
   r->action = action;
   r->count = count;
@@ -784,4 +748,14 @@ void nsc_rec_start(nsc_rec *r, int kind, uint64_t seq, int action, size_t count,
   r->logical_bytes = count * nsc_dtype_size(dt);
   r->wire_bytes = action == NSC_ACT_SKIP ? 0 : count * nsc_dtype_size(wire_dt);
   if (nsc_log_on()) nsc_log_begin(r, be, s, in_group);
+}
+
+void nsc_rec_start(nsc_rec *r, int coll, nsc_alg alg, uint64_t seq, size_t count, ncclDataType_t dt,
+                   ncclDataType_t wire_dt, ncclRedOp_t op, const nsc_backend *be, nsc_stream s, int in_group) {
+  rec_start(r, coll, alg, action_of(alg), seq, count, dt, wire_dt, op, be, s, in_group);
+}
+
+void nsc_rec_observe(nsc_rec *r, int coll, uint64_t seq, size_t count, ncclDataType_t dt, int op,
+                     const nsc_backend *be, nsc_stream s, int in_group) {
+  rec_start(r, coll, NSC_ALG_PLAIN, NSC_ACT_OBSERVE, seq, count, dt, dt, (ncclRedOp_t)op, be, s, in_group);
 }
