@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fabric.h"
 #include "plan.h"
 #include "topo.h"
 #include "tp_plan.h"
@@ -560,6 +561,43 @@ static int topo_all(nsc_topo *t, const int64_t *keys, int n, int L) {
   return 0;
 }
 
+static int model(const fabric *f, const rates *rt, const variant *v, size_t bytes, int rs, result *out);
+
+/* The launch price the shim's learner (shim/coll/learn.c) would agree on
+ * this fabric at NCCLSHIM_LAUNCH_BYTES=auto: the learner's own fit
+ * (nsc_fab_fit) over the plain call's modelled times, two calls each of
+ * 64 KiB to 8 MiB (a job whose first calls spread that wide; the shim fits
+ * whatever sizes the job's first plain all-reduces have). 0 and *price, or
+ * -1 (the shim then keeps the unknown price, cost.h). One fabric's answer is
+ * kept: the model asks it for every size and variant. */
+static int learned_price(const fabric *f, const rates *rt, uint64_t *price) {
+  static fabric last;
+  static int have, ok;
+  static uint64_t kept;
+  if (have && !memcmp(&last, f, sizeof last)) {
+    *price = kept;
+    return ok ? 0 : -1;
+  }
+  variant plain = {"none", "off", -1};
+  uint64_t x[NSC_FAB_SAMPLES];
+  int64_t t[NSC_FAB_SAMPLES];
+  int n = f->N * f->L;
+  for (int i = 0; i < NSC_FAB_SAMPLES; i++) {
+    size_t bytes = (size_t)64 << 10 << (i / 2);
+    result r;
+    if (model(f, rt, &plain, bytes, 0, &r)) return -1;
+    x[i] = nsc_fab_ring_bytes(bytes, n, 0);
+    t[i] = (int64_t)llround(r.c.time * 1e9);
+  }
+  uint64_t a, b;
+  const char *why;
+  ok = nsc_fab_fit(x, t, NSC_FAB_SAMPLES, &a, &b, &kept, &why) == 0;
+  last = *f;
+  have = 1;
+  *price = kept;
+  return ok ? 0 : -1;
+}
+
 /* --group N: N all-reduces of --bytes each in one user group (1: the call
  * alone). */
 static int group_n = 1;
@@ -586,7 +624,11 @@ static int make_plans(walk *w, const nsc_config *cfg, size_t count, int rs, nsc_
   }
   const char *why;
   /* hier adopted where the settings and the map want it (every rank can split, in the model) */
-  nsc_agreed ag = {&w->topo[0], nsc_plan_hier_wanted(cfg, &w->topo[0], 0, &why), !f->gpu, 0};
+  nsc_agreed ag = {.topo = &w->topo[0], .hier = nsc_plan_hier_wanted(cfg, &w->topo[0], 0, &why), .host = !f->gpu};
+  /* NCCLSHIM_LAUNCH_BYTES=auto: the price the learner would agree (the calls
+   * it forwards while it measures are not modelled: a job's first ones) */
+  if (cfg->launch_bytes == NSC_CFG_AUTO && cfg->compress != NSC_COMPRESS_OFF)
+    ag.learned = learned_price(f, w->r, &ag.launch) == 0;
   int grouped = group_n > 1 && !rs, np = 0;
   static nsc_member m[MAX_GROUP];
   nsc_member *first = NULL, **tail = &first;

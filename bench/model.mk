@@ -4,7 +4,7 @@
 # plans the executor runs. No NCCL, MPI or GPU.
 MODEL_BIN := $(B)/bin/ncclshim_model
 MODEL_SHIM_OBJS := $(B)/obj/shim/plan/plan.o $(B)/obj/shim/plan/group.o $(B)/obj/shim/topo/topo.o \
-  $(B)/obj/shim/config/config.o $(B)/obj/compress/formats.o
+  $(B)/obj/shim/config/config.o $(B)/obj/compress/formats.o $(B)/obj/shim/fabric/fabric.o
 $(B)/obj/bench/model.o: EXTRA_CFLAGS := $(SHIM_INC)
 
 $(MODEL_BIN): $(B)/obj/bench/model.o $(MODEL_SHIM_OBJS)

@@ -25,11 +25,25 @@ void nsc_accum_release(nsc_comm *c) {
   c->nagree = 0;
 }
 
+void nsc_learn_release(nsc_comm *c) {
+  nsc_learn *l = &c->learn;
+  for (int i = 0; i < NSC_FAB_SAMPLES; i++)
+    if (l->be[i]) {
+      l->be[i]->mark_release(&l->m[i][0]);
+      l->be[i]->mark_release(&l->m[i][1]);
+      l->be[i] = NULL;
+    }
+  if (l->x.live) l->x.be->oob_abandon(l->x.buf, l->x.s); /* never waits */
+  l->x.live = 0;
+  l->issued = 0;
+}
+
 static void free_entry(nsc_comm *c) {
   nsc_comm_put(c->hier_xc); /* hier's internal entry lives as long as its parent's (calls may still be inside) */
   if (c->drop) c->drop(c); /* what the rooms above allocated in the entry (queue.c, staging.c) */
   if (c->drop_stage) c->drop_stage(c);
   nsc_accum_release(c);
+  nsc_learn_release(c);
   nsc_accum_free(&c->accum);
   nsc_ef_free(&c->ef);
   nsc_topo_free(&c->topo);
@@ -53,6 +67,7 @@ nsc_comm *nsc_comm_create(ncclComm_t comm) {
   pthread_mutex_init(&fresh->lock, NULL);
   pthread_mutex_init(&fresh->finish_lock, NULL);
   nsc_accum_init(&fresh->accum);
+  nsc_fab_init(&fresh->learn.f);
   pthread_mutex_lock(&nsc_comm_table_lock);
   c = nsc_comm_lookup_locked(comm);
   if (c) {

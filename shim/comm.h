@@ -16,6 +16,7 @@
 #include "accum.h"
 #include "backend.h"
 #include "ef.h"
+#include "fabric.h"
 #include "log.h"
 #include "real.h"
 #include "topo.h"
@@ -45,6 +46,20 @@ typedef struct {
   int64_t v[NSC_ACC_AGREE_N];
 } nsc_agree;
 
+/* What a communicator learns of its fabric (coll/learn.c; fabric/fabric.h the
+ * pure learner): its samples' marks, taken around plain calls on the
+ * caller's stream and read without waiting, and the agreement. */
+typedef struct {
+  nsc_fab f;
+  nsc_mark m[NSC_FAB_SAMPLES][2];           /* a sample's marks (before, after the call) */
+  const nsc_backend *be[NSC_FAB_SAMPLES];   /* ... their backend while held (NULL: none or read) */
+  int after;            /* eligible calls since the last sample was taken */
+  int issued;           /* the agreement is in flight (x) */
+  int got;              /* ... its answer: 0 not yet read, 1 in v, -1 failed */
+  nsc_xchg x;
+  int64_t v[NSC_FAB_VALS];
+} nsc_learn;
+
 typedef struct nsc_comm {
   ncclComm_t comm;
   int refs;
@@ -70,6 +85,7 @@ typedef struct nsc_comm {
   int nagree;
   int agree_queued;        /* ... one is queued for the current group's end */
   nsc_ef ef;               /* error feedback: the buckets' residuals (ef/ef.h) */
+  nsc_learn learn;         /* its fabric measurement (NCCLSHIM_LAUNCH_BYTES=auto) */
   /* The staging room's state (staging/staging.h: its agreed block, the
    * user group's needs, the settle list, the growth agreement), opaque
    * here: the core knows its size only. A sub-communicator of the shim's
@@ -131,6 +147,9 @@ nsc_comm *nsc_comm_detach(ncclComm_t comm);
 /* A destroyed or aborted communicator's pending agreement: its exchange
  * abandoned (the slot comes back once the collective completed), no wait. */
 void nsc_accum_release(nsc_comm *c);
+/* The same for its fabric measurement: the sample marks released, its
+ * agreement's exchange abandoned. */
+void nsc_learn_release(nsc_comm *c);
 /* After the real ncclCommInit* / ncclCommSplit returned r (passed back
  * unchanged): when the shim is active and r is ncclSuccess or
  * ncclInProgress, set up the CUDA context the new communicator(s) will use

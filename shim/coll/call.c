@@ -20,10 +20,11 @@
  *   5. capture (a captured call is forwarded, after the shim's own
  *      agreements in flight are finished), the accumulation learner's
  *      answer (its own updates stay in the learner);
- *   6. the decision (the plan, once), the executor (it walks the plan now,
- *      or queues it for the group end: an ungrouped call is a group of
- *      one), and after it the staging settle and an accumulation agreement
- *      where they are due.
+ *   6. the launch price the fabric learner agreed (learn.c: or this call is
+ *      one of its timed plain samples), the decision (the plan, once), the
+ *      executor (it walks the plan now, or queues it for the group end: an
+ *      ungrouped call is a group of one), and after it the staging settle,
+ *      an accumulation agreement and the learner's where they are due.
  * Argument errors are NCCL's: such calls are forwarded untouched.
  *
  * Reduce-scatters are never fused or accumulated (accumulate.c says why);
@@ -180,16 +181,21 @@ ncclResult_t nsc_collective(nsc_call *k) {
   ag.topo = c->topo.nranks == c->nranks && c->topo.node ? &c->topo : &flat;
   ag.hier = c->hier_on;
   ag.host = c->host_rule;
+  int sample; /* the learner's (learn.c): the agreed launch price, or this call forwarded as a timed sample */
+  nsc_learn_before(c, k, local, &ag, &sample);
   nsc_plan p;
   nsc_decide(&p, cfg, k, &ag, local);
   if (k->rs && k->in_group && p.deferred) c->seq++; /* numbered when it runs in two phases */
   /* Calls that may take staging settle it: after the call, or after the
    * outermost group end (decided by the call alone, as the takes are). */
   if (p.settles && k->in_group) nsc_staging_note(c, be, (nsc_stream)k->stream);
+  nsc_learn_mark(c, be, k->stream, sample, 0);
   r = nsc_exec(c, be, k, &p);
+  nsc_learn_mark(c, be, k->stream, sample, 1);
   /* Issued whatever this call returned: every rank issues it here. */
   if (p.settles && !k->in_group) nsc_staging_settle_comm(c, (nsc_stream)k->stream);
   if (agree) nsc_accum_after(c, be, k->stream, k->in_group, r);
+  nsc_learn_after(c, be, k, local, r);
 out:
   nsc_comm_put(c);
   return r;

@@ -10,6 +10,8 @@
 #include "log.h"
 #include "policy.h"
 
+struct nsc_agreed; /* plan.h */
+
 struct nsc_comm;
 
 /* call.c: an intercepted ncclAllReduce or ncclReduceScatter (k: the hook's
@@ -50,5 +52,16 @@ void nsc_accum_issue(struct nsc_comm *c, const nsc_backend *be, nsc_stream calle
 /* A broadcast on comm (observe.c): evidence for the learner (DDP's bucket
  * rebuild broadcasts int32 tensors), nothing issued, no decision. */
 void nsc_accum_saw_broadcast(ncclComm_t comm, ncclDataType_t dt, size_t count);
+
+/* learn.c: the communicator's launch cost at NCCLSHIM_LAUNCH_BYTES=auto.
+ * Before the decision of call k (local: accumulation answers it): fills the
+ * decision's agreed price (ag->learned, ag->launch) and ag->measure, and
+ * *sample, the sample this call times (-1: none); nsc_learn_mark takes its
+ * marks around the executor (after = 0, then 1); nsc_learn_after, after the
+ * call returned `last`, issues the agreement where it is due. */
+int nsc_learn_on(const nsc_config *cfg);
+void nsc_learn_before(struct nsc_comm *c, const nsc_call *k, int local, struct nsc_agreed *ag, int *sample);
+void nsc_learn_mark(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, int sample, int after);
+void nsc_learn_after(struct nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, ncclResult_t last);
 
 #endif

@@ -3,6 +3,7 @@
  * price, bit for bit. */
 #include "fabric.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* Launches skipped before sampling: a real NCCL sets up its connections at
@@ -35,7 +36,7 @@ void nsc_fab_agree_vals(const nsc_fab *f, int64_t v[NSC_FAB_VALS]) {
     v[3 * i + 2] = f->ns[i] < 0 ? INT64_MIN : -f->ns[i]; /* Max over ranks: the minimum time */
     all &= f->ns[i] >= 0;
   }
-  v[3 * NSC_FAB_SAMPLES] = all ? 0 : 1; /* some rank could not time a sample: every rank falls back */
+  v[3 * NSC_FAB_SAMPLES] = all ? 0 : 1; /* some rank missed a sample (the summary says so) */
 }
 
 void nsc_fab_agreed(nsc_fab *f, const int64_t v[NSC_FAB_VALS], int ok) {
@@ -45,18 +46,15 @@ void nsc_fab_agreed(nsc_fab *f, const int64_t v[NSC_FAB_VALS], int ok) {
     f->why = "the agreement on the measured times failed";
     return;
   }
-  if (v[3 * NSC_FAB_SAMPLES] != 0) {
-    f->why = "a rank could not time its samples";
-    return;
-  }
   for (int i = 0; i < NSC_FAB_SAMPLES; i++) {
-    if (v[3 * i] != -v[3 * i + 1]) {
+    if (v[3 * i] != -v[3 * i + 1] || v[3 * i] < 0) { /* a poisoned exchange reads -1 everywhere */
       f->why = "the ranks sampled different launches";
       return;
     }
     f->bytes[i] = (uint64_t)v[3 * i];
-    f->ns[i] = -v[3 * i + 2];
+    f->ns[i] = v[3 * i + 2] == INT64_MIN ? -1 : -v[3 * i + 2]; /* no rank timed it: dropped */
   }
+  f->missed = v[3 * NSC_FAB_SAMPLES] != 0;
   if (nsc_fab_fit(f->bytes, f->ns, NSC_FAB_SAMPLES, &f->launch_ns, &f->ps_per_byte, &f->price, &f->why) == 0)
     f->state = NSC_FAB_LEARNED;
 }

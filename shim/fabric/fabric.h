@@ -11,17 +11,17 @@
  * sequence only); their times differ, by the link's noise and by arrival
  * skew: a rank that reached the collective early also measured its wait
  * for a late peer. The latest arriver waited least, so a sample's agreed
- * time is the minimum over the ranks (nsc_fab_agree_vals / _agreed: one
- * int64 Max exchange of negated times). Every rank then fits the same
+ * time is the minimum over the ranks that timed it (nsc_fab_agree_vals /
+ * _agreed: one int64 Max exchange of negated times); a sample no rank
+ * timed is dropped, alike on every rank. Every rank then fits the same
  * agreed samples, in integer arithmetic, to the same price bit for bit.
  *
  * The fit: least squares t = a + x b over the agreed samples, a the ns per
  * launch, b the ns per link byte; the price is a / b link bytes (0 when a
  * comes out negative: launches are noise there). It needs samples of at
  * least two sizes a factor 4 apart (else the two costs cannot be told
- * apart); without, or where some rank could not time its samples, the
- * communicator keeps the conservative constant (NSC_FAB_FALLBACK), and says
- * so.
+ * apart); without, the communicator keeps the conservative price (the
+ * cost rule's, plan/cost.h), and says why.
  *
  * Must not: call NCCL, read clocks or the configuration, allocate, or use
  * floating point (every rank must compute the same bits). */
@@ -32,10 +32,6 @@
 
 /* Samples one communicator takes (its first real launches). */
 #define NSC_FAB_SAMPLES 16
-/* The price while not measured, and when the measurement failed: 4 MB, the
- * shared-GPU rig's (docs/collectives.md: priced too high, auto leaves calls
- * untouched that would gain; never slower than plain). */
-#define NSC_FAB_FALLBACK (4ull << 20)
 /* Sizes a fit needs: the largest sample's bytes at least this many times the
  * smallest's. */
 #define NSC_FAB_SPREAD 4
@@ -47,7 +43,9 @@ typedef struct {
   int n;                            /* samples taken */
   uint64_t bytes[NSC_FAB_SAMPLES];  /* link bytes of sample i */
   int64_t ns[NSC_FAB_SAMPLES];      /* this rank's time (-1: not known yet or could not be timed);
-                                     * after the agreement, the agreed (minimum) time */
+                                     * after the agreement, the agreed (minimum) time, -1: dropped */
+  int missed;                       /* agreed: some rank could not time some sample (it was dropped
+                                     * where no rank timed it) */
   /* the fit (LEARNED) */
   uint64_t launch_ns;               /* a: ns per launch */
   uint64_t ps_per_byte;             /* b: picoseconds per link byte (the rate: 1e12 / b bytes/s) */
@@ -72,18 +70,14 @@ void nsc_fab_timed(nsc_fab *f, int i, int64_t ns);
 static inline int nsc_fab_due(const nsc_fab *f) { return f->state == NSC_FAB_MEASURING && f->n == NSC_FAB_SAMPLES; }
 /* The agreement's values (NSC_FAB_VALS int64 for an int64 Max exchange):
  * per sample its bytes and -bytes (every rank's must be the same) and its
- * negated time (the Max is the minimum time), and whether this rank timed
- * every sample. */
+ * negated time (the Max is the minimum time; INT64_MIN where this rank
+ * could not time it), and whether this rank missed a sample. */
 #define NSC_FAB_VALS (3 * NSC_FAB_SAMPLES + 1)
 void nsc_fab_agree_vals(const nsc_fab *f, int64_t v[NSC_FAB_VALS]);
 /* The agreed Maxima (ok = 0: the exchange failed on this rank: every rank
  * then fails it alike, the exchange's confirmation says so): the fit, or
  * FAILED with why. */
 void nsc_fab_agreed(nsc_fab *f, const int64_t v[NSC_FAB_VALS], int ok);
-/* The price plans use now: the learned one, else the fallback. */
-static inline uint64_t nsc_fab_price(const nsc_fab *f) {
-  return f->state == NSC_FAB_LEARNED ? f->price : NSC_FAB_FALLBACK;
-}
 /* The fit alone, on n samples (bytes, ns): 0 and a, b, price; -1 and *why
  * when they cannot be fitted. Exposed for tests and the cost model. */
 int nsc_fab_fit(const uint64_t *bytes, const int64_t *ns, int n, uint64_t *launch_ns, uint64_t *ps_per_byte,

@@ -123,6 +123,9 @@ typedef struct nsc_comm_log {
   int diag_acc;                   /* ... one was seen: later calls are fed too (atomic) */
   char failed[256];               /* why the communicator failed its settings check ("" if it did not) */
   char accum_state[320];          /* accumulation: the learner's last word (learned, off and why) */
+  char fabric[320];               /* the launch cost learned at LAUNCH_BYTES=auto (coll/learn.c), its line */
+  int fab_learned;                /* ... 1: the values below are the agreed fit */
+  uint64_t fab_launch_ns, fab_ps_per_byte, fab_price;
   char nodes[96];                 /* the agreed node map, described ("2 nodes x 4 ranks") */
   int nnodes, local_rank;         /* ... its node count (0: not agreed yet) and this rank's place on its node */
   uint64_t ef_slots, ef_bytes, ef_breaks, ef_calls; /* error feedback: locked slots, residual bytes, breaks, calls */
@@ -171,6 +174,10 @@ void nsc_log_comm_failed(nsc_comm_log *l, const char *why);
  * error feedback's locked slots, residual bytes and breaks after each of
  * its calls (plain stores: no formatting on the call path). */
 void nsc_log_accum_state(nsc_comm_log *l, const char *text);
+/* What the communicator's fabric measurement agreed (learned: the fit's
+ * values; else text says why not), for the summary and the JSON log. */
+void nsc_log_fabric(nsc_comm_log *l, int learned, uint64_t launch_ns, uint64_t ps_per_byte, uint64_t price,
+                    const char *text);
 /* Told at the settings check: the communicator's nodes (described), how many,
  * and this rank's index on its node. */
 void nsc_log_comm_nodes(nsc_comm_log *l, const char *text, int nnodes, int local_rank);

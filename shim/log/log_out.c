@@ -412,6 +412,7 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
   untouched_line(f, l, pre);
   if (l->accum_state[0]) fprintf(f, "%s# accumulation: %s\n", pre, l->accum_state);
+  if (l->fabric[0]) fprintf(f, "%s# launch cost: %s\n", pre, l->fabric);
   uint64_t efc = __atomic_load_n(&l->ef_calls, __ATOMIC_RELAXED);
   if (efc)
     fprintf(f, "%s# error feedback: %" PRIu64 " two-phase call(s); %s%" PRIu64 " slot(s) locked onto the buckets, %" PRIu64
@@ -547,6 +548,18 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
     fputc('"', f);
   } else {
     fputs("null", f);
+  }
+  if (l->fabric[0]) {
+    fputs(",\"fabric\":{\"learned\":", f);
+    fputs(l->fab_learned ? "true" : "false", f);
+    if (l->fab_learned)
+      fprintf(f, ",\"launch_ns\":%" PRIu64 ",\"ps_per_byte\":%" PRIu64 ",\"launch_bytes\":%" PRIu64, l->fab_launch_ns,
+              l->fab_ps_per_byte, l->fab_price);
+    fputs(",\"text\":\"", f);
+    nsc_log_json_str(f, l->fabric);
+    fputs("\"}", f);
+  } else {
+    fputs(",\"fabric\":null", f);
   }
   fprintf(f, ",\"ef\":{\"calls\":%" PRIu64 ",\"slots\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"breaks\":%" PRIu64 "}",
           __atomic_load_n(&l->ef_calls, __ATOMIC_RELAXED), __atomic_load_n(&l->ef_slots, __ATOMIC_RELAXED),

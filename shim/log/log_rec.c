@@ -138,6 +138,17 @@ void nsc_log_accum_state(nsc_comm_log *l, const char *text) {
   pthread_mutex_unlock(&l->lock);
 }
 
+void nsc_log_fabric(nsc_comm_log *l, int learned, uint64_t launch_ns, uint64_t ps_per_byte, uint64_t price,
+                    const char *text) {
+  pthread_mutex_lock(&l->lock);
+  l->fab_learned = learned;
+  l->fab_launch_ns = launch_ns;
+  l->fab_ps_per_byte = ps_per_byte;
+  l->fab_price = price;
+  snprintf(l->fabric, sizeof l->fabric, "%s", text);
+  pthread_mutex_unlock(&l->lock);
+}
+
 void nsc_log_comm_nodes(nsc_comm_log *l, const char *text, int nnodes, int local_rank) {
   pthread_mutex_lock(&l->lock);
   snprintf(l->nodes, sizeof l->nodes, "%s", text);

@@ -3,12 +3,16 @@
  * launches, wire bytes and the codec compare on one scale without the
  * fabric's bandwidth:
  *
- *   cost = launches * NCCLSHIM_LAUNCH_BYTES + wire bytes + exposed codec.
+ *   cost = launches * launch price + wire bytes + exposed codec.
  *
  * A launch is an NCCL collective, or one group of sends and receives: NCCL
  * runs a communicator's launches in order and each pays a fixed cost alpha,
  * so alpha times the link's bandwidth is what a launch costs in bytes (on a
  * shared-GPU rig ~4 MB, on Ethernet and InfiniBand clusters ~0.15-1 MB).
+ * The launch price is NCCLSHIM_LAUNCH_BYTES where a number pins it; at
+ * auto the communicator's agreed measurement (shim/fabric/fabric.h), and
+ * NSC_COST_LAUNCH_UNKNOWN until it is agreed or where it could not be
+ * fitted.
  *
  * The codec's time is counted only under the host rule (some rank of the
  * communicator has its buffers in host memory, agreed at the settings check:
@@ -23,7 +27,7 @@
  * call is one piece.
  *
  * Everything is integer arithmetic on the agreed inputs (count, rank count,
- * node map, hashed settings, the agreed memory kind), so every rank makes
+ * node map, hashed settings, the agreed memory kind and launch price), so every rank makes
  * the same choice bit for bit.
  *
  * Must not: read anything but its arguments, or use floating point. */
@@ -39,13 +43,26 @@
 #define NSC_COST_GAIN_NUM 9
 #define NSC_COST_GAIN_DEN 10
 
+/* The launch price while a communicator has not agreed a measured one (and
+ * where it could not be fitted): a shared-GPU rig's ~4 MB, priced high on
+ * purpose (auto then leaves calls untouched that would gain, and is never
+ * slower than the plain call). */
+#define NSC_COST_LAUNCH_UNKNOWN (4ull << 20)
+
 typedef struct {
-  uint64_t launch; /* link bytes per launch (NCCLSHIM_LAUNCH_BYTES) */
+  uint64_t launch; /* link bytes per launch (the launch price) */
   int host;        /* the host rule: the codec's time counts */
 } nsc_cost_rule;
 
-static inline nsc_cost_rule nsc_cost_rule_of(const nsc_config *cfg, int host) {
-  nsc_cost_rule r = {(uint64_t)(cfg->launch_bytes > 0 ? cfg->launch_bytes : 0), host != 0};
+/* The launch price: NCCLSHIM_LAUNCH_BYTES where a number pins it, else the
+ * communicator's agreed measurement (learned: 1), else the unknown price. */
+static inline uint64_t nsc_cost_launch(const nsc_config *cfg, int learned, uint64_t price) {
+  if (cfg->launch_bytes != NSC_CFG_AUTO) return (uint64_t)(cfg->launch_bytes > 0 ? cfg->launch_bytes : 0);
+  return learned ? price : NSC_COST_LAUNCH_UNKNOWN;
+}
+
+static inline nsc_cost_rule nsc_cost_rule_of(uint64_t launch, int host) {
+  nsc_cost_rule r = {launch, host != 0};
   return r;
 }
 

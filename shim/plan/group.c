@@ -64,7 +64,7 @@ nsc_member *nsc_decide_group(nsc_member *first, const nsc_config *cfg) {
 void nsc_plan_bucket(nsc_plan *p, const nsc_config *cfg, const nsc_member *head) {
   size_t T = head->total;
   int avg = head->op == ncclAvg;
-  nsc_plan_init(p, cfg, 0, T, 0);
+  nsc_plan_init(p, cfg, 0, T, nsc_cost_rule_of(0, 0)); /* one launch: no chunk, no codec counted */
   if (T * 4 < (size_t)cfg->min_bytes) { /* the bucket's total: its members as they are */
     p->alg = NSC_ALG_PLAIN;
     p->why = NSC_WHY_MIN_BYTES;

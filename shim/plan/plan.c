@@ -84,7 +84,7 @@ nsc_fmt_t nsc_tp_fmt(const nsc_config *cfg) {
  * NSC_TP_MAX_PIECES pieces per chunk and NSC_TP_MAX_PIECE_SLOTS over all n
  * chunks (each piece of each chunk is a launch per phase); 0 (or a chunk no
  * longer than that): the whole chunk. */
-static size_t piece_elems(const nsc_config *cfg, int host, nsc_fmt_t f, size_t block, int n, size_t chunk,
+static size_t piece_elems(const nsc_config *cfg, const nsc_cost_rule *r, nsc_fmt_t f, size_t block, int n, size_t chunk,
                           size_t total, int rs) {
   size_t unit = nsc_fmt_blocked(f) ? block : 64, want = (size_t)cfg->twophase_piece_bytes / 4;
   size_t most = (size_t)(n >= NSC_TP_MAX_PIECE_SLOTS ? 1 : NSC_TP_MAX_PIECE_SLOTS / n);
@@ -93,9 +93,8 @@ static size_t piece_elems(const nsc_config *cfg, int host, nsc_fmt_t f, size_t b
     /* the codec runs over the whole input twice (encode in, decode out;
      * a reduce-scatter's second pass is its own chunk's decode-sum) and
      * each piece costs a launch per phase */
-    nsc_cost_rule r = nsc_cost_rule_of(cfg, host);
     size_t cap = (4 * chunk + NSC_TP_AUTO_PIECE - 1) / NSC_TP_AUTO_PIECE;
-    int k = nsc_cost_pieces(&r, nsc_cost_codec(&r, 2 * 4 * (uint64_t)total), rs ? 1 : 2,
+    int k = nsc_cost_pieces(r, nsc_cost_codec(r, 2 * 4 * (uint64_t)total), rs ? 1 : 2,
                             (int)(cap < most ? cap : most));
     want = k > 1 ? ((chunk + (size_t)k - 1) / (size_t)k + unit - 1) / unit * unit : 0; /* k pieces, whole units */
   }
@@ -107,7 +106,8 @@ static size_t piece_elems(const nsc_config *cfg, int host, nsc_fmt_t f, size_t b
   return want < chunk ? want : chunk;
 }
 
-void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs, int host) {
+void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs,
+                      const nsc_cost_rule *r) {
   p->n = n;
   p->rank = rank;
   p->fmt = nsc_tp_fmt(cfg);
@@ -115,7 +115,7 @@ void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, si
   p->count = rs ? count * (size_t)n : count;
   size_t off, len;
   nsc_tp_chunk(p, 0, &off, &len); /* chunk 0 is a largest one */
-  p->piece = piece_elems(cfg, host, p->fmt, p->block, n, len, p->count, rs);
+  p->piece = piece_elems(cfg, r, p->fmt, p->block, n, len, p->count, rs);
   p->npieces = len ? (int)((len + p->piece - 1) / p->piece) : 1;
   p->slot = (nsc_fmt_bytes(p->fmt, p->piece < len ? p->piece : len, p->block) + 15) / 16 * 16;
   /* The second phase as one in-place ncclAllGather per piece: the n slots of
@@ -127,7 +127,7 @@ void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, si
    * the host rule, where the host NCCL's ring of n-1 steps measured slower
    * than its concurrent sends (bench/README.md). A pure function of the
    * count, the rank count, the settings and the agreed memory kind. */
-  int want = cfg->twophase_gather == NSC_GATHER_ALLGATHER || (cfg->twophase_gather == NSC_GATHER_AUTO && !host);
+  int want = cfg->twophase_gather == NSC_GATHER_ALLGATHER || (cfg->twophase_gather == NSC_GATHER_AUTO && !r->host);
   p->gather = !rs && n >= 2 && want && (size_t)n * p->slot <= 4 * p->count;
 }
 
@@ -151,11 +151,11 @@ static int wire_dtype(nsc_fmt_t f) {
   }
 }
 
-void nsc_plan_init(nsc_plan *p, const nsc_config *cfg, int rs, size_t count, int host) {
+void nsc_plan_init(nsc_plan *p, const nsc_config *cfg, int rs, size_t count, nsc_cost_rule r) {
   *p = (nsc_plan){0};
   p->rs = rs;
   p->count = count;
-  p->host = host;
+  p->rule = r;
   p->fmt = nsc_tp_fmt(cfg);
   p->wdt = wire_dtype(p->fmt);
   p->codec = (nsc_codec){cfg->prescale, cfg->error_feedback != 0, cfg->rounding == NSC_ROUND_STOCHASTIC,
@@ -237,11 +237,10 @@ static void make_hier(nsc_plan *p, const nsc_plan_call *in) {
 
 #define RING_AUTO_CHUNK (32u << 20) /* "auto" makes chunks of at least this many fp32 bytes */
 
-size_t nsc_plan_ring_chunk(const nsc_config *cfg, int host, size_t count) {
+size_t nsc_plan_ring_chunk(const nsc_config *cfg, const nsc_cost_rule *r, size_t count) {
   if (cfg->chunk_bytes == NSC_CFG_AUTO) {
-    nsc_cost_rule r = nsc_cost_rule_of(cfg, host);
     size_t cap = (4 * count + RING_AUTO_CHUNK - 1) / RING_AUTO_CHUNK;
-    int k = nsc_cost_pieces(&r, nsc_cost_codec(&r, 2 * 4 * (uint64_t)count), 1, cap > 64 ? 64 : (int)cap);
+    int k = nsc_cost_pieces(r, nsc_cost_codec(r, 2 * 4 * (uint64_t)count), 1, cap > 64 ? 64 : (int)cap);
     return k > 1 ? (count + (size_t)k - 1) / (size_t)k : 0;
   }
   size_t ce = (size_t)cfg->chunk_bytes / 4;
@@ -258,7 +257,7 @@ static uint64_t cost_plain(const nsc_cost_rule *r, int n, uint64_t S, int rs) {
 /* The ring in the wire type: fp16/bf16 (half the bytes), a launch per
  * chunk, the casts' time not hidden by the chunks. */
 static uint64_t cost_ring(const nsc_config *cfg, const nsc_cost_rule *r, int n, size_t count, int *launches) {
-  size_t ce = nsc_plan_ring_chunk(cfg, r->host, count);
+  size_t ce = nsc_plan_ring_chunk(cfg, r, count);
   int k = ce ? (int)((count + ce - 1) / ce) : 1;
   uint64_t S = 4 * (uint64_t)count;
   *launches = k;
@@ -296,7 +295,7 @@ static int plan_launches(const nsc_plan *p, const nsc_config *cfg) {
     case NSC_STEP_CAST_OUT: break;
     default:
       if (s->flags & NSC_STEP_WIRE) { /* the ring's real all-reduce, in chunks */
-        size_t ce = nsc_plan_ring_chunk(cfg, p->host, s->count);
+        size_t ce = nsc_plan_ring_chunk(cfg, &p->rule, s->count);
         n += ce ? (int)((s->count + ce - 1) / ce) : 1;
       } else n += 1;
       break;
@@ -328,7 +327,7 @@ typedef enum { C_RING, C_TP, C_HIER } cand;
 static void make_cand(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in, cand k, const nsc_cost_rule *r) {
   const nsc_topo *t = in->topo;
   nsc_plan x;
-  nsc_plan_init(&x, cfg, p->rs, p->count, p->host);
+  nsc_plan_init(&x, cfg, p->rs, p->count, p->rule);
   if (k == C_RING) make_ring(&x, in->avg);
   else if (k == C_TP) make_twophase(&x, in);
   else make_hier(&x, in);
@@ -340,7 +339,7 @@ static void make_cand(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *i
          : k == C_TP  ? cost_tp(&x.tp, r, x.rs, &l)
                       : cost_hier(r, &x);
   x.plain_cost = p->plain_cost;
-  if (k == C_RING) x.chunk = nsc_plan_ring_chunk(cfg, in->host, x.count);
+  if (k == C_RING) x.chunk = nsc_plan_ring_chunk(cfg, &in->rule, x.count);
   *p = x;
 }
 
@@ -377,8 +376,8 @@ static void plain(nsc_plan *p, int avg, nsc_why why) {
 
 void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) {
   const nsc_topo *t = in->topo;
-  nsc_plan_init(p, cfg, in->rs, in->count, in->host);
-  nsc_cost_rule r = nsc_cost_rule_of(cfg, in->host);
+  nsc_plan_init(p, cfg, in->rs, in->count, in->rule);
+  nsc_cost_rule r = in->rule;
   int n = t->nranks;
   uint64_t S = 4 * (uint64_t)in->count * (in->rs ? (uint64_t)n : 1);
   p->plain_cost = cost_plain(&r, n, S, in->rs);
@@ -449,7 +448,7 @@ static void plain_of(nsc_plan *p, const nsc_call *k, nsc_why why) {
   nsc_plan x = {0};
   x.rs = k->rs;
   x.count = k->arg;
-  x.host = p->host;
+  x.rule = p->rule;
   x.fmt = p->fmt;
   x.wdt = p->wdt;
   x.codec = p->codec;
@@ -459,10 +458,11 @@ static void plain_of(nsc_plan *p, const nsc_call *k, nsc_why why) {
 }
 
 void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc_agreed *a, int local) {
-  nsc_plan_call in = {k->rs, k->arg, k->op == ncclAvg, 1, a->topo, a->hier, a->host};
+  nsc_cost_rule rule = nsc_cost_rule_of(nsc_cost_launch(cfg, a->learned, a->launch), a->host);
+  nsc_plan_call in = {k->rs, k->arg, k->op == ncclAvg, 1, a->topo, a->hier, rule};
   act act = transform(cfg, k);
   int tp = 0;
-  nsc_plan_init(p, cfg, k->rs, k->arg, a->host);
+  nsc_plan_init(p, cfg, k->rs, k->arg, rule);
   if (a->untouched) { /* every rank forwards every call (agreed at the check) */
     plain_of(p, k, NSC_WHY_KERNELS);
     return;
@@ -473,9 +473,14 @@ void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc
     /* no plan gains at the agreed launch cost (plan.h): the call as it is */
     if (p->alg == NSC_ALG_PLAIN && act == ACT_COMPRESS) act = ACT_PASS;
   } else {
-    nsc_cost_rule r = nsc_cost_rule_of(cfg, a->host);
     uint64_t S = 4 * (uint64_t)k->arg * (k->rs ? (uint64_t)a->topo->nranks : 1);
-    p->plain_cost = cost_plain(&r, a->topo->nranks, S, k->rs);
+    p->plain_cost = cost_plain(&rule, a->topo->nranks, S, k->rs);
+  }
+  /* A sample of the communicator's measurement (agreed: coll/learn.c): the
+   * call as it is, timed; accumulation's answer stays what it is. */
+  if (a->measure && !local) {
+    plain_of(p, k, NSC_WHY_MEASURING);
+    return;
   }
   /* A capture freezes what is enqueued: captured calls are forwarded. */
   if (k->capturing) tp = 0;
@@ -538,7 +543,7 @@ void nsc_plan_group(const nsc_topo *t, nsc_plan_on on, int *size, int *index) {
 void nsc_plan_tp(const nsc_plan *p, const nsc_step *s, const nsc_config *cfg, const nsc_topo *t, nsc_tp_plan *tp) {
   int n, idx;
   nsc_plan_group(t, s->on, &n, &idx);
-  nsc_tp_plan_init(tp, cfg, n, idx, s->count, s->rs, p->host);
+  nsc_tp_plan_init(tp, cfg, n, idx, s->count, s->rs, &p->rule);
 }
 
 size_t nsc_plan_staging(const nsc_plan *p, size_t (*round)(size_t)) {

@@ -158,7 +158,7 @@ typedef struct {
                          * group; the walk runs it unpipelined once the communicator answered
                          * ncclInProgress: that changes no collective) */
   int launches;         /* NCCL launches the call issues on this rank (a grouped repetition is one) */
-  int host;             /* the call's host rule (nsc_plan_call.host): its two-phase layouts use it */
+  nsc_cost_rule rule;   /* the call's cost rule (nsc_plan_call.rule): its chunks and two-phase layouts use it */
   uint64_t cost, plain_cost; /* the cost rule's link bytes of this plan and of the plain call (cost.h) */
   int nsteps;
   nsc_step step[NSC_PLAN_MAX_STEPS];
@@ -182,13 +182,13 @@ typedef struct {
   int compress;        /* the policy transforms the call (policy.h) */
   const nsc_topo *topo; /* the agreed map (nranks, rank, nodes); nnodes 0: unknown, one node */
   int hier;            /* the communicator adopted hier's sub-communicators (agreed at its check) */
-  int host;            /* agreed at the check: some rank's buffers are host memory (cost.h's host rule) */
+  nsc_cost_rule rule;  /* the agreed launch price and host rule (cost.h) */
 } nsc_plan_call;
 
 void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *call);
 /* A plan with no steps yet: the call's kind and count, the host rule, and
  * what every plan takes from the settings (format, wire datatype, codec). */
-void nsc_plan_init(nsc_plan *p, const nsc_config *cfg, int rs, size_t count, int host);
+void nsc_plan_init(nsc_plan *p, const nsc_config *cfg, int rs, size_t count, nsc_cost_rule r);
 /* Append a step (kind k on group `on`, count, src + src_off to dst + dst_off). */
 void nsc_plan_step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags, size_t count, nsc_plan_buf src,
                    size_t src_off, nsc_plan_buf dst, size_t dst_off, int avg, int rs);
@@ -196,12 +196,18 @@ void nsc_plan_step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags,
 /* What every rank agreed at a communicator's check, as the decision reads
  * it: its node map (nnodes 0: one node), whether it adopted hier's
  * sub-communicators, the host rule (cost.h), and whether some rank cannot
- * run the kernels (every call forwarded). */
-typedef struct {
+ * run the kernels (every call forwarded); and what its fabric measurement
+ * agreed (coll/learn.c): whether this call is one of its timed plain
+ * samples, and the measured launch price once it is agreed (learned; read
+ * only at NCCLSHIM_LAUNCH_BYTES=auto, cost.h's nsc_cost_launch). */
+typedef struct nsc_agreed {
   const nsc_topo *topo;
   int hier;
   int host;
   int untouched;
+  int measure;     /* forward the call as it is: a sample of the measurement */
+  int learned;     /* the launch price below is agreed */
+  uint64_t launch; /* ... link bytes per launch */
 } nsc_agreed;
 
 /* The decision's first question, with no plan: why call k (the policy
@@ -228,7 +234,7 @@ void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc
 /* The ring's chunk (elements, 0: one collective) for a compressed call of
  * count elements: NCCLSHIM_CHUNK_BYTES, or for auto the cost rule's count
  * (cost.h: chunks only where the casts they hide outweigh their launches). */
-size_t nsc_plan_ring_chunk(const nsc_config *cfg, int host, size_t count);
+size_t nsc_plan_ring_chunk(const nsc_config *cfg, const nsc_cost_rule *r, size_t count);
 
 /* ---- a group's plan (group.c) -------------------------------------------- */
 

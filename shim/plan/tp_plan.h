@@ -27,6 +27,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "cost.h"
 #include "wire.h"
 
 #define NSC_TP_MAX_PIECES 64
@@ -44,10 +45,12 @@ typedef struct {
 } nsc_tp_plan;
 
 /* rs = 0: all-reduce of `count`; rs = 1: reduce-scatter of `count` per rank.
- * host: the communicator's agreed memory kind is host (the cost rule's host
- * rule, cost.h): NCCLSHIM_TWOPHASE_PIECE_BYTES=auto makes pieces only where
- * the codec time they hide outweighs the launches they add. */
-void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs, int host);
+ * r: the cost rule (cost.h: the agreed launch price and host rule):
+ * NCCLSHIM_TWOPHASE_PIECE_BYTES=auto makes pieces only where the codec time
+ * they hide outweighs the launches they add; auto's second phase follows
+ * the host rule. */
+void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs,
+                      const nsc_cost_rule *r);
 /* The launches one two-phase collective issues: a group of sends and
  * receives per piece in phase 1, and (all-reduce) one per piece in phase 2,
  * a group or an ncclAllGather. */

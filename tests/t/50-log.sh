@@ -391,11 +391,11 @@ for t in 0 1000 3000 8000 20000; do
     || not_ok "SIGTERM $t us after main returned: $calls call lines, $sums summaries, $closed traces closed; $(grep -v '^ncclshim\[' "$TMPD/term$t.out" | head -n 3 | tr '\n' ' ')"
 done
 # Why calls were left untouched (policy.h's reasons): NCCLSHIM_COMPRESS=int8
-# at the default launch price over shimtest's every-datatype sweep compresses
+# at the unknown launch price (4M) over shimtest's every-datatype sweep compresses
 # nothing, and the summary, every passthrough call line and the report say
 # why, so "int8, 0 compressed" never goes unexplained (a newcomer's case).
 mkdir -p "$TMPD/why"
-( unset NCCLSHIM_LAUNCH_BYTES; NCCLSHIM_COMPRESS=int8 NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/why/" \
+( NCCLSHIM_LAUNCH_BYTES=4M NCCLSHIM_COMPRESS=int8 NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMPD/why/" \
   mpirun_shim 2 "$TBIN/shimtest" hash >/dev/null 2>"$TMPD/why.err" )
 python3 "$ROOT/bench/ncclshim-report" "$TMPD/why" >"$TMPD/why.txt" 2>&1
 pass=$(cat "$TMPD"/why/*.jsonl | grep -c '"kind":"call".*"action":"passthrough"')
@@ -406,5 +406,5 @@ comp=$(cat "$TMPD"/why/*.jsonl | grep -c '"kind":"call".*"action":"compressed"')
   && grep -q '"kind":"summary".*"no_gain":{"calls":[1-9]' "$TMPD"/why/*.jsonl \
   && grep "left untouched (all ranks): " "$TMPD/why.txt" | grep -q "no plan gains 10 % over NCCL at the launch cost (NCCLSHIM_LAUNCH_BYTES)" \
   && grep "left untouched (all ranks): " "$TMPD/why.txt" | grep -q "its datatype is not fp32" \
-  && ok "COMPRESS=int8 at the default launch price, every datatype: 0 compressed, each of the $pass passthrough call lines says why, the summary counts the reasons, the report names them" \
+  && ok "COMPRESS=int8 at the unknown launch price (4M), every datatype: 0 compressed, each of the $pass passthrough call lines says why, the summary counts the reasons, the report names them" \
   || { not_ok "reasons: $pass passthrough lines, $withwhy with a reason, $comp compressed"; grep "left untouched" "$TMPD/why.txt" | sed 's/^/#   /'; }

@@ -25,6 +25,13 @@ static nsc_config cfg_of3(const char *a, const char *b, const char *c) {
 }
 
 static nsc_config cfg_of(const char *a, const char *b) { return cfg_of3(a, b, NULL); }
+/* The cost rule a communicator with configuration c plans by before it
+ * learned anything (cost.h: the unknown price at LAUNCH_BYTES=auto). */
+static const nsc_cost_rule *rule_of(const nsc_config *c, int host) {
+  static nsc_cost_rule r;
+  r = nsc_cost_rule_of(nsc_cost_launch(c, 0, 0), host);
+  return &r;
+}
 
 /* Chunks tile the count in order, the largest first, each fits its slot. */
 static void test_plan_layout(void **state) {
@@ -37,7 +44,7 @@ static void test_plan_layout(void **state) {
       for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int rs = 0; rs < 2; rs++) {
           nsc_tp_plan p;
-          nsc_tp_plan_init(&p, &cfg, n, n - 1, counts[k], rs, 1);
+          nsc_tp_plan_init(&p, &cfg, n, n - 1, counts[k], rs, rule_of(&cfg, 1));
           assert_int_equal(p.count, rs ? counts[k] * (size_t)n : counts[k]);
           assert_int_equal(p.slot % 16, 0);
           size_t next = 0;
@@ -73,7 +80,7 @@ static void test_plan_pieces(void **state) {
         for (size_t q = 0; q < sizeof counts / sizeof counts[0]; q++)
           for (int rs = 0; rs < 2; rs++) {
             nsc_tp_plan p;
-            nsc_tp_plan_init(&p, &cfg, n, 0, counts[q], rs, 1);
+            nsc_tp_plan_init(&p, &cfg, n, 0, counts[q], rs, rule_of(&cfg, 1));
             assert_true(p.npieces >= 1 && p.npieces <= NSC_TP_MAX_PIECES);
             assert_true(p.npieces == 1 || p.npieces * n <= NSC_TP_MAX_PIECE_SLOTS);
             if (b == 2) assert_int_equal(p.npieces, 1);
@@ -103,22 +110,22 @@ static void test_plan_pieces(void **state) {
    * shorter). Host with free launches: the old cap, 1 MiB pieces (16). */
   nsc_config d = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase");
   nsc_tp_plan p;
-  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0, 0);
+  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0, rule_of(&d, 0));
   assert_int_equal(p.npieces, 1);
   assert_int_equal(p.piece, 1u << 22);
-  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0, 1);
+  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 24, 0, rule_of(&d, 1));
   assert_int_equal(p.npieces, 1);
   nsc_config d1 = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", "NCCLSHIM_LAUNCH_BYTES=1M");
-  nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, 1);
+  nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, rule_of(&d1, 1));
   assert_int_equal(p.npieces, 1);
   d1 = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", "NCCLSHIM_LAUNCH_BYTES=256K");
-  nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, 1);
+  nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, rule_of(&d1, 1));
   assert_int_equal(p.npieces, 3);
   assert_int_equal(p.piece, ((1u << 22) / 3 + 1 + 255) / 256 * 256);
-  nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, 0);
+  nsc_tp_plan_init(&p, &d1, 4, 1, 1u << 24, 0, rule_of(&d1, 0));
   assert_int_equal(p.npieces, 1);
   nsc_config d0 = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=twophase", "NCCLSHIM_LAUNCH_BYTES=0");
-  nsc_tp_plan_init(&p, &d0, 4, 1, 1u << 24, 0, 1);
+  nsc_tp_plan_init(&p, &d0, 4, 1, 1u << 24, 0, rule_of(&d0, 1));
   assert_int_equal(p.piece, 1u << 18);
   assert_int_equal(p.npieces, 16);
   assert_int_equal(p.slot, (2 * ((1u << 18) / 256) + (1u << 18) + 15) / 16 * 16);
@@ -129,32 +136,32 @@ static void test_plan_pieces(void **state) {
    * holds the n slots: auto on device memory (not under the host rule) and
    * allgather; never for a reduce-scatter */
   assert_false(p.gather); /* host rule, auto */
-  nsc_tp_plan_init(&p, &d0, 4, 1, 1u << 24, 0, 0);
+  nsc_tp_plan_init(&p, &d0, 4, 1, 1u << 24, 0, rule_of(&d0, 0));
   assert_true(p.gather);
   nsc_config ag = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_GATHER=allgather", NULL);
-  nsc_tp_plan_init(&p, &ag, 4, 1, 1u << 24, 0, 1);
+  nsc_tp_plan_init(&p, &ag, 4, 1, 1u << 24, 0, rule_of(&ag, 1));
   assert_true(p.gather);
   nsc_config sr = cfg_of3("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_GATHER=sendrecv", NULL);
-  nsc_tp_plan_init(&p, &sr, 4, 1, 1u << 24, 0, 1);
+  nsc_tp_plan_init(&p, &sr, 4, 1, 1u << 24, 0, rule_of(&sr, 1));
   assert_false(p.gather);
-  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 20, 1, 0);
+  nsc_tp_plan_init(&p, &d, 4, 1, 1u << 20, 1, rule_of(&d, 0));
   assert_false(p.gather);
   nsc_config fp = cfg_of("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_TWOPHASE_GATHER=allgather");
-  nsc_tp_plan_init(&p, &fp, 4, 0, 16, 0, 0); /* 4 elements per chunk: 8 bytes in a 16-byte slot; 4 x 16 = 64 bytes */
+  nsc_tp_plan_init(&p, &fp, 4, 0, 16, 0, rule_of(&fp, 0)); /* 4 elements per chunk: 8 bytes in a 16-byte slot; 4 x 16 = 64 bytes */
   assert_true(p.gather);
-  nsc_tp_plan_init(&p, &fp, 4, 0, 15, 0, 0); /* 60 bytes cannot hold the 4 slots */
+  nsc_tp_plan_init(&p, &fp, 4, 0, 15, 0, rule_of(&fp, 0)); /* 60 bytes cannot hold the 4 slots */
   assert_false(p.gather);
   /* 4 KiB pieces: 1024 elements, but at most 64 per chunk: 2^22 / 64 */
   nsc_config s = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_PIECE_BYTES=4096");
-  nsc_tp_plan_init(&p, &s, 3, 0, 65536, 0, 0);
+  nsc_tp_plan_init(&p, &s, 3, 0, 65536, 0, rule_of(&s, 0));
   assert_int_equal(p.piece, 1024);
   assert_int_equal(p.npieces, 22); /* chunk 0: 21846 elements */
-  nsc_tp_plan_init(&p, &s, 4, 0, 1u << 24, 0, 0);
+  nsc_tp_plan_init(&p, &s, 4, 0, 1u << 24, 0, rule_of(&s, 0));
   assert_int_equal(p.piece, 1u << 16);
   assert_int_equal(p.npieces, 64);
-  nsc_tp_plan_init(&p, &s, 64, 0, 1u << 24, 0, 0); /* 256 / 64 = 4 pieces */
+  nsc_tp_plan_init(&p, &s, 64, 0, 1u << 24, 0, rule_of(&s, 0)); /* 256 / 64 = 4 pieces */
   assert_int_equal(p.npieces, 4);
-  nsc_tp_plan_init(&p, &s, 300, 0, 1u << 24, 0, 0); /* more ranks than 256 slots: one piece */
+  nsc_tp_plan_init(&p, &s, 300, 0, 1u << 24, 0, rule_of(&s, 0)); /* more ranks than 256 slots: one piece */
   assert_int_equal(p.npieces, 1);
   /* whether two phases fit does not depend on the pieces */
   nsc_config z = cfg_of("NCCLSHIM_COMPRESS=int8", "NCCLSHIM_TWOPHASE_PIECE_BYTES=0");
@@ -176,7 +183,7 @@ static const char *choose(const nsc_config *cfg, size_t count, int n, int rs, in
   nsc_config c = *cfg;
   c.launch_bytes = 0;
   nsc_plan p;
-  nsc_plan_call in = {rs, count, 0, 1, &t, hier, 0};
+  nsc_plan_call in = {rs, count, 0, 1, &t, hier, nsc_cost_rule_of(0, 0)};
   nsc_plan_make(&p, &c, &in);
   return p.alg == NSC_ALG_HIER ? "twophase" : nsc_alg_name(p.alg);
 }

@@ -45,7 +45,7 @@ static nsc_topo topo_of(const int *ids, int n, int rank) {
 
 static nsc_plan plan_host(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier, int host) {
   nsc_plan p;
-  nsc_plan_call call = {rs, count, 0, 1, t, hier, host};
+  nsc_plan_call call = {rs, count, 0, 1, t, hier, nsc_cost_rule_of(nsc_cost_launch(cfg, 0, 0), host)};
   nsc_plan_make(&p, cfg, &call);
   return p;
 }
@@ -64,7 +64,7 @@ static void test_plan_plain_and_ring(void **state) {
   nsc_topo t = topo_of(ids, 4, 2);
   nsc_config fp16 = cfg_of("NCCLSHIM_COMPRESS=fp16", NULL), int8 = cfg_of("NCCLSHIM_COMPRESS=int8", NULL);
   nsc_plan p;
-  nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0, 0};
+  nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0, nsc_cost_rule_of(0, 0)};
   nsc_plan_make(&p, &fp16, &off);
   assert_int_equal(p.alg, NSC_ALG_PLAIN);
   assert_int_equal(p.nsteps, 1);
@@ -266,15 +266,15 @@ static void test_plan_launches(void **state) {
   assert_int_equal(p.alg, NSC_ALG_RING);
   /* the ring's chunks: device memory one; host rule with free launches the
    * old 32 MiB chunks; host at 1 MiB per launch: 4M/k + 1M k is least at 2 */
-  assert_int_equal(nsc_plan_ring_chunk(&r, 0, n64 * 2), 0);
+  assert_int_equal(nsc_plan_ring_chunk(&r, &(nsc_cost_rule){4u << 20, 0}, n64 * 2), 0);
   nsc_config r0 = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", NULL, "0");
-  assert_int_equal(nsc_plan_ring_chunk(&r0, 1, n64 * 2), 1u << 23);
+  assert_int_equal(nsc_plan_ring_chunk(&r0, &(nsc_cost_rule){0, 1}, n64 * 2), 1u << 23);
   nsc_config r1 = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", NULL, "1M");
-  assert_int_equal(nsc_plan_ring_chunk(&r1, 1, n64), n64 / 2);
+  assert_int_equal(nsc_plan_ring_chunk(&r1, &(nsc_cost_rule){1u << 20, 1}, n64), n64 / 2);
   p = plan_host(&r1, &t, 0, n64, 0, 1);
   assert_int_equal(p.launches, 2);
   nsc_config rc = cfg_lb("NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", "NCCLSHIM_CHUNK_BYTES=1M", "4M");
-  assert_int_equal(nsc_plan_ring_chunk(&rc, 0, n64), 1u << 18); /* an explicit chunk is kept */
+  assert_int_equal(nsc_plan_ring_chunk(&rc, &(nsc_cost_rule){4u << 20, 0}, n64), 1u << 18); /* an explicit chunk is kept */
   nsc_topo_free(&t);
 
   /* hier's reduce-scatter on nodes of scattered ranks: N x L reduces, one group */
@@ -355,7 +355,7 @@ static void test_decide_table(void **state) {
     nsc_call k = {.count = rows[i].rs ? rows[i].arg * 4 : rows[i].arg, .dt = (ncclDataType_t)rows[i].dt,
                   .op = (ncclRedOp_t)rows[i].op, .has_buffers = 1, .in_group = rows[i].in_group,
                   .capturing = rows[i].capturing, .rs = rows[i].rs, .arg = rows[i].arg};
-    nsc_agreed ag = {tp, rows[i].hier, 0, 0};
+    nsc_agreed ag = {.topo = tp, .hier = rows[i].hier};
     nsc_plan p;
     nsc_policy_ask(&cfg, &k);
     nsc_decide(&p, &cfg, &k, &ag, rows[i].local);
@@ -411,7 +411,7 @@ static void test_decide_untouched(void **state) {
                               .in_group = g, .rs = rs, .arg = counts[n]};
                 nsc_policy_ask(&cfg, &k);
                 for (int un = 0; un < 2; un++) {
-                  nsc_agreed ag = {&t, 0, 0, un};
+                  nsc_agreed ag = {.topo = &t, .untouched = un};
                   nsc_why why = nsc_decide_untouched(&k, &ag);
                   if (why == NSC_WHY_NONE) {
                     planned++;
@@ -446,7 +446,7 @@ static void test_plan_carries(void **state) {
   nsc_config bf = cfg_lb("NCCLSHIM_COMPRESS=bf16", "NCCLSHIM_ALGO=ring", "NCCLSHIM_CHUNK_BYTES=64K", "0");
   bf.prescale = 4;
   nsc_call k = {.count = 1 << 20, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .arg = 1 << 20};
-  nsc_agreed ag = {&t, 0, 0, 0};
+  nsc_agreed ag = {.topo = &t};
   nsc_plan p;
   nsc_policy_ask(&bf, &k);
   nsc_decide(&p, &bf, &k, &ag, 0);
@@ -478,7 +478,7 @@ static void test_plan_carries(void **state) {
   assert_memory_equal(&p.tp, &fresh, sizeof fresh);
   assert_int_equal(p.staging, nsc_plan_round(nsc_tp_staging_bytes(&fresh, 0)));
   nsc_config h = cfg_lb("NCCLSHIM_COMPRESS=int4", "NCCLSHIM_ALGO=hier", NULL, "0");
-  ag = (nsc_agreed){&t2, 1, 0, 0};
+  ag = (nsc_agreed){.topo = &t2, .hier = 1};
   k.rs = 1;
   k.arg = 1 << 16;
   k.count = 1 << 18;
@@ -573,6 +573,49 @@ static void test_decide_group(void **state) {
   assert_int_equal(p.wdt, ncclBfloat16);
 }
 
+/* The learner's inputs (coll/learn.c): a sample is the call as it is (but
+ * an accumulated one stays local); the agreed price replaces the unknown
+ * one only at LAUNCH_BYTES=auto, and decides as a pinned price would. */
+static void test_decide_learned(void **state) {
+  (void)state;
+  static const int ids[4] = {1, 1, 1, 1};
+  nsc_topo t = topo_of(ids, 4, 1);
+  nsc_config au = cfg_lb("NCCLSHIM_COMPRESS=int8", NULL, NULL, "auto");
+  nsc_config pin = cfg_lb("NCCLSHIM_COMPRESS=int8", NULL, NULL, "0");
+  nsc_config four = cfg_lb("NCCLSHIM_COMPRESS=int8", NULL, NULL, "4M");
+  nsc_call k = {.count = 1 << 20, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .arg = 1 << 20};
+  nsc_plan p, q;
+  nsc_policy_ask(&au, &k);
+  nsc_agreed ag = {.topo = &t, .measure = 1};
+  nsc_decide(&p, &au, &k, &ag, 0);
+  assert_int_equal(p.alg, NSC_ALG_PLAIN);
+  assert_int_equal(p.why, NSC_WHY_MEASURING);
+  assert_int_equal(p.settles, 0);
+  assert_int_equal(p.launches, 1);
+  nsc_decide(&p, &au, &k, &ag, 1);
+  assert_int_equal(p.alg, NSC_ALG_LOCAL);
+  /* 4 MiB of int8 on 4 ranks: at the unknown price (4 MB) no gain; learned free: two phases */
+  ag = (nsc_agreed){.topo = &t};
+  nsc_decide(&p, &au, &k, &ag, 0);
+  nsc_decide(&q, &four, &k, &ag, 0);
+  assert_int_equal(p.alg, q.alg);
+  assert_int_equal(p.why, q.why);
+  assert_int_equal(p.alg, NSC_ALG_PLAIN);
+  assert_int_equal(p.why, NSC_WHY_NO_GAIN);
+  ag.learned = 1;
+  ag.launch = 0;
+  nsc_decide(&p, &au, &k, &ag, 0);
+  nsc_decide(&q, &pin, &k, &(nsc_agreed){.topo = &t}, 0);
+  assert_int_equal(p.alg, NSC_ALG_TWOPHASE);
+  assert_int_equal(p.alg, q.alg);
+  assert_int_equal(p.cost, q.cost);
+  assert_int_equal(p.tp.npieces, q.tp.npieces);
+  /* a pinned price wins over a learned one */
+  nsc_decide(&q, &four, &k, &ag, 0);
+  assert_int_equal(q.alg, NSC_ALG_PLAIN);
+  nsc_topo_free(&t);
+}
+
 static void test_plan_names(void **state) {
   (void)state;
   assert_string_equal(nsc_alg_name(NSC_ALG_HIER), "hier");
@@ -592,6 +635,7 @@ int main(void) {
       cmocka_unit_test(test_decide_untouched),
       cmocka_unit_test(test_plan_carries),
       cmocka_unit_test(test_decide_group),
+      cmocka_unit_test(test_decide_learned),
       cmocka_unit_test(test_plan_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
