@@ -511,6 +511,8 @@ typedef struct {
   int launches; /* NCCL launches of the plan (plan.h; a group: of all its plans) */
   int nplans;   /* --group: the plans the group ran (its buckets and its other calls) */
   double staging; /* bytes of staging one call takes on rank 0 (nsc_plan_staging) */
+  uint64_t price;  /* the launch price the plans were made at (link bytes) */
+  int learned;     /* ... the learner's (LAUNCH_BYTES=auto, simulated), not a pinned one */
   int grows;      /* more than NCCLSHIM_STAGING_BYTES: the block grows, calls go in fp32 meanwhile */
 } result;
 
@@ -742,6 +744,8 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   const nsc_plan *plan = &plans[np - 1]; /* a group's last: its buckets, where there are */
   out->fmt = plan->fmt;
   out->nplans = np;
+  out->price = plans[np - 1].rule.launch;
+  out->learned = cfg.launch_bytes == NSC_CFG_AUTO;
   out->chunks = chunks;
   out->launches = launches;
   if (f->launch > 0) { /* every launch's fixed cost (see the header) */
@@ -801,12 +805,13 @@ static void print_json(FILE *o, const opts *op, const variant *v, const result *
           "\"link_s\": %.9g, \"cpu_s\": %.9g, "
           "\"codec_s\": %.9g, \"latency_s\": %.9g, \"bound\": \"%s\", \"t_bound_s\": %.9g, "
           "\"nic_out_bytes\": %.0f, \"nic_in_bytes\": %.0f, \"nic_per\": \"%s\", \"intra_out_bytes\": %.0f, "
-          "\"intra_in_bytes\": %.0f, \"staging_bytes\": %.0f, \"staging_grows\": %s, \"group\": %d, \"plans\": %d}",
+          "\"intra_in_bytes\": %.0f, \"staging_bytes\": %.0f, \"staging_grows\": %s, \"group\": %d, \"plans\": %d, "
+          "\"launch_bytes\": %llu, \"launch_learned\": %s}",
           f->gpu ? "gpu" : "host", f->N, f->L, op->rs == 2 ? "allgather" : op->rs ? "reducescatter" : "allreduce", op->bytes, v->algo,
           strcmp(v->algo, "none") ? v->compress : "off", v->piece_bytes, r->plan_alg, r->why, r->npieces, r->launches,
           r->c.launch, r->gpu_tree ? "true" : "false", r->c.time, r->c.link, r->c.cpu, r->c.codec, r->c.lat, bound_name(&r->c, f->gpu),
           r->t_bound, r->nic_out, r->nic_in, f->nic_per_node ? "node" : "rank", r->intra_out, r->intra_in, r->staging,
-          r->grows ? "true" : "false", group_n, r->nplans);
+          r->grows ? "true" : "false", group_n, r->nplans, (unsigned long long)r->price, r->learned ? "true" : "false");
 }
 
 static void print_head(const opts *op, const rates *rt) {

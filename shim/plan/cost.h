@@ -39,6 +39,11 @@
 #include "config.h"
 
 #define NSC_COST_HOST_CODEC_DIV 32
+/* An intra-node byte (hier's stages inside a node) at 1/8 of a link byte:
+ * an NVLink GPU's ~450 GB/s against a 400 Gb/s NIC's 50 GB/s is the
+ * narrowest ratio of the fabrics the presets are written for (a slower
+ * network makes the node's links relatively cheaper still). */
+#define NSC_COST_INTRA_DIV 8
 /* auto compresses where a plan costs at most 9/10 of the plain call */
 #define NSC_COST_GAIN_NUM 9
 #define NSC_COST_GAIN_DEN 10
@@ -83,6 +88,11 @@ static inline int nsc_cost_pieces(const nsc_cost_rule *r, uint64_t codec, int la
     if (k == 1 || c < best_cost) best = k, best_cost = c;
   }
   return best;
+}
+
+/* a costs at most 11/10 of b (auto's margin over the cheapest candidate) */
+static inline int nsc_cost_within(uint64_t a, uint64_t b) {
+  return (unsigned __int128)a * 10 <= (unsigned __int128)b * 11;
 }
 
 /* a costs at most 9/10 of b (auto's gain) */

@@ -267,13 +267,34 @@ static uint64_t cost_ring(const nsc_config *cfg, const nsc_cost_rule *r, int n, 
 /* A two-phase collective of layout tp (rank 0's messages: every rank's are
  * the same but for the last chunk's): its launches, the encoded bytes it
  * sends, the codec's time the pieces do not hide. */
-static uint64_t cost_tp(const nsc_tp_plan *tp, const nsc_cost_rule *r, int rs, int *launches) {
+static uint64_t tp_phase2_msg(const nsc_tp_plan *tp) {
+  return tp->gather ? (uint64_t)tp->slot * (uint64_t)tp->npieces : nsc_tp_chunk_bytes(tp, 0);
+}
+static uint64_t cost_tp_nic(const nsc_tp_plan *tp, const nsc_cost_rule *r, int rs, int *launches, uint64_t nic) {
   uint64_t wire = 0;
-  for (int j = 1; j < tp->n; j++) wire += nsc_tp_chunk_bytes(tp, j);         /* phase 1 */
-  if (!rs) wire += (uint64_t)(tp->n - 1) * (tp->gather ? (uint64_t)tp->slot * (uint64_t)tp->npieces
-                                                       : nsc_tp_chunk_bytes(tp, 0)); /* phase 2 */
+  for (int j = 1; j < tp->n; j++) wire += nsc_tp_chunk_bytes(tp, j); /* phase 1 */
+  if (!rs) wire += (uint64_t)(tp->n - 1) * tp_phase2_msg(tp);      /* phase 2 */
   *launches = nsc_tp_launches(tp, rs);
-  return (uint64_t)*launches * r->launch + wire + nsc_cost_codec(r, 2 * 4 * (uint64_t)tp->count) / (uint64_t)tp->npieces;
+  return (uint64_t)*launches * r->launch + (nic > wire ? nic : wire) +
+         nsc_cost_codec(r, 2 * 4 * (uint64_t)tp->count) / (uint64_t)tp->npieces;
+}
+
+/* A node's NIC. The rule takes one per node, shared by the node's ranks: it
+ * cannot see how many a node has, and a shared NIC is where two phases lose
+ * (where each rank has its own, they are priced high and auto keeps NCCL's
+ * ring, never slower than the plain call). NCCL's ring crosses a node's NIC
+ * with what one rank's link carries (the plain call and the ring need no
+ * term); a flat two-phase call on several nodes sends, from each of a
+ * node's ranks, every rank of the other nodes its message: on the fullest
+ * node (the agreed max_local, the same on every rank). */
+static uint64_t nic_tp(const nsc_tp_plan *tp, const nsc_topo *t, int rs) {
+  if (t->nnodes < 2 || tp->n != t->nranks) return 0;
+  uint64_t L = (uint64_t)t->max_local, off = (uint64_t)(t->nranks - t->min_local);
+  return L * off * (nsc_tp_chunk_bytes(tp, 0) + (rs ? 0 : tp_phase2_msg(tp)));
+}
+
+static uint64_t cost_tp(const nsc_tp_plan *tp, const nsc_cost_rule *r, int rs, const nsc_topo *t, int *launches) {
+  return cost_tp_nic(tp, r, rs, launches, nic_tp(tp, t, rs));
 }
 
 /* The plan's two-phase step, if it has one (at most one). */
@@ -304,15 +325,23 @@ static int plan_launches(const nsc_plan *p, const nsc_config *cfg) {
   return n;
 }
 
-/* hier: intra-node links are taken as free beside the NIC (nodes of GPUs
- * joined by NVLink or PCIe); the cost is its launches and its two-phase step
- * between nodes, whose bytes are the node's NIC bytes over its L ranks. */
-static uint64_t cost_hier(const nsc_cost_rule *r, const nsc_plan *h) {
+/* hier: its launches, its two-phase step between nodes, whose bytes all of
+ * a node's ranks send through the node's one NIC (nic_tp: the fullest
+ * node's max_local times one rank's), and its fp32 stages inside the node,
+ * each intra-node byte at 1/NSC_COST_INTRA_DIV of a link byte (cost.h). */
+static uint64_t cost_hier(const nsc_cost_rule *r, const nsc_plan *h, const nsc_topo *t) {
   uint64_t c = 0;
+  for (int i = 0; i < h->nsteps; i++) { /* a ring of L ranks moves (L-1)/L of its fp32 buffer per stage */
+    const nsc_step *st = &h->step[i];
+    if (st->on != NSC_ON_NODE || t->max_local < 2) continue;
+    uint64_t L = (uint64_t)t->max_local, b = 4 * (uint64_t)st->count * L;
+    c += b / L * (L - 1) / NSC_COST_INTRA_DIV;
+  }
   const nsc_step *s = tp_step(h);
   if (s) {
     int l;
-    c += cost_tp(&h->tp, r, s->rs, &l) - (uint64_t)l * r->launch;
+    uint64_t one = cost_tp_nic(&h->tp, r, s->rs, &l, 0) - (uint64_t)l * r->launch;
+    c += one * (uint64_t)(t->max_local > 0 ? t->max_local : 1);
   }
   return c + (uint64_t)h->launches * r->launch;
 }
@@ -336,8 +365,8 @@ static void make_cand(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *i
   x.launches = plan_launches(&x, cfg);
   int l;
   x.cost = k == C_RING ? cost_ring(cfg, r, t->nranks, x.count, &l)
-         : k == C_TP  ? cost_tp(&x.tp, r, x.rs, &l)
-                      : cost_hier(r, &x);
+         : k == C_TP  ? cost_tp(&x.tp, r, x.rs, t, &l)
+                      : cost_hier(r, &x, t);
   x.plain_cost = p->plain_cost;
   if (k == C_RING) x.chunk = nsc_plan_ring_chunk(cfg, &in->rule, x.count);
   *p = x;
@@ -391,14 +420,23 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
     plain(p, in->avg, NSC_WHY_TOO_SMALL);
     return;
   }
-  /* ALGO=auto: the first candidate that gains at least 10 % at the agreed
-   * launch cost; none: the call as it is. An explicit algorithm is what the
-   * user asked for (its pieces and chunks still follow the rule). */
+  /* ALGO=auto: the first candidate, in the order preferred, that gains at
+   * least 10 % over the call as it is and costs at most 10 % more than the
+   * cheapest candidate at the agreed launch cost; none: the call as it is.
+   * An explicit algorithm is what the user asked for (its pieces and chunks
+   * still follow the rule). */
   int gain_rule = cfg->algo == NSC_ALGO_AUTO || (cfg->algo == NSC_ALGO_HIER && !in->hier);
+  uint64_t least = p->plain_cost;
+  if (gain_rule)
+    for (int i = 0; i < nc; i++) {
+      nsc_plan x = *p;
+      make_cand(&x, cfg, in, order[i], &r);
+      if (x.cost < least) least = x.cost;
+    }
   for (int i = 0; i < nc; i++) {
     nsc_plan x = *p;
     make_cand(&x, cfg, in, order[i], &r);
-    if (gain_rule && !nsc_cost_gains(x.cost, p->plain_cost)) continue;
+    if (gain_rule && (!nsc_cost_gains(x.cost, p->plain_cost) || !nsc_cost_within(x.cost, least))) continue;
     switch (order[i]) {
     case C_RING:
       x.why = gain_rule ? NSC_WHY_RING_GAINS : cfg->algo == NSC_ALGO_RING ? NSC_WHY_ASKED_RING : NSC_WHY_NO_FIT;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# bench/model/auto-check.sh — does `auto` choose what the cost model prices
+# best? For every preset of env/ on the fabric it is written for (as
+# bench/model/presets.sh), 1 to 128 nodes of 8 GPUs (one node for nvlink),
+# fp32 all-reduces of 64 KiB to 256 MiB, the shim's own plan at the preset's
+# settings (its NCCLSHIM_ALGO: auto but for ethernet-1g's hier) and
+# NCCLSHIM_LAUNCH_BYTES=auto (the model simulates the learner: the price it
+# would agree from its own plain calls) is compared with plain
+# NCCL and with every other plan of the preset's format (ring, two phases,
+# hier). A violation: auto's plan modelled slower than plain, or more than
+# 10 % slower than the best candidate. MODELLED, not measured.
+#
+# Prints one line per violation and a count; exit 1 when there is one.
+# --table: also every row (preset, GPUs, size, auto's plan and ratios).
+set -eu
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+M="$ROOT/bench/ncclshim-model"
+table=0
+[ "${1:-}" = --table ] && table=1
+FABRICS="nvlink:400:rank infiniband:400:rank roce:200:rank ethernet-25g:25:node ethernet-1g:1:node"
+SIZES="64K 1M 16M 256M"
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
+for fb in $FABRICS; do
+  IFS=: read -r p g per <<<"$fb"
+  sets=$(env -i bash -c ". '$ROOT/env/$p.env' >/dev/null 2>&1; env" | grep '^NCCLSHIM_' | grep -v '^NCCLSHIM_COMPRESS=' |
+           sed 's/^/--set /' | tr '\n' ' ')
+  c=$(env -i bash -c ". '$ROOT/env/$p.env' >/dev/null 2>&1; echo \${NCCLSHIM_COMPRESS:-fp16}")
+  a=$(env -i bash -c ". '$ROOT/env/$p.env' >/dev/null 2>&1; echo \${NCCLSHIM_ALGO:-auto}")
+  [ "$c" = off ] && c=fp16 # nvlink: what auto does once a user turns compression on
+  for N in 1 2 8 16 64 128; do
+    [ "$p" = nvlink ] && [ $N -gt 1 ] && continue
+    [ "$p" != nvlink ] && [ $N -eq 1 ] && continue
+    for S in $SIZES; do
+      # shellcheck disable=SC2086
+      "$M" --fabric gpu --nic-gbps "$g" --nic-per "$per" --intra-gbps 3600 --nodes $N --ranks-per-node 8 \
+        --bytes "$S" --compress "$c" $sets --json |
+        python3 -c '
+import json, sys
+p, N, S, a = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+d = json.load(sys.stdin)["plans"]
+t = {r["algo"] + ("/1" if r["piece_bytes"] == 0 else ""): r for r in d}
+auto, none = t[a], t["none"]
+cands = [r for k, r in t.items() if k != "auto"]
+best = min(cands, key=lambda r: r["time_s"])
+bad = []
+if auto["time_s"] > none["time_s"] * 1.0000001: bad.append("slower than plain")
+if auto["time_s"] > best["time_s"] * 1.10: bad.append("over 1.1x the best (%s)" % best["plan"])
+print("%s\t%d\t%s\t%s\t%.3f\t%.3f\t%s\t%d\t%s" % (p, N * 8, S, auto["plan"], auto["time_s"] / none["time_s"],
+      auto["time_s"] / best["time_s"], best["plan"], auto["launch_bytes"], "; ".join(bad)))
+' "$p" $N "$S" "$a" >>"$rows"
+    done
+  done
+done
+if [ $table = 1 ]; then
+  echo "| preset | GPUs | size | auto's plan | / plain | / best | best | launch price (B) |"
+  echo "|---|---|---|---|---|---|---|---|"
+  awk -F'\t' '{printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8}' "$rows"
+fi
+nbad=$(awk -F'\t' '$9 != ""' "$rows" | wc -l)
+awk -F'\t' '$9 != "" {printf "violation: %s, %s GPUs, %s: auto %s (%sx plain, %sx best %s): %s\n", $1, $2, $3, $4, $5, $6, $7, $9}' "$rows"
+echo "auto-check: $(wc -l <"$rows") cases (modelled), $nbad violation(s)"
+[ "$nbad" -eq 0 ]
