@@ -581,10 +581,10 @@ static int learned_price(const fabric *f, const rates *rt, uint64_t *price) {
     return ok ? 0 : -1;
   }
   variant plain = {"none", "off", -1};
-  uint64_t x[NSC_FAB_SAMPLES];
-  int64_t t[NSC_FAB_SAMPLES];
+  uint64_t x[NSC_FAB_CALLS];
+  int64_t t[NSC_FAB_CALLS];
   int n = f->N * f->L;
-  for (int i = 0; i < NSC_FAB_SAMPLES; i++) {
+  for (int i = 0; i < NSC_FAB_CALLS; i++) {
     size_t bytes = (size_t)64 << 10 << (i / 2);
     result r;
     if (model(f, rt, &plain, bytes, 0, &r)) return -1;
@@ -593,7 +593,7 @@ static int learned_price(const fabric *f, const rates *rt, uint64_t *price) {
   }
   uint64_t a, b;
   const char *why;
-  ok = nsc_fab_fit(x, t, NSC_FAB_SAMPLES, &a, &b, &kept, &why) == 0;
+  ok = nsc_fab_fit(x, t, NSC_FAB_CALLS, &a, &b, &kept, &why) == 0;
   last = *f;
   have = 1;
   *price = kept;

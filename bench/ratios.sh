@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/ratios.sh [compress|fusion|torch|replica|twophase|errors|link|fabric|hier|hier-errors|model|launch|all] — the side-by-side comparisons
+# bench/ratios.sh [compress|fusion|torch|replica|twophase|errors|link|fabric|hier|hier-errors|model|launch|learn|all] — the side-by-side comparisons
 # behind the goals in bench/README.md, over the host NCCL (emulated links; not
 # GPU numbers). Each variant runs in the same invocation, alternating, and the
 # script prints ratios of medians:
@@ -333,6 +333,41 @@ launch() {
   done
 }
 
+# learn: NCCLSHIM_LAUNCH_BYTES=auto, the default, against known emulated
+# costs. Per shape (1x4; 2x2 emulated nodes, a 50 Gb/s intra link and one
+# NIC per node) and launch cost (LEARN_MB: MB of link time at 1 Gb/s), three
+# runs of allreduce_perf 64 KiB..64 MiB by factors of 2 with the calls log:
+# plain (NCCLSHIM_COMPRESS=off: every call forwarded), the default (no
+# settings) and int8 alone. Per size, the median time of the calls made after
+# the price was agreed (the log's coll_us; the 18 measuring calls and the
+# 4 until the agreement applies left out: 64 KiB..256 KiB) and its ratio to
+# plain; the plan the shim ran beside the plan the cost model makes for the
+# emulated costs (ncclshim-model --fabric host, its own simulated learner);
+# and the learned launch cost beside what the host NCCL charges per call
+# (its launch plus 2(n-1) ring steps of HOSTNCCL_LINK_LATENCY_US).
+learn() {
+  local AP="$BUILD/bin/allreduce_perf" shape n l mb us v
+  for shape in ${LEARN_SHAPES:-1x4 2x2}; do
+    n=${shape%x*} l=${shape#*x}
+    local links=(HOSTNCCL_LINK_GBPS=1 HOSTNCCL_LINK_LATENCY_US=50) per=rank
+    [ "$n" -gt 1 ] && links+=(HOSTNCCL_INTRA_GBPS=50 HOSTNCCL_NIC_PER=node) per=node
+    for mb in ${LEARN_MB:-0 0.25 1 4 16}; do
+      us=$(awk -v m="$mb" 'BEGIN {printf "%d", m * 8000}')
+      for v in off default int8; do
+        local px=(LD_PRELOAD="$SHIM" NCCLSHIM_LOG=calls NCCLSHIM_LOG_FILE="$TMP/lj-$v/" NCCLSHIM_BANNER=0)
+        [ $v = off ] && px+=(NCCLSHIM_COMPRESS=off)
+        [ $v = int8 ] && px+=(NCCLSHIM_COMPRESS=int8)
+        rm -rf "$TMP/lj-$v"; mkdir -p "$TMP/lj-$v"
+        ctx_nodes "$n" "$l" "${links[@]}" HOSTNCCL_LAUNCH_US=$us "${px[@]}" -- "$AP" -b 64K -e 64M -f 2 -n 3 -w 1 -c 0
+        env -u NCCLSHIM_LAUNCH_BYTES -u NCCLSHIM_COMPRESS timeout 900 mpirun "${CTX[@]}" >"$TMP/lj-$v.out" 2>&1 ||
+          { echo "ratios: learn $shape $v failed" >&2; tail -5 "$TMP/lj-$v.out" >&2; exit 1; }
+      done
+      echo "# $shape, HOSTNCCL_LAUNCH_US=$us ($mb MB at 1 Gb/s), 50 us per step: median call time (ms) after the agreement, ratio to plain; plan ran / MODELLED plan"
+      python3 "$ROOT/bench/learn_table.py" "$TMP" "$n" "$l" "$us" "$per" "$BUILD/bin/ncclshim_model"
+    done
+  done
+}
+
 hier_errors() {
   local P="$BUILD/tests/shim_twophase" out="$TMP/he.out" shape n l w a
   : >"$out"
@@ -407,6 +442,7 @@ case "$WHAT" in
   hier) hier ;;
   hier-errors) hier_errors ;;
   launch) launch ;;
+  learn) learn ;;
   model) model ;;
   all) compress; fusion; torch_ddp; twophase; errors; link; fabric; hier; hier_errors; launch ;;
   *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|launch|all]" >&2; exit 2 ;;

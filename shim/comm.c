@@ -27,11 +27,11 @@ void nsc_accum_release(nsc_comm *c) {
 
 void nsc_learn_release(nsc_comm *c) {
   nsc_learn *l = &c->learn;
-  for (int i = 0; i < NSC_FAB_SAMPLES; i++)
-    if (l->be[i]) {
-      l->be[i]->mark_release(&l->m[i][0]);
-      l->be[i]->mark_release(&l->m[i][1]);
-      l->be[i] = NULL;
+  for (int i = 0; i < NSC_LEARN_PENDING; i++)
+    if (l->pend[i].be) {
+      l->pend[i].be->mark_release(&l->pend[i].m[0]);
+      l->pend[i].be->mark_release(&l->pend[i].m[1]);
+      l->pend[i].be = NULL;
     }
   if (l->x.live) l->x.be->oob_abandon(l->x.buf, l->x.s); /* never waits */
   l->x.live = 0;

@@ -49,10 +49,14 @@ typedef struct {
 /* What a communicator learns of its fabric (coll/learn.c; fabric/fabric.h the
  * pure learner): its samples' marks, taken around plain calls on the
  * caller's stream and read without waiting, and the agreement. */
+#define NSC_LEARN_PENDING 16 /* timed calls whose marks are not read yet (more: not timed) */
 typedef struct {
   nsc_fab f;
-  nsc_mark m[NSC_FAB_SAMPLES][2];           /* a sample's marks (before, after the call) */
-  const nsc_backend *be[NSC_FAB_SAMPLES];   /* ... their backend while held (NULL: none or read) */
+  struct {
+    int size;                   /* the learner's size index */
+    nsc_mark m[2];              /* before and after the call */
+    const nsc_backend *be;      /* their backend while held (NULL: a free slot) */
+  } pend[NSC_LEARN_PENDING];
   int after;            /* eligible calls since the last sample was taken */
   int issued;           /* the agreement is in flight (x) */
   int got;              /* ... its answer: 0 not yet read, 1 in v, -1 failed */

@@ -165,7 +165,20 @@ ncclResult_t nsc_collective(nsc_call *k) {
   if (why != NSC_WHY_NONE) {
     if (!c->untouched && !k->rs && nsc_cfg_accumulating(cfg) && !nsc_catchup_on)
       (void)nsc_accum_feed(c, k, k->send, k->recv, 0, &agree);
+    /* a plain launch all the same: the fabric learner may time it (learn.c) */
+    const nsc_backend *fbe = NULL;
+    int sample = -1;
+    if (nsc_learn_on(cfg) && c->learn.f.state == NSC_FAB_MEASURING) {
+      fbe = nsc_backend_for(k->recv);
+      if (fbe->capturing((nsc_stream)k->stream, &k->capturing)) k->capturing = 1;
+      nsc_learn_before(c, k, 0, NULL, &sample);
+      nsc_learn_mark(c, fbe, k->stream, &sample, 0);
+    }
     r = nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, why);
+    if (fbe) {
+      nsc_learn_mark(c, fbe, k->stream, &sample, 1);
+      nsc_learn_after(c, fbe, k, 0, r);
+    }
     goto out;
   }
   /* 5. (only calls that may be transformed pay for the memory-kind and
@@ -189,9 +202,9 @@ ncclResult_t nsc_collective(nsc_call *k) {
   /* Calls that may take staging settle it: after the call, or after the
    * outermost group end (decided by the call alone, as the takes are). */
   if (p.settles && k->in_group) nsc_staging_note(c, be, (nsc_stream)k->stream);
-  nsc_learn_mark(c, be, k->stream, sample, 0);
+  nsc_learn_mark(c, be, k->stream, &sample, 0);
   r = nsc_exec(c, be, k, &p);
-  nsc_learn_mark(c, be, k->stream, sample, 1);
+  nsc_learn_mark(c, be, k->stream, &sample, 1);
   /* Issued whatever this call returned: every rank issues it here. */
   if (p.settles && !k->in_group) nsc_staging_settle_comm(c, (nsc_stream)k->stream);
   if (agree) nsc_accum_after(c, be, k->stream, k->in_group, r);

@@ -4,13 +4,18 @@
  * first plain all-reduces and agreed by every rank before any plan uses it.
  *
  * The schedule, counted in eligible calls (ungrouped, uncaptured all-reduces
- * that reach the decision and that accumulation does not answer locally:
- * the same calls on every rank, from arguments and agreed values only):
- *   1. the first NSC_FAB_SAMPLES + 2 are forwarded as they are (the plan
- *      says "measuring"); the first two warm NCCL's connections up, the
- *      others are timed by two marks on the caller's stream (events on a
- *      GPU, clock reads on host memory, where the host NCCL runs a call on
- *      the calling thread), read later without waiting;
+ * of a nonzero count that accumulation does not answer locally, on a
+ * communicator with compression on whose ranks can all run the kernels:
+ * the same calls on every rank, from arguments and agreed values only;
+ * those the policy forwards anyway, below NCCLSHIM_MIN_BYTES or of another
+ * datatype, included: they are plain launches too):
+ *   1. the first ones are forwarded as they are (the plan says
+ *      "measuring"): NSC_FAB_WARMUP that warm NCCL's connections up, then
+ *      at least NSC_FAB_CALLS timed, on until their sizes are 4 times apart
+ *      (at most NSC_FAB_MAX_CALLS: fabric.h), each by two marks on the
+ *      caller's stream (events on a GPU, clock reads on host memory, where
+ *      the host NCCL runs a call on the calling thread), read later
+ *      without waiting;
  *   2. right after the LAG_ISSUE-th eligible call after the last sample, the
  *      agreement's exchange is issued (one int64 Max all-reduce of the
  *      samples' bytes and negated times: every rank gets the latest
@@ -35,6 +40,7 @@
 #include "comm.h"
 #include "core.h"
 #include "msg.h"
+#include "names.h"
 #include "coll.h"
 
 #define LAG_ISSUE 2 /* eligible calls after the last sample: its marks are read by then */
@@ -42,16 +48,20 @@
 
 int nsc_learn_on(const nsc_config *cfg) { return cfg->launch_bytes == NSC_CFG_AUTO; }
 
-/* Reads every held sample's time that is there (never waits). */
+static void release(nsc_learn *l, int i) {
+  l->pend[i].be->mark_release(&l->pend[i].m[0]);
+  l->pend[i].be->mark_release(&l->pend[i].m[1]);
+  l->pend[i].be = NULL;
+}
+
+/* Reads every timed call's time that is there (never waits). */
 static void read_marks(nsc_learn *l) {
-  for (int i = 0; i < NSC_FAB_SAMPLES; i++) {
-    if (!l->be[i]) continue;
+  for (int i = 0; i < NSC_LEARN_PENDING; i++) {
+    if (!l->pend[i].be) continue;
     uint64_t ns;
-    if (!l->be[i]->elapsed(&l->m[i][0], &l->m[i][1], &ns)) continue;
-    nsc_fab_timed(&l->f, i, ns > INT64_MAX ? -1 : (int64_t)ns);
-    l->be[i]->mark_release(&l->m[i][0]);
-    l->be[i]->mark_release(&l->m[i][1]);
-    l->be[i] = NULL;
+    if (!l->pend[i].be->elapsed(&l->pend[i].m[0], &l->pend[i].m[1], &ns)) continue;
+    nsc_fab_timed(&l->f, l->pend[i].size, ns > INT64_MAX ? -1 : (int64_t)ns);
+    release(l, i);
   }
 }
 
@@ -60,12 +70,12 @@ static void say(nsc_comm *c) {
   const nsc_fab *f = &c->learn.f;
   char t[320];
   int used = 0;
-  for (int i = 0; i < NSC_FAB_SAMPLES; i++) used += f->ns[i] >= 0;
+  for (int i = 0; i < f->nsizes; i++) used += f->ns[i] >= 0;
   if (f->state == NSC_FAB_LEARNED)
     snprintf(t, sizeof t,
-             "learned from %d plain calls%s: %.1f us per launch, %.3f GB/s per link, a launch priced at %" PRIu64
-             " link bytes",
-             used, f->missed ? " (some rank missed a sample)" : "", (double)f->launch_ns / 1e3,
+             "learned from %d plain calls of %d sizes%s: %.1f us per launch, %.3f GB/s per link, a launch priced "
+             "at %" PRIu64 " link bytes",
+             f->n, used, f->missed ? " (some rank timed no call of a size)" : "", (double)f->launch_ns / 1e3,
              f->ps_per_byte ? 1e3 / (double)f->ps_per_byte : 0.0, f->price);
   else
     snprintf(t, sizeof t, "not learned (%s): launches priced at %llu link bytes", f->why,
@@ -74,17 +84,26 @@ static void say(nsc_comm *c) {
   if (c->rank == 0) nsc_info("launch cost on communicator %p: %s", (void *)c->comm, t);
 }
 
+/* A call the schedule counts (the header's "eligible"). */
+static int eligible(const nsc_comm *c, const nsc_call *k, int local) {
+  return !k->in_group && !k->capturing && !k->rs && !local && k->arg > 0 && k->has_buffers && !c->untouched &&
+         nsc_g.cfg.compress != NSC_COMPRESS_OFF && nsc_dtype_size(k->dt) > 0;
+}
+
 void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag, int *sample) {
   nsc_learn *l = &c->learn;
   *sample = -1;
-  ag->learned = l->f.state == NSC_FAB_LEARNED;
-  ag->launch = l->f.price;
+  if (ag) {
+    ag->learned = l->f.state == NSC_FAB_LEARNED;
+    ag->launch = l->f.price;
+  }
   if (!nsc_learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING) return;
   read_marks(l);
-  if (k->in_group || k->capturing || k->rs || local) return;
+  if (!eligible(c, k, local)) return;
   if (!nsc_fab_due(&l->f)) { /* measuring: forwarded as it is, timed past the warm-up */
-    ag->measure = 1;
-    *sample = nsc_fab_take(&l->f, nsc_fab_ring_bytes(4 * (uint64_t)k->arg, c->nranks, 0));
+    if (ag) ag->measure = 1;
+    uint64_t bytes = (uint64_t)k->arg * nsc_dtype_size(k->dt);
+    *sample = nsc_fab_take(&l->f, nsc_fab_ring_bytes(bytes, c->nranks, 0));
     return;
   }
   if (++l->after != LAG_ISSUE + LAG_APPLY || !l->issued) return;
@@ -94,12 +113,8 @@ void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag,
   l->x.live = 0;
   int ok = l->got > 0 && l->x.r == ncclSuccess;
   nsc_fab_agreed(&l->f, l->v, ok);
-  for (int i = 0; i < NSC_FAB_SAMPLES; i++) /* marks never read (a GPU that has not run them yet) */
-    if (l->be[i]) {
-      l->be[i]->mark_release(&l->m[i][0]);
-      l->be[i]->mark_release(&l->m[i][1]);
-      l->be[i] = NULL;
-    }
+  for (int i = 0; i < NSC_LEARN_PENDING; i++) /* marks never read (a GPU that has not run them yet) */
+    if (l->pend[i].be) release(l, i);
   if (!ok)
     nsc_warn("launch cost agreement on communicator %p failed on rank %d: launches stay priced at %llu link bytes",
              (void *)c->comm, c->rank, (unsigned long long)NSC_COST_LAUNCH_UNKNOWN);
@@ -108,25 +123,31 @@ void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag,
   ag->launch = l->f.price;
 }
 
-void nsc_learn_mark(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int sample, int after) {
+void nsc_learn_mark(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int *sample, int after) {
   nsc_learn *l = &c->learn;
-  if (sample < 0) return;
-  if (!after) {
-    l->be[sample] = NULL;
-    if (be->mark((nsc_stream)s, &l->m[sample][0]) == 0) l->be[sample] = be;
+  if (*sample < 0) return;
+  if (!after) { /* *sample: the size index; from here on the pending slot of this call's marks */
+    int i = 0;
+    while (i < NSC_LEARN_PENDING && l->pend[i].be) i++;
+    if (i == NSC_LEARN_PENDING || be->mark((nsc_stream)s, &l->pend[i].m[0]) != 0) {
+      *sample = -1; /* not timed: its size may still be by another call, or by a peer */
+      return;
+    }
+    l->pend[i].be = be;
+    l->pend[i].size = *sample;
+    *sample = i;
     return;
   }
-  if (!l->be[sample]) return; /* not timed: dropped at the agreement unless a peer timed it */
-  if (be->mark((nsc_stream)s, &l->m[sample][1]) != 0) {
-    be->mark_release(&l->m[sample][0]);
-    l->be[sample] = NULL;
+  if (be->mark((nsc_stream)s, &l->pend[*sample].m[1]) != 0) {
+    be->mark_release(&l->pend[*sample].m[0]);
+    l->pend[*sample].be = NULL;
   }
 }
 
 void nsc_learn_after(nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, ncclResult_t last) {
   nsc_learn *l = &c->learn;
   if (!nsc_learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING || l->issued) return;
-  if (k->in_group || k->capturing || k->rs || local || !nsc_fab_due(&l->f) || l->after != LAG_ISSUE) return;
+  if (!eligible(c, k, local) || !nsc_fab_due(&l->f) || l->after != LAG_ISSUE) return;
   /* 2. the exchange, right after this call (a nonblocking communicator's
    * call first completes: only when, never what, depends on it) */
   if (last == ncclInProgress) (void)nsc_wait_nonblocking(c, c->comm);

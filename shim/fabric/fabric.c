@@ -6,37 +6,51 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Launches skipped before sampling: a real NCCL sets up its connections at
- * a communicator's first uses, which no later launch pays. */
-#define WARMUP 2
-
 void nsc_fab_init(nsc_fab *f) {
   memset(f, 0, sizeof *f);
-  f->n = -WARMUP;
+  f->n = -NSC_FAB_WARMUP; /* a real NCCL sets up its connections at a communicator's first uses */
+}
+
+/* The sizes seen are NSC_FAB_SPREAD times apart. */
+static int spread(const nsc_fab *f) {
+  uint64_t lo = 0, hi = 0;
+  for (int j = 0; j < f->nsizes; j++) {
+    if (!j || f->bytes[j] < lo) lo = f->bytes[j];
+    if (f->bytes[j] > hi) hi = f->bytes[j];
+  }
+  return f->nsizes >= 2 && hi >= NSC_FAB_SPREAD * (lo ? lo : 1);
+}
+
+int nsc_fab_due(const nsc_fab *f) {
+  return f->state == NSC_FAB_MEASURING && (f->n >= NSC_FAB_MAX_CALLS || (f->n >= NSC_FAB_CALLS && spread(f)));
 }
 
 int nsc_fab_take(nsc_fab *f, uint64_t link_bytes) {
-  if (f->state != NSC_FAB_MEASURING || f->n >= NSC_FAB_SAMPLES) return -1;
-  int i = f->n++;
-  if (i < 0) return -1; /* warm-up */
-  f->bytes[i] = link_bytes;
-  f->ns[i] = -1;
-  return i;
+  if (f->state != NSC_FAB_MEASURING || nsc_fab_due(f)) return -1;
+  if (f->n++ < 0) return -1; /* warm-up */
+  for (int j = 0; j < f->nsizes; j++)
+    if (f->bytes[j] == link_bytes) return j;
+  if (f->nsizes == NSC_FAB_SIZES) return -1;
+  f->bytes[f->nsizes] = link_bytes;
+  f->ns[f->nsizes] = -1;
+  return f->nsizes++;
 }
 
 void nsc_fab_timed(nsc_fab *f, int i, int64_t ns) {
-  if (i >= 0 && i < NSC_FAB_SAMPLES && f->state == NSC_FAB_MEASURING) f->ns[i] = ns < 0 ? -1 : ns;
+  if (i < 0 || i >= f->nsizes || f->state != NSC_FAB_MEASURING || ns < 0) return;
+  if (f->ns[i] < 0 || ns < f->ns[i]) f->ns[i] = ns; /* noise and waits only add */
 }
 
 void nsc_fab_agree_vals(const nsc_fab *f, int64_t v[NSC_FAB_VALS]) {
   int all = 1;
-  for (int i = 0; i < NSC_FAB_SAMPLES; i++) {
-    v[3 * i] = (int64_t)f->bytes[i];
-    v[3 * i + 1] = -(int64_t)f->bytes[i];
-    v[3 * i + 2] = f->ns[i] < 0 ? INT64_MIN : -f->ns[i]; /* Max over ranks: the minimum time */
-    all &= f->ns[i] >= 0;
+  for (int i = 0; i < NSC_FAB_SIZES; i++) {
+    int have = i < f->nsizes;
+    v[3 * i] = have ? (int64_t)f->bytes[i] : 0;
+    v[3 * i + 1] = have ? -(int64_t)f->bytes[i] : 0;
+    v[3 * i + 2] = !have || f->ns[i] < 0 ? INT64_MIN : -f->ns[i]; /* Max over ranks: the minimum time */
+    all &= !have || f->ns[i] >= 0;
   }
-  v[3 * NSC_FAB_SAMPLES] = all ? 0 : 1; /* some rank missed a sample (the summary says so) */
+  v[3 * NSC_FAB_SIZES] = all ? 0 : 1; /* some rank missed a sample (the summary says so) */
 }
 
 void nsc_fab_agreed(nsc_fab *f, const int64_t v[NSC_FAB_VALS], int ok) {
@@ -46,16 +60,16 @@ void nsc_fab_agreed(nsc_fab *f, const int64_t v[NSC_FAB_VALS], int ok) {
     f->why = "the agreement on the measured times failed";
     return;
   }
-  for (int i = 0; i < NSC_FAB_SAMPLES; i++) {
-    if (v[3 * i] != -v[3 * i + 1] || v[3 * i] < 0) { /* a poisoned exchange reads -1 everywhere */
+  for (int i = 0; i < NSC_FAB_SIZES; i++) {
+    /* every rank saw the same sizes in the same order (a poisoned exchange reads -1 everywhere) */
+    if (v[3 * i] != -v[3 * i + 1] || v[3 * i] < 0 || v[3 * i] != (i < f->nsizes ? (int64_t)f->bytes[i] : 0)) {
       f->why = "the ranks sampled different launches";
       return;
     }
-    f->bytes[i] = (uint64_t)v[3 * i];
-    f->ns[i] = v[3 * i + 2] == INT64_MIN ? -1 : -v[3 * i + 2]; /* no rank timed it: dropped */
+    if (i < f->nsizes) f->ns[i] = v[3 * i + 2] == INT64_MIN ? -1 : -v[3 * i + 2]; /* no rank timed it: dropped */
   }
-  f->missed = v[3 * NSC_FAB_SAMPLES] != 0;
-  if (nsc_fab_fit(f->bytes, f->ns, NSC_FAB_SAMPLES, &f->launch_ns, &f->ps_per_byte, &f->price, &f->why) == 0)
+  f->missed = v[3 * NSC_FAB_SIZES] != 0;
+  if (nsc_fab_fit(f->bytes, f->ns, f->nsizes, &f->launch_ns, &f->ps_per_byte, &f->price, &f->why) == 0)
     f->state = NSC_FAB_LEARNED;
 }
 
@@ -64,15 +78,19 @@ typedef __int128 i128;
 int nsc_fab_fit(const uint64_t *bytes, const int64_t *ns, int n, uint64_t *launch_ns, uint64_t *ps_per_byte,
                 uint64_t *price, const char **why) {
   /* the fastest time of each size: noise and waits only add */
-  uint64_t x[NSC_FAB_SAMPLES];
-  int64_t t[NSC_FAB_SAMPLES];
+  uint64_t x[NSC_FAB_SIZES];
+  int64_t t[NSC_FAB_SIZES];
   int m = 0;
-  for (int i = 0; i < n && i < NSC_FAB_SAMPLES; i++) {
+  for (int i = 0; i < n; i++) {
     if (ns[i] < 0) continue;
     int j = 0;
     while (j < m && x[j] != bytes[i]) j++;
-    if (j == m) x[m] = bytes[i], t[m++] = ns[i];
-    else if (ns[i] < t[j]) t[j] = ns[i];
+    if (j == m) {
+      if (m == NSC_FAB_SIZES) continue; /* sizes past those kept */
+      x[m] = bytes[i], t[m++] = ns[i];
+    } else if (ns[i] < t[j]) {
+      t[j] = ns[i];
+    }
   }
   uint64_t lo = 0, hi = 0;
   for (int j = 0; j < m; j++) {

@@ -6,7 +6,11 @@
  *
  * A sample is one real launch: the bytes one rank's link carries for it
  * (nsc_fab_ring_bytes: a ring all-reduce of S bytes on n ranks moves
- * 2(n-1)/n S) and the time it took on the stream. Every rank takes the same
+ * 2(n-1)/n S) and the time it took on the stream; the learner keeps, per
+ * size (up to NSC_FAB_SIZES of them), the fastest. It samples at least
+ * NSC_FAB_CALLS calls, and on until their sizes are NSC_FAB_SPREAD times
+ * apart, at most NSC_FAB_MAX_CALLS (a job whose first calls all have one
+ * size cannot tell a launch from its bytes). Every rank takes the same
  * samples (the same launches of the same calls, decided from the call
  * sequence only); their times differ, by the link's noise and by arrival
  * skew: a rank that reached the collective early also measured its wait
@@ -30,8 +34,12 @@
 
 #include <stdint.h>
 
-/* Samples one communicator takes (its first real launches). */
-#define NSC_FAB_SAMPLES 16
+/* Calls one communicator times at least, and at most (its first plain
+ * launches after NSC_FAB_WARMUP), and the sizes it keeps. */
+#define NSC_FAB_CALLS 16
+#define NSC_FAB_MAX_CALLS 64
+#define NSC_FAB_WARMUP 2
+#define NSC_FAB_SIZES 16
 /* Sizes a fit needs: the largest sample's bytes at least this many times the
  * smallest's. */
 #define NSC_FAB_SPREAD 4
@@ -40,12 +48,13 @@ enum { NSC_FAB_MEASURING = 0, NSC_FAB_LEARNED = 1, NSC_FAB_FAILED = 2 };
 
 typedef struct {
   int state;                        /* NSC_FAB_* */
-  int n;                            /* samples taken */
-  uint64_t bytes[NSC_FAB_SAMPLES];  /* link bytes of sample i */
-  int64_t ns[NSC_FAB_SAMPLES];      /* this rank's time (-1: not known yet or could not be timed);
-                                     * after the agreement, the agreed (minimum) time, -1: dropped */
-  int missed;                       /* agreed: some rank could not time some sample (it was dropped
-                                     * where no rank timed it) */
+  int n;                            /* calls taken (the warm-up counts from -NSC_FAB_WARMUP) */
+  int nsizes;                       /* sizes seen */
+  uint64_t bytes[NSC_FAB_SIZES];    /* link bytes of size i */
+  int64_t ns[NSC_FAB_SIZES];        /* this rank's fastest time of size i (-1: none timed yet); after
+                                     * the agreement, the fastest over the ranks, -1: dropped */
+  int missed;                       /* agreed: some rank timed no call of some size (dropped where no
+                                     * rank timed one) */
   /* the fit (LEARNED) */
   uint64_t launch_ns;               /* a: ns per launch */
   uint64_t ps_per_byte;             /* b: picoseconds per link byte (the rate: 1e12 / b bytes/s) */
@@ -61,18 +70,20 @@ static inline uint64_t nsc_fab_ring_bytes(uint64_t bytes, int n, int rs) {
 }
 
 void nsc_fab_init(nsc_fab *f);
-/* A launch is about to be made while measuring: its sample index, or -1
- * (measured enough, or not measuring). */
+/* A launch is about to be made while measuring: the index of its size, to
+ * time it by, or -1 (a warm-up launch, a size past the NSC_FAB_SIZES kept,
+ * measured enough, or not measuring). */
 int nsc_fab_take(nsc_fab *f, uint64_t link_bytes);
-/* The time this rank measured for sample i (ns < 0: it could not). */
+/* The time this rank measured for a call of size i (ns < 0: it could not). */
 void nsc_fab_timed(nsc_fab *f, int i, int64_t ns);
-/* All samples taken: the agreement is due (the same call on every rank). */
-static inline int nsc_fab_due(const nsc_fab *f) { return f->state == NSC_FAB_MEASURING && f->n == NSC_FAB_SAMPLES; }
+/* Sampled enough: the agreement is due (from the call sequence alone: the
+ * same call on every rank). */
+int nsc_fab_due(const nsc_fab *f);
 /* The agreement's values (NSC_FAB_VALS int64 for an int64 Max exchange):
- * per sample its bytes and -bytes (every rank's must be the same) and its
+ * per size its bytes and -bytes (every rank's must be the same) and its
  * negated time (the Max is the minimum time; INT64_MIN where this rank
- * could not time it), and whether this rank missed a sample. */
-#define NSC_FAB_VALS (3 * NSC_FAB_SAMPLES + 1)
+ * timed no call of it), and whether this rank missed a size. */
+#define NSC_FAB_VALS (3 * NSC_FAB_SIZES + 1)
 void nsc_fab_agree_vals(const nsc_fab *f, int64_t v[NSC_FAB_VALS]);
 /* The agreed Maxima (ok = 0: the exchange failed on this rank: every rank
  * then fails it alike, the exchange's confirmation says so): the fit, or

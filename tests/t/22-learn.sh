@@ -4,7 +4,7 @@
 # agrees the same fit, and from then on plans at it (shim/coll/learn.c).
 #   - 1x4 and 2x2 (emulated nodes), 2 ms per launch, 1 Gb/s, an int8 sweep
 #     of 64 KiB to 16 MiB (allreduce_perf, every result checked): the first
-#     18 eligible calls forwarded as "measuring"; every rank's JSON log holds
+#     18 or more eligible calls forwarded as "measuring"; every rank's JSON log holds
 #     the same learned values; the launch cost within [0.8, 2.5] x the host
 #     NCCL's charge (its launch plus its per-step latency: the host's own
 #     copies and reductions per call add to it on 2 shared cores, the
@@ -54,8 +54,8 @@ else:
     if not 0.7 * 8000 <= f["ps_per_byte"] <= 1.3 * 8000:
         bad.append("rate %d ps/B, the link 8000" % f["ps_per_byte"])
     meas = [c for c in calls if c.get("why") == "measuring"]
-    if len(meas) != 18:
-        bad.append("%d calls measured, 18 wanted" % len(meas))
+    if not 18 <= len(meas) <= 66:  # 2 warm-up, 16 timed, more while the sizes are not 4 times apart
+        bad.append("%d calls measured, 18 to 66 wanted" % len(meas))
     cache = {}
     for c in calls:
         if c.get("why") == "measuring":
@@ -114,9 +114,10 @@ vals=$(cat "$TMPD"/slow/*.jsonl | grep '"kind":"summary"' | grep -o '"fabric":{[
   ok "a slow rank (its launches 6 ms, the others' 2 ms): the 4 ranks agree, bit for bit ($(grep -o '"text":"[^"]*' <<<"$vals" | cut -c9-)), every result exact" ||
   { not_ok "slow rank (exit $rc): $vals"; tail -n 5 "$TMPD/slow.out" | sed 's/^/#   /'; }
 
-# One size only: nothing to fit; every rank keeps the unknown price and says why.
+# One size only: nothing to fit. After NSC_FAB_MAX_CALLS timed calls every
+# rank keeps the unknown price and says why.
 mkdir -p "$TMPD/one"
-NCCLSHIM_LOG_FILE="$TMPD/one/" mpirun_shim 2 "$P" -b 1M -e 1M -n 24 -w 0 -c 1 >"$TMPD/one.out" 2>&1
+NCCLSHIM_LOG_FILE="$TMPD/one/" mpirun_shim 2 "$P" -b 1M -e 1M -n 40 -w 0 -c 1 >"$TMPD/one.out" 2>&1
 rc=$?
 n=$(cat "$TMPD"/one/*.jsonl | grep '"kind":"summary"' |
       grep -c '"fabric":{"learned":false,"text":"not learned (the sampled launches were not of sizes at least 4 times apart): launches priced at 4194304 link bytes"}')

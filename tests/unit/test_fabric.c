@@ -28,21 +28,17 @@ static int64_t t_of(uint64_t x, uint64_t a, uint64_t b_ps, int64_t extra) {
 static const uint64_t sizes[] = {4, 1u << 20, 25u << 20, 64u << 10, 4u << 20};
 #define NS (sizeof sizes / sizeof *sizes)
 
-/* W ranks take every sample with their own wait (rank r waits skew[r] ns
- * for its peers at sample i when i % W != r); returns the agreed state. */
-static void run(nsc_fab *f, int W, uint64_t a, uint64_t b_ps, int64_t wait) {
-  nsc_fab r[4];
-  for (int k = 0; k < W; k++) nsc_fab_init(&r[k]);
-  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++) {
-    uint64_t x = sizes[i % NS] * 2 * 3 / 4;
-    for (int k = 0; k < W; k++) {
-      int s = nsc_fab_take(&r[k], x);
-      if (i < 2) assert_int_equal(s, -1); /* the warm-up launches */
-      else assert_int_equal(s, i - 2);
-      /* every rank but one (the latest arriver) waited for it */
-      if (s >= 0) nsc_fab_timed(&r[k], s, t_of(x, a, b_ps, (i % W) == k ? 0 : wait * (1 + k)));
-    }
+/* Feeds call i of size x to every one of W ranks (rank k's time is t(x) plus
+ * its wait, when it is not call i's latest arriver), as learn.c does. */
+static void feed(nsc_fab *r, int W, int i, uint64_t x, uint64_t a, uint64_t b_ps, int64_t wait) {
+  for (int k = 0; k < W; k++) {
+    int s = nsc_fab_take(&r[k], x);
+    if (s >= 0) nsc_fab_timed(&r[k], s, t_of(x, a, b_ps, (i % W) == k ? 0 : wait * (1 + k)));
   }
+}
+
+/* The Max exchange over W ranks' values, then every rank's agreement. */
+static void agree(nsc_fab *r, int W) {
   int64_t v[NSC_FAB_VALS], m[NSC_FAB_VALS];
   for (int j = 0; j < NSC_FAB_VALS; j++) m[j] = INT64_MIN;
   for (int k = 0; k < W; k++) {
@@ -57,11 +53,25 @@ static void run(nsc_fab *f, int W, uint64_t a, uint64_t b_ps, int64_t wait) {
     assert_int_equal(r[k].price, r[0].price);
     assert_int_equal(r[k].launch_ns, r[0].launch_ns);
   }
+}
+
+/* W ranks take the DDP-like calls until due (the warm-up's untimed, then
+ * NSC_FAB_CALLS: their sizes are far apart); rank 0's agreed state. */
+static void run(nsc_fab *f, int W, uint64_t a, uint64_t b_ps, int64_t wait) {
+  nsc_fab r[4];
+  for (int k = 0; k < W; k++) nsc_fab_init(&r[k]);
+  int i = 0;
+  for (; !nsc_fab_due(&r[0]); i++) {
+    feed(r, W, i, sizes[i % NS] * 2 * 3 / 4, a, b_ps, wait);
+  }
+  assert_int_equal(i, NSC_FAB_CALLS + NSC_FAB_WARMUP); /* these sizes are 4 times apart: no more calls */
+  assert_int_equal(r[0].nsizes, (int)NS);
+  agree(r, W);
   *f = r[0];
 }
 
 /* The fit recovers the fabric's launch price (a / b link bytes) where the
- * latest arriver is a different rank at each sample. */
+ * latest arriver is a different rank at each call. */
 static void fit_known(void **state) {
   (void)state;
   /* 1 Gb/s (8000 ps/B) with 2 ms launches (250 kB), 25 Gb/s (320 ps/B) with 100 us (312.5 kB), 100 Gb/s with 5 ms */
@@ -79,16 +89,16 @@ static void fit_known(void **state) {
 }
 
 /* A wait that is the same on every rank is not skew: the fit takes it for
- * link time; a noise that only adds (one slow sample) leaves the minimum of
+ * link time; a noise that only adds (one slow call) leaves the fastest of
  * its size. */
 static void noise_only_adds(void **state) {
   (void)state;
   nsc_fab f;
   nsc_fab_init(&f);
-  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++) {
+  for (int i = 0; !nsc_fab_due(&f); i++) {
     uint64_t x = sizes[i % NS];
     int s = nsc_fab_take(&f, x);
-    if (s >= 0) nsc_fab_timed(&f, s, t_of(x, 1000000, 8000, s == 5 ? 40000000 : 0));
+    if (s >= 0) nsc_fab_timed(&f, s, t_of(x, 1000000, 8000, i == 7 ? 40000000 : 0));
   }
   int64_t v[NSC_FAB_VALS];
   nsc_fab_agree_vals(&f, v);
@@ -97,16 +107,60 @@ static void noise_only_adds(void **state) {
   assert_true(f.price >= 124000 && f.price <= 126000); /* 1 ms at 8 ns/B = 125 kB */
 }
 
+/* The schedule from the call sequence alone: calls of two sizes 2 apart keep
+ * it measuring past NSC_FAB_CALLS until a size 4 times apart comes (a
+ * sweep's); sizes never 4 apart end it at NSC_FAB_MAX_CALLS, unfitted; sizes
+ * past NSC_FAB_SIZES are not kept. */
+static void schedule(void **state) {
+  (void)state;
+  nsc_fab f;
+  nsc_fab_init(&f);
+  int i = 0;
+  for (; i < NSC_FAB_WARMUP + NSC_FAB_CALLS + 5; i++) {
+    assert_false(nsc_fab_due(&f));
+    int s = nsc_fab_take(&f, i % 2 ? 200000 : 100000);
+    if (s >= 0) nsc_fab_timed(&f, s, t_of(i % 2 ? 200000 : 100000, 1000000, 8000, 0));
+  }
+  assert_false(nsc_fab_due(&f));
+  assert_int_equal(nsc_fab_take(&f, 400000), 2); /* 4 x 100000: due from here */
+  nsc_fab_timed(&f, 2, t_of(400000, 1000000, 8000, 0));
+  assert_true(nsc_fab_due(&f));
+  assert_int_equal(nsc_fab_take(&f, 400000), -1);
+  int64_t v[NSC_FAB_VALS];
+  nsc_fab_agree_vals(&f, v);
+  nsc_fab_agreed(&f, v, 1);
+  assert_int_equal(f.state, NSC_FAB_LEARNED);
+
+  nsc_fab g;
+  nsc_fab_init(&g);
+  for (i = 0; !nsc_fab_due(&g); i++) {
+    int s = nsc_fab_take(&g, 1000 + (uint64_t)(i % 3) * 1000); /* 1000, 2000, 3000: never 4 apart */
+    if (s >= 0) nsc_fab_timed(&g, s, 1000);
+  }
+  assert_int_equal(i, NSC_FAB_MAX_CALLS + NSC_FAB_WARMUP);
+  nsc_fab_agree_vals(&g, v);
+  nsc_fab_agreed(&g, v, 1);
+  assert_int_equal(g.state, NSC_FAB_FAILED);
+  assert_non_null(strstr(g.why, "4 times apart"));
+
+  nsc_fab h;
+  nsc_fab_init(&h);
+  for (i = 0; i < NSC_FAB_WARMUP; i++) assert_int_equal(nsc_fab_take(&h, 1), -1);
+  for (i = 0; i < NSC_FAB_SIZES; i++) assert_int_equal(nsc_fab_take(&h, 1000 + (uint64_t)i), i);
+  assert_int_equal(nsc_fab_take(&h, 99), -1);  /* a 17th size: not kept */
+  assert_int_equal(nsc_fab_take(&h, 1003), 3); /* a kept size */
+}
+
 /* Falling back: one size only, ranks that sampled other launches, a failed
- * exchange, a poisoned one, times that do not grow; a sample one rank could
- * not time is the others' minimum, one no rank timed is dropped (both
+ * exchange, a poisoned one, times that do not grow; a size one rank could
+ * not time is the others' fastest, one no rank timed is dropped (both
  * alike on every rank). */
 static void fallbacks(void **state) {
   (void)state;
   int64_t v[NSC_FAB_VALS];
   nsc_fab f;
   nsc_fab_init(&f);
-  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++) {
+  while (!nsc_fab_due(&f)) {
     int s = nsc_fab_take(&f, 1 << 20);
     if (s >= 0) nsc_fab_timed(&f, s, 1000000);
   }
@@ -115,12 +169,14 @@ static void fallbacks(void **state) {
   assert_int_equal(f.state, NSC_FAB_FAILED);
   assert_non_null(strstr(f.why, "4 times apart"));
 
+  /* rank 1 saw another size at call 7 (a call that differs between ranks) */
   nsc_fab g[2];
   for (int k = 0; k < 2; k++) nsc_fab_init(&g[k]);
-  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++)
+  for (int i = 0; !nsc_fab_due(&g[0]) && i < 200; i++)
     for (int k = 0; k < 2; k++) {
-      int s = nsc_fab_take(&g[k], sizes[i % NS] + (uint64_t)(k && i == 7)); /* rank 1 sampled another launch */
-      if (s >= 0) nsc_fab_timed(&g[k], s, k == 0 && s == 3 ? -1 : t_of(sizes[i % NS], 1000, 8000, 0));
+      uint64_t x = sizes[i % NS] + (uint64_t)(k && i == 7);
+      int s = nsc_fab_take(&g[k], x);
+      if (s >= 0) nsc_fab_timed(&g[k], s, t_of(x, 1000, 8000, 0));
     }
   int64_t m[NSC_FAB_VALS];
   for (int j = 0; j < NSC_FAB_VALS; j++) m[j] = INT64_MIN;
@@ -139,20 +195,20 @@ static void fallbacks(void **state) {
   /* the poisoned exchange (a rank without a buffer: -1 in every slot) */
   nsc_fab pz;
   nsc_fab_init(&pz);
-  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++) (void)nsc_fab_take(&pz, sizes[i % NS]);
+  for (int i = 0; !nsc_fab_due(&pz); i++) (void)nsc_fab_take(&pz, sizes[i % NS]);
   for (int j = 0; j < NSC_FAB_VALS; j++) m[j] = -1;
   nsc_fab_agreed(&pz, m, 1);
   assert_int_equal(pz.state, NSC_FAB_FAILED);
 
-  /* rank 0 could not time sample 3, rank 1 not 5, neither 9: 3 and 5 are the
-   * other's time, 9 is dropped, the fit holds, and both say a sample was missed */
+  /* rank 0 timed no call of size 3 (sizes[3]), rank 1 none of size 1, neither of size 4: 3 and 1 are
+   * the other's time, 4 is dropped, the fit holds, and both say a size was missed */
   nsc_fab h[2];
   for (int k = 0; k < 2; k++) nsc_fab_init(&h[k]);
-  for (int i = 0; i < NSC_FAB_SAMPLES + 2; i++)
+  for (int i = 0; !nsc_fab_due(&h[0]); i++)
     for (int k = 0; k < 2; k++) {
       int s = nsc_fab_take(&h[k], sizes[i % NS]);
-      int miss = s == 9 || (k == 0 && s == 3) || (k == 1 && s == 5);
-      if (s >= 0) nsc_fab_timed(&h[k], s, miss ? -1 : t_of(sizes[i % NS], 1000000, 8000, 0));
+      int miss = s == 4 || (k == 0 && s == 3) || (k == 1 && s == 1);
+      if (s >= 0 && !miss) nsc_fab_timed(&h[k], s, t_of(sizes[i % NS], 1000000, 8000, 0));
     }
   for (int j = 0; j < NSC_FAB_VALS; j++) m[j] = INT64_MIN;
   for (int k = 0; k < 2; k++) {
@@ -164,8 +220,8 @@ static void fallbacks(void **state) {
     nsc_fab_agreed(&h[k], m, 1);
     assert_int_equal(h[k].state, NSC_FAB_LEARNED);
     assert_int_equal(h[k].missed, 1);
-    assert_int_equal(h[k].ns[9], -1);
-    assert_true(h[k].ns[3] > 0 && h[k].ns[5] > 0);
+    assert_int_equal(h[k].ns[4], -1);
+    assert_true(h[k].ns[3] > 0 && h[k].ns[1] > 0);
     assert_true(h[k].price >= 124000 && h[k].price <= 126000);
   }
   assert_int_equal(h[0].price, h[1].price);
@@ -186,6 +242,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(fit_known),
       cmocka_unit_test(noise_only_adds),
+      cmocka_unit_test(schedule),
       cmocka_unit_test(fallbacks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
