@@ -36,8 +36,7 @@ def modelled(b, comp):
     a = [model, "--fabric", "host", "--nodes", str(nodes), "--ranks-per-node", str(L), "--nic-gbps", "1",
          "--latency-us", "50", "--launch-us", str(us), "--bytes", str(b), "--compress", comp, "--algo", "auto",
          "--json"]
-    if nodes > 1:
-        a += ["--intra-gbps", "50", "--nic-per", per]
+    a += ["--intra-gbps", "50", "--nic-per", per] if nodes > 1 else ["--intra-gbps", "1"]  # one node: its links are 1 Gb/s
     return json.loads(subprocess.run(a, capture_output=True, text=True, check=True).stdout)["plan"]
 
 

@@ -98,7 +98,7 @@ int nsc_fab_fit(const uint64_t *bytes, const int64_t *ns, int n, uint64_t *launc
     if (x[j] > hi) hi = x[j];
   }
   if (m < 2 || hi < NSC_FAB_SPREAD * (lo ? lo : 1)) {
-    *why = "the sampled launches were not of sizes at least 4 times apart";
+    *why = "the sampled launches were not of sizes at least 8 times apart";
     return -1;
   }
   i128 sx = 0, sy = 0, sxx = 0, sxy = 0;

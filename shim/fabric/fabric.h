@@ -42,7 +42,7 @@
 #define NSC_FAB_SIZES 16
 /* Sizes a fit needs: the largest sample's bytes at least this many times the
  * smallest's. */
-#define NSC_FAB_SPREAD 4
+#define NSC_FAB_SPREAD 8
 
 enum { NSC_FAB_MEASURING = 0, NSC_FAB_LEARNED = 1, NSC_FAB_FAILED = 2 };
 

@@ -8,8 +8,10 @@
 #     the same learned values; the launch cost within [0.8, 2.5] x the host
 #     NCCL's charge (its launch plus its per-step latency: the host's own
 #     copies and reductions per call add to it on 2 shared cores, the
-#     fit cannot tell them from the launch) and the rate within 30 % of the
-#     link's; every later call's plan is the plan the cost model makes at
+#     fit cannot tell them from the launch) and the rate within [0.7, 1.6] x
+#     the link's (the same copies scale with the bytes); every call planned
+#     at the agreed price (from the 4th eligible call after the
+#     measurement: learn.c's LAG_ISSUE + LAG_APPLY) has the plan the cost model makes at
 #     the learned price (ncclshim-model --set NCCLSHIM_LAUNCH_BYTES=P), call
 #     for call;
 #   - a slow rank (MPMD: rank 3's launches cost 3 times more): the four
@@ -51,15 +53,14 @@ else:
     charge = 2000e3 + 50e3 * 2 * (n - 1)  # the launch, then 2(n-1) ring steps of 50 us
     if not 0.8 * charge <= f["launch_ns"] <= 2.5 * charge:
         bad.append("launch %d ns, the host NCCL charges %d" % (f["launch_ns"], charge))
-    if not 0.7 * 8000 <= f["ps_per_byte"] <= 1.3 * 8000:
+    if not 0.7 * 8000 <= f["ps_per_byte"] <= 1.6 * 8000:  # the host's copies and sums on shared cores slow it
         bad.append("rate %d ps/B, the link 8000" % f["ps_per_byte"])
     meas = [c for c in calls if c.get("why") == "measuring"]
-    if not 18 <= len(meas) <= 66:  # 2 warm-up, 16 timed, more while the sizes are not 4 times apart
+    if not 18 <= len(meas) <= 66:  # 2 warm-up, 16 timed, more while the sizes are not 8 times apart
         bad.append("%d calls measured, 18 to 66 wanted" % len(meas))
     cache = {}
-    for c in calls:
-        if c.get("why") == "measuring":
-            continue
+    last = max(i for i, c in enumerate(calls) if c.get("why") == "measuring")
+    for c in calls[last + 4:]:  # 3 more at the unknown price, then the agreed one
         b = c["logical_bytes"]
         if b not in cache:
             out = subprocess.run([model, "--fabric", "host", "--nodes", str(nodes), "--ranks-per-node", str(L),
@@ -120,7 +121,7 @@ mkdir -p "$TMPD/one"
 NCCLSHIM_LOG_FILE="$TMPD/one/" mpirun_shim 2 "$P" -b 1M -e 1M -n 40 -w 0 -c 1 >"$TMPD/one.out" 2>&1
 rc=$?
 n=$(cat "$TMPD"/one/*.jsonl | grep '"kind":"summary"' |
-      grep -c '"fabric":{"learned":false,"text":"not learned (the sampled launches were not of sizes at least 4 times apart): launches priced at 4194304 link bytes"}')
+      grep -c '"fabric":{"learned":false,"text":"not learned (the sampled launches were not of sizes at least 8 times apart): launches priced at 4194304 link bytes"}')
 [ $rc -eq 0 ] && [ "$n" -eq 2 ] && ok "calls of one size: not learned, both ranks say why (priced at 4 MiB)" ||
   { not_ok "one size (exit $rc): $n ranks said why"; grep "launch cost" "$TMPD/one.out" | sed 's/^/#   /'; }
 

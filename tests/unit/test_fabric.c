@@ -64,7 +64,7 @@ static void run(nsc_fab *f, int W, uint64_t a, uint64_t b_ps, int64_t wait) {
   for (; !nsc_fab_due(&r[0]); i++) {
     feed(r, W, i, sizes[i % NS] * 2 * 3 / 4, a, b_ps, wait);
   }
-  assert_int_equal(i, NSC_FAB_CALLS + NSC_FAB_WARMUP); /* these sizes are 4 times apart: no more calls */
+  assert_int_equal(i, NSC_FAB_CALLS + NSC_FAB_WARMUP); /* these sizes are 8 times apart and more: no more calls */
   assert_int_equal(r[0].nsizes, (int)NS);
   agree(r, W);
   *f = r[0];
@@ -108,8 +108,8 @@ static void noise_only_adds(void **state) {
 }
 
 /* The schedule from the call sequence alone: calls of two sizes 2 apart keep
- * it measuring past NSC_FAB_CALLS until a size 4 times apart comes (a
- * sweep's); sizes never 4 apart end it at NSC_FAB_MAX_CALLS, unfitted; sizes
+ * it measuring past NSC_FAB_CALLS until a size 8 times apart comes (a
+ * sweep's); sizes never 8 apart end it at NSC_FAB_MAX_CALLS, unfitted; sizes
  * past NSC_FAB_SIZES are not kept. */
 static void schedule(void **state) {
   (void)state;
@@ -122,10 +122,13 @@ static void schedule(void **state) {
     if (s >= 0) nsc_fab_timed(&f, s, t_of(i % 2 ? 200000 : 100000, 1000000, 8000, 0));
   }
   assert_false(nsc_fab_due(&f));
-  assert_int_equal(nsc_fab_take(&f, 400000), 2); /* 4 x 100000: due from here */
+  assert_int_equal(nsc_fab_take(&f, 400000), 2); /* 4 x 100000: not yet */
   nsc_fab_timed(&f, 2, t_of(400000, 1000000, 8000, 0));
+  assert_false(nsc_fab_due(&f));
+  assert_int_equal(nsc_fab_take(&f, 800000), 3); /* 8 x 100000: due from here */
+  nsc_fab_timed(&f, 3, t_of(800000, 1000000, 8000, 0));
   assert_true(nsc_fab_due(&f));
-  assert_int_equal(nsc_fab_take(&f, 400000), -1);
+  assert_int_equal(nsc_fab_take(&f, 800000), -1);
   int64_t v[NSC_FAB_VALS];
   nsc_fab_agree_vals(&f, v);
   nsc_fab_agreed(&f, v, 1);
@@ -134,14 +137,14 @@ static void schedule(void **state) {
   nsc_fab g;
   nsc_fab_init(&g);
   for (i = 0; !nsc_fab_due(&g); i++) {
-    int s = nsc_fab_take(&g, 1000 + (uint64_t)(i % 3) * 1000); /* 1000, 2000, 3000: never 4 apart */
+    int s = nsc_fab_take(&g, 1000 + (uint64_t)(i % 3) * 3000); /* 1000, 4000, 7000: never 8 apart */
     if (s >= 0) nsc_fab_timed(&g, s, 1000);
   }
   assert_int_equal(i, NSC_FAB_MAX_CALLS + NSC_FAB_WARMUP);
   nsc_fab_agree_vals(&g, v);
   nsc_fab_agreed(&g, v, 1);
   assert_int_equal(g.state, NSC_FAB_FAILED);
-  assert_non_null(strstr(g.why, "4 times apart"));
+  assert_non_null(strstr(g.why, "8 times apart"));
 
   nsc_fab h;
   nsc_fab_init(&h);
@@ -167,7 +170,7 @@ static void fallbacks(void **state) {
   nsc_fab_agree_vals(&f, v);
   nsc_fab_agreed(&f, v, 1);
   assert_int_equal(f.state, NSC_FAB_FAILED);
-  assert_non_null(strstr(f.why, "4 times apart"));
+  assert_non_null(strstr(f.why, "8 times apart"));
 
   /* rank 1 saw another size at call 7 (a call that differs between ranks) */
   nsc_fab g[2];
