@@ -12,8 +12,14 @@
 # and RoCE 200 Gb/s, one NIC per GPU; Ethernet 25 and 1 Gb/s, one NIC per
 # node; NCCL's tuning model (2.30.7) for its ring/tree; codec kernels at
 # 0.85 x 4.8 TB/s (assumed: make gpu-check has not run on a GPU yet).
+#
+# --readme: only README.md's table ("What to expect on your cluster"): each
+# preset's own plan relative to no shim at 8, 64 and 512 GPUs; tests/t/31-model.sh
+# fails when README.md's copy differs.
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+README=0
+[ "${1:-}" = --readme ] && README=1
 M="$ROOT/bench/ncclshim-model"
 STEP_CALLS=16 BYTES=64M
 # preset  nic-gbps  nic-per  (intra 3600 Gb/s everywhere)
@@ -25,6 +31,26 @@ t() { # preset nic per nodes algo compress -> ms per step
     python3 -c "import json,sys; d=json.load(sys.stdin); print('%.4g %s' % (d['time_s'] * 1e3 * $STEP_CALLS, d['plan']))"
 }
 
+if [ $README = 1 ]; then
+  declare -A DESC=([nvlink]="one node; compression off" [infiniband]="400 Gb/s per GPU" [roce]="200 Gb/s per GPU"
+                   [ethernet-25g]="25 Gb/s per node" [ethernet-1g]="1 Gb/s per node")
+  echo "| preset (fabric) | 8 GPUs | 64 GPUs | 512 GPUs |"
+  echo "|---|---|---|---|"
+  for fb in $FABRICS; do
+    IFS=: read -r p g per <<<"$fb"
+    c=$(env -i bash -c ". '$ROOT/env/$p.env' >/dev/null 2>&1; echo \${NCCLSHIM_COMPRESS:-fp16}")
+    a=$(env -i bash -c ". '$ROOT/env/$p.env' >/dev/null 2>&1; echo \${NCCLSHIM_ALGO:-auto}")
+    row="| \`$p\` (${DESC[$p]})"
+    for N in 1 8 64; do
+      if { [ "$p" = nvlink ] && [ $N -gt 1 ]; } || { [ "$p" != nvlink ] && [ $N -eq 1 ]; }; then row="$row | –"; continue; fi
+      read -r base _ <<<"$(t "$p" "$g" "$per" $N none off)"
+      if [ "$c" = off ]; then own=$base; else read -r own _ <<<"$(t "$p" "$g" "$per" $N "$a" "$c")"; fi
+      row="$row | $(awk -v a="$own" -v b="$base" 'BEGIN {printf "%.2f", a / b}')"
+    done
+    echo "$row |"
+  done
+  exit 0
+fi
 echo "| preset (fabric) | GPUs | no shim ms | preset's settings ms (plan) | ring fp16 | hier fp16 | hier int8 |"
 echo "|---|---|---|---|---|---|---|"
 for fb in $FABRICS; do

@@ -33,6 +33,9 @@ set -u
 for v in $(env | grep -o '^\(NCCLSHIM\|HOSTNCCL\)_[A-Z_]*'); do unset "$v"; done
 unset LD_PRELOAD
 . "$(dirname "$0")/../lib.sh"
+# lib.sh pins NCCLSHIM_LAUNCH_BYTES=0 for the tests; a program sets it when it
+# draws a number, and "launch-default" means the default (auto: the learner).
+unset NCCLSHIM_LAUNCH_BYTES
 FZ="$TBIN/fuzz_coll"
 T=${FUZZ_TIMEOUT:-30}
 OFF=${FUZZ_OFF:-}

@@ -138,7 +138,7 @@ typedef struct {
   long long staging;        /* NCCLSHIM_MAX_STAGING_BYTES, 0: default */
   int nef, efcomm, effresh; /* error-feedback models on communicator efcomm (fresh buffers: one model only) */
   int nlocal; /* seeds >= LOCAL_SEEDS: ranks of each process's own clique (ncclCommInitAll), 0: none */
-  long long launch_bytes; /* NCCLSHIM_LAUNCH_BYTES, -1: unset (the default 4M); seeds below LAUNCH_SEEDS: 0 */
+  long long launch_bytes; /* NCCLSHIM_LAUNCH_BYTES, -1: unset (the default, auto); seeds below LAUNCH_SEEDS: 0 */
   int gather;             /* NCCLSHIM_TWOPHASE_GATHER: 0 auto, 1 allgather, 2 sendrecv */
   int launch_us;          /* HOSTNCCL_LAUNCH_US on the shim's half */
   /* seeds >= RED_SEEDS */

@@ -17,7 +17,8 @@
 #   - a slow rank (MPMD: rank 3's launches cost 3 times more): the four
 #     ranks still agree one price, bit for bit, and every result is exact;
 #   - calls of one size only: not learned, and every rank says why;
-#   - a pinned NCCLSHIM_LAUNCH_BYTES: nothing measured, nothing said.
+#   - a pinned NCCLSHIM_LAUNCH_BYTES: nothing measured, nothing said;
+#   - ncclshim-report says what every rank learned.
 # The tests' default NCCLSHIM_LAUNCH_BYTES=0 (tests/lib.sh) is unset here.
 . "$(dirname "$0")/../lib.sh"
 unset NCCLSHIM_LAUNCH_BYTES
@@ -91,7 +92,8 @@ run_learn() { # LAYOUT (1x4 or 2x2)
   local rc=$? res
   res=$(learned "$dir" "${layout%x*}" "${layout#*x}")
   if [ $rc -eq 0 ] && grep -q '^learned' <<<"$res" && ! grep -q '^BAD' <<<"$res" &&
-     grep -q "Out of bounds values : 0 OK" "$out"; then
+     grep -q "Out of bounds values : 0 OK" "$out" &&
+     python3 "$ROOT/bench/ncclshim-report" "$dir" 2>&1 | grep -q "launch cost (every rank): learned from"; then
     ok "$layout, 2 ms per launch, 1 Gb/s, 50 us per step: $(head -n 1 <<<"$res")"
   else
     not_ok "$layout learner (exit $rc): $(tr '\n' ' ' <<<"$res")"; tail -n 5 "$out" | sed 's/^/#   /'

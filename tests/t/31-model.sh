@@ -63,3 +63,16 @@ check_fails "model --from-log on a file without calls fails with a message" "$M"
 # first GPU run within 20 % (bench/model/gpu-rig.sh; bench/README.md).
 check "model: 8 or more of the H200 rig's 10 figures within 20 % (launches charged)" \
   bash "$ROOT/bench/model/gpu-rig.sh" --check
+
+# Issue 46: the README's "what to expect" table is the model's output, and
+# auto (at the price the learner would agree) is never modelled slower than
+# plain NCCL over the presets' fabrics, 8-1024 GPUs, 64 KiB-256 MiB.
+want=$(bash "$ROOT/bench/model/presets.sh" --readme 2>&1)
+have=$(sed -n '/^| preset (fabric) | 8 GPUs | 64 GPUs | 512 GPUs |$/,/^$/p' "$ROOT/README.md" | sed '/^$/d')
+[ -n "$have" ] && [ "$want" = "$have" ] && ok "README.md's 'what to expect' table is bench/model/presets.sh --readme's output" ||
+  { not_ok "README.md's table differs from bench/model/presets.sh --readme (regenerate it)"; diff <(echo "$want") <(echo "$have") | sed 's/^/#   /'; }
+out=$(bash "$ROOT/bench/model/auto-check.sh" 2>&1)
+rc=$?
+[ $rc -eq 0 ] && grep -q "^auto-check: 84 cases (modelled): 0 slower than plain" <<<"$out" &&
+  ok "auto-check: $(tail -n 1 <<<"$out" | cut -d: -f2-)" ||
+  { not_ok "auto-check (exit $rc)"; tail -n 15 <<<"$out" | sed 's/^/#   /'; }
