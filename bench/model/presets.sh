@@ -31,6 +31,9 @@ t() { # preset nic per nodes algo compress -> ms per step
     python3 -c "import json,sys; d=json.load(sys.stdin); print('%.4g %s' % (d['time_s'] * 1e3 * $STEP_CALLS, d['plan']))"
 }
 
+setting() { env -i bash -c ". '$ROOT/env/$1.env' >/dev/null 2>&1; echo \${$2:-$3}"; } # preset name default
+at() { if [ "$1" = nvlink ]; then [ "$2" -eq 1 ]; else [ "$2" -gt 1 ]; fi; } # nvlink: one node; the others: several
+
 if [ $README = 1 ]; then
   declare -A DESC=([nvlink]="one node; compression off" [infiniband]="400 Gb/s per GPU" [roce]="200 Gb/s per GPU"
                    [ethernet-25g]="25 Gb/s per node" [ethernet-1g]="1 Gb/s per node")
@@ -38,11 +41,10 @@ if [ $README = 1 ]; then
   echo "|---|---|---|---|"
   for fb in $FABRICS; do
     IFS=: read -r p g per <<<"$fb"
-    c=$(env -i bash -c ". '$ROOT/env/$p.env' >/dev/null 2>&1; echo \${NCCLSHIM_COMPRESS:-fp16}")
-    a=$(env -i bash -c ". '$ROOT/env/$p.env' >/dev/null 2>&1; echo \${NCCLSHIM_ALGO:-auto}")
+    c=$(setting "$p" NCCLSHIM_COMPRESS fp16) a=$(setting "$p" NCCLSHIM_ALGO auto)
     row="| \`$p\` (${DESC[$p]})"
     for N in 1 8 64; do
-      if { [ "$p" = nvlink ] && [ $N -gt 1 ]; } || { [ "$p" != nvlink ] && [ $N -eq 1 ]; }; then row="$row | –"; continue; fi
+      at "$p" $N || { row="$row | –"; continue; }
       read -r base _ <<<"$(t "$p" "$g" "$per" $N none off)"
       if [ "$c" = off ]; then own=$base; else read -r own _ <<<"$(t "$p" "$g" "$per" $N "$a" "$c")"; fi
       row="$row | $(awk -v a="$own" -v b="$base" 'BEGIN {printf "%.2f", a / b}')"
@@ -55,11 +57,9 @@ echo "| preset (fabric) | GPUs | no shim ms | preset's settings ms (plan) | ring
 echo "|---|---|---|---|---|---|---|"
 for fb in $FABRICS; do
   IFS=: read -r p g per <<<"$fb"
-  c=$(env -i bash -c ". '$ROOT/env/$p.env' >/dev/null 2>&1; echo \${NCCLSHIM_COMPRESS:-fp16}")
-  a=$(env -i bash -c ". '$ROOT/env/$p.env' >/dev/null 2>&1; echo \${NCCLSHIM_ALGO:-auto}")
+  c=$(setting "$p" NCCLSHIM_COMPRESS fp16) a=$(setting "$p" NCCLSHIM_ALGO auto)
   for N in 1 8 64; do
-    [ "$p" = nvlink ] && [ $N -gt 1 ] && continue # one node: what the preset is for
-    [ "$p" != nvlink ] && [ $N -eq 1 ] && continue
+    at "$p" $N || continue # nvlink: one node, what the preset is for
     read -r base _ <<<"$(t "$p" "$g" "$per" $N none off)"
     if [ "$c" = off ]; then own="$base" oplan="plain (compress off)"; else read -r own oplan <<<"$(t "$p" "$g" "$per" $N "$a" "$c")"; fi
     read -r r16 _ <<<"$(t "$p" "$g" "$per" $N ring fp16)"
