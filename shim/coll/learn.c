@@ -4,7 +4,9 @@
  * first plain all-reduces and agreed by every rank before any plan uses it.
  *
  * The schedule, counted in eligible calls (ungrouped, uncaptured all-reduces
- * of a nonzero count that accumulation does not answer locally, on a
+ * and reduce-scatters of a nonzero count that accumulation does not answer
+ * locally (a sample's link bytes are its ring's: 2(n-1)/n of an all-reduce's
+ * buffer, (n-1)/n of a reduce-scatter's whole input), on a
  * communicator with compression on whose ranks can all run the kernels:
  * the same calls on every rank, from arguments and agreed values only;
  * those the policy forwards anyway, below NCCLSHIM_MIN_BYTES or of another
@@ -86,7 +88,7 @@ static void say(nsc_comm *c) {
 
 /* A call the schedule counts (the header's "eligible"). */
 static int eligible(const nsc_comm *c, const nsc_call *k, int local) {
-  return !k->in_group && !k->capturing && !k->rs && !local && k->arg > 0 && k->has_buffers && !c->untouched &&
+  return !k->in_group && !k->capturing && !local && k->arg > 0 && k->has_buffers && !c->untouched &&
          nsc_g.cfg.compress != NSC_COMPRESS_OFF && nsc_dtype_size(k->dt) > 0;
 }
 
@@ -102,8 +104,8 @@ void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag,
   if (!eligible(c, k, local)) return;
   if (!nsc_fab_due(&l->f)) { /* measuring: forwarded as it is, timed past the warm-up */
     if (ag) ag->measure = 1;
-    uint64_t bytes = (uint64_t)k->arg * nsc_dtype_size(k->dt);
-    *sample = nsc_fab_take(&l->f, nsc_fab_ring_bytes(bytes, c->nranks, 0));
+    uint64_t bytes = (uint64_t)k->arg * nsc_dtype_size(k->dt) * (k->rs ? (uint64_t)c->nranks : 1);
+    *sample = nsc_fab_take(&l->f, nsc_fab_ring_bytes(bytes, c->nranks, k->rs));
     return;
   }
   if (++l->after != LAG_ISSUE + LAG_APPLY || !l->issued) return;
