@@ -168,7 +168,7 @@ ncclResult_t nsc_collective(nsc_call *k) {
     /* a plain launch all the same: the fabric learner may time it (learn.c) */
     const nsc_backend *fbe = NULL;
     int sample = -1;
-    if (nsc_learn_on(cfg) && c->learn.f.state == NSC_FAB_MEASURING) {
+    if (c->learn.f.state == NSC_FAB_MEASURING && cfg->launch_bytes == NSC_CFG_AUTO) {
       fbe = nsc_backend_for(k->recv);
       if (fbe->capturing((nsc_stream)k->stream, &k->capturing)) k->capturing = 1;
       nsc_learn_before(c, k, 0, NULL, &sample);

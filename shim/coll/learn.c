@@ -121,8 +121,10 @@ void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag,
     nsc_warn("launch cost agreement on communicator %p failed on rank %d: launches stay priced at %llu link bytes",
              (void *)c->comm, c->rank, (unsigned long long)NSC_COST_LAUNCH_UNKNOWN);
   say(c);
-  ag->learned = l->f.state == NSC_FAB_LEARNED;
-  ag->launch = l->f.price;
+  if (ag) {
+    ag->learned = l->f.state == NSC_FAB_LEARNED;
+    ag->launch = l->f.price;
+  }
 }
 
 void nsc_learn_mark(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int *sample, int after) {
