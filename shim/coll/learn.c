@@ -13,8 +13,9 @@
  * datatype, included: they are plain launches too):
  *   1. the first ones are forwarded as they are (the plan says
  *      "measuring"): NSC_FAB_WARMUP that warm NCCL's connections up, then
- *      at least NSC_FAB_CALLS timed, on until their sizes are 8 times apart
- *      (at most NSC_FAB_MAX_CALLS: fabric.h), each by two marks on the
+ *      at least NSC_FAB_CALLS timed, on until sizes of NSC_FAB_PER_SIZE
+ *      calls are 8 times apart (at most NSC_FAB_MAX_CALLS: fabric.h), each
+ *      by two marks on the
  *      caller's stream (events on a GPU, clock reads on host memory, where
  *      the host NCCL runs a call on the calling thread), read later
  *      without waiting;

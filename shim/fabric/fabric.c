@@ -11,14 +11,16 @@ void nsc_fab_init(nsc_fab *f) {
   f->n = -NSC_FAB_WARMUP; /* a real NCCL sets up its connections at a communicator's first uses */
 }
 
-/* The sizes seen are NSC_FAB_SPREAD times apart. */
+/* The sizes that count (NSC_FAB_PER_SIZE calls) are NSC_FAB_SPREAD times apart. */
 static int spread(const nsc_fab *f) {
   uint64_t lo = 0, hi = 0;
+  int m = 0;
   for (int j = 0; j < f->nsizes; j++) {
-    if (!j || f->bytes[j] < lo) lo = f->bytes[j];
+    if (f->calls[j] < NSC_FAB_PER_SIZE) continue;
+    if (!m++ || f->bytes[j] < lo) lo = f->bytes[j];
     if (f->bytes[j] > hi) hi = f->bytes[j];
   }
-  return f->nsizes >= 2 && hi >= NSC_FAB_SPREAD * (lo ? lo : 1);
+  return m >= 2 && hi >= NSC_FAB_SPREAD * (lo ? lo : 1);
 }
 
 int nsc_fab_due(const nsc_fab *f) {
@@ -29,10 +31,14 @@ int nsc_fab_take(nsc_fab *f, uint64_t link_bytes) {
   if (f->state != NSC_FAB_MEASURING || nsc_fab_due(f)) return -1;
   if (f->n++ < 0) return -1; /* warm-up */
   for (int j = 0; j < f->nsizes; j++)
-    if (f->bytes[j] == link_bytes) return j;
+    if (f->bytes[j] == link_bytes) {
+      f->calls[j]++;
+      return j;
+    }
   if (f->nsizes == NSC_FAB_SIZES) return -1;
   f->bytes[f->nsizes] = link_bytes;
   f->ns[f->nsizes] = -1;
+  f->calls[f->nsizes] = 1;
   return f->nsizes++;
 }
 
@@ -67,6 +73,7 @@ void nsc_fab_agreed(nsc_fab *f, const int64_t v[NSC_FAB_VALS], int ok) {
       return;
     }
     if (i < f->nsizes) f->ns[i] = v[3 * i + 2] == INT64_MIN ? -1 : -v[3 * i + 2]; /* no rank timed it: dropped */
+    if (i < f->nsizes && f->calls[i] < NSC_FAB_PER_SIZE) f->ns[i] = -1;      /* too few calls to count */
   }
   f->missed = v[3 * NSC_FAB_SIZES] != 0;
   if (nsc_fab_fit(f->bytes, f->ns, f->nsizes, &f->launch_ns, &f->ps_per_byte, &f->price, &f->why) == 0)

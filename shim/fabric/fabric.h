@@ -7,10 +7,11 @@
  * A sample is one real launch: the bytes one rank's link carries for it
  * (nsc_fab_ring_bytes: a ring all-reduce of S bytes on n ranks moves
  * 2(n-1)/n S) and the time it took on the stream; the learner keeps, per
- * size (up to NSC_FAB_SIZES of them), the fastest. It samples at least
- * NSC_FAB_CALLS calls, and on until their sizes are NSC_FAB_SPREAD times
- * apart, at most NSC_FAB_MAX_CALLS (a job whose first calls all have one
- * size cannot tell a launch from its bytes). Every rank takes the same
+ * size (up to NSC_FAB_SIZES of them), the fastest. Only sizes of at least
+ * NSC_FAB_PER_SIZE calls count (one call's time is one draw of the noise).
+ * It samples at least NSC_FAB_CALLS calls, and on until the sizes that count
+ * are NSC_FAB_SPREAD times apart, at most NSC_FAB_MAX_CALLS (a job whose
+ * first calls all have one size cannot tell a launch from its bytes). Every rank takes the same
  * samples (the same launches of the same calls, decided from the call
  * sequence only); their times differ, by the link's noise and by arrival
  * skew: a rank that reached the collective early also measured its wait
@@ -40,6 +41,7 @@
 #define NSC_FAB_MAX_CALLS 64
 #define NSC_FAB_WARMUP 2
 #define NSC_FAB_SIZES 16
+#define NSC_FAB_PER_SIZE 3
 /* Sizes a fit needs: the largest sample's bytes at least this many times the
  * smallest's. */
 #define NSC_FAB_SPREAD 8
@@ -51,6 +53,7 @@ typedef struct {
   int n;                            /* calls taken (the warm-up counts from -NSC_FAB_WARMUP) */
   int nsizes;                       /* sizes seen */
   uint64_t bytes[NSC_FAB_SIZES];    /* link bytes of size i */
+  int calls[NSC_FAB_SIZES];         /* calls of size i taken (from the call sequence: every rank's the same) */
   int64_t ns[NSC_FAB_SIZES];        /* this rank's fastest time of size i (-1: none timed yet); after
                                      * the agreement, the fastest over the ranks, -1: dropped */
   int missed;                       /* agreed: some rank timed no call of some size (dropped where no

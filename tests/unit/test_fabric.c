@@ -108,9 +108,10 @@ static void noise_only_adds(void **state) {
 }
 
 /* The schedule from the call sequence alone: calls of two sizes 2 apart keep
- * it measuring past NSC_FAB_CALLS until a size 8 times apart comes (a
- * sweep's); sizes never 8 apart end it at NSC_FAB_MAX_CALLS, unfitted; sizes
- * past NSC_FAB_SIZES are not kept. */
+ * it measuring past NSC_FAB_CALLS until a size 8 times apart has had
+ * NSC_FAB_PER_SIZE calls (a sweep's); sizes never 8 apart end it at
+ * NSC_FAB_MAX_CALLS, unfitted; sizes past NSC_FAB_SIZES are not kept; a
+ * size of fewer calls does not count in the fit. */
 static void schedule(void **state) {
   (void)state;
   nsc_fab f;
@@ -125,14 +126,19 @@ static void schedule(void **state) {
   assert_int_equal(nsc_fab_take(&f, 400000), 2); /* 4 x 100000: not yet */
   nsc_fab_timed(&f, 2, t_of(400000, 1000000, 8000, 0));
   assert_false(nsc_fab_due(&f));
-  assert_int_equal(nsc_fab_take(&f, 800000), 3); /* 8 x 100000: due from here */
-  nsc_fab_timed(&f, 3, t_of(800000, 1000000, 8000, 0));
+  for (int k = 0; k < NSC_FAB_PER_SIZE; k++) { /* 8 x 100000: due once it has its calls */
+    assert_false(nsc_fab_due(&f));
+    assert_int_equal(nsc_fab_take(&f, 800000), 3);
+    nsc_fab_timed(&f, 3, t_of(800000, 1000000, 8000, k == 0 ? 30000000 : 0)); /* its first call slow */
+  }
   assert_true(nsc_fab_due(&f));
   assert_int_equal(nsc_fab_take(&f, 800000), -1);
   int64_t v[NSC_FAB_VALS];
   nsc_fab_agree_vals(&f, v);
   nsc_fab_agreed(&f, v, 1);
   assert_int_equal(f.state, NSC_FAB_LEARNED);
+  assert_int_equal(f.ns[2], -1); /* 400000: one call */
+  assert_true(f.price >= 124000 && f.price <= 126000);
 
   nsc_fab g;
   nsc_fab_init(&g);
