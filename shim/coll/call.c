@@ -177,7 +177,7 @@ ncclResult_t nsc_collective(nsc_call *k) {
     r = nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, why);
     if (fbe) {
       nsc_learn_mark(c, fbe, k->stream, &sample, 1);
-      nsc_learn_after(c, fbe, k, 0, r);
+      nsc_learn_after(c, fbe, k, 0, 1, r);
     }
     goto out;
   }
@@ -208,7 +208,7 @@ ncclResult_t nsc_collective(nsc_call *k) {
   /* Issued whatever this call returned: every rank issues it here. */
   if (p.settles && !k->in_group) nsc_staging_settle_comm(c, (nsc_stream)k->stream);
   if (agree) nsc_accum_after(c, be, k->stream, k->in_group, r);
-  nsc_learn_after(c, be, k, local, r);
+  nsc_learn_after(c, be, k, local, 0, r);
 out:
   nsc_comm_put(c);
   return r;

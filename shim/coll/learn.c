@@ -10,7 +10,8 @@
  * communicator with compression on whose ranks can all run the kernels:
  * the same calls on every rank, from arguments and agreed values only;
  * those the policy forwards anyway, below NCCLSHIM_MIN_BYTES or of another
- * datatype, included: they are plain launches too):
+ * datatype, included: they are plain launches too; under an explicit
+ * NCCLSHIM_ALGO, only those):
  *   1. the first ones are forwarded as they are (the plan says
  *      "measuring"): NSC_FAB_WARMUP that warm NCCL's connections up, then
  *      at least NSC_FAB_CALLS timed, on until sizes of NSC_FAB_PER_SIZE
@@ -87,10 +88,13 @@ static void say(nsc_comm *c) {
   if (c->rank == 0) nsc_info("launch cost on communicator %p: %s", (void *)c->comm, t);
 }
 
-/* A call the schedule counts (the header's "eligible"). */
-static int eligible(const nsc_comm *c, const nsc_call *k, int local) {
+/* A call the schedule counts (the header's "eligible"); forwarded: the
+ * policy forwards it anyway. Under an explicit NCCLSHIM_ALGO only those: a
+ * call the user asked to transform is never forwarded to measure. */
+static int eligible(const nsc_comm *c, const nsc_call *k, int local, int forwarded) {
   return !k->in_group && !k->capturing && !local && k->arg > 0 && k->has_buffers && !c->untouched &&
-         nsc_g.cfg.compress != NSC_COMPRESS_OFF && nsc_dtype_size(k->dt) > 0;
+         nsc_g.cfg.compress != NSC_COMPRESS_OFF && nsc_dtype_size(k->dt) > 0 &&
+         (forwarded || nsc_g.cfg.algo == NSC_ALGO_AUTO);
 }
 
 void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag, int *sample) {
@@ -102,7 +106,7 @@ void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag,
   }
   if (!nsc_learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING) return;
   read_marks(l);
-  if (!eligible(c, k, local)) return;
+  if (!eligible(c, k, local, !ag)) return;
   if (!nsc_fab_due(&l->f)) { /* measuring: forwarded as it is, timed past the warm-up */
     if (ag) ag->measure = 1;
     uint64_t bytes = (uint64_t)k->arg * nsc_dtype_size(k->dt) * (k->rs ? (uint64_t)c->nranks : 1);
@@ -149,10 +153,11 @@ void nsc_learn_mark(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int *sam
   }
 }
 
-void nsc_learn_after(nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, ncclResult_t last) {
+void nsc_learn_after(nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, int forwarded,
+                     ncclResult_t last) {
   nsc_learn *l = &c->learn;
   if (!nsc_learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING || l->issued) return;
-  if (!eligible(c, k, local) || !nsc_fab_due(&l->f) || l->after != LAG_ISSUE) return;
+  if (!eligible(c, k, local, forwarded) || !nsc_fab_due(&l->f) || l->after != LAG_ISSUE) return;
   /* 2. the exchange, right after this call (a nonblocking communicator's
    * call first completes: only when, never what, depends on it) */
   if (last == ncclInProgress) (void)nsc_wait_nonblocking(c, c->comm);
