@@ -72,6 +72,13 @@ if [ -e "$S/lib/libncclshim.so" ] && [ -e "$S/lib/hostnccl/libnccl.so.2" ] && [ 
         NCCLSHIM_LOG=off LD_LIBRARY_PATH="$S/lib/hostnccl" LD_PRELOAD="$S/lib/libncclshim.so${SAN_PRELOAD:+:$SAN_PRELOAD}" \
         timeout "${TEST_TIMEOUT:-120}" "$S/tests/shim_onethread" $mem 2
   done
+  # The fabric learner (LAUNCH_BYTES=auto): its samples, marks and agreement,
+  # then the plans at the agreed price, a reduce-scatter sweep too.
+  for p in allreduce_perf reduce_scatter_perf; do
+    check "asan+ubsan: the launch price measured (auto), $p 64 KiB..4 MiB int8, 3 ranks, every result checked" \
+      with SHIM="$S/lib/libncclshim.so" HOSTNCCL_DIR="$S/lib/hostnccl" NCCLSHIM_LAUNCH_BYTES=auto NCCLSHIM_COMPRESS=int8 \
+        HOSTNCCL_LAUNCH_US=500 mpirun_shim 3 "$S/bin/$p" -b 64K -e 4M -f 2 -n 2 -w 1 -c 1
+  done
   check "asan+ubsan: the kernels on tests/simt against the reference (test_ef_cuda) and the model's own faults (test_simt)" \
     sh -c "'$S/tests/test_ef_cuda' >/dev/null && '$S/tests/test_simt' >/dev/null"
   no_reports "no ASan/UBSan report from the multi-rank suite"
