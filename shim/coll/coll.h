@@ -61,7 +61,6 @@ void nsc_accum_saw_broadcast(ncclComm_t comm, ncclDataType_t dt, size_t count);
  * marks around the executor (after = 0, then 1); nsc_learn_after, after the
  * call returned `last` (forwarded: ag was NULL), issues the agreement where
  * it is due. */
-int nsc_learn_on(const nsc_config *cfg);
 void nsc_learn_before(struct nsc_comm *c, const nsc_call *k, int local, struct nsc_agreed *ag, int *sample);
 void nsc_learn_mark(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, int *sample, int after);
 void nsc_learn_after(struct nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, int forwarded,

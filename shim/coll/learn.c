@@ -16,10 +16,9 @@
  *      "measuring"): NSC_FAB_WARMUP that warm NCCL's connections up, then
  *      at least NSC_FAB_CALLS timed, on until sizes of NSC_FAB_PER_SIZE
  *      calls are 8 times apart (at most NSC_FAB_MAX_CALLS: fabric.h), each
- *      by two marks on the
- *      caller's stream (events on a GPU, clock reads on host memory, where
- *      the host NCCL runs a call on the calling thread), read later
- *      without waiting;
+ *      by two marks on the caller's stream (events on a GPU, clock reads on
+ *      host memory, where the host NCCL runs a call on the calling thread),
+ *      read later without waiting;
  *   2. right after the LAG_ISSUE-th eligible call after the last sample, the
  *      agreement's exchange is issued (one int64 Max all-reduce of the
  *      samples' bytes and negated times: every rank gets the latest
@@ -50,7 +49,7 @@
 #define LAG_ISSUE 2 /* eligible calls after the last sample: its marks are read by then */
 #define LAG_APPLY 2 /* eligible calls after the exchange: its answer is there by then */
 
-int nsc_learn_on(const nsc_config *cfg) { return cfg->launch_bytes == NSC_CFG_AUTO; }
+static int learn_on(const nsc_config *cfg) { return cfg->launch_bytes == NSC_CFG_AUTO; }
 
 static void release(nsc_learn *l, int i) {
   l->pend[i].be->mark_release(&l->pend[i].m[0]);
@@ -104,7 +103,7 @@ void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag,
     ag->learned = l->f.state == NSC_FAB_LEARNED;
     ag->launch = l->f.price;
   }
-  if (!nsc_learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING) return;
+  if (!learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING) return;
   read_marks(l);
   if (!eligible(c, k, local, !ag)) return;
   if (!nsc_fab_due(&l->f)) { /* measuring: forwarded as it is, timed past the warm-up */
@@ -156,7 +155,7 @@ void nsc_learn_mark(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int *sam
 void nsc_learn_after(nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, int forwarded,
                      ncclResult_t last) {
   nsc_learn *l = &c->learn;
-  if (!nsc_learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING || l->issued) return;
+  if (!learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING || l->issued) return;
   if (!eligible(c, k, local, forwarded) || !nsc_fab_due(&l->f) || l->after != LAG_ISSUE) return;
   /* 2. the exchange, right after this call (a nonblocking communicator's
    * call first completes: only when, never what, depends on it) */
