@@ -43,11 +43,15 @@ static nsc_topo topo_of(const int *ids, int n, int rank) {
   return t;
 }
 
-static nsc_plan plan_host(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier, int host) {
+static nsc_plan plan_in(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier, int host, int in) {
   nsc_plan p;
-  nsc_plan_call call = {rs, count, 0, 1, t, hier, nsc_cost_rule_of(nsc_cost_launch(cfg, 0, 0), host)};
+  nsc_plan_call call = {rs, count, 0, 1, t, hier, nsc_cost_rule_of(nsc_cost_launch(cfg, 0, 0), host), in};
   nsc_plan_make(&p, cfg, &call);
   return p;
+}
+
+static nsc_plan plan_host(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier, int host) {
+  return plan_in(cfg, t, rs, count, hier, host, NSC_IN_F32);
 }
 
 static nsc_plan plan_of(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier) {
@@ -64,7 +68,7 @@ static void test_plan_plain_and_ring(void **state) {
   nsc_topo t = topo_of(ids, 4, 2);
   nsc_config fp16 = cfg_of("NCCLSHIM_COMPRESS=fp16", NULL), int8 = cfg_of("NCCLSHIM_COMPRESS=int8", NULL);
   nsc_plan p;
-  nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0, nsc_cost_rule_of(0, 0)};
+  nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0, nsc_cost_rule_of(0, 0), NSC_IN_F32};
   nsc_plan_make(&p, &fp16, &off);
   assert_int_equal(p.alg, NSC_ALG_PLAIN);
   assert_int_equal(p.nsteps, 1);
