@@ -143,7 +143,7 @@ static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, co
   if (!codec->ef) return NULL;
   size_t off, len;
   nsc_tp_chunk(p, p->rank, &off, &len);
-  nsc_ef_sig sig = {(uintptr_t)key.recv, (uintptr_t)key.send, count, rs, (int)p->fmt, (int)p->block, p->n};
+  nsc_ef_sig sig = {(uintptr_t)key.recv, (uintptr_t)key.send, count, rs, (int)p->fmt, (int)p->block, p->n, p->in};
   pthread_mutex_lock(&c->lock);
   nsc_ef_slot *sl = nsc_ef_next(&c->ef, &sig);
   if (sl && nsc_ef_buffers(&c->ef, sl, be, s, p->count, rs ? 0 : len, codec->ef_max)) sl = NULL;

@@ -27,6 +27,9 @@ check "no settings (auto): results exact, the 16-bit calls left to NCCL" \
 check "ALGO=twophase, 4 KiB pieces, prescale 4: still exact (bf16, 3 ranks)" \
   with NCCLSHIM_COMPRESS=bf16 NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 NCCLSHIM_TWOPHASE_PIECE_BYTES=4096 \
   NCCLSHIM_PRESCALE=4 EXPECT_TP=1 mpirun_shim 3 "$P" exact bf16
+check "bf16 input, int8 wire, error feedback and stochastic rounding (fp32 residuals of the widened input): exact inputs stay exact, 3 ranks" \
+  with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 NCCLSHIM_ERROR_FEEDBACK=1 \
+  NCCLSHIM_ROUNDING=stochastic EXPECT_TP=1 mpirun_shim 3 "$P" exact bf16
 
 # 2. Random and cancelling inputs: every element within its wire's bound.
 for d in bf16 fp16; do
