@@ -15,7 +15,7 @@ for d in bf16 fp16; do
   for w in $FORMATS; do
     nps="2 3"; [ $w = int8 ] && nps="3 4"; [ $w = fp8 ] && nps=4; [ $w = int4 ] && nps="2 4"; [ $w = fp16s ] && nps=3
     for np in $nps; do
-      check "$d input, wire $w, $np ranks, two phases: exact on every rank (AR sizes 1..300001, RS 1..70001 per rank, in/out of place, Sum/Avg), no $d all-reduce reaching NCCL" \
+      check "$d input, COMPRESS=$w, $np ranks, two phases: exact on every rank (AR sizes 1..300001, RS 1..70001 per rank, in/out of place, Sum/Avg), no $d all-reduce reaching NCCL" \
         with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 EXPECT_TP=1 mpirun_shim $np "$P" exact $d
     done
   done
@@ -52,3 +52,17 @@ own=$(grep '^acc' "$TMPD/own" | cut -d' ' -f9) plain=$(grep '^acc' "$TMPD/plain"
 [ "$own" = 0 ] && [ -n "$plain" ] && [ "$plain" != 0 ] \
   && ok "16 ranks, bf16: the shim's bf16 wire gives the correctly rounded sum everywhere; plain NCCL's ring misses it in a share $plain" \
   || { not_ok "16 ranks, bf16: own wire off by $own, plain $plain"; tail -3 "$TMPD/own" "$TMPD/plain" | sed 's/^/#   /'; }
+
+# 3. On device buffers of the CUDA driver double (tests/shim/devmirror.h: the
+# all-reduces), the CUDA backend's casts and kernels: exact inputs exact, and
+# random inputs the same bits as the host backend's.
+XDEV="SHIMTEST_DEVICE=1 SHIMTEST_SYNC_AUDIT=1 LD_LIBRARY_PATH=$BUILD/lib/cudadrv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for w in bf16 int8 int4; do
+  check "device buffers, bf16 input, COMPRESS=$w, 3 ranks: exact all-reduces exact, no synchronising driver call" \
+    with $XDEV NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 EXPECT_TP=1 mpirun_shim 3 "$P" exact bf16
+  with NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase mpirun_shim 4 "$P" bound fp16 65536 random >"$TMPD/h" 2>&1
+  with $XDEV NCCLSHIM_COMPRESS=$w NCCLSHIM_ALGO=twophase mpirun_shim 4 "$P" bound fp16 65536 random >"$TMPD/d" 2>&1
+  h=$(grep '^acc' "$TMPD/h" | cut -d' ' -f10) d=$(grep '^acc' "$TMPD/d" | cut -d' ' -f10)
+  [ -n "$h" ] && [ "$h" = "$d" ] && ok "device buffers, fp16 input, COMPRESS=$w, 4 ranks, random inputs: the host backend's bits ($h)" \
+    || { not_ok "device buffers, fp16 input, COMPRESS=$w: digest $d, host $h"; tail -3 "$TMPD/d" | sed 's/^/#   /'; }
+done
