@@ -231,9 +231,9 @@ static ncclResult_t poisoned_input(nsc_comm *c, const nsc_backend *be, const nsc
  * slot (ef, NULL: none) in hand: plan pl's layout on c's group (made once,
  * by the decision) and codec.
  *
- * A 16-bit input (p.in) is first widened, exactly, into the fp32 region
- * after the encoded ones (tp_plan.h) with its format's cast; every encode
- * reads that copy, the owner sums into its own chunk's place there, and
+ * A 16-bit input (p.in) is widened, exactly, piece by piece into the fp32
+ * region after the encoded ones (tp_plan.h) with its format's cast; every
+ * encode reads that copy, the owner sums into its own chunk's place there, and
  * each fp32 result is narrowed (round to nearest even, the cast of the
  * input's format) into the caller's buffer: a reduce-scatter's sum, an
  * all-reduce's decoded chunks. So the wires, kernels and rules of the fp32
@@ -280,16 +280,17 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
   lanes L = {be, st, st, r, 0};
   nsc_stream side = st;
   if (np > 1 && !be->side_stream(st, &side) && side != st && !be->join(side, st)) L.side = side;
-  /* 0. a 16-bit input widened (exact): a failure makes every message NaN */
-  int wbad = wide && be->from_wire(L.side, half, send, wide, p.count, 1.0f) != 0;
 
   /* 1. encode every piece once, in piece order (the codec stream runs ahead) */
   for (int k = 0; k < np; k++) {
-    int bad = wbad;
+    int bad = 0;
     for (int j = 0; j < n; j++) {
       nsc_tp_piece(&p, j, k, &off, &len);
       enc_opt(&o, c, codec, seq, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j + runs * (uint32_t)k);
       uint8_t *dst = (j == r ? in : enc) + nsc_tp_slot(&p, j, k);
+      /* a 16-bit input's piece widened (exactly) just before its encode, so
+       * that the pieces' pipeline hides it too */
+      if (wide) bad |= be->from_wire(L.side, half, (const uint8_t *)send + esz * off, wide + off, len, 1.0f) != 0;
       bad |= be->fmt_encode_opt(L.side, p.fmt, p.block, src + off, dst, len, down, &o) != 0;
     }
     if (bad) { /* every message of this piece NaN */
