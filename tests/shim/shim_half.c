@@ -10,6 +10,10 @@
  *                             power-of-two rank count); with EXPECT_TP=1 no
  *                             all-reduce of the input type reaches NCCL for
  *                             the sizes from 1000 (they went two-phase)
+ *   shim_half group DT        six rounds of a user group of two all-reduces
+ *                             and a reduce-scatter of exact inputs: exact
+ *                             whether a call runs in two phases after the
+ *                             group end or is forwarded for want of staging
  *   shim_half bound DT N KIND random (KIND random: magnitudes 2^-20..2^20 for
  *                             bf16, 2^-8..2^8 for fp16, one per window of 4096
  *                             elements; cancel: the same with the sign
@@ -192,6 +196,36 @@ static int cmd_exact(void) {
   return fails != 0;
 }
 
+/* Six rounds of a group of two all-reduces (bf16/fp16, in and out of
+ * place) and a reduce-scatter: run after the real group end, the first
+ * forwarded in the input's own type where the agreed staging has no room
+ * yet (NCCLSHIM_STAGING_BYTES small), then in two phases once it has grown;
+ * every result exact either way. */
+static int cmd_group(void) {
+  size_t n = 300001, rc = 70001, cap = rc * (size_t)nranks > n ? rc * (size_t)nranks : n;
+  uint16_t *a = malloc(n * 2), *b = malloc(n * 2), *ra = malloc(n * 2), *s = malloc(cap * 2), *r = malloc(rc * 2);
+  NCCL_OK(ncclAllReduce(a, ra, 1, dt, ncclSum, comm, NULL)); /* the configuration check */
+  for (int round = 0; round < 6; round++) {
+    for (size_t i = 0; i < n; i++) a[i] = b[i] = f2h(exact_val(rank, i));
+    for (size_t i = 0; i < rc * (size_t)nranks; i++) s[i] = f2h(exact_val(rank, i));
+    NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclAllReduce(a, ra, n, dt, ncclSum, comm, NULL));
+    NCCL_OK(ncclAllReduce(b, b, n, dt, ncclSum, comm, NULL));
+    if (!dm_on()) NCCL_OK(ncclReduceScatter(s, r, rc, dt, ncclSum, comm, NULL));
+    NCCL_OK(ncclGroupEnd());
+    for (size_t i = 0; i < n; i++)
+      if (!check_elem(ra, i, i, 0, "group ar out", n) || !check_elem(b, i, i, 0, "group ar in", n)) break;
+    for (size_t i = 0; i < rc && !dm_on(); i++)
+      if (!check_elem(r, i, (size_t)rank * rc + i, 0, "group rs", rc)) break;
+  }
+  free(a);
+  free(b);
+  free(ra);
+  free(s);
+  free(r);
+  return fails != 0;
+}
+
 /* ---- random inputs ---- */
 
 static uint64_t rs_state;
@@ -290,9 +324,10 @@ static int run(const char *cmd, int argc, char **argv) {
   is_bf = strcmp(d, "fp16") != 0;
   dt = is_bf ? ncclBfloat16 : ncclFloat16;
   if (!strcmp(cmd, "exact")) return cmd_exact();
+  if (!strcmp(cmd, "group")) return cmd_group();
   if (!strcmp(cmd, "bound"))
     return cmd_bound(argc > 3 ? strtoul(argv[3], NULL, 10) : 65536, argc > 4 && !strcmp(argv[4], "cancel"));
-  fprintf(stderr, "usage: shim_half exact|bound DT [N random|cancel]\n");
+  fprintf(stderr, "usage: shim_half exact|group|bound DT [N random|cancel]\n");
   return 2;
 }
 

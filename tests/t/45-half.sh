@@ -30,6 +30,10 @@ check "ALGO=twophase, 4 KiB pieces, prescale 4: still exact (bf16, 3 ranks)" \
 check "bf16 input, int8 wire, error feedback and stochastic rounding (fp32 residuals of the widened input): exact inputs stay exact, 3 ranks" \
   with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_MIN_BYTES=0 NCCLSHIM_ERROR_FEEDBACK=1 \
   NCCLSHIM_ROUNDING=stochastic EXPECT_TP=1 mpirun_shim 3 "$P" exact bf16
+for d in bf16 fp16; do
+  check "$d in user groups (two all-reduces and a reduce-scatter, 6 rounds, 64 KiB of staging at first): exact whether forwarded for want of staging (in $d, not fp32: fuzzer seed 160056) or two-phase after the group end" \
+    with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_STAGING_BYTES=64K mpirun_shim 3 "$P" group $d
+done
 
 # 2. Random and cancelling inputs: every element within its wire's bound.
 for d in bf16 fp16; do
