@@ -116,20 +116,9 @@ static int identical16(const uint16_t *x, size_t n) {
   return lo == hi;
 }
 
-/* Exact inputs: halves of small integers, at most L in magnitude, such that
- * the sums of up to 4 ranks stay exact in the input type and the wire (int8
- * keeps every integer <= 127 of a block; e4m3 those of 4 significant bits;
- * int4: -1/2, 0, 1/2, the same on every rank). */
-static int limit(void) {
-  if (!strcmp(fmt, "fp8")) return 3;
-  if (!strcmp(fmt, "int4")) return 1;
-  return 31;
-}
-static float exact_val(int r, size_t i) {
-  int L = limit();
-  if (!strcmp(fmt, "int4")) r = 0;
-  return (float)((int)((i * 7 + (size_t)r * 13 + i / 5) % (size_t)(2 * L + 1)) - L) * 0.5f;
-}
+/* Exact inputs: tpcheck.h's exact_val (halves of small integers whose sums
+ * over up to 4 ranks are exact in fp32, in the wire and, at most 128 in
+ * magnitude, in bf16 and fp16 as well). */
 
 static int tp_expected(void) {
   const char *e = getenv("EXPECT_TP");
@@ -228,13 +217,6 @@ static int cmd_group(void) {
 
 /* ---- random inputs ---- */
 
-static uint64_t rs_state;
-static uint32_t rnd(void) {
-  rs_state ^= rs_state >> 12;
-  rs_state ^= rs_state << 25;
-  rs_state ^= rs_state >> 27;
-  return (uint32_t)((rs_state * 0x2545f4914f6cdd1dull) >> 32);
-}
 
 /* Rank r's input: one exponent per window of 4096 elements (shared by the
  * ranks), mantissas in [0.5, 1) of the rank's own, random signs (cancel:
