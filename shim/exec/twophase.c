@@ -1,5 +1,7 @@
 /* twophase.c — compressed all-reduce and reduce-scatter whose error does not
- * grow with the rank count, over NCCL point-to-point (layout in tp_plan.h).
+ * grow with the rank count, over NCCL point-to-point (layout in tp_plan.h),
+ * of fp32 inputs and of bf16/fp16 ones (widened to fp32 piece by piece,
+ * summed in fp32, the result narrowed once: see two_phases).
  *
  *   1. every rank encodes its input once, chunk j for rank j (its own chunk
  *      straight into its receive slot);

@@ -1,5 +1,8 @@
-/* plan.h — how one fp32 all-reduce or reduce-scatter, or one fused bucket
- * of a group, is carried out, as data.
+/* plan.h — how one fp32, bf16 or fp16 all-reduce or reduce-scatter, or one
+ * fused bucket of a group (fp32 only), is carried out, as data. A 16-bit
+ * call's plan is two-phase or plain: its input (nsc_plan.in) names the
+ * casts that widen it into fp32 and narrow the result, its wire is
+ * tp_plan.h's nsc_tp_wire, and its plain cost counts 2 bytes an element.
  *
  * A *plan* names the algorithm (nsc_alg: the one name of it, which the log
  * prints too) and lists its steps in the order they are issued: real NCCL
