@@ -84,7 +84,8 @@ void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag,
   if (k->in_group || k->capturing || k->rs || local) return;
   if (!nsc_fab_due(&l->f)) { /* measuring: forwarded as it is, timed past the warm-up */
     ag->measure = 1;
-    *sample = nsc_fab_take(&l->f, nsc_fab_ring_bytes(4 * (uint64_t)k->arg, c->nranks, 0));
+    /* the call's own bytes: a bf16 or fp16 call (issue 47: transformable now) moves 2 an element */
+    *sample = nsc_fab_take(&l->f, nsc_fab_ring_bytes((uint64_t)nsc_dtype_size(k->dt) * k->arg, c->nranks, 0));
     return;
   }
   if (++l->after != LAG_ISSUE + LAG_APPLY || !l->issued) return;
