@@ -9,9 +9,10 @@
 #   - NCCLSHIM_COMPRESS=bf16 ALGO=twophase (bf16 wire, fp32 sums): the calls
 #     compressed (the shim's counters), parameters bit-identical to plain
 #     NCCL's (at 2 ranks one rounding of the sum either way);
-#   - NCCLSHIM_COMPRESS=int8 ALGO=twophase: compressed, the loss per step
-#     within 5e-3 (relative) of plain's (measured below 1e-3: int8's unit
-#     of about 1/127 of a block's largest gradient, over 3 steps);
+#   - NCCLSHIM_COMPRESS=int8 ALGO=twophase: compressed (parameters not plain's bits), the loss per step
+#     within 5e-3 (relative) of plain's (measured: equal, the bf16 loss of
+#     these 3-step runs does not see int8's rounding; the bound is int8's
+#     unit of about 1/127 of a block's largest gradient, with room);
 #   - every rank holds the same parameters in every run.
 # Must not: compare timings.
 source "$(dirname "$0")/../lib.sh"
@@ -38,3 +39,4 @@ for r in plain none own int8; do "${CHECK[@]}" replicas "$TMPD/$r.json"; done
 "${CHECK[@]}" compressed "$TMPD/own.json" 3 $NAMES
 "${CHECK[@]}" loss "$TMPD/plain.json" "$TMPD/int8.json" 5e-3 $NAMES
 "${CHECK[@]}" compressed "$TMPD/int8.json" 3 $NAMES
+"${CHECK[@]}" differs "$TMPD/plain.json" "$TMPD/int8.json" $NAMES
