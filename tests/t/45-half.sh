@@ -34,6 +34,9 @@ for d in bf16 fp16; do
   check "$d in user groups (two all-reduces and a reduce-scatter, 6 rounds, 64 KiB of staging at first): exact whether forwarded for want of staging (in $d, not fp32: fuzzer seed 160056) or two-phase after the group end" \
     with NCCLSHIM_COMPRESS=int8 NCCLSHIM_ALGO=twophase NCCLSHIM_STAGING_BYTES=64K mpirun_shim 3 "$P" group $d
 done
+with NCCLSHIM_COMPRESS=bf16 NCCLSHIM_ALGO=twophase NCCLSHIM_LOG=summary mpirun_shim 2 "$P" bound bf16 65536 random >"$TMPD/sum" 2>&1
+check_grep "the summary counts the 16-bit calls in two phases, on their own wire, and says what that costs" \
+  "# 16-bit inputs: 1 bf16/fp16 call\(s\) in two phases with fp32 sums, 1 on their own wire \(plain's bytes; an all-reduce issues one launch more than plain\)" "$TMPD/sum"
 
 # 2. Random and cancelling inputs: every element within its wire's bound.
 for d in bf16 fp16; do
