@@ -47,6 +47,10 @@
 #             out-of-place time per case, 3 warm-up calls at 64 MiB first (the model is
 #             of the steady state: staging grown, pages touched); goal: within 20 %;
 #             MODEL_SHAPES, MODEL_ROUNDS
+#   half      bf16 all-reduces of 64 MiB, 4 ranks, 1 Gb/s (issue 47): plain bf16, the
+#             shim's bf16 wire with fp32 sums, int8, int4: time / plain (goals: <= 1.05,
+#             0.62, 0.40); with a launch costing 1 MB, no settings / plain, 4..64 MiB
+#             (goal <= 1.0)
 #   launch    a launch cost per launch (HOSTNCCL_LAUNCH_US = 1 MB and 4 MB at the
 #             1 Gb/s link) on 1x4, 4x1, 2x2 and 2x4: no shim, the shim with no
 #             settings, int8 (two phases, hierarchical on nodes); time / no
@@ -87,9 +91,10 @@ run() {
     || { echo "ratios: $name failed:" >&2; tail -5 "$TMP/$name.out" >&2; exit 1; }
 }
 
-# Median over rounds of allreduce_perf out-of-place time per size: "size time".
+# Median over rounds of allreduce_perf out-of-place time per size: "size time"
+# (of datatype $2, float by default).
 ap_times() {
-  awk '/^ +[0-9]+ +[0-9]+ +float/ {print $1, $6}' "$TMP/$1.out" | sort -n -k1,1 -k2,2g |
+  awk -v t="${2:-float}" '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $3 == t {print $1, $6}' "$TMP/$1.out" | sort -n -k1,1 -k2,2g |
     awk '{t[$1] = t[$1] " " $2} END {for (s in t) {n = split(t[s], v, " "); print s, v[int((n + 1) / 2)]}}' | sort -n
 }
 
@@ -370,6 +375,41 @@ learn() {
   done
 }
 
+# 16-bit inputs (issue 47): bf16 all-reduces of 64 MiB a rank, 4 ranks, 1 Gb/s:
+# plain bf16 (the host NCCL's ring), and the shim's two phases with fp32 sums
+# on the bf16 wire (NCCLSHIM_COMPRESS=bf16 ALGO=twophase), int8 and int4;
+# then, with a launch costing 1 MB of link time (HOSTNCCL_LAUNCH_US=8000)
+# and the shim's launch price pinned at 4M (the price auto plans at before
+# it has measured: these runs are too short to measure), no settings against
+# plain, 4..64 MiB.
+half() {
+  local AP="$BUILD/bin/allreduce_perf" v
+  rm -f "$TMP"/h-*.out
+  for ((r = 0; r < ROUNDS; r++)); do
+    run h-plain 0 HOSTNCCL_LINK_GBPS=1 -- "$AP" -d bfloat16 -b 64M -e 64M -n 1 -w 3 -c 0
+    for v in bf16 int8 int4; do
+      run h-$v 1 HOSTNCCL_LINK_GBPS=1 NCCLSHIM_COMPRESS=$v NCCLSHIM_ALGO=twophase -- "$AP" -d bfloat16 -b 64M -e 64M -n 1 -w 3 -c 0
+    done
+  done
+  echo "# bf16 all-reduce, 64 MiB a rank, 4 ranks, HOSTNCCL_LINK_GBPS=1: out-of-place time (us), ratio to plain bf16, median of $ROUNDS alternated runs"
+  printf '%10s %10s %18s %18s %18s\n' size plain bf16_fp32sums int8 int4
+  join <(ap_times h-plain bfloat16) <(ap_times h-bf16 bfloat16) | join - <(ap_times h-int8 bfloat16) |
+    join - <(ap_times h-int4 bfloat16) |
+    awk '{printf "%10d %10.0f %9.0f (%.3f) %9.0f (%.3f) %9.0f (%.3f)\n", $1, $2, $3, $3 / $2, $4, $4 / $2, $5, $5 / $2}'
+  rm -f "$TMP"/hl-*.out
+  for ((r = 0; r < ROUNDS; r++)); do
+    for v in plain:0 none:1; do
+      NCCLSHIM_LAUNCH_BYTES=4M HOSTNCCL_LINK_GBPS=1 HOSTNCCL_LAUNCH_US=8000 timeout 900 mpirun -np 4 \
+        -x LD_LIBRARY_PATH="$LIBP" $([ "${v#*:}" = 1 ] && echo "-x LD_PRELOAD=$SHIM") \
+        "$AP" -d bfloat16 -b 4M -e 64M -f 4 -n 1 -w 1 -c 0 >>"$TMP/hl-${v%:*}.out" 2>&1 ||
+        { echo "ratios: half launch $v failed" >&2; tail -5 "$TMP/hl-${v%:*}.out" >&2; exit 1; }
+    done
+  done
+  echo "# bf16 all-reduce, 4 ranks, HOSTNCCL_LINK_GBPS=1, HOSTNCCL_LAUNCH_US=8000 (1 MB at 1 Gb/s), the shim with no settings: time (us), ratio to plain"
+  printf '%10s %10s %18s\n' size plain "no settings"
+  join <(ap_times hl-plain bfloat16) <(ap_times hl-none bfloat16) | awk '{printf "%10d %10.0f %9.0f (%.3f)\n", $1, $2, $3, $3 / $2}'
+}
+
 hier_errors() {
   local P="$BUILD/tests/shim_twophase" out="$TMP/he.out" shape n l w a
   : >"$out"
@@ -445,7 +485,8 @@ case "$WHAT" in
   hier-errors) hier_errors ;;
   launch) launch ;;
   learn) learn ;;
+  half) half ;;
   model) model ;;
   all) compress; fusion; torch_ddp; twophase; errors; link; fabric; hier; hier_errors; launch ;;
-  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|launch|all]" >&2; exit 2 ;;
+  *) echo "usage: bench/ratios.sh [compress|fusion|torch|twophase|errors|link|fabric|hier|hier-errors|model|launch|learn|half|all]" >&2; exit 2 ;;
 esac

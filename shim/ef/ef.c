@@ -47,7 +47,8 @@ void nsc_ef_free(nsc_ef *e) {
 }
 
 static int key_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) {
-  return a->count == b->count && a->rs == b->rs && a->fmt == b->fmt && a->block == b->block && a->nranks == b->nranks;
+  return a->count == b->count && a->rs == b->rs && a->fmt == b->fmt && a->block == b->block && a->nranks == b->nranks &&
+         a->in == b->in;
 }
 static int bufs_eq(const nsc_ef_sig *a, const nsc_ef_sig *b) { return a->recv == b->recv && a->send == b->send; }
 

@@ -99,6 +99,7 @@ typedef struct {
   uintptr_t recv, send; /* identity only */
   uint64_t count; /* all-reduce: elements; reduce-scatter: elements per rank */
   int rs, fmt, block, nranks;
+  int in; /* the input type (tp_plan.h's NSC_IN_*): a bucket's slot holds one type's residuals */
 } nsc_ef_sig;
 
 typedef struct {

@@ -29,7 +29,9 @@
 static ncclResult_t run_deferred(nsc_work *w, const nsc_after *a) {
   nsc_comm *c = w->c;
   ncclResult_t wr = a->in_progress ? nsc_enqueued(c, c->comm, ncclInProgress) : ncclSuccess;
-  nsc_call k = {.count = w->count, .dt = ncclFloat32, .op = w->op, .has_buffers = 1, .rs = w->plan->rs,
+  /* the call's own datatype (its plan's input: fp32, bf16 or fp16), which a
+   * call forwarded for want of staging is issued in */
+  nsc_call k = {.count = w->count, .dt = (ncclDataType_t)w->plan->idt, .op = w->op, .has_buffers = 1, .rs = w->plan->rs,
                 .arg = w->count, .send = w->src, .recv = w->dst, .comm = c->comm, .stream = (cudaStream_t)w->stream};
   ncclResult_t rr = nsc_walk_run(c, w->be, &k, w->plan, w->seq, NULL);
   rr = nsc_enqueued(c, c->comm, rr); /* forwarded plain (no staging room): enqueued before anything follows */

@@ -1,5 +1,7 @@
 /* twophase.c — compressed all-reduce and reduce-scatter whose error does not
- * grow with the rank count, over NCCL point-to-point (layout in tp_plan.h).
+ * grow with the rank count, over NCCL point-to-point (layout in tp_plan.h),
+ * of fp32 inputs and of bf16/fp16 ones (widened to fp32 piece by piece,
+ * summed in fp32, the result narrowed once: see two_phases).
  *
  *   1. every rank encodes its input once, chunk j for rank j (its own chunk
  *      straight into its receive slot);
@@ -143,7 +145,7 @@ static nsc_ef_slot *ef_slot(nsc_comm *c, const nsc_backend *be, nsc_stream s, co
   if (!codec->ef) return NULL;
   size_t off, len;
   nsc_tp_chunk(p, p->rank, &off, &len);
-  nsc_ef_sig sig = {(uintptr_t)key.recv, (uintptr_t)key.send, count, rs, (int)p->fmt, (int)p->block, p->n};
+  nsc_ef_sig sig = {(uintptr_t)key.recv, (uintptr_t)key.send, count, rs, (int)p->fmt, (int)p->block, p->n, p->in};
   pthread_mutex_lock(&c->lock);
   nsc_ef_slot *sl = nsc_ef_next(&c->ef, &sig);
   if (sl && nsc_ef_buffers(&c->ef, sl, be, s, p->count, rs ? 0 : len, codec->ef_max)) sl = NULL;
@@ -224,16 +226,26 @@ static ncclResult_t poisoned_input(nsc_comm *c, const nsc_backend *be, const nsc
                                    int rs, cudaStream_t s, nsc_ef_key key) {
   nsc_ef_slot *ef = ef_slot(c, be, (nsc_stream)s, &p->tp, &p->codec, key, count, rs); /* its place in the sequence */
   if (ef) ef->have = 0;
-  return poisoned(c, be, &p->tp, recv, 4 * count, rs, s);
+  return poisoned(c, be, &p->tp, recv, (size_t)nsc_in_esz(p->in) * count, rs, s);
 }
 
 /* The two phases, with this step's staging (stage) and error-feedback
  * slot (ef, NULL: none) in hand: plan pl's layout on c's group (made once,
- * by the decision) and codec. */
+ * by the decision) and codec.
+ *
+ * A 16-bit input (p.in) is widened, exactly, piece by piece into the fp32
+ * region after the encoded ones (tp_plan.h) with its format's cast; every
+ * encode reads that copy, the owner sums into its own chunk's place there, and
+ * each fp32 result is narrowed (round to nearest even, the cast of the
+ * input's format) into the caller's buffer: a reduce-scatter's sum, an
+ * all-reduce's decoded chunks. So the wires, kernels and rules of the fp32
+ * path serve every input, and the one extra rounding of a 16-bit result is
+ * the narrowing (none with the input's own wire: its decode is exact). */
 static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_plan *pl, nsc_ef_slot *ef, void *stage,
-                               const float *send, float *recv, size_t count, ncclRedOp_t op, cudaStream_t s, int rs,
+                               const void *send, void *recv, size_t count, ncclRedOp_t op, cudaStream_t s, int rs,
                                uint64_t seq) {
   const nsc_tp_plan p = pl->tp;
+  size_t esz = (size_t)nsc_in_esz(p.in);
   const nsc_codec *codec = &pl->codec;
   int n = p.n, r = p.rank, np = p.npieces;
   nsc_stream st = (nsc_stream)s;
@@ -241,11 +253,11 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
   for (int j = 0; j < n; j++) enc_bytes += nsc_tp_chunk_bytes(&p, j);
   ncclResult_t res = ncclSuccess;
   nsc_rec rec;
-  nsc_rec_start(&rec, rs ? NSC_COLL_REDUCESCATTER : NSC_COLL_ALLREDUCE, NSC_ALG_TWOPHASE, seq, p.count, ncclFloat32,
-                (ncclDataType_t)pl->wdt, op, be, st, 0);
+  nsc_rec_start(&rec, rs ? NSC_COLL_REDUCESCATTER : NSC_COLL_ALLREDUCE, NSC_ALG_TWOPHASE, seq, p.count,
+                (ncclDataType_t)pl->idt, (ncclDataType_t)pl->wdt, op, be, st, 0);
   rec.wire_bytes = enc_bytes;
   if (!c->internal) { /* hier's stage between nodes: counted and logged as the whole call (walk.c) */
-    nsc_count_call(NSC_ALG_TWOPHASE, p.count * 4, enc_bytes, 0);
+    nsc_count_call(NSC_ALG_TWOPHASE, p.count * esz, enc_bytes, 0);
     NSC_COUNT(twophase, 1);
   }
   uint8_t *enc = stage, *in = enc + nsc_tp_slot(&p, 0, np), *gat = in + nsc_tp_slot(&p, 0, np);
@@ -256,7 +268,13 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
    * never overflows where NCCL's does not. */
   float down = (float)(1.0 / codec->prescale), up = (float)codec->prescale;
   if (op == ncclAvg) down = down == 1.0f ? (float)(1.0 / n) : down * (float)(1.0 / n);
-  float *acc = rs ? recv : recv + roff; /* the owner's fp32 sum; a reduce-scatter's result */
+  /* fp32 in and out: the caller's buffers, or a 16-bit input's fp32 copy */
+  float *wide = p.in ? (float *)(void *)(enc + nsc_tp_regions_bytes(&p, rs)) : NULL;
+  const float *src = wide ? wide : send;
+  float *out = wide ? wide : recv;
+  nsc_fmt_t half = nsc_in_fmt(p.in); /* a 16-bit input's casts */
+  uint8_t *recv16 = recv;
+  float *acc = rs && !wide ? out : out + roff; /* the owner's fp32 sum; a reduce-scatter's result */
   double post = rs ? codec->prescale : 1.0;
   uint32_t runs = 2u * (uint32_t)n; /* stochastic streams per piece */
   nsc_enc_opt o;
@@ -272,7 +290,10 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
       nsc_tp_piece(&p, j, k, &off, &len);
       enc_opt(&o, c, codec, seq, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j + runs * (uint32_t)k);
       uint8_t *dst = (j == r ? in : enc) + nsc_tp_slot(&p, j, k);
-      bad |= be->fmt_encode_opt(L.side, p.fmt, p.block, send + off, dst, len, down, &o) != 0;
+      /* a 16-bit input's piece widened (exactly) just before its encode, so
+       * that the pieces' pipeline hides it too */
+      if (wide) bad |= be->from_wire(L.side, half, (const uint8_t *)send + esz * off, wide + off, len, 1.0f) != 0;
+      bad |= be->fmt_encode_opt(L.side, p.fmt, p.block, src + off, dst, len, down, &o) != 0;
     }
     if (bad) { /* every message of this piece NaN */
       nsc_poison(be, L.side, enc + nsc_tp_slot(&p, 0, k), (size_t)n * p.slot);
@@ -293,6 +314,7 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
     nsc_tp_piece(&p, r, k, &off, &len);
     float *a = acc + (off - roff);
     L.bad |= be->fmt_decode_sum(L.side, p.fmt, p.block, in + nsc_tp_slot(&p, 0, k), p.slot, n, a, len, (float)post) != 0;
+    if (rs && wide) L.bad |= be->to_wire(L.side, half, a, recv16 + esz * (off - roff), len, 1.0f) != 0;
     if (!rs) {
       uint8_t *g = gat + nsc_tp_slot(&p, r, k);
       enc_opt(&o, c, codec, seq, ef, ef ? ef->out + (off - roff) : NULL, 2u * (uint32_t)r + 1u + runs * (uint32_t)k);
@@ -315,7 +337,8 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
     point_wait(&L, L.side, st, &x);
     for (int j = 0; j < n; j++) {
       nsc_tp_piece(&p, j, k, &off, &len);
-      L.bad |= be->fmt_decode(L.side, p.fmt, p.block, gat + nsc_tp_slot(&p, j, k), recv + off, len, up) != 0;
+      L.bad |= be->fmt_decode(L.side, p.fmt, p.block, gat + nsc_tp_slot(&p, j, k), out + off, len, up) != 0;
+      if (wide) L.bad |= be->to_wire(L.side, half, out + off, recv16 + esz * off, len, 1.0f) != 0;
     }
   }
 out:
@@ -330,7 +353,7 @@ out:
   }
   if (ef) ef->have = NSC_OK(res) && !L.bad; /* a failed call leaves no residuals to carry */
   nsc_ef_used(ef, st); /* after the join: the side stream's encodes are behind st */
-  if (L.bad) nsc_poison(be, st, recv, 4 * count); /* a failed cast or exchange: NaN, never a wrong value */
+  if (L.bad) nsc_poison(be, st, recv, esz * count); /* a failed cast or exchange: NaN, never a wrong value */
   if (NSC_OK(res) && L.bad) {
     nsc_warn("two-phase %s: a cast on rank %d failed (%s); its result is NaN", rs ? "reduce-scatter" : "all-reduce",
              r, nsc_backend_error());
@@ -375,7 +398,7 @@ ncclResult_t nsc_step_twophase(nsc_walk *w, const nsc_step *st, float **dst, siz
   /* its place in the sequence first (a call that fails here still takes it) */
   nsc_ef_slot *ef = ef_slot(on, w->be, s, &p->tp, &p->codec, key, st->count, st->rs);
   if (!p->stages) { /* flat two-phase: the walk took its staging */
-    if (w->stage_poison) return poisoned(on, w->be, &p->tp, out, 4 * st->count, st->rs, w->s);
+    if (w->stage_poison) return poisoned(on, w->be, &p->tp, out, (size_t)nsc_in_esz(p->in) * st->count, st->rs, w->s);
     return two_phases(on, w->be, p, ef, w->stage, src, out, st->count, op, w->s, st->rs, w->seq);
   }
   /* hier's stage between nodes: then its staging */

@@ -108,6 +108,7 @@ typedef struct nsc_comm_log {
   uint64_t first_wall_ns;
   nsc_log_totals by_action[NSC_ACT_COUNT];
   uint64_t why[NSC_WHY_COUNT]; /* all-reduces and reduce-scatters passed through, by reason (policy.h) */
+  uint64_t half_tp, half_own; /* compressed bf16/fp16 calls (two phases, fp32 sums); ... on their own 16-bit wire */
   uint64_t accum_synced, accum_skipped;
   uint64_t dropped;        /* records folded into totals without detail */
   uint64_t untimed;        /* records that were counted but never timed */

@@ -411,6 +411,10 @@ static void write_table(FILE *f, const nsc_comm_log *l, const char *pre) {
           nsc_log_detail() ? (size_t)(l->nrec - l->dropped) : (size_t)0, l->dropped, l->untimed, l->unknown,
           __atomic_load_n(&l->accum_synced, __ATOMIC_RELAXED), __atomic_load_n(&l->accum_skipped, __ATOMIC_RELAXED));
   untouched_line(f, l, pre);
+  if (l->half_tp) /* docs/collectives.md, "16-bit inputs": what fp32 sums on the input's own wire cost */
+    fprintf(f, "%s# 16-bit inputs: %" PRIu64 " bf16/fp16 call(s) in two phases with fp32 sums, %" PRIu64
+            " on their own wire (plain's bytes; an all-reduce issues one launch more than plain)\n",
+            pre, l->half_tp, l->half_own);
   if (l->accum_state[0]) fprintf(f, "%s# accumulation: %s\n", pre, l->accum_state);
   if (l->fabric[0]) fprintf(f, "%s# launch cost: %s\n", pre, l->fabric);
   uint64_t efc = __atomic_load_n(&l->ef_calls, __ATOMIC_RELAXED);

@@ -489,6 +489,10 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
   t->calls += r->action == NSC_ACT_FUSE ? (uint64_t)r->nmembers : 1;
   t->records++;
   if (r->action == NSC_ACT_PASS) l->why[(unsigned)r->why < NSC_WHY_COUNT ? r->why : NSC_WHY_NONE]++;
+  if (r->action == NSC_ACT_COMPRESS && (r->dtype == ncclBfloat16 || r->dtype == ncclFloat16)) {
+    l->half_tp++;
+    l->half_own += r->wire_dtype == r->dtype;
+  }
   t->logical_bytes += r->logical_bytes;
   t->wire_bytes += r->wire_bytes;
   if (!l->first_ns || r->host_ns < l->first_ns) {

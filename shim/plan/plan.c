@@ -16,10 +16,20 @@
 
 static int sum_or_avg(ncclRedOp_t op) { return op == ncclSum || op == ncclAvg; }
 
-/* fp32, Sum/Avg, valid buffers, count > 0, compression on: its size aside. */
+int nsc_policy_input(ncclDataType_t dt) {
+  if (dt == ncclFloat32) return NSC_IN_F32;
+#define NSC_IN_ROW(ID, name, bits, blocked, dt_, k, bound, zero, doc) \
+  if (!(blocked) && (bits) == 16 && dt == (dt_)) return 1 + (int)NSC_FMT_##ID;
+  NSC_FORMATS(NSC_IN_ROW)
+#undef NSC_IN_ROW
+  return -1;
+}
+
+/* fp32, bf16 or fp16, Sum/Avg, valid buffers, count > 0, compression on:
+ * its size aside. */
 static int compressible_kind(const nsc_config *cfg, const nsc_call *c) {
-  return cfg->compress != NSC_COMPRESS_OFF && c->dt == ncclFloat32 && sum_or_avg(c->op) && c->has_buffers &&
-         c->count > 0;
+  return cfg->compress != NSC_COMPRESS_OFF && nsc_policy_input(c->dt) >= 0 && sum_or_avg(c->op) &&
+         c->has_buffers && c->count > 0;
 }
 
 static size_t float_size(ncclDataType_t dt) {
@@ -43,7 +53,7 @@ static int accumulable_kind(const nsc_config *cfg, const nsc_call *c) {
  * ARGS, MIN_BYTES that holds. */
 static nsc_why why_not(const nsc_config *cfg, const nsc_call *c) {
   if (cfg->compress == NSC_COMPRESS_OFF) return NSC_WHY_OFF;
-  if (c->dt != ncclFloat32) return NSC_WHY_DTYPE;
+  if (nsc_policy_input(c->dt) < 0) return NSC_WHY_DTYPE;
   if (!sum_or_avg(c->op)) return NSC_WHY_OP;
   if (!c->has_buffers || c->count == 0) return NSC_WHY_ARGS;
   return NSC_WHY_MIN_BYTES;
@@ -51,10 +61,11 @@ static nsc_why why_not(const nsc_config *cfg, const nsc_call *c) {
 
 void nsc_policy_ask(const nsc_config *cfg, nsc_call *c) {
   int kind = compressible_kind(cfg, c);
-  c->pol.why = kind && c->count * 4 >= (size_t)cfg->min_bytes ? NSC_WHY_NONE : why_not(cfg, c);
+  c->pol.why = kind && c->count * float_size(c->dt) >= (size_t)cfg->min_bytes ? NSC_WHY_NONE : why_not(cfg, c);
   c->pol.may = 0;
   if (c->rs) return; /* two phases or untouched: never fused or accumulated */
-  if (c->in_group && cfg->fuse_bytes > 0 && kind) c->pol.may |= NSC_MAY_FUSE;
+  /* fused buckets are fp32 (the ring's casts): a 16-bit call is never fused */
+  if (c->in_group && cfg->fuse_bytes > 0 && kind && c->dt == ncclFloat32) c->pol.may |= NSC_MAY_FUSE;
   if (accumulable_kind(cfg, c)) c->pol.may |= NSC_MAY_ACCUM;
 }
 
@@ -72,6 +83,11 @@ int nsc_policy_blocked(const nsc_config *cfg) {
 nsc_fmt_t nsc_tp_fmt(const nsc_config *cfg) {
   return cfg->compress > NSC_COMPRESS_OFF && cfg->compress <= NSC_FMT_COUNT ? (nsc_fmt_t)(cfg->compress - 1)
                                                                             : NSC_FMT_FP16;
+}
+
+nsc_fmt_t nsc_tp_wire(const nsc_config *cfg, int in) {
+  nsc_fmt_t f = nsc_tp_fmt(cfg);
+  return in != NSC_IN_F32 && !nsc_fmt_blocked(f) ? nsc_in_fmt(in) : f;
 }
 
 /* The pieces "auto" allows at most: pieces of at least NSC_TP_AUTO_PIECE
@@ -108,9 +124,15 @@ static size_t piece_elems(const nsc_config *cfg, const nsc_cost_rule *r, nsc_fmt
 
 void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs,
                       const nsc_cost_rule *r) {
+  nsc_tp_plan_init_in(p, cfg, n, rank, count, rs, r, NSC_IN_F32);
+}
+
+void nsc_tp_plan_init_in(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs,
+                         const nsc_cost_rule *r, int in) {
   p->n = n;
   p->rank = rank;
-  p->fmt = nsc_tp_fmt(cfg);
+  p->in = in;
+  p->fmt = nsc_tp_wire(cfg, in);
   p->block = (size_t)cfg->block_elems;
   p->count = rs ? count * (size_t)n : count;
   size_t off, len;
@@ -128,14 +150,19 @@ void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, si
    * than its concurrent sends (bench/README.md). A pure function of the
    * count, the rank count, the settings and the agreed memory kind. */
   int want = cfg->twophase_gather == NSC_GATHER_ALLGATHER || (cfg->twophase_gather == NSC_GATHER_AUTO && !r->host);
-  p->gather = !rs && n >= 2 && want && (size_t)n * p->slot <= 4 * p->count;
+  p->gather = !rs && n >= 2 && want && (size_t)n * p->slot <= (size_t)nsc_in_esz(in) * p->count;
 }
 
 int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs) {
+  return nsc_tp_fits_in(cfg, n, count, rs, NSC_IN_F32);
+}
+
+int nsc_tp_fits_in(const nsc_config *cfg, int n, size_t count, int rs, int in) {
   if (n < 2 || cfg->compress == NSC_COMPRESS_OFF || count == 0) return 0;
   /* chunk 0 is a largest one (nsc_tp_chunk); the largest message, whatever the pieces */
   size_t total = rs ? count * (size_t)n : count, len = total / (size_t)n + (total % (size_t)n != 0);
-  return (nsc_fmt_bytes(nsc_tp_fmt(cfg), len, (size_t)cfg->block_elems) + 15) / 16 * 16 <= 4 * count;
+  return (nsc_fmt_bytes(nsc_tp_wire(cfg, in), len, (size_t)cfg->block_elems) + 15) / 16 * 16 <=
+         (size_t)nsc_in_esz(in) * count;
 }
 
 /* ---- the plans' steps ---- */
@@ -156,10 +183,16 @@ void nsc_plan_init(nsc_plan *p, const nsc_config *cfg, int rs, size_t count, nsc
   p->rs = rs;
   p->count = count;
   p->rule = r;
-  p->fmt = nsc_tp_fmt(cfg);
-  p->wdt = wire_dtype(p->fmt);
+  nsc_plan_input(p, cfg, NSC_IN_F32);
   p->codec = (nsc_codec){cfg->prescale, cfg->error_feedback != 0, cfg->rounding == NSC_ROUND_STOCHASTIC,
                          (uint64_t)cfg->rounding_seed, (size_t)cfg->ef_max_bytes, cfg->fault_cast};
+}
+
+void nsc_plan_input(nsc_plan *p, const nsc_config *cfg, int in) {
+  p->in = in;
+  p->idt = in == NSC_IN_F32 ? (int)ncclFloat32 : wire_dtype(nsc_in_fmt(in));
+  p->fmt = nsc_tp_wire(cfg, in);
+  p->wdt = wire_dtype(p->fmt);
 }
 
 void nsc_plan_step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags, size_t count, nsc_plan_buf src,
@@ -357,6 +390,7 @@ static void make_cand(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *i
   const nsc_topo *t = in->topo;
   nsc_plan x;
   nsc_plan_init(&x, cfg, p->rs, p->count, p->rule);
+  nsc_plan_input(&x, cfg, in->in);
   if (k == C_RING) make_ring(&x, in->avg);
   else if (k == C_TP) make_twophase(&x, in);
   else make_hier(&x, in);
@@ -376,6 +410,12 @@ static void make_cand(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *i
  * them; returns how many. */
 static int candidates(cand *order, const nsc_config *cfg, const nsc_plan_call *in, uint64_t S, int fits) {
   int nc = 0, n = in->topo->nranks;
+  /* a 16-bit input: two phases with fp32 sums or nothing (the ring would sum
+   * in 16 bits; hier's node stages are fp32 steps: flat two-phase instead) */
+  if (in->in != NSC_IN_F32) {
+    if (fits) order[nc++] = C_TP;
+    return nc;
+  }
   if (in->hier && fits && (cfg->algo == NSC_ALGO_HIER || S >= (uint64_t)cfg->hier_min_bytes)) order[nc++] = C_HIER;
   if (in->rs || nsc_fmt_blocked(nsc_tp_fmt(cfg))) {
     if (fits) order[nc++] = C_TP;
@@ -406,16 +446,18 @@ static void plain(nsc_plan *p, int avg, nsc_why why) {
 void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) {
   const nsc_topo *t = in->topo;
   nsc_plan_init(p, cfg, in->rs, in->count, in->rule);
+  nsc_plan_input(p, cfg, in->in);
   nsc_cost_rule r = in->rule;
   int n = t->nranks;
-  uint64_t S = 4 * (uint64_t)in->count * (in->rs ? (uint64_t)n : 1);
+  /* the plain call's bytes in its own type: 2 an element for a 16-bit input */
+  uint64_t S = (uint64_t)nsc_in_esz(in->in) * in->count * (in->rs ? (uint64_t)n : 1);
   p->plain_cost = cost_plain(&r, n, S, in->rs);
   if (!in->compress) {
     plain(p, in->avg, NSC_WHY_OFF);
     return;
   }
   cand order[3];
-  int nc = candidates(order, cfg, in, S, nsc_tp_fits(cfg, n, in->count, in->rs));
+  int nc = candidates(order, cfg, in, S, nsc_tp_fits_in(cfg, n, in->count, in->rs, in->in));
   if (nc == 0) {
     plain(p, in->avg, NSC_WHY_TOO_SMALL);
     return;
@@ -426,6 +468,10 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
    * An explicit algorithm is what the user asked for (its pieces and chunks
    * still follow the rule). */
   int gain_rule = cfg->algo == NSC_ALGO_AUTO || (cfg->algo == NSC_ALGO_HIER && !in->hier);
+  /* a 16-bit input runs in two phases only where they are asked for
+   * (ALGO=twophase or hier: fp32 sums at their price) or gain: ALGO=ring
+   * names the fp32 calls' algorithm */
+  if (in->in != NSC_IN_F32) gain_rule = cfg->algo != NSC_ALGO_TWOPHASE && cfg->algo != NSC_ALGO_HIER;
   uint64_t least = p->plain_cost;
   if (gain_rule)
     for (int i = 0; i < nc; i++) {
@@ -442,7 +488,7 @@ void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *in) 
       x.why = gain_rule ? NSC_WHY_RING_GAINS : cfg->algo == NSC_ALGO_RING ? NSC_WHY_ASKED_RING : NSC_WHY_NO_FIT;
       break;
     case C_TP:
-      x.why = in->hier ? NSC_WHY_HIER_FLAT : gain_rule ? NSC_WHY_TP_GAINS : NSC_WHY_ASKED_TP;
+      x.why = in->hier && in->in == NSC_IN_F32 ? NSC_WHY_HIER_FLAT : gain_rule ? NSC_WHY_TP_GAINS : NSC_WHY_ASKED_TP;
       break;
     default: x.why = NSC_WHY_HIER_NODES; break;
     }
@@ -487,6 +533,8 @@ static void plain_of(nsc_plan *p, const nsc_call *k, nsc_why why) {
   x.rs = k->rs;
   x.count = k->arg;
   x.rule = p->rule;
+  x.in = p->in;
+  x.idt = p->idt;
   x.fmt = p->fmt;
   x.wdt = p->wdt;
   x.codec = p->codec;
@@ -497,10 +545,12 @@ static void plain_of(nsc_plan *p, const nsc_call *k, nsc_why why) {
 
 void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc_agreed *a, int local) {
   nsc_cost_rule rule = nsc_cost_rule_of(nsc_cost_launch(cfg, a->learned, a->launch), a->host);
-  nsc_plan_call in = {k->rs, k->arg, k->op == ncclAvg, 1, a->topo, a->hier, rule};
+  int input = nsc_policy_input(k->dt);
+  nsc_plan_call in = {k->rs, k->arg, k->op == ncclAvg, 1, a->topo, a->hier, rule, input < 0 ? NSC_IN_F32 : input};
   act act = transform(cfg, k);
   int tp = 0;
   nsc_plan_init(p, cfg, k->rs, k->arg, rule);
+  if (input > 0) nsc_plan_input(p, cfg, input);
   if (a->untouched) { /* every rank forwards every call (agreed at the check) */
     plain_of(p, k, NSC_WHY_KERNELS);
     return;
@@ -511,7 +561,7 @@ void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc
     /* no plan gains at the agreed launch cost (plan.h): the call as it is */
     if (p->alg == NSC_ALG_PLAIN && act == ACT_COMPRESS) act = ACT_PASS;
   } else {
-    uint64_t S = 4 * (uint64_t)k->arg * (k->rs ? (uint64_t)a->topo->nranks : 1);
+    uint64_t S = (uint64_t)(input > 0 ? 2 : 4) * k->arg * (k->rs ? (uint64_t)a->topo->nranks : 1);
     p->plain_cost = cost_plain(&rule, a->topo->nranks, S, k->rs);
   }
   /* A sample of the communicator's measurement (agreed: coll/learn.c): the
@@ -581,7 +631,7 @@ void nsc_plan_group(const nsc_topo *t, nsc_plan_on on, int *size, int *index) {
 void nsc_plan_tp(const nsc_plan *p, const nsc_step *s, const nsc_config *cfg, const nsc_topo *t, nsc_tp_plan *tp) {
   int n, idx;
   nsc_plan_group(t, s->on, &n, &idx);
-  nsc_tp_plan_init(tp, cfg, n, idx, s->count, s->rs, &p->rule);
+  nsc_tp_plan_init_in(tp, cfg, n, idx, s->count, s->rs, &p->rule, p->in);
 }
 
 size_t nsc_plan_staging(const nsc_plan *p, size_t (*round)(size_t)) {

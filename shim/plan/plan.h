@@ -1,5 +1,8 @@
-/* plan.h — how one fp32 all-reduce or reduce-scatter, or one fused bucket
- * of a group, is carried out, as data.
+/* plan.h — how one fp32, bf16 or fp16 all-reduce or reduce-scatter, or one
+ * fused bucket of a group (fp32 only), is carried out, as data. A 16-bit
+ * call's plan is two-phase or plain: its input (nsc_plan.in) names the
+ * casts that widen it into fp32 and narrow the result, its wire is
+ * tp_plan.h's nsc_tp_wire, and its plain cost counts 2 bytes an element.
  *
  * A *plan* names the algorithm (nsc_alg: the one name of it, which the log
  * prints too) and lists its steps in the order they are issued: real NCCL
@@ -149,7 +152,9 @@ typedef struct {
                          * a TWOPHASE/HIER plan in a user group (issued right after the real end) */
   int rs;               /* the call is a reduce-scatter (count per rank) */
   size_t count;         /* the call's count (per rank for rs; a bucket: its members' total) */
-  nsc_fmt_t fmt;        /* the wire format (ring and buckets: fp16 or bf16) */
+  int in;               /* the input as the codec reads it (tp_plan.h: NSC_IN_F32, or a 16-bit row + 1) */
+  int idt;              /* ... its NCCL datatype (the log's) */
+  nsc_fmt_t fmt;        /* the wire format (ring and buckets: fp16 or bf16; nsc_tp_wire for a 16-bit input) */
   int wdt;              /* the wire's NCCL datatype (the format's row: the ring's collectives, the log) */
   nsc_codec codec;
   size_t tmp_elems;     /* fp32 elements of TMP */
@@ -183,12 +188,16 @@ typedef struct {
   const nsc_topo *topo; /* the agreed map (nranks, rank, nodes); nnodes 0: unknown, one node */
   int hier;            /* the communicator adopted hier's sub-communicators (agreed at its check) */
   nsc_cost_rule rule;  /* the agreed launch price and host rule (cost.h) */
+  int in;              /* the input (policy.h's nsc_policy_input; 0: fp32) */
 } nsc_plan_call;
 
 void nsc_plan_make(nsc_plan *p, const nsc_config *cfg, const nsc_plan_call *call);
 /* A plan with no steps yet: the call's kind and count, the host rule, and
- * what every plan takes from the settings (format, wire datatype, codec). */
+ * what every plan takes from the settings (format, wire datatype, codec),
+ * for an fp32 input; nsc_plan_input then names another input (its wire:
+ * nsc_tp_wire). */
 void nsc_plan_init(nsc_plan *p, const nsc_config *cfg, int rs, size_t count, nsc_cost_rule r);
+void nsc_plan_input(nsc_plan *p, const nsc_config *cfg, int in);
 /* Append a step (kind k on group `on`, count, src + src_off to dst + dst_off). */
 void nsc_plan_step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags, size_t count, nsc_plan_buf src,
                    size_t src_off, nsc_plan_buf dst, size_t dst_off, int avg, int rs);

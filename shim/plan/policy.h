@@ -34,12 +34,12 @@
   X(FUSED, "fused", "a group's member: fused at the group end")                                                    \
   X(LOCAL, "accumulated", "accumulation: answered locally")                                                        \
   X(OFF, "off", "NCCLSHIM_COMPRESS=off")                                                                           \
-  X(DTYPE, "datatype", "its datatype is not fp32 (only fp32 calls are transformed)")                               \
+  X(DTYPE, "datatype", "its datatype is not fp32, bf16 or fp16 (only they are transformed)")                       \
   X(OP, "op", "its op is not Sum or Avg")                                                                          \
   X(ARGS, "arguments", "count 0 or a NULL buffer (NCCL's own answer)")                                             \
   X(MIN_BYTES, "min_bytes", "below NCCLSHIM_MIN_BYTES")                                                            \
   X(NO_GAIN, "no_gain", "no plan gains 10 % over NCCL at the launch cost (NCCLSHIM_LAUNCH_BYTES)")                 \
-  X(TOO_SMALL, "too_small", "too small for two phases, and NCCL cannot sum a block-scaled format")                 \
+  X(TOO_SMALL, "too_small", "too small for two phases, and NCCL cannot sum a block-scaled format or a 16-bit input in fp32") \
   X(CAPTURED, "captured", "its stream was being captured into a CUDA graph")                                       \
   X(BEFORE_CHECK, "before_check", "made before its communicator's settings check (a first group or capture)")     \
   X(KERNELS, "kernels", "a rank of the communicator cannot run the CUDA kernels")                                  \
@@ -69,12 +69,15 @@ static inline const char *nsc_why_text(nsc_why w) {
 }
 
 /* The policy's answer for one call (nsc_policy_ask): why it stays untouched
- * on its own (NSC_WHY_NONE: it is compressible: fp32, Sum or Avg, both
- * buffers, count > 0, at least NCCLSHIM_MIN_BYTES), and what else it may
- * become whatever its size: a member of a fused bucket (in a group, fusion
- * on, a compressible kind), or a call accumulation may answer locally
- * (floating, Sum or Avg, at least MIN_BYTES, K > 1; capture is the
- * decision's to weigh). A reduce-scatter is never fused or accumulated. */
+ * on its own (NSC_WHY_NONE: it is compressible: fp32, bf16 or fp16, Sum or
+ * Avg, both buffers, count > 0, at least NCCLSHIM_MIN_BYTES of its own
+ * type), and what else it may become whatever its size: a member of a fused
+ * bucket (in a group, fusion on, a compressible fp32 kind: 16-bit calls are
+ * never fused, so a bucket holds one input type), or a call accumulation may
+ * answer locally (floating, Sum or Avg, at least MIN_BYTES, K > 1; capture
+ * is the decision's to weigh). A reduce-scatter is never fused or
+ * accumulated. A 16-bit call is only ever two-phase (fp32 sums) or
+ * untouched: the ring would sum it in 16 bits. */
 #define NSC_MAY_FUSE 1u
 #define NSC_MAY_ACCUM 2u
 typedef struct {
@@ -107,6 +110,11 @@ void nsc_policy_ask(const nsc_config *cfg, nsc_call *c);
  * decision would be frozen into a graph)? For a call the policy was not
  * asked about yet (a communicator's first calls). */
 int nsc_policy_accumulable(const nsc_config *cfg, const nsc_call *c);
+
+/* The input of datatype dt as the codec reads it (tp_plan.h: NSC_IN_F32,
+ * else 1 + the unblocked 16-bit format row whose NCCL datatype is dt), -1
+ * for a datatype the shim never transforms. */
+int nsc_policy_input(ncclDataType_t dt);
 
 /* A block-scaled format is configured (formats.h's "blocked" column: int8, fp8, fp16s, int4):
  * NCCL cannot reduce them, so they exist only in the two-phase algorithm. */

@@ -33,8 +33,19 @@
 #define NSC_TP_MAX_PIECES 64
 #define NSC_TP_MAX_PIECE_SLOTS 256 /* pieces times ranks */
 
+/* A call's input as the codec reads it: NSC_IN_F32 (0), or 1 + the row of
+ * the unblocked 16-bit format whose casts widen and narrow it (formats.h:
+ * fp16's for ncclFloat16, bf16's for ncclBfloat16; policy.h's
+ * nsc_policy_input finds the row by its datatype). A 16-bit input is
+ * widened to fp32 (exactly) before it is encoded, summed in fp32, and its
+ * result rounded once to nearest even into the input's type. */
+#define NSC_IN_F32 0
+static inline int nsc_in_esz(int in) { return in ? 2 : 4; }
+static inline nsc_fmt_t nsc_in_fmt(int in) { return (nsc_fmt_t)(in - 1); }
+
 typedef struct {
   int n, rank;
+  int in;         /* the input (NSC_IN_F32, else a 16-bit row + 1) */
   nsc_fmt_t fmt;
   size_t block;
   size_t count;   /* elements in all chunks together */
@@ -51,6 +62,11 @@ typedef struct {
  * the host rule. */
 void nsc_tp_plan_init(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs,
                       const nsc_cost_rule *r);
+/* The same for input `in` (NSC_IN_F32: nsc_tp_plan_init): its wire format
+ * (nsc_tp_wire) and its receive buffer's size (2 bytes an element for a
+ * 16-bit input) where a rank without staging gathers. */
+void nsc_tp_plan_init_in(nsc_tp_plan *p, const nsc_config *cfg, int n, int rank, size_t count, int rs,
+                         const nsc_cost_rule *r, int in);
 /* The launches one two-phase collective issues: a group of sends and
  * receives per piece in phase 1, and (all-reduce) one per piece in phase 2,
  * a group or an ncclAllGather. */
@@ -82,16 +98,29 @@ static inline size_t nsc_tp_piece_bytes(const nsc_tp_plan *p, int c, int k) {
 static inline size_t nsc_tp_slot(const nsc_tp_plan *p, int c, int k) {
   return ((size_t)k * (size_t)p->n + (size_t)c) * p->slot;
 }
-/* Staging bytes: 3 or 2 (reduce-scatter) regions of n * npieces slots. */
-static inline size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs) {
+/* Staging bytes: 3 or 2 (reduce-scatter) regions of n * npieces slots,
+ * then, for a 16-bit input, its fp32 copy (4 * count bytes: the widened
+ * input, the owner's sum in its own chunk's place, the decoded result before
+ * it is narrowed). */
+static inline size_t nsc_tp_regions_bytes(const nsc_tp_plan *p, int rs) {
   return (rs ? 2 : 3) * (size_t)p->n * (size_t)p->npieces * p->slot;
 }
+static inline size_t nsc_tp_staging_bytes(const nsc_tp_plan *p, int rs) {
+  return nsc_tp_regions_bytes(p, rs) + (p->in ? 4 * p->count : 0);
+}
 /* Two-phase is possible: n >= 2, compression on, and the largest encoded
- * chunk fits in recvbuff (4 * count bytes; reduce-scatter: 4 * its shard),
- * which a rank that could not get staging sends and receives from, so that
- * it still issues every message its peers expect (twophase.c). */
+ * chunk fits in recvbuff (4 * count bytes; reduce-scatter: 4 * its shard;
+ * a 16-bit input's: 2 bytes an element), which a rank that could not get
+ * staging sends and receives from, so that it still issues every message
+ * its peers expect (twophase.c). */
 int nsc_tp_fits(const nsc_config *cfg, int n, size_t count, int rs);
+int nsc_tp_fits_in(const nsc_config *cfg, int n, size_t count, int rs, int in);
 /* The wire format of the configuration (fp16 when compression is off). */
 nsc_fmt_t nsc_tp_fmt(const nsc_config *cfg);
+/* The wire of input `in`: the configured format, but a 16-bit input's own
+ * type where that format is an unblocked 16-bit one (NCCLSHIM_COMPRESS=fp16
+ * or bf16 on a bf16 or fp16 input: the input's bytes as they are, fp32
+ * sums; docs/collectives.md, "16-bit inputs"). */
+nsc_fmt_t nsc_tp_wire(const nsc_config *cfg, int in);
 
 #endif

@@ -60,6 +60,7 @@
 #define RED_SEEDS 150000 /* from here, the red team's classes: the cliques' stream handles 0 (legacy) and 0x2
                           * (per-thread), error-feedback buckets sharing a receive buffer, an abort from a
                           * watchdog thread while calls block on a laggard */
+#define HALF_SEEDS 160000 /* from here, the program's input datatype: fp32, bf16 or fp16 (issue 47) */
 #define MAXL 3   /* ranks of a process's own clique */
 #define LRANK 8  /* input index of its rank 0 (distinct from the world's ranks) */
 #define SPLIT_SEEDS 32000 /* from here, no pass that begins late right after one that ended early (any model) */
@@ -147,6 +148,8 @@ typedef struct {
   int abort_lag;          /* ... the rank (of the half) that never joins the last calls */
   int abort_kind;         /* ... 0 one all-reduce, 1 a group of two small and a large one, 2 a reduce-scatter */
   size_t abort_count;
+  /* seeds >= HALF_SEEDS */
+  int idt; /* the datatype most of its calls have (else fp32) */
   char feat[512];
 } prog_t;
 
@@ -179,6 +182,10 @@ static size_t dt_size(int dt) {
   }
 }
 static int dt_float(int dt) { return dt == ncclFloat16 || dt == ncclFloat32 || dt == ncclFloat64 || dt == ncclBfloat16; }
+/* The datatypes the shim may transform: fp32, and bf16/fp16 (issue 47: two
+ * phases with fp32 sums, one rounding into the input type). */
+static int dt_half(int dt) { return dt == ncclFloat16 || dt == ncclBfloat16; }
+static int dt_tf(int dt) { return dt == ncclFloat32 || dt_half(dt); }
 static const char *op_name(int op) {
   static const char *n[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
   return op >= 0 && op < 6 ? n[op] : "?";
@@ -209,7 +216,7 @@ static void draw_call(const prog_t *p, call_t *c, int comm, int in_group) {
   c->comm = comm;
   c->kind = chance(0.12) ? K_RS : K_AR;
   c->count = c->kind == K_RS ? PICK(rs_counts) : PICK(ar_counts);
-  c->dt = chance(0.6) ? ncclFloat32 : PICK(dts);
+  c->dt = chance(0.6) ? p->idt : PICK(dts);
   int ops[] = {ncclSum, ncclSum, ncclSum, ncclSum, ncclSum, ncclSum, ncclSum, ncclAvg, ncclAvg, ncclMax,
                ncclMin, ncclProd, OP_PREMUL};
   c->op = PICK(ops);
@@ -665,6 +672,14 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
   p->prescale = PICK(pres);
   p->check_config = 1;
   p->K = 1;
+  p->idt = ncclFloat32;
+  if (seed >= HALF_SEEDS) { /* a generator of its own: the rest of the program is the seed's */
+    uint64_t saved = rng;
+    rng = mix64(seed ^ 0x16b17ull);
+    static const int idts[] = {ncclFloat32, ncclBfloat16, ncclFloat16};
+    p->idt = PICK(idts);
+    rng = saved;
+  }
   /* One fault per program, on the shim's half only. */
   int fr = rint_(100);
   p->fault = fr < 45 ? F_NONE : fr < 55 ? F_FAIL_CALL : fr < 62 ? F_FAIL_GROUP_END : fr < 76 ? F_ALLOC_ONE
@@ -871,6 +886,7 @@ static void draw_program(prog_t *p, uint64_t seed, const char *o) {
           break;
         }
   }
+  if (p->idt != ncclFloat32) feat(p, "input-%s", dt_name(p->idt));
   for (int s = 0; s < p->nstep; s++)
     for (int i = 0; i < p->st[s].n; i++)
       if (accumulable(p, &p->st[s].c[i])) feat(p, ddp_comm(p, p->st[s].c[i].comm) ? "ddp-foreign" : "accum-other-comm");
@@ -1408,6 +1424,40 @@ static int all_nan(const float *x, size_t n) {
   return 1;
 }
 
+static float h2f(uint16_t h) { /* IEEE half to fp32, exact */
+  int e = (h >> 10) & 0x1f;
+  double m = h & 0x3ff, v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+  return (float)(h & 0x8000 ? -v : v);
+}
+static float bf2f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+/* n results of a transformable type as fp32 (fp32 itself: p; else a new
+ * array, NULL without memory). */
+static float *widen(int dt, const void *p, size_t n) {
+  if (!dt_half(dt)) return (float *)(uintptr_t)p;
+  float *w = malloc(n * 4 + 4);
+  for (size_t i = 0; w && i < n; i++) w[i] = dt == ncclBfloat16 ? bf2f(((const uint16_t *)p)[i]) : h2f(((const uint16_t *)p)[i]);
+  return w;
+}
+static int all_nan_dt(int dt, const void *p, size_t n) {
+  float *w = widen(dt, p, n);
+  int r = w ? all_nan(w, n) : 0;
+  if (w != p) free(w);
+  return r;
+}
+/* v as stored in datatype dt (a 16-bit input's rounding) */
+static double as_stored(int dt, double v) {
+  float w = 0;
+  if (!dt_half(dt)) return v;
+  uint16_t h = dt == ncclBfloat16 ? f2bf((float)v) : f2h((float)v);
+  w = dt == ncclBfloat16 ? bf2f(h) : h2f(h);
+  return w;
+}
+
 /* The bound of docs/collectives.md: |got - exact| <= (n+1) u sum|x_r| (Sum), (n+2) u sum|x_r| / n (Avg);
  * u = 2^-11 (fp16), 2^-8 (bf16). */
 /* The ranks (input indices) of call c's communicator as this rank sees it,
@@ -1425,6 +1475,10 @@ static int call_ranks(const call_t *c, int *rk, int *rin) {
 static size_t out_of_bound_over(const call_t *c, const float *got, size_t *first, double *want, const int *rk, int n,
                                 int rin) {
   double u = P.compress == 2 ? 0x1p-8 : 0x1p-11, coef = c->op == ncclAvg ? n + 2 : n + 1;
+  /* a 16-bit input: its own type is the wire of fp16/bf16, and every wire's
+   * result is rounded once more into it (u16 of the result) */
+  double u16 = c->dt == ncclBfloat16 ? 0x1p-8 : c->dt == ncclFloat16 ? 0x1p-11 : 0;
+  if (u16 > 0) u = u16;
   /* int8/fp8 (two-phase, block-scaled with a power-of-two scale per block):
    * each input is rounded once and the result once, each by at most q times
    * its block's largest magnitude (int8: half a step of at most 2M/127;
@@ -1443,12 +1497,12 @@ static size_t out_of_bound_over(const call_t *c, const float *got, size_t *first
   size_t sc = c->kind == K_RS ? c->count * (size_t)n : c->count;
   for (int k = 0; w8 && k < n; k++) {
     double M = 0;
-    for (size_t i = 0; i < sc; i++) M = fmax(M, fabs(in_val(P.seed, c, rk[k], i)));
+    for (size_t i = 0; i < sc; i++) M = fmax(M, fabs(as_stored(c->dt, in_val(P.seed, c, rk[k], i))));
     Msum += M;
   }
   for (size_t i = 0; w8 && i < c->count; i++) {
     double t = 0;
-    for (int k = 0; k < n; k++) t += in_val(P.seed, c, rk[k], lo + i);
+    for (int k = 0; k < n; k++) t += as_stored(c->dt, in_val(P.seed, c, rk[k], lo + i));
     Ms = fmax(Ms, fabs(c->op == ncclAvg ? t / n : t));
   }
   size_t bad = 0;
@@ -1456,7 +1510,7 @@ static size_t out_of_bound_over(const call_t *c, const float *got, size_t *first
     double s = 0, a = 0;
     size_t j = lo + i;
     for (int k = 0; k < n; k++) {
-      double v = in_val(P.seed, c, rk[k], j);
+      double v = as_stored(c->dt, in_val(P.seed, c, rk[k], j));
       s += v;
       a += fabs(v);
     }
@@ -1466,7 +1520,7 @@ static size_t out_of_bound_over(const call_t *c, const float *got, size_t *first
     }
     double pf = atof(P.prescale);
     if (pf > 0 && pf != 1) a += 0x1p-24 * pf; /* subnormals of the scaled values */
-    double lim = w8 ? q * (Msum + Ms) + 0x1p-20 * (a + Ms) : coef * u * a;
+    double lim = w8 ? q * (Msum + Ms) + 0x1p-20 * (a + Ms) + u16 * fabs(s) : coef * u * a;
     /* error feedback: every rounding also carries the last residual of its
      * bucket (what that call's rounding lost: at most one rounding of a
      * value of the same model, |x| < 2 scale); stochastic rounding: errors up
@@ -1555,14 +1609,14 @@ static int check_call(pend_t *e, int tag) {
   MPI_Recv(ref, (int)e->rbytes, MPI_BYTE, twin, tag, tw, MPI_STATUS_IGNORE);
   /* NCCLSHIM_MAX_STAGING_BYTES: a call beyond it is refused with
    * ncclInvalidUsage on every rank of its communicator, nothing changed */
-  if (P.staging && P.fault == F_NONE && e->own == ncclInvalidUsage && c->dt == ncclFloat32) {
+  if (P.staging && P.fault == F_NONE && e->own == ncclInvalidUsage && dt_tf(c->dt)) {
     if (!agree) FAIL("%s: refused on some ranks only (staging limit): codes [%s]", e->what, list);
     size_t bad = 0;
     for (size_t i = 0; i < c->count; i++) {
       float w;
-      if (c->inplace) store(ncclFloat32, &w, 0, in_val(P.seed, c, me, (c->kind == K_RS ? (size_t)(((char *)e->recv - (char *)e->send) / 4) : 0) + i));
-      else memset(&w, 0xa5, 4);
-      bad += memcmp(&w, (char *)e->recv + 4 * i, 4) != 0;
+      if (c->inplace) store(c->dt, &w, 0, in_val(P.seed, c, me, (c->kind == K_RS ? (size_t)(((char *)e->recv - (char *)e->send) / es) : 0) + i));
+      else memset(&w, 0xa5, es);
+      bad += memcmp(&w, (char *)e->recv + es * i, es) != 0;
     }
     if (bad) FAIL("%s: refused (staging limit) but %zu of %zu elements of recvbuff changed", e->what, bad, c->count);
     free(ref);
@@ -1582,7 +1636,7 @@ static int check_call(pend_t *e, int tag) {
   int n = members(&P, c->comm, me, NULL);
   /* Reduce-scatters are compressed too (two-phase: one rounding of each
    * input and of the shard, within the ring's bound below). */
-  int bitwise = c->dt != ncclFloat32 || (c->op != ncclSum && c->op != ncclAvg) || P.disable ||
+  int bitwise = !dt_tf(c->dt) || (c->op != ncclSum && c->op != ncclAvg) || P.disable ||
                 P.compress == 0 ||
                 (P.compress < 3 && !P.ef && c->exact && (c->op == ncclSum || (n & (n - 1)) == 0));
   size_t bad = 0, first = 0;
@@ -1594,7 +1648,7 @@ static int check_call(pend_t *e, int tag) {
   e->plain_bits = bad == 0;
   void *got = e->recv;
   unsigned char *patched = NULL;
-  if (bad && local_fault(P.fault) && c->dt == ncclFloat32 && anyfail && all_nan(e->recv, c->count)) bad = 0; /* poisoned */
+  if (bad && local_fault(P.fault) && dt_tf(c->dt) && anyfail && all_nan_dt(c->dt, e->recv, c->count)) bad = 0; /* poisoned */
   size_t nn = 0;
   if (bad && local_fault(P.fault) && c->dt == ncclFloat32 && anyfail && (P.algo == 3 || (P.algo == 0 && P.nnodes >= 2)))
     for (size_t i = 0; i < c->count; i++) nn += isnan(((float *)e->recv)[i]) != 0;
@@ -1619,10 +1673,13 @@ static int check_call(pend_t *e, int tag) {
   }
   if (bad && !bitwise) {
     double want = 0;
-    bad = out_of_bound(c, got, &first, &want);
+    float *wide = widen(c->dt, got, c->count), *wref = widen(c->dt, ref, c->count);
+    bad = wide && wref ? out_of_bound(c, wide, &first, &want) : c->count;
     if (bad)
       FAIL("%s: %zu of %zu elements beyond the bound, first [%zu] = %.9g, exact %.9g (plain %.9g)", e->what, bad,
-           c->count, first, ((float *)got)[first], want, ((float *)ref)[first]);
+           c->count, first, wide ? wide[first] : NAN, want, wref ? wref[first] : NAN);
+    if (wide != got) free(wide);
+    if (wref != (void *)ref) free(wref);
   } else if (bad) {
     char g[32] = "", w[32] = "";
     if (c->dt == ncclFloat32) {

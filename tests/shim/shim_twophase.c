@@ -94,21 +94,6 @@ static void stats(ncclshim_stats_t *st) { /* the preloaded shim's, found at run 
 int hostnccl_get_type_counters(int datatype, uint64_t *allreduce_calls, uint64_t *allreduce_bytes);
 
 
-static int limit(void) {
-  if (!strcmp(fmt, "fp16") || !strcmp(fmt, "fp16s")) return 64;
-  if (!strcmp(fmt, "fp8")) return 3;
-  if (!strcmp(fmt, "int4")) return 1;
-  return 31;
-}
-
-/* int4 keeps 15 levels per block: every rank gives the same value of
- * {-1/2, 0, 1/2} for an element, so each block's codes are 0 and +-4 in, and
- * its sums over n <= 4 ranks (0 and +-n/2 in a block) exact out. */
-static float exact_val(int r, size_t i) {
-  int L = limit();
-  if (!strcmp(fmt, "int4")) r = 0;
-  return (float)((int)((i * 7 + (size_t)r * 13 + i / 5) % (size_t)(2 * L + 1)) - L) * 0.5f;
-}
 
 static uint64_t all_ar_calls(void) {
   uint64_t t = 0;
@@ -233,13 +218,6 @@ static int cmd_rs(void) {
  * elements (2^-30 .. 2^30), mantissas in [0.5, 1), random signs, so within a
  * block (inside a window) amax <= 2 |x|. Count: a multiple of 4096 * n, so
  * every chunk starts at a window. */
-static uint64_t rs_state;
-static uint32_t rnd(void) {
-  rs_state ^= rs_state >> 12;
-  rs_state ^= rs_state << 25;
-  rs_state ^= rs_state >> 27;
-  return (uint32_t)((rs_state * 0x2545f4914f6cdd1dull) >> 32);
-}
 static void fill_random(float *x, size_t n, int r) {
   int wide = strcmp(fmt, "fp16") != 0; /* fp16: stay inside its range, 2^-12 .. 2^12 */
   rs_state = 0x9e3779b97f4a7c15ull;

@@ -5,6 +5,8 @@
     check_runs.py loss A.json B.json REL CASE...            |loss_B - loss_A| <= REL * loss_A at every step
     check_runs.py params A.pt B.pt REL                      max |p_B - p_A| <= REL * max |p_A|
     check_runs.py replicas A.json                           every rank holds the same parameters, every case
+    check_runs.py compressed A.json MIN CASE...             the preloaded shim compressed at least MIN calls
+                                                            in each case (its counters, ncclshim_get_stats)
     check_runs.py skips LOGDIR SEQ MIN_BYTES K WHAT         the shim's call log (NCCLSHIM_LOG=calls) of
                                                             communicator SEQ: in the full cycles after
                                                             learning, K-1 of every K accumulable
@@ -70,6 +72,11 @@ def main(cmd, *paths):
         bad = [c for c, r in A.items() if not r.get("replicas_equal")]
         tap(A and not bad, f"{short[0]}: every rank holds the same parameters in {len(A)} cases"
                            + (f" (not in: {' '.join(bad)})" if bad else ""))
+    elif cmd == "compressed":
+        A, least = load(args[0]), int(args[1])
+        for c in args[2:]:
+            n = A.get(c, {}).get("compressed")
+            tap(n is not None and n >= least, f"{short[0]} {c}: the shim compressed {n} calls (at least {least})")
     elif cmd == "skips":
         logdir, seq, min_bytes, k, what = args[0], int(args[1]), int(args[2]), int(args[3]), args[4]
         files = sorted(glob.glob(f"{logdir}/*.jsonl"))

@@ -79,6 +79,10 @@ p.add_argument("--find-unused", action="store_true")
 p.add_argument("--bucket-view", action="store_true")
 p.add_argument("--static-graph", action="store_true")
 p.add_argument("--fsdp", action="store_true")
+p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
+               help="bf16: DDP on the model cast to bf16 (its buckets are bf16), or FSDP2 with "
+                    "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=bf16): 16-bit all-reduces and "
+                    "reduce-scatters (issue 47)")
 p.add_argument("--metric-every", type=int, default=0, help="all-reduce a validation metric every N steps")
 p.add_argument("--seed", type=int, default=1234)
 # Bottlenecks built in, for the diagnosis runs (tests/torch/diag.py):
@@ -175,6 +179,15 @@ class _ShimStats(ctypes.Structure):
 
 
 _shim_stats = getattr(_G, "ncclshim_get_stats", None)
+
+
+def shim_compressed():
+    """Calls the preloaded shim compressed so far (None without it)."""
+    if _shim_stats:
+        st = _ShimStats()
+        if _shim_stats(ctypes.byref(st)) == 0 and st.enabled:
+            return st.compressed
+    return None
 
 
 def wire_bytes():
@@ -282,11 +295,15 @@ def build(a, pg):
            else MLP(a.width, a.layers, a.find_unused, a.batchnorm))
     if a.fsdp:
         from torch.distributed.device_mesh import DeviceMesh
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
         mesh = DeviceMesh.from_group(pg, "cpu")
+        mp = ({"mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)}
+              if a.dtype == "bf16" else {})
         for m in (net.blocks if a.model == "transformer" else net.body):
-            fully_shard(m, mesh=mesh)
-        return net, fully_shard(net, mesh=mesh)
+            fully_shard(m, mesh=mesh, **mp)
+        return net, fully_shard(net, mesh=mesh, **mp)
+    if a.dtype == "bf16":
+        net = net.to(torch.bfloat16)
     return net, DDP(net, bucket_cap_mb=a.bucket_mb, find_unused_parameters=a.find_unused,
                     gradient_as_bucket_view=a.bucket_view, static_graph=a.static_graph, process_group=pg)
 
@@ -354,6 +371,7 @@ def train_body(a, name):
     mine = {"step_s": [], "comm_s": [], "input_s": [], "slow_s": [], "link_s": [], "cpu_s": [], "runq_s": [], "comm_cpu_s": [],
             "start_s": []}  # start_s: time.perf_counter() at the step's start (CLOCK_MONOTONIC: one clock for the host's ranks)
     data = batches(a)
+    comp0 = shim_compressed()
     for step in range(a.steps):
         t0, c0, b0 = time.perf_counter(), ncclpg.comm_seconds(), wire_bytes()
         mine["start_s"].append(t0)
@@ -364,6 +382,8 @@ def train_body(a, name):
         for k in range(micro):
             ti = time.perf_counter()
             x, y = next(data)
+            if a.dtype == "bf16" and not a.fsdp and x.is_floating_point():
+                x = x.to(torch.bfloat16)
             tin += time.perf_counter() - ti
             slow = step % W if a.slow_alternate else a.slow_rank
             if rank == slow and a.slow_s > 0:
@@ -400,7 +420,7 @@ def train_body(a, name):
     with torch.no_grad():
         flat = torch.cat([(q.full_tensor() if hasattr(q, "full_tensor") else q.detach()).reshape(-1)
                           for q in net.parameters()])
-    digest = hashlib.sha256(flat.numpy().tobytes()).hexdigest()
+    digest = hashlib.sha256(flat.float().numpy().tobytes()).hexdigest()
     store = dist.distributed_c10d._get_default_store()
     store.set(f"train_digest_{name}_{rank}", digest)
     store.set(f"train_steps_{name}_{rank}", json.dumps(mine))
@@ -409,6 +429,7 @@ def train_body(a, name):
     if rank != 0:
         return None
     rec["digest"] = digest
+    rec["compressed"] = None if comp0 is None else shim_compressed() - comp0
     hooked = sys.modules.get("ncclshim.steps")  # the package's step hook, when it was installed
     rec["replica_check"] = list(hooked.report()) if hooked else None
     rec["replicas_equal"] = all(store.get(f"train_digest_{name}_{r}").decode() == digest for r in range(W))

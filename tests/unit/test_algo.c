@@ -183,7 +183,7 @@ static const char *choose(const nsc_config *cfg, size_t count, int n, int rs, in
   nsc_config c = *cfg;
   c.launch_bytes = 0;
   nsc_plan p;
-  nsc_plan_call in = {rs, count, 0, 1, &t, hier, nsc_cost_rule_of(0, 0)};
+  nsc_plan_call in = {rs, count, 0, 1, &t, hier, nsc_cost_rule_of(0, 0), NSC_IN_F32};
   nsc_plan_make(&p, &c, &in);
   return p.alg == NSC_ALG_HIER ? "twophase" : nsc_alg_name(p.alg);
 }

@@ -135,11 +135,23 @@ static void policy_which_calls(void **state) {
   call.op = (ncclRedOp_t)ncclNumOps; /* a PreMulSum handle */
   assert_false(compressible(&c, &call));
   call.op = ncclSum;
+  /* fp32, bf16 and fp16; MIN_BYTES in the call's own bytes (a 16-bit call
+   * needs twice the elements) */
   for (int dt = 0; dt < ncclNumTypes; dt++) {
+    int half = dt == ncclBfloat16 || dt == ncclFloat16;
     call.dt = (ncclDataType_t)dt;
+    call.count = 65536 / 4;
+    assert_false(compressible(&c, &call) && half);
+    assert_int_equal(call.pol.why, dt == ncclFloat32 ? NSC_WHY_NONE : half ? NSC_WHY_MIN_BYTES : NSC_WHY_DTYPE);
+    call.count = 65536 / 2;
+    assert_int_equal(compressible(&c, &call), dt == ncclFloat32 || half);
+    call.count = 65536 / 2 - 1;
     assert_int_equal(compressible(&c, &call), dt == ncclFloat32);
-    if (dt != ncclFloat32) assert_int_equal(call.pol.why, NSC_WHY_DTYPE);
+    call.in_group = 1; /* never fused: a bucket is fp32 */
+    assert_int_equal(fusable(&c, &call), dt == ncclFloat32);
+    call.in_group = 0;
   }
+  call.count = 65536 / 4;
   call.dt = ncclFloat32;
   call.has_buffers = 0;
   assert_false(compressible(&c, &call));

@@ -32,7 +32,7 @@ static void f_release(nsc_stream s, void *p) {
 static const nsc_backend fake = {.name = "fake", .alloc = f_alloc, .release = f_release};
 
 /* Bucket `id` (its buffer) of `count` elements. */
-static nsc_ef_sig sigb(uintptr_t id, uint64_t count) { return (nsc_ef_sig){id, id, count, 0, 2, 256, 4}; }
+static nsc_ef_sig sigb(uintptr_t id, uint64_t count) { return (nsc_ef_sig){id, id, count, 0, 2, 256, 4, 0}; }
 static nsc_ef_sig sig(uint64_t count) { return sigb(count, count); }
 
 /* Feed one call; mark it as carrying state; return its slot's index (-1: none). */

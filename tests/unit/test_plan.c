@@ -43,11 +43,15 @@ static nsc_topo topo_of(const int *ids, int n, int rank) {
   return t;
 }
 
-static nsc_plan plan_host(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier, int host) {
+static nsc_plan plan_in(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier, int host, int in) {
   nsc_plan p;
-  nsc_plan_call call = {rs, count, 0, 1, t, hier, nsc_cost_rule_of(nsc_cost_launch(cfg, 0, 0), host)};
+  nsc_plan_call call = {rs, count, 0, 1, t, hier, nsc_cost_rule_of(nsc_cost_launch(cfg, 0, 0), host), in};
   nsc_plan_make(&p, cfg, &call);
   return p;
+}
+
+static nsc_plan plan_host(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier, int host) {
+  return plan_in(cfg, t, rs, count, hier, host, NSC_IN_F32);
 }
 
 static nsc_plan plan_of(const nsc_config *cfg, const nsc_topo *t, int rs, size_t count, int hier) {
@@ -64,7 +68,7 @@ static void test_plan_plain_and_ring(void **state) {
   nsc_topo t = topo_of(ids, 4, 2);
   nsc_config fp16 = cfg_of("NCCLSHIM_COMPRESS=fp16", NULL), int8 = cfg_of("NCCLSHIM_COMPRESS=int8", NULL);
   nsc_plan p;
-  nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0, nsc_cost_rule_of(0, 0)};
+  nsc_plan_call off = {0, 1 << 20, 1, 0, &t, 0, nsc_cost_rule_of(0, 0), NSC_IN_F32};
   nsc_plan_make(&p, &fp16, &off);
   assert_int_equal(p.alg, NSC_ALG_PLAIN);
   assert_int_equal(p.nsteps, 1);
@@ -299,6 +303,70 @@ static void test_plan_launches(void **state) {
   nsc_topo_free(&t);
 }
 
+/* A 16-bit input's plan: the input found by its datatype from the format
+ * rows, its own type as the wire for COMPRESS=fp16/bf16 (bf16 on a bf16
+ * input, fp16 on an fp16 one, whichever of the two is set), the block-scaled
+ * formats as they are; its staging holds the fp32 copy; plain costs 2 bytes
+ * an element, which its own wire matches byte for byte (so only the launch
+ * it adds separates them). */
+static void test_plan_input16(void **state) {
+  (void)state;
+  assert_int_equal(nsc_policy_input(ncclFloat32), NSC_IN_F32);
+  assert_int_equal(nsc_policy_input(ncclBfloat16), 1 + NSC_FMT_BF16);
+  assert_int_equal(nsc_policy_input(ncclFloat16), 1 + NSC_FMT_FP16);
+  assert_int_equal(nsc_policy_input(ncclFloat64), -1);
+  assert_int_equal(nsc_policy_input(ncclInt8), -1);
+  assert_int_equal(nsc_policy_input(ncclFloat8e4m3), -1);
+  static const int ids[4] = {1, 1, 1, 1};
+  nsc_topo t = topo_of(ids, 4, 3);
+  static const struct {
+    const char *compress;
+    int in, rs;
+    nsc_fmt_t wire;
+    int wdt, idt;
+  } rows[] = {
+      {"NCCLSHIM_COMPRESS=fp16", 1 + NSC_FMT_BF16, 0, NSC_FMT_BF16, ncclBfloat16, ncclBfloat16},
+      {"NCCLSHIM_COMPRESS=bf16", 1 + NSC_FMT_BF16, 1, NSC_FMT_BF16, ncclBfloat16, ncclBfloat16},
+      {"NCCLSHIM_COMPRESS=bf16", 1 + NSC_FMT_FP16, 0, NSC_FMT_FP16, ncclFloat16, ncclFloat16},
+      {"NCCLSHIM_COMPRESS=int8", 1 + NSC_FMT_BF16, 0, NSC_FMT_INT8, ncclInt8, ncclBfloat16},
+      {"NCCLSHIM_COMPRESS=int4", 1 + NSC_FMT_FP16, 1, NSC_FMT_INT4, ncclUint8, ncclFloat16},
+      {"NCCLSHIM_COMPRESS=fp16s", 1 + NSC_FMT_BF16, 0, NSC_FMT_FP16S, ncclFloat16, ncclBfloat16},
+  };
+  size_t count = 1 << 20;
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+    nsc_config cfg = cfg_of(rows[i].compress, "NCCLSHIM_ALGO=twophase");
+    nsc_plan p = plan_in(&cfg, &t, rows[i].rs, count, 0, 0, rows[i].in);
+    assert_int_equal(p.alg, NSC_ALG_TWOPHASE);
+    assert_int_equal(p.in, rows[i].in);
+    assert_int_equal(p.idt, rows[i].idt);
+    assert_int_equal(p.fmt, rows[i].wire);
+    assert_int_equal(p.wdt, rows[i].wdt);
+    assert_int_equal(p.tp.in, rows[i].in);
+    assert_int_equal(p.tp.fmt, rows[i].wire);
+    size_t total = rows[i].rs ? 4 * count : count;
+    assert_int_equal(p.tp.count, total);
+    assert_int_equal(nsc_tp_staging_bytes(&p.tp, rows[i].rs), nsc_tp_regions_bytes(&p.tp, rows[i].rs) + 4 * total);
+    assert_int_equal(nsc_plan_staging(&p, no_round), nsc_tp_staging_bytes(&p.tp, rows[i].rs));
+    /* plain: (rs ? 1 : 2) * (n-1)/n of 2 bytes an element, at free launches */
+    assert_int_equal(p.plain_cost, (rows[i].rs ? 1 : 2) * 2 * total / 4 * 3);
+    if (!nsc_fmt_blocked(rows[i].wire)) assert_int_equal(p.cost, p.plain_cost); /* the same bytes */
+    else assert_true(nsc_fmt_code_bits(rows[i].wire) == 16 || nsc_cost_gains(p.cost, p.plain_cost));
+  }
+  /* its own wire at 4 MB a launch: one launch more than plain (two: a reduce-scatter's one) */
+  nsc_config bf = cfg_lb("NCCLSHIM_COMPRESS=bf16", "NCCLSHIM_ALGO=twophase", NULL, "4M");
+  nsc_plan p = plan_in(&bf, &t, 0, count, 0, 0, 1 + NSC_FMT_BF16);
+  assert_int_equal(p.launches, 2);
+  assert_int_equal(p.cost - p.plain_cost, 4u << 20);
+  /* fits: the largest encoded chunk in the 2-byte receive buffer */
+  nsc_config i8 = cfg_of("NCCLSHIM_COMPRESS=int8", NULL);
+  for (size_t c = 1; c < 300; c++) {
+    size_t len = c / 4 + (c % 4 != 0);
+    int want = (nsc_fmt_bytes(NSC_FMT_INT8, len, (size_t)i8.block_elems) + 15) / 16 * 16 <= 2 * c;
+    assert_int_equal(nsc_tp_fits_in(&i8, 4, c, 0, 1 + NSC_FMT_BF16), want);
+  }
+  nsc_topo_free(&t);
+}
+
 /* Names, for logs and the cost model. */
 
 /* The decision (nsc_decide) as a table: settings, the call's kind and size,
@@ -355,6 +423,38 @@ static void test_decide_table(void **state) {
       {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
       {"NCCLSHIM_COMPRESS=fp16", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_FUSE, 1, 1, NSC_WHY_FUSED},
       {"NCCLSHIM_COMPRESS=int8", NULL, "4M", AR, 65536, ncclFloat32, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
+      /* 16-bit inputs: two phases with fp32 sums or untouched, never the ring, hier or fusion. Their own
+       * wire (COMPRESS=fp16/bf16) moves plain's bytes, so auto never takes it (no gain even at free
+       * launches); ALGO=twophase asks for it; 8- and 4-bit wires gain */
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 1 << 20, ncclBfloat16, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
+      {"NCCLSHIM_COMPRESS=bf16", NULL, "0", AR, 1 << 20, ncclFloat16, ncclAvg, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
+      {"NCCLSHIM_COMPRESS=bf16", "NCCLSHIM_ALGO=twophase", "4M", AR, 1 << 20, ncclBfloat16, ncclSum, 0, 0, 0, 0, 0,
+       NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_ASKED_TP},
+      {"NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=twophase", "0", RS, 1 << 18, ncclFloat16, ncclAvg, 0, 0, 0, 0, 0,
+       NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_ASKED_TP},
+      {"NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=ring", "0", AR, 1 << 20, ncclBfloat16, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
+      {"NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=ring", "0", AR, 1 << 20, ncclBfloat16, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclBfloat16, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=fp8", NULL, "0", RS, 1 << 18, ncclFloat16, ncclAvg, 0, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=int4", NULL, "0", RS, 1 << 18, ncclBfloat16, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat16, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 1, NSC_WHY_TP_GAINS},
+      /* MIN_BYTES counts the input's own bytes: 32768 bf16 elements are 64 KiB */
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 32768, ncclBfloat16, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 32767, ncclBfloat16, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_MIN_BYTES},
+      /* never fused: in a group below two-phase's gain, untouched */
+      {"NCCLSHIM_COMPRESS=fp16", NULL, "0", AR, 32768, ncclBfloat16, ncclSum, 1, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_NO_GAIN},
+      {"NCCLSHIM_COMPRESS=fp16", "NCCLSHIM_ALGO=twophase", "0", AR, 32768, ncclBfloat16, ncclSum, 1, 0, 0, 0, 0,
+       NSC_ALG_TWOPHASE, 1, 1, NSC_WHY_ASKED_TP},
+      /* hier adopted: flat two phases for a 16-bit input */
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 22, ncclBfloat16, ncclSum, 0, 0, 0, 1, 1, NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_TP_GAINS},
+      {"NCCLSHIM_COMPRESS=int8", "NCCLSHIM_ALGO=hier", "0", RS, 1 << 20, ncclBfloat16, ncclSum, 0, 0, 0, 1, 1,
+       NSC_ALG_TWOPHASE, 1, 0, NSC_WHY_ASKED_TP},
+      /* captured, accumulated, other datatypes: as before */
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclBfloat16, ncclSum, 0, 1, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_CAPTURED},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclBfloat16, ncclSum, 0, 0, 1, 0, 0, NSC_ALG_LOCAL, 1, 0, NSC_WHY_LOCAL},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat64, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_DTYPE},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclFloat8e4m3, ncclSum, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_DTYPE},
+      {"NCCLSHIM_COMPRESS=int8", NULL, "0", AR, 1 << 20, ncclBfloat16, ncclMax, 0, 0, 0, 0, 0, NSC_ALG_PLAIN, 0, 0, NSC_WHY_OP},
   };
   for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
     nsc_config cfg = cfg_lb(rows[i].a, rows[i].b, NULL, rows[i].lb);
@@ -639,6 +739,7 @@ int main(void) {
       cmocka_unit_test(test_plan_hier_reducescatter),
       cmocka_unit_test(test_plan_launches),
       cmocka_unit_test(test_decide_table),
+      cmocka_unit_test(test_plan_input16),
       cmocka_unit_test(test_decide_untouched),
       cmocka_unit_test(test_plan_carries),
       cmocka_unit_test(test_decide_group),

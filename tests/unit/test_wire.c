@@ -16,7 +16,9 @@
  * of 65536 stochastic roundings of a value 5/16 of a step above a code lies
  * within 5 standard deviations (+ the 2^-24 step bias) of the value; the
  * random streams differ between keys and repeat for one key; no neighbour
- * beyond a format's range is ever taken.
+ * beyond a format's range is ever taken. A 16-bit input's chain (widen,
+ * encode, decode-sum, narrow: the two-phase executor's) fast = reference for
+ * every input and wire, and one rounding of the fp32 sum on its own wire.
  *
  * Runs as cmocka with TAP output. Must not: rely on timings. */
 #include <setjmp.h>
@@ -101,6 +103,69 @@ static void test_fast_equals_reference(void **state) {
           }
         }
   free(x); free(a); free(b); free(ea); free(eb);
+}
+
+/* A 16-bit input through a wire (issue 47), as the two-phase executor
+ * chains it: widened by the input's row's cast, encoded, m runs decoded and
+ * summed in fp32, the sum narrowed by the same row's cast; the fast host
+ * path against the scalar references, bit for bit, for every 16-bit input
+ * row and every wire, random 16-bit patterns (no NaN; Inf, zeros and
+ * subnormals included). With the input's own wire the decode is exact, so
+ * the chain is one rounding of the fp32 sum: checked against that too. */
+static uint16_t narrow_ref(nsc_fmt_t in, float x) { return in == NSC_FMT_BF16 ? nsc_f32_to_bf16_ref(x) : nsc_f32_to_f16_ref(x); }
+static float widen_ref(nsc_fmt_t in, uint16_t h) { return in == NSC_FMT_BF16 ? nsc_bf16_to_f32_ref(h) : nsc_f16_to_f32_ref(h); }
+
+static void test_input16_chain(void **state) {
+  (void)state;
+  enum { N = 3001, M = 4, BLK = 256 };
+  size_t stride = nsc_fmt_bytes(NSC_FMT_FP16S, N, BLK) + 16; /* the largest encoding of N */
+  uint16_t *h = malloc((size_t)M * N * 2), *oa = malloc(N * 2), *ob = malloc(N * 2);
+  float *x = malloc(N * 4), *sa = malloc(N * 4), *sb = malloc(N * 4);
+  uint8_t *ea = malloc(M * stride), *eb = malloc(M * stride);
+  assert_true(h && oa && ob && x && sa && sb && ea && eb);
+  for (int ii = 0; ii < NF; ii++) {
+    nsc_fmt_t in = fmts[ii];
+    if (nsc_fmt_blocked(in) || nsc_fmt_code_bits(in) != 16) continue; /* the 16-bit input rows */
+    uint16_t expmask = in == NSC_FMT_BF16 ? 0x7f80u : 0x7c00u;
+    for (int fi = 0; fi < NF; fi++) {
+      nsc_fmt_t f = fmts[fi];
+      char what[64];
+      snprintf(what, sizeof what, "%s input, %s wire", nsc_fmt_name(in), nsc_fmt_name(f));
+      float sc = f == in ? 1.0f : 0.25f, post = 1.0f / sc; /* the own wire as a Sum: no scaling */
+      for (size_t i = 0; i < (size_t)M * N; i++) {
+        uint16_t v = (uint16_t)rnd();
+        if ((v & expmask) == expmask && (v & (uint16_t)~(expmask | 0x8000u))) v &= 0x8000u | expmask; /* NaN -> Inf */
+        if (i % 7 == 3) v = (uint16_t)((v & 0x80ffu) | (in == NSC_FMT_BF16 ? 0x3f00u : 0x3800u)); /* near 1 */
+        h[i] = v;
+      }
+      for (int j = 0; j < M; j++) {
+        for (size_t i = 0; i < N; i++) x[i] = widen_ref(in, h[(size_t)j * N + i]);
+        nsc_fmt_encode_ref(f, BLK, x, ea + (size_t)j * stride, N, sc, NULL);
+        nsc_cast_from_wire(in, h + (size_t)j * N, x, N, 1.0f);
+        nsc_fmt_encode(f, BLK, x, eb + (size_t)j * stride, N, sc, NULL);
+        if (memcmp(ea + (size_t)j * stride, eb + (size_t)j * stride, nsc_fmt_bytes(f, N, BLK)))
+          fail_msg("%s: run %d encoded differently", what, j);
+      }
+      nsc_fmt_decode_sum_ref(f, BLK, ea, stride, M, sa, N, post);
+      nsc_fmt_decode_sum(f, BLK, eb, stride, M, sb, N, post);
+      same_bits(sa, sb, N, what);
+      for (size_t i = 0; i < N; i++) oa[i] = narrow_ref(in, sa[i]);
+      nsc_cast_to_wire(in, sb, ob, N, 1.0f, NULL);
+      for (size_t i = 0; i < N; i++)
+        if (oa[i] != ob[i] && !((oa[i] & expmask) == expmask && (ob[i] & expmask) == expmask && (oa[i] & ~expmask & 0x7fffu) && (ob[i] & ~expmask & 0x7fffu)))
+          fail_msg("%s: result %zu: %04x != %04x", what, i, oa[i], ob[i]);
+      if (f != in) continue;
+      /* the own wire (a Sum): one rounding of the fp32 sum of the inputs, in rank order */
+      for (size_t i = 0; i < N; i++) {
+        float t = widen_ref(in, h[i]);
+        for (int j = 1; j < M; j++) t = t + widen_ref(in, h[(size_t)j * N + i]);
+        uint16_t w = narrow_ref(in, nsc_canon_nan(t));
+        if (w != ob[i] && !(isnan(t) && (ob[i] & expmask) == expmask && (ob[i] & ~expmask & 0x7fffu)))
+          fail_msg("%s: element %zu: %04x, one rounding of the fp32 sum gives %04x", what, i, ob[i], w);
+      }
+    }
+  }
+  free(h); free(oa); free(ob); free(x); free(sa); free(sb); free(ea); free(eb);
 }
 
 /* e4m3 element rounding against the nearest of all finite codes (ties to the
@@ -590,6 +655,7 @@ int main(void) {
       cmocka_unit_test(test_sr_streams_and_ranges),
       cmocka_unit_test(test_top_range),
       cmocka_unit_test(test_f16s_small_values),
+      cmocka_unit_test(test_input16_chain),
   };
   return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }
