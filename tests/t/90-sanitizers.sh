@@ -1,7 +1,10 @@
 # The multi-rank shim suite again under sanitizers and memcheck:
 #   1. everything built with ASan+UBSan (make SAN=1 test-build, in build-san/),
-#      then tests/t/40-shim.sh, 40-accum.sh, 50-log.sh and 70-reliability.sh run on that build (the
-#      latter with RELIABILITY_QUICK=1: 10^5-call soak, no multi-GiB buffers);
+#      then tests/t/40-shim.sh, 40-accum.sh and 70-reliability.sh run on that build (the
+#      latter with RELIABILITY_QUICK=1: 10^5-call soak, no multi-GiB buffers;
+#      50-log.sh left out since 2026-12-05 to keep make test near 20 minutes:
+#      the log's threads run under ThreadSanitizer below, and its records in
+#      every suite above);
 #      any sanitizer report aborts its process, and the reports' log files
 #      must not exist at the end (zero reports, failed check or not);
 #   2. the shim, the host NCCL and the thread tests built with ThreadSanitizer
@@ -42,7 +45,7 @@ fi
 S="$ROOT/build-san"
 if [ -e "$S/lib/libncclshim.so" ] && [ -e "$S/lib/hostnccl/libnccl.so.2" ] && [ -x "$S/tests/shimtest" ] \
    && [ -x "$S/tests/shimfault" ] && [ -x "$S/tests/shim_threads" ]; then
-  for t in 40-shim 40-accum 50-log 70-reliability; do
+  for t in 40-shim 40-accum 70-reliability; do
     mkdir -p "$TMPD/$t"
     env -u NCCLSHIM_LOG -u NCCLSHIM_BANNER B=build-san RELIABILITY_QUICK=1 TMPD="$TMPD/$t" \
       bash "$ROOT/tests/t/$t.sh" 2>&1 \
@@ -126,9 +129,10 @@ if command -v valgrind >/dev/null; then
   memcheck "real call failing" HOSTNCCL_FAIL_CALL=4 mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault" failcall 2 0 1
   memcheck "group end failing with queued cast-backs" HOSTNCCL_FAIL_GROUP_END=1 NCCLSHIM_FUSE_BYTES=0 \
     mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault" failgroup
-  memcheck "misaligned pointers" mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault_args" misaligned
   memcheck "40 communicators created and destroyed" mpirun_shim 2 "${vg[@]}" "$TBIN/shimfault_life" churn 40
-  memcheck "4 threads x own communicator" mpirun_shim 2 "${vg[@]}" "$TBIN/shim_threads" threads 4
+  # (misaligned pointers and threads: in 70-reliability under ASan above, and
+  # threads under TSan; not under memcheck
+  # since 2026-12-05, to keep make test near 20 minutes)
 else
   not_ok "valgrind is not installed (make deps)"
 fi
