@@ -120,20 +120,56 @@ static void pack_int4(uint8_t *codes, size_t lo, const int8_t *c, size_t len) {
   i += (len - i) / 2 * 2;
   if (i < len) nsc_code_put(NSC_FMT_INT4, codes, lo + i, nsc_nib(c[i]));
 }
-CLONES static void unpack_int4(const uint8_t *codes, size_t lo, int8_t *c, size_t len) {
-  for (size_t i = 0; i < len; i++) c[i] = nsc_unnib((uint32_t)(codes[(lo + i) / 2] >> (4 * ((lo + i) % 2))));
+/* The codes of whole bytes: the low nibble first, each sign-extended by
+ * shifts of a signed byte (nsc_unnib's value), in a loop the compiler
+ * vectorises (selecting each element's nibble by its index did not: int4
+ * decoded at a third of int8's speed, bench/wire_perf). */
+CLONES static void unpack_pairs(const uint8_t *src, int8_t *c, size_t npairs) {
+  for (size_t j = 0; j < npairs; j++) {
+    int8_t b = (int8_t)src[j];
+    c[2 * j] = (int8_t)((int8_t)(b * 16) >> 4);
+    c[2 * j + 1] = (int8_t)(b >> 4);
+  }
+}
+static void unpack_int4(const uint8_t *codes, size_t lo, int8_t *c, size_t len) {
+  size_t i = 0;
+  if (lo % 2 && len) c[i++] = nsc_unnib(codes[lo / 2] >> 4); /* an odd start: its high nibble */
+  unpack_pairs(codes + (lo + i) / 2, c + i, (len - i) / 2);
+  i += (len - i) / 2 * 2;
+  if (i < len) c[i] = nsc_unnib(codes[(lo + i) / 2]);
 }
 
 /* Values of a block (elements lo.. of the run) flushed to zero by their
- * codes (an underflow each). */
-static uint64_t flushed(nsc_fmt_t f, const float *y, const uint8_t *codes, size_t lo, size_t len) {
-  uint64_t k = 0;
-  if (f == NSC_FMT_INT8 || f == NSC_FMT_FP8) {
-    for (size_t i = 0; i < len; i++) k += nsc_w8_flushed(f == NSC_FMT_INT8, NSC_F2U(y[i]) & 0x7fffffffu, codes[lo + i]);
-    return k;
-  }
-  for (size_t i = 0; i < len; i++) k += nsc_bs_flushed((int)f, NSC_F2U(y[i]) & 0x7fffffffu, nsc_code_get(f, codes, lo + i));
+ * codes (an underflow each): loops the compiler vectorises over whole codes
+ * (int4's unpacked, fp16s' copied out first); reading each code through
+ * nsc_code_get took a quarter of an int4 all-reduce's CPU time (perf). */
+/* (a block is at most NSC_FMT_MAX_BLOCK elements: 32-bit counts, which
+ * vectorise where 64-bit ones widen every lane) */
+CLONES static uint32_t flushed8(int int8, const float *y, const uint8_t *c, size_t len) {
+  uint32_t k = 0;
+  for (size_t i = 0; i < len; i++) k += nsc_w8_flushed(int8, NSC_F2U(y[i]) & 0x7fffffffu, c[i]);
   return k;
+}
+CLONES static uint32_t flushed_int(const float *y, const int8_t *c, size_t len) {
+  uint32_t k = 0;
+  for (size_t i = 0; i < len; i++) k += nsc_bs_flushed(NSC_FMT_INT4, NSC_F2U(y[i]) & 0x7fffffffu, nsc_nib(c[i]));
+  return k;
+}
+CLONES static uint32_t flushed16(const float *y, const uint16_t *c, size_t len) {
+  uint32_t k = 0;
+  for (size_t i = 0; i < len; i++) k += nsc_bs_flushed(NSC_FMT_FP16S, NSC_F2U(y[i]) & 0x7fffffffu, c[i]);
+  return k;
+}
+static uint64_t flushed(nsc_fmt_t f, const float *y, const uint8_t *codes, size_t lo, size_t len) {
+  if (f == NSC_FMT_INT8 || f == NSC_FMT_FP8) return flushed8(f == NSC_FMT_INT8, y, codes + lo, len);
+  if (f == NSC_FMT_INT4) {
+    int8_t c[NSC_FMT_MAX_BLOCK];
+    unpack_int4(codes, lo, c, len);
+    return flushed_int(y, c, len);
+  }
+  uint16_t c[NSC_FMT_MAX_BLOCK];
+  memcpy(c, codes + 2 * lo, 2 * len);
+  return flushed16(y, c, len);
 }
 
 /* One element's code by the rules of wire_bits.h. */
@@ -172,19 +208,29 @@ static void block_codes(nsc_fmt_t f, const float *y, uint8_t *codes, size_t lo, 
   }
 }
 
-static void encode_blocked(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
-                           nsc_cast_counts *counts) {
+/* Elements [lo, lo + len) of the input as fp32 values times scale: the
+ * input itself (fp32, scale 1), or tile (a 16-bit input widened, exactly,
+ * then multiplied: what encoding its fp32 copy would read). */
+static const float *load(nsc_fmt_t in, const void *src, size_t lo, size_t len, float scale, float *tile) {
+  if (in != NSC_FMT_FP32) {
+    nsc_cast_from_wire(in, (const uint16_t *)src + lo, tile, len, scale);
+    return tile;
+  }
+  const float *x = (const float *)src + lo;
+  if (scale == 1.0f) return x;
+  mul_into(tile, x, len, scale);
+  return tile;
+}
+
+static void encode_blocked(nsc_fmt_t in, nsc_fmt_t f, size_t block, const void *src, uint8_t *dst, size_t n,
+                           float scale, nsc_cast_counts *counts) {
   float tile[NSC_FMT_MAX_BLOCK];
   uint64_t uf = 0;
   size_t nb = (n + block - 1) / block;
   uint8_t *codes = dst + 2 * nb;
   for (size_t b = 0; b < nb; b++) {
     size_t lo = b * block, len = lo + block < n ? block : n - lo;
-    const float *x = src + lo;
-    if (scale != 1.0f) {
-      mul_into(tile, x, len, scale);
-      x = tile;
-    }
+    const float *x = load(in, src, lo, len, scale, tile);
     int special;
     uint32_t amax = finite_amax(x, len, &special);
     int k = nsc_bs_k((int)f, amax);
@@ -197,13 +243,27 @@ static void encode_blocked(nsc_fmt_t f, size_t block, const float *src, uint8_t 
   if (counts) counts->underflow += uf;
 }
 
+/* A 16-bit wire from a 16-bit input: tile by tile (the cast's own threads
+ * and streaming stores are for whole fp32 buffers). */
+static void encode16_in(nsc_fmt_t in, nsc_fmt_t f, const void *src, uint16_t *dst, size_t n, float scale,
+                        nsc_cast_counts *counts) {
+  float t[TILE];
+  for (size_t i0 = 0; i0 < n; i0 += TILE) {
+    size_t len = n - i0 < TILE ? n - i0 : TILE;
+    nsc_cast_to_wire(f, load(in, src, i0, len, scale, t), dst + i0, len, 1.0f, counts);
+  }
+}
+
+static void encode_in(nsc_fmt_t in, nsc_fmt_t f, size_t block, const void *src, void *dst, size_t n, float scale,
+                      nsc_cast_counts *counts) {
+  if (nsc_fmt_blocked(f)) encode_blocked(in, f, block, src, dst, n, scale, counts);
+  else if (in == NSC_FMT_FP32) nsc_cast_to_wire(f, src, dst, n, scale, counts);
+  else encode16_in(in, f, src, dst, n, scale, counts);
+}
+
 void nsc_fmt_encode(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                     nsc_cast_counts *counts) {
-  if (!nsc_fmt_blocked(f)) {
-    nsc_cast_to_wire(f, src, dst, n, scale, counts);
-    return;
-  }
-  encode_blocked(f, block, src, dst, n, scale, counts);
+  encode_in(NSC_FMT_FP32, f, block, src, dst, n, scale, counts);
 }
 
 /* Elements [i0, i0 + len) of an encoded run of n, unscaled. */
@@ -258,6 +318,21 @@ void nsc_fmt_decode(nsc_fmt_t f, size_t block, const void *src, float *dst, size
   if (scale != 1.0f) mul_into(dst, dst, n, scale);
 }
 
+void nsc_fmt_decode_out(nsc_fmt_t out, nsc_fmt_t f, size_t block, const void *src, void *dst, size_t n, float scale,
+                        nsc_cast_counts *counts) {
+  if (out == NSC_FMT_FP32) {
+    nsc_fmt_decode(f, block, src, dst, n, scale);
+    return;
+  }
+  float t[TILE];
+  for (size_t i0 = 0; i0 < n; i0 += TILE) {
+    size_t len = n - i0 < TILE ? n - i0 : TILE;
+    decode_range(f, block, src, n, i0, len, t);
+    if (scale != 1.0f) mul_into(t, t, len, scale);
+    nsc_cast_to_wire(out, t, (uint16_t *)dst + i0, len, 1.0f, counts);
+  }
+}
+
 void nsc_fmt_decode_sum(nsc_fmt_t f, size_t block, const void *base, size_t stride, int m, float *dst,
                         size_t n, float post) {
   float tmp[TILE];
@@ -276,11 +351,8 @@ void nsc_fmt_decode_sum(nsc_fmt_t f, size_t block, const void *base, size_t stri
 
 /* ---- error feedback and stochastic rounding ---- */
 
-CLONES static void ef_tile(nsc_fmt_t f, const float *x, const float *r, float *y, size_t n, float scale) {
-  for (size_t i = 0; i < n; i++) {
-    float v = scale != 1.0f ? x[i] * scale : x[i];
-    y[i] = r ? nsc_ef_in((int)f, v, r[i]) : v;
-  }
+CLONES static void ef_tile(nsc_fmt_t f, const float *x, const float *r, float *y, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = r ? nsc_ef_in((int)f, x[i], r[i]) : x[i];
 }
 
 CLONES static void resid_tile(const float *y, const float *v, float *r, size_t n) {
@@ -300,14 +372,14 @@ static void count_tile(nsc_fmt_t f, const float *y, size_t n, nsc_cast_counts *c
   counts->underflow += uf;
 }
 
-static void encode16_opt(nsc_fmt_t f, const float *src, uint16_t *dst, size_t n, float scale, const nsc_enc_opt *o,
-                         nsc_cast_counts *counts) {
-  float y[TILE], v[TILE];
+static void encode16_opt(nsc_fmt_t in, nsc_fmt_t f, const void *src, uint16_t *dst, size_t n, float scale,
+                         const nsc_enc_opt *o, nsc_cast_counts *counts) {
+  float x[TILE], y[TILE], v[TILE];
   int bf = f == NSC_FMT_BF16;
   const float *r0 = o->resid && !o->resid_zero ? o->resid : NULL;
   for (size_t i0 = 0; i0 < n; i0 += TILE) {
     size_t len = n - i0 < TILE ? n - i0 : TILE;
-    ef_tile(f, src + i0, r0 ? r0 + i0 : NULL, y, len, scale);
+    ef_tile(f, load(in, src, i0, len, scale, x), r0 ? r0 + i0 : NULL, y, len);
     if (o->stochastic) {
       for (size_t i = 0; i < len; i++) dst[i0 + i] = nsc_w16_code_x(bf, y[i], 1, nsc_sr_bits(o->key, i0 + i));
       if (counts) count_tile(f, y, len, counts);
@@ -320,9 +392,9 @@ static void encode16_opt(nsc_fmt_t f, const float *src, uint16_t *dst, size_t n,
   }
 }
 
-static void encode_blocked_opt(nsc_fmt_t f, size_t block, const float *src, uint8_t *dst, size_t n, float scale,
-                               const nsc_enc_opt *o, nsc_cast_counts *counts) {
-  float y[NSC_FMT_MAX_BLOCK], v[NSC_FMT_MAX_BLOCK];
+static void encode_blocked_opt(nsc_fmt_t in, nsc_fmt_t f, size_t block, const void *src, uint8_t *dst, size_t n,
+                               float scale, const nsc_enc_opt *o, nsc_cast_counts *counts) {
+  float x[NSC_FMT_MAX_BLOCK], y[NSC_FMT_MAX_BLOCK], v[NSC_FMT_MAX_BLOCK];
   uint64_t uf = 0;
   size_t nb = (n + block - 1) / block;
   uint8_t *codes = dst + 2 * nb;
@@ -330,7 +402,7 @@ static void encode_blocked_opt(nsc_fmt_t f, size_t block, const float *src, uint
   if (f == NSC_FMT_FP8) pthread_once(&lut_once, lut_init);
   for (size_t b = 0; b < nb; b++) {
     size_t lo = b * block, len = lo + block < n ? block : n - lo;
-    ef_tile(f, src + lo, r0 ? r0 + lo : NULL, y, len, scale);
+    ef_tile(f, load(in, src, lo, len, scale, x), r0 ? r0 + lo : NULL, y, len);
     int special;
     uint32_t amax = finite_amax(y, len, &special);
     int k = nsc_bs_k((int)f, amax);
@@ -346,9 +418,14 @@ static void encode_blocked_opt(nsc_fmt_t f, size_t block, const float *src, uint
   if (counts) counts->underflow += uf;
 }
 
+void nsc_fmt_encode_in(nsc_fmt_t in, nsc_fmt_t f, size_t block, const void *src, void *dst, size_t n, float scale,
+                       const nsc_enc_opt *o, nsc_cast_counts *counts) {
+  if (!o || (!o->resid && !o->stochastic)) encode_in(in, f, block, src, dst, n, scale, counts);
+  else if (nsc_fmt_blocked(f)) encode_blocked_opt(in, f, block, src, dst, n, scale, o, counts);
+  else encode16_opt(in, f, src, dst, n, scale, o, counts);
+}
+
 void nsc_fmt_encode_opt(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                         const nsc_enc_opt *o, nsc_cast_counts *counts) {
-  if (!o || (!o->resid && !o->stochastic)) nsc_fmt_encode(f, block, src, dst, n, scale, counts);
-  else if (nsc_fmt_blocked(f)) encode_blocked_opt(f, block, src, dst, n, scale, o, counts);
-  else encode16_opt(f, src, dst, n, scale, o, counts);
+  nsc_fmt_encode_in(NSC_FMT_FP32, f, block, src, dst, n, scale, o, counts);
 }

@@ -112,6 +112,19 @@ uint64_t nsc_sr_key(uint64_t seed, uint64_t call, uint32_t rank, uint32_t run);
 
 void nsc_fmt_encode_opt(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                         const nsc_enc_opt *o, nsc_cast_counts *counts);
+
+/* A 16-bit input or output straight from or into its own bits, in tiles
+ * (no fp32 copy of the run): in / out is the 16-bit row (NSC_FMT_FP16,
+ * NSC_FMT_BF16) or NSC_FMT_FP32 (fp32: nsc_fmt_encode_opt, nsc_fmt_decode).
+ * nsc_fmt_encode_in is bit for bit nsc_fmt_encode_opt of the input's exact
+ * fp32 widening; nsc_fmt_decode_out is nsc_fmt_decode, then the cast of
+ * cast.h rounding each value once to `out` (its overflows and underflows
+ * added to counts, which may be NULL). */
+#define NSC_FMT_FP32 NSC_FMT_COUNT /* no 16-bit row: fp32 itself */
+void nsc_fmt_encode_in(nsc_fmt_t in, nsc_fmt_t f, size_t block, const void *src, void *dst, size_t n, float scale,
+                       const nsc_enc_opt *o, nsc_cast_counts *counts);
+void nsc_fmt_decode_out(nsc_fmt_t out, nsc_fmt_t f, size_t block, const void *src, void *dst, size_t n, float scale,
+                        nsc_cast_counts *counts);
 void nsc_fmt_encode_opt_ref(nsc_fmt_t f, size_t block, const float *src, void *dst, size_t n, float scale,
                             const nsc_enc_opt *o, nsc_cast_counts *counts);
 

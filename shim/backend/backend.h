@@ -60,6 +60,16 @@ typedef struct nsc_backend {
                     float scale);
   int (*fmt_decode_sum)(nsc_stream s, nsc_fmt_t f, size_t block, const void *base, size_t stride, int m,
                         float *dst, size_t n, float post);
+  /* A 16-bit input encoded from its own bits (in: its row; exactly
+   * fmt_encode_opt of its fp32 widening), and a run decoded into a 16-bit
+   * output (out: its row; fmt_decode, then to_wire's rounding): scratch is n
+   * floats the backend may pass the fp32 values through (cuda: the widening
+   * or narrowing as its own kernel, then the codec's; host: tiles of the
+   * fused loops, scratch unused). */
+  int (*fmt_encode16)(nsc_stream s, nsc_fmt_t in, nsc_fmt_t f, size_t block, const void *src, float *scratch,
+                      void *dst, size_t n, float scale, const nsc_enc_opt *o);
+  int (*fmt_decode16)(nsc_stream s, nsc_fmt_t out, nsc_fmt_t f, size_t block, const void *src, float *scratch,
+                      void *dst, size_t n, float scale);
   /* dst = src * factor for a floating datatype kind ('f','d','h','b'). */
   int (*scale)(nsc_stream s, char kind, const void *src, void *dst, size_t n,
                double factor);

@@ -103,6 +103,16 @@ static int c_fmt_decode_sum(nsc_stream s, nsc_fmt_t f, size_t block, const void 
   CU_DO(nsc_cuk_fmt_decode_sum(c, (CUstream)s, f, block, base, stride, m, dst, n, post, &what));
   return 0;
 }
+static int c_fmt_encode16(nsc_stream s, nsc_fmt_t in, nsc_fmt_t f, size_t block, const void *src, float *scratch,
+                          void *dst, size_t n, float scale, const nsc_enc_opt *o) {
+  if (c_from_wire(s, in, src, scratch, n, 1.0f)) return -1;
+  return c_fmt_encode_opt(s, f, block, scratch, dst, n, scale, o);
+}
+static int c_fmt_decode16(nsc_stream s, nsc_fmt_t out, nsc_fmt_t f, size_t block, const void *src, float *scratch,
+                          void *dst, size_t n, float scale) {
+  if (c_fmt_decode(s, f, block, src, scratch, n, scale)) return -1;
+  return c_to_wire(s, out, scratch, dst, n, 1.0f);
+}
 static int c_seg_to_wire(nsc_stream s, nsc_fmt_t w, const nsc_seg *segs, int nseg, void *dst,
                          float scale) {
   WITH_CTX(s);
@@ -448,6 +458,8 @@ static const nsc_backend cuda_backend = {
     .fmt_encode_opt = c_fmt_encode_opt,
     .fmt_decode = c_fmt_decode,
     .fmt_decode_sum = c_fmt_decode_sum,
+    .fmt_encode16 = c_fmt_encode16,
+    .fmt_decode16 = c_fmt_decode16,
     .scale = c_scale,
     .fill_ones = c_fill_ones,
     .alloc = c_alloc,

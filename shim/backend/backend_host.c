@@ -43,7 +43,7 @@ typedef struct {
   float scale;
   nsc_enc_opt o;
 } hs_args;
-enum { HS_TO_WIRE, HS_FROM_WIRE, HS_ENCODE, HS_DECODE, HS_DECODE_SUM, HS_FILL };
+enum { HS_TO_WIRE, HS_FROM_WIRE, HS_ENCODE, HS_DECODE, HS_DECODE_SUM, HS_FILL, HS_ENCODE16, HS_DECODE16 };
 _Static_assert(sizeof(hs_args) <= NSC_HS_ARG_BYTES, "host stream task arguments");
 
 static int run_args(const hs_args *a);
@@ -63,13 +63,18 @@ static void drained(nsc_stream s) {
   if (nsc_hs_is(s)) nsc_hs_wait(nsc_hs_tail());
 }
 
+/* A cast's overflows and underflows, into the totals. */
+static void count(const nsc_cast_counts *c) {
+  if (c->overflow) __atomic_fetch_add(&totals.overflow, c->overflow, __ATOMIC_RELAXED);
+  if (c->underflow) __atomic_fetch_add(&totals.underflow, c->underflow, __ATOMIC_RELAXED);
+}
+
 static int h_to_wire(nsc_stream s, nsc_fmt_t w, const float *src, void *dst, size_t n, float scale) {
   hs_args a = {.op = HS_TO_WIRE, .w = w, .src = src, .dst = dst, .n = n, .scale = scale};
   if (queued(s, &a)) return 0;
   nsc_cast_counts c = {0, 0};
   nsc_cast_to_wire(w, src, dst, n, scale, &c);
-  if (c.overflow) __atomic_fetch_add(&totals.overflow, c.overflow, __ATOMIC_RELAXED);
-  if (c.underflow) __atomic_fetch_add(&totals.underflow, c.underflow, __ATOMIC_RELAXED);
+  count(&c);
   return 0;
 }
 
@@ -104,8 +109,32 @@ static int h_fmt_encode_opt(nsc_stream s, nsc_fmt_t f, size_t block, const float
   if (queued(s, &a)) return 0;
   nsc_cast_counts c = {0, 0};
   nsc_fmt_encode_opt(f, block, src, dst, n, scale, o, &c);
-  if (c.overflow) __atomic_fetch_add(&totals.overflow, c.overflow, __ATOMIC_RELAXED);
-  if (c.underflow) __atomic_fetch_add(&totals.underflow, c.underflow, __ATOMIC_RELAXED);
+  count(&c);
+  return 0;
+}
+
+/* The 16-bit input's and output's fused loops (wire.h): no scratch. */
+static int h_fmt_encode16(nsc_stream s, nsc_fmt_t in, nsc_fmt_t f, size_t block, const void *src, float *scratch,
+                          void *dst, size_t n, float scale, const nsc_enc_opt *o) {
+  (void)scratch;
+  hs_args a = {.op = HS_ENCODE16, .w = in, .f = f, .block = block, .src = src, .dst = dst, .n = n, .scale = scale,
+               .has_opt = o != NULL};
+  if (o) a.o = *o;
+  if (queued(s, &a)) return 0;
+  nsc_cast_counts c = {0, 0};
+  nsc_fmt_encode_in(in, f, block, src, dst, n, scale, o, &c);
+  count(&c);
+  return 0;
+}
+
+static int h_fmt_decode16(nsc_stream s, nsc_fmt_t out, nsc_fmt_t f, size_t block, const void *src, float *scratch,
+                          void *dst, size_t n, float scale) {
+  (void)scratch;
+  hs_args a = {.op = HS_DECODE16, .w = out, .f = f, .block = block, .src = src, .dst = dst, .n = n, .scale = scale};
+  if (queued(s, &a)) return 0;
+  nsc_cast_counts c = {0, 0};
+  nsc_fmt_decode_out(out, f, block, src, dst, n, scale, &c);
+  count(&c);
   return 0;
 }
 
@@ -268,6 +297,9 @@ static int run_args(const hs_args *a) {
   case HS_ENCODE: return h_fmt_encode_opt(NULL, a->f, a->block, a->src, a->dst, a->n, a->scale, a->has_opt ? &a->o : NULL);
   case HS_DECODE: return h_fmt_decode(NULL, a->f, a->block, a->src, a->dst, a->n, a->scale);
   case HS_DECODE_SUM: return h_fmt_decode_sum(NULL, a->f, a->block, a->src, a->stride, a->m, a->dst, a->n, a->scale);
+  case HS_ENCODE16:
+    return h_fmt_encode16(NULL, a->w, a->f, a->block, a->src, NULL, a->dst, a->n, a->scale, a->has_opt ? &a->o : NULL);
+  case HS_DECODE16: return h_fmt_decode16(NULL, a->w, a->f, a->block, a->src, NULL, a->dst, a->n, a->scale);
   default: return h_fill_ones(NULL, a->dst, a->n);
   }
 }
@@ -282,6 +314,8 @@ const nsc_backend nsc_backend_host = {
     .fmt_encode_opt = h_fmt_encode_opt,
     .fmt_decode = h_fmt_decode,
     .fmt_decode_sum = h_fmt_decode_sum,
+    .fmt_encode16 = h_fmt_encode16,
+    .fmt_decode16 = h_fmt_decode16,
     .scale = h_scale,
     .fill_ones = h_fill_ones,
     .alloc = h_alloc,

@@ -233,14 +233,16 @@ static ncclResult_t poisoned_input(nsc_comm *c, const nsc_backend *be, const nsc
  * slot (ef, NULL: none) in hand: plan pl's layout on c's group (made once,
  * by the decision) and codec.
  *
- * A 16-bit input (p.in) is widened, exactly, piece by piece into the fp32
- * region after the encoded ones (tp_plan.h) with its format's cast; every
- * encode reads that copy, the owner sums into its own chunk's place there, and
- * each fp32 result is narrowed (round to nearest even, the cast of the
- * input's format) into the caller's buffer: a reduce-scatter's sum, an
- * all-reduce's decoded chunks. So the wires, kernels and rules of the fp32
- * path serve every input, and the one extra rounding of a 16-bit result is
- * the narrowing (none with the input's own wire: its decode is exact). */
+ * A 16-bit input (p.in) is encoded from its own bits, widened exactly
+ * (fmt_encode16: tiles on the host; on a GPU the widening kernel writes the
+ * piece into the fp32 region after the encoded ones, tp_plan.h); the owner
+ * sums in fp32 into its own chunk's place in that region, and each fp32
+ * result is narrowed (round to nearest even, the cast of the input's format)
+ * into the caller's buffer: a reduce-scatter's sum, an all-reduce's decoded
+ * chunks (fmt_decode16, through the region on a GPU). So the wires, kernels
+ * and rules of the fp32 path serve every input, and the one extra rounding
+ * of a 16-bit result is the narrowing (none with the input's own wire: its
+ * decode is exact). */
 static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_plan *pl, nsc_ef_slot *ef, void *stage,
                                const void *send, void *recv, size_t count, ncclRedOp_t op, cudaStream_t s, int rs,
                                uint64_t seq) {
@@ -270,7 +272,7 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
   if (op == ncclAvg) down = down == 1.0f ? (float)(1.0 / n) : down * (float)(1.0 / n);
   /* fp32 in and out: the caller's buffers, or a 16-bit input's fp32 copy */
   float *wide = p.in ? (float *)(void *)(enc + nsc_tp_regions_bytes(&p, rs)) : NULL;
-  const float *src = wide ? wide : send;
+  const float *src = send; /* fp32 only (a 16-bit input is read through fmt_encode16) */
   float *out = wide ? wide : recv;
   nsc_fmt_t half = nsc_in_fmt(p.in); /* a 16-bit input's casts */
   uint8_t *recv16 = recv;
@@ -290,10 +292,12 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
       nsc_tp_piece(&p, j, k, &off, &len);
       enc_opt(&o, c, codec, seq, ef, ef ? ef->in + off : NULL, 2u * (uint32_t)j + runs * (uint32_t)k);
       uint8_t *dst = (j == r ? in : enc) + nsc_tp_slot(&p, j, k);
-      /* a 16-bit input's piece widened (exactly) just before its encode, so
-       * that the pieces' pipeline hides it too */
-      if (wide) bad |= be->from_wire(L.side, half, (const uint8_t *)send + esz * off, wide + off, len, 1.0f) != 0;
-      bad |= be->fmt_encode_opt(L.side, p.fmt, p.block, src + off, dst, len, down, &o) != 0;
+      /* a 16-bit input's piece encoded from its own bits (widened exactly,
+       * in tiles on the host; through its fp32 region on a GPU) */
+      if (wide)
+        bad |= be->fmt_encode16(L.side, half, p.fmt, p.block, (const uint8_t *)send + esz * off, wide + off, dst, len,
+                                down, &o) != 0;
+      else bad |= be->fmt_encode_opt(L.side, p.fmt, p.block, src + off, dst, len, down, &o) != 0;
     }
     if (bad) { /* every message of this piece NaN */
       nsc_poison(be, L.side, enc + nsc_tp_slot(&p, 0, k), (size_t)n * p.slot);
@@ -337,8 +341,10 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
     point_wait(&L, L.side, st, &x);
     for (int j = 0; j < n; j++) {
       nsc_tp_piece(&p, j, k, &off, &len);
-      L.bad |= be->fmt_decode(L.side, p.fmt, p.block, gat + nsc_tp_slot(&p, j, k), out + off, len, up) != 0;
-      if (wide) L.bad |= be->to_wire(L.side, half, out + off, recv16 + esz * off, len, 1.0f) != 0;
+      if (wide)
+        L.bad |= be->fmt_decode16(L.side, half, p.fmt, p.block, gat + nsc_tp_slot(&p, j, k), out + off,
+                                  recv16 + esz * off, len, up) != 0;
+      else L.bad |= be->fmt_decode(L.side, p.fmt, p.block, gat + nsc_tp_slot(&p, j, k), out + off, len, up) != 0;
     }
   }
 out:

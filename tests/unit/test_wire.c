@@ -67,7 +67,8 @@ static void same_bits(const float *a, const float *b, size_t n, const char *what
 
 static void test_fast_equals_reference(void **state) {
   (void)state;
-  static const size_t blocks[] = {16, 100, 256, 4096};
+  /* 15: blocks and tiles that start on an odd element (int4's high nibble first) */
+  static const size_t blocks[] = {15, 16, 100, 256, 4096};
   static const size_t lens[] = {0, 1, 15, 16, 17, 255, 256, 257, 1000, 5000, 9001};
   static const float scales[] = {1.0f, 0.25f, 3.0f};
   size_t maxn = 9001, maxb = 2 * maxn + 2 * 9001;
@@ -75,7 +76,7 @@ static void test_fast_equals_reference(void **state) {
   uint8_t *ea = malloc(6 * maxb), *eb = malloc(6 * maxb);
   assert_true(x && a && b && ea && eb);
   for (int fi = 0; fi < NF; fi++)
-    for (size_t bi = 0; bi < 4; bi++)
+    for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++)
       for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
         for (int si = 0; si < 3; si++) {
           nsc_fmt_t f = fmts[fi];
@@ -121,8 +122,10 @@ static void test_input16_chain(void **state) {
   size_t stride = nsc_fmt_bytes(NSC_FMT_FP16S, N, BLK) + 16; /* the largest encoding of N */
   uint16_t *h = malloc((size_t)M * N * 2), *oa = malloc(N * 2), *ob = malloc(N * 2);
   float *x = malloc(N * 4), *sa = malloc(N * 4), *sb = malloc(N * 4);
-  uint8_t *ea = malloc(M * stride), *eb = malloc(M * stride);
-  assert_true(h && oa && ob && x && sa && sb && ea && eb);
+  uint8_t *ea = malloc(M * stride), *eb = malloc(M * stride), *ec = malloc(stride);
+  uint16_t *oc = malloc(N * 2);
+  float *ra = malloc(N * 4), *rb = malloc(N * 4);
+  assert_true(h && oa && ob && x && sa && sb && ea && eb && ec && oc && ra && rb);
   for (int ii = 0; ii < NF; ii++) {
     nsc_fmt_t in = fmts[ii];
     if (nsc_fmt_blocked(in) || nsc_fmt_code_bits(in) != 16) continue; /* the 16-bit input rows */
@@ -145,6 +148,33 @@ static void test_input16_chain(void **state) {
         nsc_fmt_encode(f, BLK, x, eb + (size_t)j * stride, N, sc, NULL);
         if (memcmp(ea + (size_t)j * stride, eb + (size_t)j * stride, nsc_fmt_bytes(f, N, BLK)))
           fail_msg("%s: run %d encoded differently", what, j);
+        /* the fused loop from the 16-bit bits: the same bytes, and with
+         * error feedback and stochastic rounding the same codes, residuals
+         * and counts as the reference on the widened copy */
+        nsc_fmt_encode_in(in, f, BLK, h + (size_t)j * N, ec, N, sc, NULL, NULL);
+        if (memcmp(ea + (size_t)j * stride, ec, nsc_fmt_bytes(f, N, BLK)))
+          fail_msg("%s: run %d: the fused encode differs", what, j);
+        for (size_t i = 0; i < N; i++) ra[i] = rb[i] = (float)((int)(rnd() % 2001) - 1000) * 0x1p-14f;
+        nsc_enc_opt oa = {ra, 0, j % 2, 0x5eed + (uint64_t)j}, ob = oa;
+        ob.resid = rb;
+        nsc_cast_counts ca = {0, 0}, cb = {0, 0};
+        nsc_fmt_encode_opt_ref(f, BLK, x, eb + (size_t)j * stride, N, sc, &oa, &ca);
+        nsc_fmt_encode_in(in, f, BLK, h + (size_t)j * N, ec, N, sc, &ob, &cb);
+        if (memcmp(eb + (size_t)j * stride, ec, nsc_fmt_bytes(f, N, BLK)))
+          fail_msg("%s: run %d: the fused encode with feedback differs", what, j);
+        same_bits(ra, rb, N, what);
+        if (ca.overflow != cb.overflow || ca.underflow != cb.underflow) fail_msg("%s: run %d: counts differ", what, j);
+        memcpy(eb + (size_t)j * stride, ea + (size_t)j * stride, nsc_fmt_bytes(f, N, BLK));
+      }
+      /* the fused decode into the 16-bit type: the decode, then one rounding */
+      nsc_cast_counts cd = {0, 0};
+      nsc_fmt_decode_ref(f, BLK, ea, sa, N, post);
+      nsc_fmt_decode_out(in, f, BLK, ea, oc, N, post, &cd);
+      for (size_t i = 0; i < N; i++) {
+        uint16_t w = narrow_ref(in, sa[i]);
+        if (w != oc[i] && !((w & expmask) == expmask && (oc[i] & expmask) == expmask && (w & ~expmask & 0x7fffu) &&
+                            (oc[i] & ~expmask & 0x7fffu)))
+          fail_msg("%s: decoded element %zu: %04x != %04x", what, i, oc[i], w);
       }
       nsc_fmt_decode_sum_ref(f, BLK, ea, stride, M, sa, N, post);
       nsc_fmt_decode_sum(f, BLK, eb, stride, M, sb, N, post);
@@ -165,7 +195,7 @@ static void test_input16_chain(void **state) {
       }
     }
   }
-  free(h); free(oa); free(ob); free(x); free(sa); free(sb); free(ea); free(eb);
+  free(h); free(oa); free(ob); free(x); free(sa); free(sb); free(ea); free(eb); free(ec); free(oc); free(ra); free(rb);
 }
 
 /* e4m3 element rounding against the nearest of all finite codes (ties to the
