@@ -34,9 +34,28 @@ static void add(char *buf, size_t len, const char *s) {
   if (n + 1 < len) snprintf(buf + n, len - n, "%s", s);
 }
 
-static void try_comm(char *b, size_t n, const nsc_diag_ctx *c) {
+/* The wire to try: for fp32 gradients a 16-bit wire, then int8; for bf16/fp16
+ * ones (docs/collectives.md, "16-bit inputs") only the 8- and 4-bit wires
+ * cut bytes: their own type buys fp32 sums at the same bytes. */
+static void try_wire(char *b, size_t n, const nsc_diag_ctx *c) {
+  const char *w = c->compress ? c->compress : "";
+  int on8 = !strcmp(w, "int8") || !strcmp(w, "fp8"), on4 = !strcmp(w, "int4");
+  if (c->grads16) {
+    if (on4) return;
+    add(b, n, on8 ? "NCCLSHIM_COMPRESS=int4 (a quarter of the 16-bit gradients' bytes, two phases with fp32 sums; "
+                    "error up to 1/7.5 of a block's largest value); "
+                  : "NCCLSHIM_COMPRESS=int8 (half of the 16-bit gradients' bytes, two phases with fp32 sums; int4: a "
+                    "quarter; bf16 or fp16 alone keep the bytes and only sum in fp32); ");
+    return;
+  }
+  if (on4) return;
   add(b, n, c->compress_off ? "NCCLSHIM_COMPRESS=bf16 or fp16 (half the wire bytes; int8: a quarter); "
+            : on8           ? "NCCLSHIM_COMPRESS=int4 (an eighth of fp32's wire bytes, two-phase); "
                             : "NCCLSHIM_COMPRESS=int8 (a quarter of fp32's wire bytes, two-phase); ");
+}
+
+static void try_comm(char *b, size_t n, const nsc_diag_ctx *c) {
+  try_wire(b, n, c);
   if (c->accum_steps <= 1)
     add(b, n, "gradient accumulation (model.no_sync(), or NCCLSHIM_ACCUM_STEPS=K for a loop without it) to sync "
               "once per K passes; ");

@@ -16,6 +16,8 @@
 /* What the verdict's suggestions may name. */
 typedef struct {
   int compress_off;     /* NCCLSHIM_COMPRESS=off */
+  const char *compress; /* NCCLSHIM_COMPRESS's value (NULL: not known) */
+  int grads16;          /* most reduced bytes are bf16/fp16: the advice is about 16-bit gradients */
   long long accum_steps;
   int learned;          /* a pass was learned at some point */
   const char *why_off;  /* why learning stopped, or "" */

@@ -109,6 +109,8 @@ typedef struct nsc_comm_log {
   nsc_log_totals by_action[NSC_ACT_COUNT];
   uint64_t why[NSC_WHY_COUNT]; /* all-reduces and reduce-scatters passed through, by reason (policy.h) */
   uint64_t half_tp, half_own; /* compressed bf16/fp16 calls (two phases, fp32 sums); ... on their own 16-bit wire */
+  uint64_t red16_bytes, red32_bytes; /* all-reduces and reduce-scatters of bf16/fp16 and of fp32: logical bytes (the
+                                        diagnosis's advice is for the gradients' type) */
   uint64_t accum_synced, accum_skipped;
   uint64_t dropped;        /* records folded into totals without detail */
   uint64_t untimed;        /* records that were counted but never timed */

@@ -64,6 +64,7 @@ static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static int finished; /* after exit or a fatal SIGTERM: nothing more is written */
 static struct {
   int diag, compress_off;
+  const char *compress; /* NCCLSHIM_COMPRESS's name */
   long long accum_steps;
 } out_cfg; /* what the diagnosis's lines need from the configuration */
 
@@ -237,6 +238,7 @@ void nsc_log_tell_casts(const nsc_log_casts *t) {
 void nsc_log_out_init(const nsc_config *cfg) {
   out_cfg.diag = cfg->diag;
   out_cfg.compress_off = cfg->compress == NSC_COMPRESS_OFF;
+  out_cfg.compress = cfg->compress == NSC_COMPRESS_OFF ? "off" : nsc_fmt_name((nsc_fmt_t)(cfg->compress - 1));
   out_cfg.accum_steps = cfg->accum_steps;
   if (cfg->log == NSC_LOG_SUMMARY && cfg->log_file[0]) set_tmpl(&table_sink, cfg->log_file, "ncclshim.%h.%p.txt");
   if (cfg->log == NSC_LOG_CALLS)
@@ -283,7 +285,8 @@ static void json_head(FILE *f, const char *kind, const nsc_log_who *l);
 static void diag_judge(const nsc_comm_log *l, nsc_diag_result *o) {
   static const nsc_diag_tot none;
   const nsc_diag *d = l->diag;
-  nsc_diag_ctx c = {.compress_off = out_cfg.compress_off, .accum_steps = out_cfg.accum_steps,
+  nsc_diag_ctx c = {.compress_off = out_cfg.compress_off, .compress = out_cfg.compress,
+                    .grads16 = l->red16_bytes > l->red32_bytes, .accum_steps = out_cfg.accum_steps,
                     .learned = d && d->pass_len > 0, .why_off = d ? d->why_off : "", .acc_calls = d ? d->acc_calls : 0,
                     .busy_why = d && d->tot.gpu ? nsc_nvml_why(d->cudev) : NULL};
   nsc_diag_judge(d ? &d->tot : &none, &c, o);

@@ -489,6 +489,10 @@ void nsc_log_commit(nsc_comm_log *l, nsc_rec *r) {
   t->calls += r->action == NSC_ACT_FUSE ? (uint64_t)r->nmembers : 1;
   t->records++;
   if (r->action == NSC_ACT_PASS) l->why[(unsigned)r->why < NSC_WHY_COUNT ? r->why : NSC_WHY_NONE]++;
+  if (!obs && (r->coll == NSC_COLL_ALLREDUCE || r->coll == NSC_COLL_REDUCESCATTER)) {
+    if (r->dtype == ncclBfloat16 || r->dtype == ncclFloat16) l->red16_bytes += r->logical_bytes;
+    else if (r->dtype == ncclFloat32) l->red32_bytes += r->logical_bytes;
+  }
   if (r->action == NSC_ACT_COMPRESS && (r->dtype == ncclBfloat16 || r->dtype == ncclFloat16)) {
     l->half_tp++;
     l->half_own += r->wire_dtype == r->dtype;

@@ -52,8 +52,9 @@ def main():
     d = sums[0]["diagnosis"]
     mean_us = sum(o["wall_us"] for o in steps) / len(steps)
     tap(d["steps"] == want and d["learned"] and d["pass_buckets"] == built["buckets"] and
-        d["pass_bytes"] == built["buckets"] * built["elems"] * 4 and d["busy_source"] == "cpu-time",
-        "the learned pass: %d buckets of %d floats, %d steps, busy from CPU time" % (built["buckets"], built["elems"], want),
+        d["pass_bytes"] == built["buckets"] * built["elems"] * built.get("esz", 4) and d["busy_source"] == "cpu-time",
+        "the learned pass: %d buckets of %d %d-byte elements, %d steps, busy from CPU time"
+        % (built["buckets"], built["elems"], built.get("esz", 4), want),
         "%r" % {k: d[k] for k in ("steps", "learned", "pass_buckets", "pass_bytes", "busy_source")})
     # Host backend: calls run on the calling thread one after the other, so a step's exposed
     # communication is the sum of its records' times (the call lines' coll_us, cast_in_us and
@@ -90,7 +91,7 @@ def main():
             "input_share %.3f" % d["input_share"])
     if a.exposed_from_link:
         n = built["nranks"]
-        per = 2 * (n - 1) * (built["elems"] * 4 / n) * 8 / (a.exposed_from_link * 1e9) * 1e6  # us per all-reduce
+        per = 2 * (n - 1) * (built["elems"] * built.get("esz", 4) / n) * 8 / (a.exposed_from_link * 1e9) * 1e6  # us per all-reduce
         built_in = built["buckets"] * per / mean_us
         # The emulated link sleeps each ring step to a deadline: its time is a lower bound of the
         # collective's (the exchange, the reduction and a loaded machine's wake-ups add to it).

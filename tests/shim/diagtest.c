@@ -8,7 +8,7 @@
  * rank whose extra work comes before it.
  *
  *   diagtest [-p PASSES] [-b BUCKETS] [-e ELEMS] [-c WORK_US] [-s SLEEP_US]
- *            [-W] [-u] [-m] [-R] [-B] [-r RANK [-x EXTRA_US] [-X EXTRA_US]] [-o FILE]
+ *            [-W] [-u] [-m] [-R] [-B] [-H] [-r RANK [-x EXTRA_US] [-X EXTRA_US]] [-o FILE]
  *     -W  a first whole-model pass (one bucket of B*E floats), as DDP's first iteration
  *     -u  an int32 Sum of 16 elements after each pass (find_unused_parameters' used-map)
  *     -m  a 1-element fp32 metric all-reduce after each pass
@@ -18,6 +18,8 @@
  *         (before its broadcast): the others then wait in the broadcast
  *     -R  reduce-scatter the buckets (FSDP2 / ZeRO) instead: each rank's shard
  *         of E/n floats (E a multiple of the ranks) into a buffer of its own
+ *     -H  the buckets in bf16 (DDP on a model cast to bf16): the same values, which bf16
+ *         holds exactly, half the bytes
  *     -o  rank 0 writes what it built in: passes, CPU work and sleep per pass (µs)
  * CPU work is measured on the thread's CPU clock (it takes C µs of CPU,
  * however long the machine makes it take). Results are checked exactly
@@ -41,6 +43,21 @@ static long long thread_cpu_us(void) {
 
 static volatile double sink;
 
+/* -H: the fp32 values (small integers) as bf16, exactly, and back. */
+static void to_bf16(const float *x, uint16_t *h, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], 4);
+    h[i] = (uint16_t)(u >> 16);
+  }
+}
+static void from_bf16(const uint16_t *h, float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)h[i] << 16;
+    memcpy(&x[i], &u, 4);
+  }
+}
+
 static void work(long long us) {
   if (us <= 0) return;
   long long end = thread_cpu_us() + us;
@@ -51,11 +68,11 @@ static void work(long long us) {
 }
 
 int main(int argc, char **argv) {
-  int passes = 12, buckets = 4, whole = 0, used = 0, metric = 0, slow = -1, rs = 0, bcast = 0;
+  int passes = 12, buckets = 4, whole = 0, used = 0, metric = 0, slow = -1, rs = 0, bcast = 0, half = 0;
   long long elems = 65536, work_us = 0, sleep_us = 0, extra_us = 0, pass_extra_us = 0;
   const char *out = NULL;
   int o;
-  while ((o = getopt(argc, argv, "p:b:e:c:s:WumRBr:x:X:o:")) != -1) {
+  while ((o = getopt(argc, argv, "p:b:e:c:s:WumRBHr:x:X:o:")) != -1) {
     switch (o) {
     case 'p': passes = atoi(optarg); break;
     case 'b': buckets = atoi(optarg); break;
@@ -70,6 +87,7 @@ int main(int argc, char **argv) {
     case 'x': extra_us = atoll(optarg); break;
     case 'X': pass_extra_us = atoll(optarg); break;
     case 'B': bcast = 1; break;
+    case 'H': half = 1; break;
     case 'o': out = optarg; break;
     default: fprintf(stderr, "usage: see the header of tests/shim/diagtest.c\n"); return 2;
     }
@@ -86,7 +104,12 @@ int main(int argc, char **argv) {
   float *mt = calloc(1, sizeof *mt);
   float bn[16];
   float *sh = malloc((size_t)buckets * (size_t)elems * sizeof *sh);
-  if (!b || !um || !mt || !sh || (rs && (elems % n || whole))) MPI_Abort(MPI_COMM_WORLD, 2);
+  size_t all = (size_t)buckets * (size_t)elems;
+  uint16_t *hb = half ? malloc(all * 2) : NULL, *hsh = half ? malloc(all * 2) : NULL;
+  if (!b || !um || !mt || !sh || (half && (!hb || !hsh)) || (rs && (elems % n || whole))) MPI_Abort(MPI_COMM_WORLD, 2);
+  ncclDataType_t gdt = half ? ncclBfloat16 : ncclFloat32;
+  size_t esz = half ? 2 : 4;
+  char *gb = half ? (char *)hb : (char *)b, *gsh = half ? (char *)hsh : (char *)sh; /* what NCCL reduces */
   long long mywork = work_us + (rank == slow ? extra_us : 0);
   int bad = 0;
   for (int p = 0; p < passes; p++) {
@@ -98,17 +121,22 @@ int main(int argc, char **argv) {
       NCCL_OK(ncclBcast(bn, 16, ncclFloat32, 0, comm, NULL));
       for (int i = 0; i < 16; i++) bad += bn[i] != (float)(p + i);
     }
+    if (half) to_bf16(b, hb, all);
     if (whole && p == 0) {
       work(mywork * buckets);
-      NCCL_OK(ncclAllReduce(b, b, (size_t)buckets * (size_t)elems, ncclFloat32, ncclSum, comm, NULL));
+      NCCL_OK(ncclAllReduce(gb, gb, all, gdt, ncclSum, comm, NULL));
     } else {
       for (int k = 0; k < buckets; k++) {
         work(mywork);
-        float *x = b + (size_t)k * (size_t)elems;
-        if (rs) NCCL_OK(ncclReduceScatter(x, sh + (size_t)k * (size_t)(elems / n), (size_t)(elems / n), ncclFloat32,
+        char *x = gb + esz * (size_t)k * (size_t)elems;
+        if (rs) NCCL_OK(ncclReduceScatter(x, gsh + esz * (size_t)k * (size_t)(elems / n), (size_t)(elems / n), gdt,
                                           ncclSum, comm, NULL));
-        else NCCL_OK(ncclAllReduce(x, x, (size_t)elems, ncclFloat32, ncclSum, comm, NULL));
+        else NCCL_OK(ncclAllReduce(x, x, (size_t)elems, gdt, ncclSum, comm, NULL));
       }
+    }
+    if (half) {
+      from_bf16(hb, b, all);
+      if (rs) from_bf16(hsh, sh, (size_t)buckets * (size_t)(elems / n));
     }
     for (long long i = 0; i < (long long)buckets * elems; i++) /* rs: the shards, at their place in the buckets */
       if (rs ? (i % elems) / (elems / n) == rank && sh[(i / elems) * (elems / n) + i % (elems / n)] !=
@@ -127,8 +155,9 @@ int main(int argc, char **argv) {
     FILE *f = fopen(out, "w");
     if (f) {
       fprintf(f, "{\"passes\":%d,\"buckets\":%d,\"elems\":%lld,\"work_us_per_pass\":%lld,\"sleep_us_per_pass\":%lld,"
-                 "\"nranks\":%d,\"slow_rank\":%d,\"extra_us_per_pass\":%lld,\"bcast\":%d}\n",
-              passes, buckets, elems, work_us * buckets, sleep_us, n, slow, extra_us * buckets + pass_extra_us, bcast);
+                 "\"nranks\":%d,\"slow_rank\":%d,\"extra_us_per_pass\":%lld,\"bcast\":%d,\"esz\":%d}\n",
+              passes, buckets, elems, work_us * buckets, sleep_us, n, slow, extra_us * buckets + pass_extra_us, bcast,
+              half ? 2 : 4);
       fclose(f);
     }
   }
@@ -137,6 +166,8 @@ int main(int argc, char **argv) {
   free(um);
   free(mt);
   free(sh);
+  free(hb);
+  free(hsh);
   MPI_Finalize();
   if (bad) fprintf(stderr, "rank %d: %d wrong values\n", rank, bad);
   return bad ? 1 : 0;

@@ -3,7 +3,7 @@
 # the per-step accounting and the verdict rules as pure functions (cmocka),
 # then tests/shim/diagtest on 2 ranks over the host NCCL with a bottleneck
 # built in: a sleep between passes (input), a slow emulated link
-# (communication), CPU work and nothing else (compute), one rank with more
+# (communication; fp32 and bf16 buckets, whose advice differs), CPU work and nothing else (compute), one rank with more
 # work (its peer waits: communication there). Verdicts exact; shares against
 # the built-in sleep as a share of the measured step within 0.15, the link's
 # time as a lower bound (less 0.10), each step's exposed communication equal
@@ -46,6 +46,13 @@ HOSTNCCL_LINK_GBPS=0.2 run comm -p 10 -c 500
 for r in 0 1; do chk --label comm --rank $r --verdict communication-bound --exposed-from-link 0.2 --bound 0.10 "$TMPD/comm.json" "$TMPD/comm.$r.jsonl"; done
 check_grep "communication-bound: the suggestions name compression, accumulation and the presets" \
   "# try: NCCLSHIM_COMPRESS=bf16 or fp16.*NCCLSHIM_ACCUM_STEPS=K.*env/ethernet-1g.env" "$TMPD/comm.out"
+
+# 2b. The same with bf16 buckets (-H; 0.1 Gb/s: the same link time for half the bytes): the advice
+#    is for 16-bit gradients (int8 halves their bytes; a 16-bit wire would not cut any).
+HOSTNCCL_LINK_GBPS=0.1 run comm16 -p 10 -c 500 -H
+check_grep "communication-bound bf16 buckets: the suggestion is int8 for 16-bit gradients" \
+  "# try: NCCLSHIM_COMPRESS=int8 \(half of the 16-bit gradients' bytes" "$TMPD/comm16.out"
+for r in 0 1; do chk --label comm16 --rank $r --verdict communication-bound --max-input 0.15 "$TMPD/comm16.json" "$TMPD/comm16.$r.jsonl"; done
 
 # 3. Compute-bound: 24 ms of CPU work per pass, an unlimited link, no sleep.
 run compute -p 10 -c 6000

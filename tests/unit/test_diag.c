@@ -385,6 +385,36 @@ static void test_verdict_rules(void **state) {
   judge(400000, 250000, 0, 4, &o);
   assert_true(strstr(o.suggest, "NCCLSHIM_COMPRESS=int8") != NULL);
   assert_null(strstr(o.suggest, "NCCLSHIM_ACCUM_STEPS=K"));
+  /* the wire advice follows the setting and the gradients' type (exact table) */
+  {
+    static const struct {
+      const char *compress;
+      int grads16;
+      const char *want; /* NULL: no wire advice */
+    } rows[] = {
+        {"off", 0, "NCCLSHIM_COMPRESS=bf16 or fp16 (half the wire bytes"},
+        {"fp16", 0, "NCCLSHIM_COMPRESS=int8 (a quarter of fp32's wire bytes"},
+        {"int8", 0, "NCCLSHIM_COMPRESS=int4 (an eighth of fp32's wire bytes"},
+        {"fp8", 0, "NCCLSHIM_COMPRESS=int4 (an eighth"},
+        {"int4", 0, NULL},
+        {"off", 1, "NCCLSHIM_COMPRESS=int8 (half of the 16-bit gradients' bytes"},
+        {"bf16", 1, "NCCLSHIM_COMPRESS=int8 (half of the 16-bit gradients' bytes"},
+        {"int8", 1, "NCCLSHIM_COMPRESS=int4 (a quarter of the 16-bit gradients' bytes"},
+        {"int4", 1, NULL},
+    };
+    nsc_diag_tot t = {.steps = 4, .wall_ns = 1000000, .exposed_ns = 400000, .busy_steps = 4,
+                      .busy_wall_ns = 1000000, .busy_ns = 250000, .busy_exposed_ns = 400000,
+                      .src = NSC_DIAG_SRC_CPU, .max_gap_ns = 125000};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+      nsc_diag_ctx ctx = {.compress_off = !strcmp(rows[i].compress, "off"), .compress = rows[i].compress,
+                          .grads16 = rows[i].grads16, .accum_steps = 4, .learned = 1, .why_off = ""};
+      nsc_diag_judge(&t, &ctx, &o);
+      assert_string_equal(o.verdict, "communication-bound");
+      if (rows[i].want) assert_non_null(strstr(o.suggest, rows[i].want));
+      else assert_null(strstr(o.suggest, "NCCLSHIM_COMPRESS="));
+      if (rows[i].grads16) assert_null(strstr(o.suggest, "bf16 or fp16 (half the wire bytes"));
+    }
+  }
   /* exposed 0.399999: not communication-bound; input 0.35 < 0.40; compute 0.25: mixed, comm advice */
   assert_string_equal(judge(399999, 250000, 1, 1, &o), "mixed");
   assert_true(strstr(o.suggest, "NCCLSHIM_COMPRESS") != NULL);
