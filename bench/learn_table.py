@@ -23,9 +23,9 @@ def load(v):
             fab = r.get("fabric")
         elif r["kind"] == "call":
             calls.append(r)
-    meas = max([i for i, c in enumerate(calls) if c.get("why") == "measuring"], default=-1)
-    for i, c in enumerate(calls):
-        if v != "off" and i <= meas + 4:  # measuring, and the calls until the agreement applied
+    first = fab.get("call", 0) if fab else 0  # the call that first read the agreed price
+    for c in calls:
+        if v != "off" and c["call"] < first:  # planned at the unknown price, before the agreement
             continue
         times.setdefault(c["logical_bytes"], []).append(c["coll_us"] / 1e3)
         plan[c["logical_bytes"]] = c["algo"]

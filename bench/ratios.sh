@@ -346,8 +346,8 @@ launch() {
 # runs of allreduce_perf 64 KiB..64 MiB by factors of 2 with the calls log:
 # plain (NCCLSHIM_COMPRESS=off: every call forwarded), the default (no
 # settings) and int8 alone. Per size, the median time of the calls made after
-# the price was agreed (the log's coll_us; the 18 measuring calls and the
-# 4 until the agreement applies left out: 64 KiB..256 KiB) and its ratio to
+# the price was agreed (the log's coll_us; the calls before the summary's
+# fabric.call, planned at the unknown price, left out) and its ratio to
 # plain; the plan the shim ran beside the plan the cost model makes for the
 # emulated costs (ncclshim-model --fabric host, its own simulated learner);
 # and the learned launch cost beside what the host NCCL charges per call

@@ -33,9 +33,34 @@ void nsc_learn_release(nsc_comm *c) {
       l->pend[i].be->mark_release(&l->pend[i].m[1]);
       l->pend[i].be = NULL;
     }
+  if (l->m0_be) l->m0_be->mark_release(&l->m0);
+  l->m0_be = NULL;
+  l->at = NSC_LEARN_AT_NONE;
   if (l->x.live) l->x.be->oob_abandon(l->x.buf, l->x.s); /* never waits */
   l->x.live = 0;
   l->issued = 0;
+}
+
+void nsc_learn_time(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at, int after) {
+  nsc_learn *l = &c->learn;
+  if (l->at != at || l->take < 0) return;
+  if (!after) {
+    if (l->m0_be || be->mark(s, &l->m0) != 0) l->at = NSC_LEARN_AT_NONE; /* not timed: a peer may time it */
+    else l->m0_be = be;
+    return;
+  }
+  l->at = NSC_LEARN_AT_NONE; /* one launch per call */
+  if (!l->m0_be) return;
+  int i = 0;
+  while (i < NSC_LEARN_PENDING && l->pend[i].be) i++;
+  if (i < NSC_LEARN_PENDING && be->mark(s, &l->pend[i].m[1]) == 0) {
+    l->pend[i].m[0] = l->m0;
+    l->pend[i].size = l->take;
+    l->pend[i].be = be;
+  } else {
+    be->mark_release(&l->m0);
+  }
+  l->m0_be = NULL;
 }
 
 static void free_entry(nsc_comm *c) {

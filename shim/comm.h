@@ -47,11 +47,22 @@ typedef struct {
 } nsc_agree;
 
 /* What a communicator learns of its fabric (coll/learn.c; fabric/fabric.h the
- * pure learner): its samples' marks, taken around plain calls on the
- * caller's stream and read without waiting, and the agreement. */
+ * pure learner): its samples' marks, taken on the caller's stream around one
+ * real launch of a call (where: NSC_LEARN_AT_*) and read without waiting,
+ * and the agreement. */
 #define NSC_LEARN_PENDING 16 /* timed calls whose marks are not read yet (more: not timed) */
+enum {
+  NSC_LEARN_AT_NONE = 0, /* no launch of this call is a sample */
+  NSC_LEARN_AT_CALL,     /* the call as it is (a plain plan, or one the policy forwards) */
+  NSC_LEARN_AT_WIRE,     /* the ring's wire all-reduce (its first chunk) */
+  NSC_LEARN_AT_GATHER    /* flat two-phase's all-gather of encoded sums (its first piece) */
+};
 typedef struct {
   nsc_fab f;
+  int at, take;               /* the current call's sampled launch (NSC_LEARN_AT_*) and its size index */
+  nsc_mark m0;                /* its first mark, while the launch is issued */
+  const nsc_backend *m0_be;   /* m0's backend while held */
+  int seen;                   /* eligible calls while measuring (learn.c's cap) */
   struct {
     int size;                   /* the learner's size index */
     nsc_mark m[2];              /* before and after the call */
@@ -154,6 +165,11 @@ void nsc_accum_release(nsc_comm *c);
 /* The same for its fabric measurement: the sample marks released, its
  * agreement's exchange abandoned. */
 void nsc_learn_release(nsc_comm *c);
+/* Around the real launch `at` of the current call (after = 0 just before it
+ * is issued on s, 1 just after): its marks, where the learner chose that
+ * launch as the call's sample (coll/learn.c); nothing otherwise, and nothing
+ * for a later launch of the same call (a chunk, a piece). */
+void nsc_learn_time(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at, int after);
 /* After the real ncclCommInit* / ncclCommSplit returned r (passed back
  * unchanged): when the shim is active and r is ncclSuccess or
  * ncclInProgress, set up the CUDA context the new communicator(s) will use

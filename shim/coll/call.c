@@ -167,17 +167,17 @@ ncclResult_t nsc_collective(nsc_call *k) {
       (void)nsc_accum_feed(c, k, k->send, k->recv, 0, &agree);
     /* a plain launch all the same: the fabric learner may time it (learn.c) */
     const nsc_backend *fbe = NULL;
-    int sample = -1;
     if (c->learn.f.state == NSC_FAB_MEASURING && cfg->launch_bytes == NSC_CFG_AUTO) {
       fbe = nsc_backend_for(k->recv);
       if (fbe->capturing((nsc_stream)k->stream, &k->capturing)) k->capturing = 1;
-      nsc_learn_before(c, k, 0, NULL, &sample);
-      nsc_learn_mark(c, fbe, k->stream, &sample, 0);
+      nsc_learn_before(c, k, 0, NULL);
+      nsc_learn_plan(c, k, 0, NULL);
+      nsc_learn_time(c, fbe, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, 0);
     }
     r = nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, why);
     if (fbe) {
-      nsc_learn_mark(c, fbe, k->stream, &sample, 1);
-      nsc_learn_after(c, fbe, k, 0, 1, r);
+      nsc_learn_time(c, fbe, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, 1);
+      nsc_learn_after(c, fbe, k, 0, r);
     }
     goto out;
   }
@@ -194,21 +194,21 @@ ncclResult_t nsc_collective(nsc_call *k) {
   ag.topo = c->topo.nranks == c->nranks && c->topo.node ? &c->topo : &flat;
   ag.hier = c->hier_on;
   ag.host = c->host_rule;
-  int sample; /* the learner's (learn.c): the agreed launch price, or this call forwarded as a timed sample */
-  nsc_learn_before(c, k, local, &ag, &sample);
+  nsc_learn_before(c, k, local, &ag); /* the learner's (learn.c): the agreed launch price */
   nsc_plan p;
   nsc_decide(&p, cfg, k, &ag, local);
   if (k->rs && k->in_group && p.deferred) c->seq++; /* numbered when it runs in two phases */
   /* Calls that may take staging settle it: after the call, or after the
    * outermost group end (decided by the call alone, as the takes are). */
   if (p.settles && k->in_group) nsc_staging_note(c, be, (nsc_stream)k->stream);
-  nsc_learn_mark(c, be, k->stream, &sample, 0);
+  nsc_learn_plan(c, k, local, &p); /* which launch of it is a sample (a plain call: around the executor) */
+  nsc_learn_time(c, be, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, 0);
   r = nsc_exec(c, be, k, &p);
-  nsc_learn_mark(c, be, k->stream, &sample, 1);
+  nsc_learn_time(c, be, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, 1);
   /* Issued whatever this call returned: every rank issues it here. */
   if (p.settles && !k->in_group) nsc_staging_settle_comm(c, (nsc_stream)k->stream);
   if (agree) nsc_accum_after(c, be, k->stream, k->in_group, r);
-  nsc_learn_after(c, be, k, local, 0, r);
+  nsc_learn_after(c, be, k, local, r);
 out:
   nsc_comm_put(c);
   return r;

@@ -11,6 +11,7 @@
 #include "policy.h"
 
 struct nsc_agreed; /* plan.h */
+struct nsc_plan;   /* plan.h */
 
 struct nsc_comm;
 
@@ -54,16 +55,18 @@ void nsc_accum_issue(struct nsc_comm *c, const nsc_backend *be, nsc_stream calle
 void nsc_accum_saw_broadcast(ncclComm_t comm, ncclDataType_t dt, size_t count);
 
 /* learn.c: the communicator's launch cost at NCCLSHIM_LAUNCH_BYTES=auto.
- * Before the decision of call k (local: accumulation answers it): fills the
- * decision's agreed price (ag->learned, ag->launch) and ag->measure, and
- * *sample, the sample this call times (-1: none); ag NULL: a call the policy
- * forwards anyway, which may be a sample all the same; nsc_learn_mark takes its
- * marks around the executor (after = 0, then 1); nsc_learn_after, after the
- * call returned `last` (forwarded: ag was NULL), issues the agreement where
- * it is due. */
-void nsc_learn_before(struct nsc_comm *c, const nsc_call *k, int local, struct nsc_agreed *ag, int *sample);
-void nsc_learn_mark(struct nsc_comm *c, const nsc_backend *be, cudaStream_t s, int *sample, int after);
-void nsc_learn_after(struct nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, int forwarded,
-                     ncclResult_t last);
+ * nsc_learn_before, before the decision of call k (local: accumulation
+ * answers it): reads the marks that are there, takes the agreement's answer
+ * where it is due, and fills the decision's agreed price (ag->learned,
+ * ag->launch; ag NULL: a call the policy forwards anyway). nsc_learn_plan,
+ * after the decision (p; NULL: forwarded as it is): which of the call's real
+ * launches is a sample (comm.h's nsc_learn_time takes its marks: call.c
+ * around a plain call, the executors around the ring's wire all-reduce and
+ * two-phase's all-gather). nsc_learn_after, after the call returned `last`:
+ * drops an unissued sample's mark, and issues the agreement where it is
+ * due. */
+void nsc_learn_before(struct nsc_comm *c, const nsc_call *k, int local, struct nsc_agreed *ag);
+void nsc_learn_plan(struct nsc_comm *c, const nsc_call *k, int local, const struct nsc_plan *p);
+void nsc_learn_after(struct nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, ncclResult_t last);
 
 #endif

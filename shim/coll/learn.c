@@ -1,25 +1,28 @@
 /* learn.c — the fabric learner's glue between the pure learner
  * (fabric/fabric.h) and a communicator, at NCCLSHIM_LAUNCH_BYTES=auto: what
- * one launch costs, in link bytes, measured from the communicator's own
- * first plain all-reduces and agreed by every rank before any plan uses it.
+ * one launch costs, in link bytes, measured from real launches the
+ * communicator makes anyway and agreed by every rank before any plan uses
+ * it. No call is forwarded only to be timed: until the agreement every call
+ * is planned at the unknown price (plan/cost.h), as a pinned one would be.
  *
- * The schedule, counted in eligible calls (ungrouped, uncaptured all-reduces
- * and reduce-scatters of a nonzero count that accumulation does not answer
- * locally (a sample's link bytes are its ring's: 2(n-1)/n of an all-reduce's
- * buffer, (n-1)/n of a reduce-scatter's whole input), on a
- * communicator with compression on whose ranks can all run the kernels:
- * the same calls on every rank, from arguments and agreed values only;
- * those the policy forwards anyway, below NCCLSHIM_MIN_BYTES or of another
- * datatype, included: they are plain launches too; under an explicit
- * NCCLSHIM_ALGO, only those):
- *   1. the first ones are forwarded as they are (the plan says
- *      "measuring"): NSC_FAB_WARMUP that warm NCCL's connections up, then
- *      at least NSC_FAB_CALLS timed, on until sizes of NSC_FAB_PER_SIZE
- *      calls are 8 times apart (at most NSC_FAB_MAX_CALLS: fabric.h), each
- *      by two marks on the caller's stream (events on a GPU, clock reads on
- *      host memory, where the host NCCL runs a call on the calling thread),
- *      read later without waiting;
- *   2. right after the LAG_ISSUE-th eligible call after the last sample, the
+ * The schedule, counted in eligible calls (ungrouped, uncaptured
+ * all-reduces and reduce-scatters of a nonzero count that accumulation does
+ * not answer locally, on a communicator with compression on whose ranks can
+ * all run the kernels: the same calls on every rank, from arguments and
+ * agreed values only; those the policy forwards anyway, below
+ * NCCLSHIM_MIN_BYTES or of another datatype, included):
+ *   1. each one's plan (the decision, at the unknown price) names the launch
+ *      that is its sample (sampled()): the call itself where the plan is
+ *      plain, the ring's first wire all-reduce, or flat two-phase's first
+ *      all-gather; the others have none. The first NSC_FAB_WARMUP samples
+ *      warm NCCL's connections up, then at least NSC_FAB_CALLS are timed,
+ *      on until sizes of NSC_FAB_PER_SIZE samples are 8 times apart (at most
+ *      NSC_FAB_MAX_CALLS: fabric.h), or until SEEN_MAX eligible calls went
+ *      by; each by two marks on the caller's stream around that launch
+ *      (comm.h's nsc_learn_time: events on a GPU, clock reads on host
+ *      memory, where the host NCCL runs a call on the calling thread), read
+ *      later without waiting;
+ *   2. right after the LAG_ISSUE-th eligible call after that, the
  *      agreement's exchange is issued (one int64 Max all-reduce of the
  *      samples' bytes and negated times: every rank gets the latest
  *      arriver's time per sample, fabric.h says why), with what this rank
@@ -27,11 +30,10 @@
  *   3. before the decision of the LAG_APPLY-th eligible call after that,
  *      its answer is taken (polled, waited for only if not yet there) and
  *      every rank fits the same samples to the same price, or keeps the
- *      unknown price (plan/cost.h) and says why.
- * Calls before step 3 are planned at the unknown price. The price is
- * measured once per communicator and never again: a plan's numerics
- * (its format, its two phases) then stay what they were for the whole job,
- * and no later mid-job agreement can flap them.
+ *      unknown price and says why.
+ * The price is measured once per communicator and never again: a plan's
+ * numerics (its format, its two phases) change at most once, at step 3, on
+ * every rank at the same call, and no later mid-job agreement can flap them.
  *
  * Must not: synchronise or wait on the caller's stream, let a time decide
  * anything but the agreed price, or hold the communicator's lock across a
@@ -48,6 +50,10 @@
 
 #define LAG_ISSUE 2 /* eligible calls after the last sample: its marks are read by then */
 #define LAG_APPLY 2 /* eligible calls after the exchange: its answer is there by then */
+/* Eligible calls after which the agreement is due even without enough
+ * samples (a job whose plans have no sampled launch): it then fits what it
+ * has, or keeps the unknown price and says why. */
+#define SEEN_MAX (4 * NSC_FAB_MAX_CALLS)
 
 static int learn_on(const nsc_config *cfg) { return cfg->launch_bytes == NSC_CFG_AUTO; }
 
@@ -76,42 +82,72 @@ static void say(nsc_comm *c) {
   for (int i = 0; i < f->nsizes; i++) used += f->ns[i] >= 0;
   if (f->state == NSC_FAB_LEARNED)
     snprintf(t, sizeof t,
-             "learned from %d plain calls of %d sizes%s: %.1f us per launch, %.3f GB/s per link, a launch priced "
+             "learned from %d sampled launches of %d sizes%s: %.1f us per launch, %.3f GB/s per link, a launch priced "
              "at %" PRIu64 " link bytes",
              f->n, used, f->missed ? " (some rank timed no call of a size)" : "", (double)f->launch_ns / 1e3,
              f->ps_per_byte ? 1e3 / (double)f->ps_per_byte : 0.0, f->price);
   else
     snprintf(t, sizeof t, "not learned (%s): launches priced at %llu link bytes", f->why,
              (unsigned long long)NSC_COST_LAUNCH_UNKNOWN);
-  nsc_log_fabric(&c->log, f->state == NSC_FAB_LEARNED, f->launch_ns, f->ps_per_byte, f->price, t);
+  nsc_log_fabric(&c->log, f->state == NSC_FAB_LEARNED, f->launch_ns, f->ps_per_byte, f->price, f->n, c->seq, t);
   if (c->rank == 0) nsc_info("launch cost on communicator %p: %s", (void *)c->comm, t);
 }
 
-/* A call the schedule counts (the header's "eligible"); forwarded: the
- * policy forwards it anyway. Under an explicit NCCLSHIM_ALGO only those: a
- * call the user asked to transform is never forwarded to measure. */
-static int eligible(const nsc_comm *c, const nsc_call *k, int local, int forwarded) {
+/* A call the schedule counts (the header's "eligible"). */
+static int eligible(const nsc_comm *c, const nsc_call *k, int local) {
   return !k->in_group && !k->capturing && !local && k->arg > 0 && k->has_buffers && !c->untouched &&
-         nsc_g.cfg.compress != NSC_COMPRESS_OFF && nsc_dtype_size(k->dt) > 0 &&
-         (forwarded || nsc_g.cfg.algo == NSC_ALGO_AUTO);
+         nsc_g.cfg.compress != NSC_COMPRESS_OFF && nsc_dtype_size(k->dt) > 0;
 }
 
-void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag, int *sample) {
+/* Sampled enough, or seen enough calls to stop waiting for samples. */
+static int due(const nsc_learn *l) { return nsc_fab_due(&l->f) || l->seen >= SEEN_MAX; }
+
+/* The launch of plan p (NULL: the call forwarded as it is) that is a sample,
+ * and the bytes one rank's link carries for it: the call itself, the ring's
+ * first wire all-reduce (2 bytes an element), or flat two-phase's first
+ * all-gather of the owners' encoded slots; none for the other plans (their
+ * launches run on sub-communicators or are point-to-point). */
+static int sampled(const nsc_comm *c, const nsc_call *k, const nsc_plan *p, uint64_t *link) {
+  int n = c->nranks;
+  if (!p || p->alg == NSC_ALG_PLAIN) {
+    uint64_t bytes = (uint64_t)k->arg * nsc_dtype_size(k->dt) * (k->rs ? (uint64_t)n : 1);
+    *link = nsc_fab_ring_bytes(bytes, n, k->rs);
+    return NSC_LEARN_AT_CALL;
+  }
+  if (p->alg == NSC_ALG_RING) {
+    size_t e = p->chunk && p->chunk < p->count ? p->chunk : p->count;
+    *link = nsc_fab_ring_bytes(2 * (uint64_t)e, n, 0);
+    return NSC_LEARN_AT_WIRE;
+  }
+  if (p->alg == NSC_ALG_TWOPHASE && !p->stages && !p->rs && p->tp.gather && p->tp.n == n) {
+    *link = nsc_fab_ring_bytes((uint64_t)n * p->tp.slot, n, 1);
+    return NSC_LEARN_AT_GATHER;
+  }
+  return NSC_LEARN_AT_NONE;
+}
+
+void nsc_learn_plan(nsc_comm *c, const nsc_call *k, int local, const nsc_plan *p) {
   nsc_learn *l = &c->learn;
-  *sample = -1;
+  l->at = NSC_LEARN_AT_NONE;
+  l->take = -1;
+  if (!learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING || !eligible(c, k, local) || due(l)) return;
+  l->seen++;
+  uint64_t link = 0;
+  int at = sampled(c, k, p, &link);
+  if (at == NSC_LEARN_AT_NONE || !link) return;
+  l->take = nsc_fab_take(&l->f, link); /* -1: a warm-up launch, or a size past those kept */
+  if (l->take >= 0) l->at = at;
+}
+
+void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag) {
+  nsc_learn *l = &c->learn;
   if (ag) {
     ag->learned = l->f.state == NSC_FAB_LEARNED;
     ag->launch = l->f.price;
   }
   if (!learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING) return;
   read_marks(l);
-  if (!eligible(c, k, local, !ag)) return;
-  if (!nsc_fab_due(&l->f)) { /* measuring: forwarded as it is, timed past the warm-up */
-    if (ag) ag->measure = 1;
-    uint64_t bytes = (uint64_t)k->arg * nsc_dtype_size(k->dt) * (k->rs ? (uint64_t)c->nranks : 1);
-    *sample = nsc_fab_take(&l->f, nsc_fab_ring_bytes(bytes, c->nranks, k->rs));
-    return;
-  }
+  if (!eligible(c, k, local) || !due(l)) return;
   if (++l->after != LAG_ISSUE + LAG_APPLY || !l->issued) return;
   /* 3. the answer, then the fit: the same on every rank */
   l->issued = 0;
@@ -131,32 +167,15 @@ void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag,
   }
 }
 
-void nsc_learn_mark(nsc_comm *c, const nsc_backend *be, cudaStream_t s, int *sample, int after) {
+void nsc_learn_after(nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, ncclResult_t last) {
   nsc_learn *l = &c->learn;
-  if (*sample < 0) return;
-  if (!after) { /* *sample: the size index; from here on the pending slot of this call's marks */
-    int i = 0;
-    while (i < NSC_LEARN_PENDING && l->pend[i].be) i++;
-    if (i == NSC_LEARN_PENDING || be->mark((nsc_stream)s, &l->pend[i].m[0]) != 0) {
-      *sample = -1; /* not timed: its size may still be by another call, or by a peer */
-      return;
-    }
-    l->pend[i].be = be;
-    l->pend[i].size = *sample;
-    *sample = i;
-    return;
+  if (l->m0_be) { /* its sampled launch was never issued (a failure before it): not timed */
+    l->m0_be->mark_release(&l->m0);
+    l->m0_be = NULL;
   }
-  if (be->mark((nsc_stream)s, &l->pend[*sample].m[1]) != 0) {
-    be->mark_release(&l->pend[*sample].m[0]);
-    l->pend[*sample].be = NULL;
-  }
-}
-
-void nsc_learn_after(nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, int forwarded,
-                     ncclResult_t last) {
-  nsc_learn *l = &c->learn;
+  l->at = NSC_LEARN_AT_NONE;
   if (!learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING || l->issued) return;
-  if (!eligible(c, k, local, forwarded) || !nsc_fab_due(&l->f) || l->after != LAG_ISSUE) return;
+  if (!eligible(c, k, local) || !due(l) || l->after != LAG_ISSUE) return;
   /* 2. the exchange, right after this call (a nonblocking communicator's
    * call first completes: only when, never what, depends on it) */
   if (last == ncclInProgress) (void)nsc_wait_nonblocking(c, c->comm);

@@ -109,7 +109,10 @@ ncclResult_t nsc_wire_calls(nsc_comm *c, void *buf, int advance, size_t count, s
       if (r != ncclSuccess) return r;
     }
     uint16_t *at = (uint16_t *)buf + (advance ? off : 0);
+    const nsc_backend *tb = c->learn.at == NSC_LEARN_AT_WIRE ? nsc_backend_for(buf) : NULL; /* a sample (comm.h) */
+    if (tb) nsc_learn_time(c, tb, (nsc_stream)s, NSC_LEARN_AT_WIRE, 0);
     r = NSC_ISSUE(c, AllReduce(at, at, n, wdt, op, c->comm, s));
+    if (tb) nsc_learn_time(c, tb, (nsc_stream)s, NSC_LEARN_AT_WIRE, 1);
     NSC_COUNT(real_calls, 1);
     if (!NSC_OK(r)) return r;
   }
@@ -216,7 +219,9 @@ static ncclResult_t pipe_chunks(nsc_walk *w, size_t count) {
       w->bad = 1;
       nsc_poison(be, s, stage + off, (count - off) * 2);
     }
+    nsc_learn_time(c, be, s, NSC_LEARN_AT_WIRE, 0); /* the first chunk: the learner's sample, if it is */
     r = NSC_ISSUE(c, AllReduce(stage + off, stage + off, n, (ncclDataType_t)p->wdt, w->k->op, c->comm, (cudaStream_t)s));
+    nsc_learn_time(c, be, s, NSC_LEARN_AT_WIRE, 1);
     NSC_COUNT(real_calls, 1);
     r = nsc_enqueued(c, c->comm, r); /* the first sign of a nonblocking communicator: this call is finished */
     if (!NSC_OK(r)) break; /* NCCL's error, the same on every rank: passed up, no further chunk */

@@ -335,8 +335,14 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
    * bytes, beside piece k+1's exchange */
   for (int k = 0; k < np; k++) {
     point_wait(&L, st, L.side, &dm[k]);
-    exchanged(&L, &res, p.gather ? gather(c, gat + nsc_tp_slot(&p, 0, k), r, p.slot, s)
-                                 : exchange(c, &p, k, gat, gat, 1, s));
+    if (p.gather) { /* the first piece's: the learner's sample, if it is (comm.h) */
+      nsc_learn_time(c, be, st, NSC_LEARN_AT_GATHER, 0);
+      ncclResult_t g = gather(c, gat + nsc_tp_slot(&p, 0, k), r, p.slot, s);
+      nsc_learn_time(c, be, st, NSC_LEARN_AT_GATHER, 1);
+      exchanged(&L, &res, g);
+    } else {
+      exchanged(&L, &res, exchange(c, &p, k, gat, gat, 1, s));
+    }
     point_take(&L, st, &x);
     point_wait(&L, L.side, st, &x);
     for (int j = 0; j < n; j++) {

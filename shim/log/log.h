@@ -129,6 +129,8 @@ typedef struct nsc_comm_log {
   char fabric[320];               /* the launch cost learned at LAUNCH_BYTES=auto (coll/learn.c), its line */
   int fab_learned;                /* ... 1: the values below are the agreed fit */
   uint64_t fab_launch_ns, fab_ps_per_byte, fab_price;
+  int fab_samples;                /* ... launches it sampled */
+  uint64_t fab_call;              /* ... the call whose decision first read the agreement ("call" in JSON) */
   char nodes[96];                 /* the agreed node map, described ("2 nodes x 4 ranks") */
   int nnodes, local_rank;         /* ... its node count (0: not agreed yet) and this rank's place on its node */
   uint64_t ef_slots, ef_bytes, ef_breaks, ef_calls; /* error feedback: locked slots, residual bytes, breaks, calls */
@@ -178,9 +180,10 @@ void nsc_log_comm_failed(nsc_comm_log *l, const char *why);
  * its calls (plain stores: no formatting on the call path). */
 void nsc_log_accum_state(nsc_comm_log *l, const char *text);
 /* What the communicator's fabric measurement agreed (learned: the fit's
- * values; else text says why not), for the summary and the JSON log. */
+ * values; else text says why not), from how many sampled launches, and the
+ * call whose decision first read it, for the summary and the JSON log. */
 void nsc_log_fabric(nsc_comm_log *l, int learned, uint64_t launch_ns, uint64_t ps_per_byte, uint64_t price,
-                    const char *text);
+                    int samples, uint64_t call, const char *text);
 /* Told at the settings check: the communicator's nodes (described), how many,
  * and this rank's index on its node. */
 void nsc_log_comm_nodes(nsc_comm_log *l, const char *text, int nnodes, int local_rank);

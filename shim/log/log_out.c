@@ -559,6 +559,7 @@ static void json_summary(FILE *f, const nsc_comm_log *l) {
   if (l->fabric[0]) {
     fputs(",\"fabric\":{\"learned\":", f);
     fputs(l->fab_learned ? "true" : "false", f);
+    fprintf(f, ",\"samples\":%d,\"call\":%" PRIu64, l->fab_samples, l->fab_call);
     if (l->fab_learned)
       fprintf(f, ",\"launch_ns\":%" PRIu64 ",\"ps_per_byte\":%" PRIu64 ",\"launch_bytes\":%" PRIu64, l->fab_launch_ns,
               l->fab_ps_per_byte, l->fab_price);

@@ -139,8 +139,10 @@ void nsc_log_accum_state(nsc_comm_log *l, const char *text) {
 }
 
 void nsc_log_fabric(nsc_comm_log *l, int learned, uint64_t launch_ns, uint64_t ps_per_byte, uint64_t price,
-                    const char *text) {
+                    int samples, uint64_t call, const char *text) {
   pthread_mutex_lock(&l->lock);
+  l->fab_samples = samples;
+  l->fab_call = call;
   l->fab_learned = learned;
   l->fab_launch_ns = launch_ns;
   l->fab_ps_per_byte = ps_per_byte;

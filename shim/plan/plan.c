@@ -564,12 +564,6 @@ void nsc_decide(nsc_plan *p, const nsc_config *cfg, const nsc_call *k, const nsc
     uint64_t S = (uint64_t)(input > 0 ? 2 : 4) * k->arg * (k->rs ? (uint64_t)a->topo->nranks : 1);
     p->plain_cost = cost_plain(&rule, a->topo->nranks, S, k->rs);
   }
-  /* A sample of the communicator's measurement (agreed: coll/learn.c): the
-   * call as it is, timed; accumulation's answer stays what it is. */
-  if (a->measure && !local) {
-    plain_of(p, k, NSC_WHY_MEASURING);
-    return;
-  }
   /* A capture freezes what is enqueued: captured calls are forwarded. */
   if (k->capturing) tp = 0;
   /* Calls that may take staging settle it: after the call, or after the

@@ -144,7 +144,7 @@ typedef struct {
   long long fault_cast; /* testing (NCCLSHIM_FAULT_CAST): the process's N-th cast to the wire type fails */
 } nsc_codec;
 
-typedef struct {
+typedef struct nsc_plan {
   nsc_alg alg;
   int settles;          /* it may take staging: the block is settled after the call (outside a
                          * group) or after the outermost group end (staging.h) */
@@ -206,15 +206,14 @@ void nsc_plan_step(nsc_plan *p, nsc_step_kind k, nsc_plan_on on, unsigned flags,
  * it: its node map (nnodes 0: one node), whether it adopted hier's
  * sub-communicators, the host rule (cost.h), and whether some rank cannot
  * run the kernels (every call forwarded); and what its fabric measurement
- * agreed (coll/learn.c): whether this call is one of its timed plain
- * samples, and the measured launch price once it is agreed (learned; read
- * only at NCCLSHIM_LAUNCH_BYTES=auto, cost.h's nsc_cost_launch). */
+ * agreed (coll/learn.c): the measured launch price once it is agreed
+ * (learned; read only at NCCLSHIM_LAUNCH_BYTES=auto, cost.h's
+ * nsc_cost_launch; until then the unknown price). */
 typedef struct nsc_agreed {
   const nsc_topo *topo;
   int hier;
   int host;
   int untouched;
-  int measure;     /* forward the call as it is: a sample of the measurement */
   int learned;     /* the launch price below is agreed */
   uint64_t launch; /* ... link bytes per launch */
 } nsc_agreed;

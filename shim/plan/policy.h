@@ -43,8 +43,7 @@
   X(CAPTURED, "captured", "its stream was being captured into a CUDA graph")                                       \
   X(BEFORE_CHECK, "before_check", "made before its communicator's settings check (a first group or capture)")     \
   X(KERNELS, "kernels", "a rank of the communicator cannot run the CUDA kernels")                                  \
-  X(STAGING, "staging", "no room in the agreed staging block at the time (it grows after)")                      \
-  X(MEASURING, "measuring", "timed as it is: its communicator was measuring its launch cost (LAUNCH_BYTES=auto)")
+  X(STAGING, "staging", "no room in the agreed staging block at the time (it grows after)")
 typedef enum {
 #define NSC_WHY_ENUM(ID, key, text) NSC_WHY_##ID,
   NSC_WHYS(NSC_WHY_ENUM)

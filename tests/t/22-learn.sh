@@ -1,19 +1,22 @@
 # 22-learn.sh — NCCLSHIM_LAUNCH_BYTES=auto against the host NCCL, whose
 # launch cost (HOSTNCCL_LAUNCH_US) and link rate (HOSTNCCL_LINK_GBPS) are
-# known: each communicator times its first plain all-reduces, every rank
-# agrees the same fit, and from then on plans at it (shim/coll/learn.c).
+# known: each communicator times real launches of its first calls (plain
+# calls, the ring's wire all-reduces, two-phase's all-gathers; nothing is
+# forwarded only to be timed), every rank agrees the same fit, and from then
+# on plans at it (shim/coll/learn.c).
 #   - 1x4 and 2x2 (emulated nodes), 2 ms per launch, 1 Gb/s, an int8 sweep
-#     of 64 KiB to 16 MiB (allreduce_perf, every result checked): the first
-#     18 or more eligible calls forwarded as "measuring"; every rank's JSON log holds
+#     of 64 KiB to 16 MiB (allreduce_perf, every result checked): 16 to 64
+#     sampled launches; every rank's JSON log holds
 #     the same learned values; the launch cost within [0.8, 2.5] x the host
 #     NCCL's charge (its launch plus its per-step latency: the host's own
 #     copies and reductions per call add to it on 2 shared cores, the
 #     fit cannot tell them from the launch) and the rate within [0.7, 1.6] x
-#     the link's (the same copies scale with the bytes); every call planned
-#     at the agreed price (from the 4th eligible call after the
-#     measurement: learn.c's LAG_ISSUE + LAG_APPLY) has the plan the cost model makes at
-#     the learned price (ncclshim-model --set NCCLSHIM_LAUNCH_BYTES=P), call
-#     for call;
+#     the link's (the same copies scale with the bytes); every call has the
+#     plan the cost model makes at its price (ncclshim-model --set
+#     NCCLSHIM_LAUNCH_BYTES=P), call for call: the unknown 4 MB before the
+#     call that first read the agreement (the summary's fabric.call: the 4th
+#     eligible call after the last sample, learn.c's LAG_ISSUE + LAG_APPLY),
+#     the learned price from it on (no call forwarded to be measured);
 #   - a slow rank (MPMD: rank 3's launches cost 3 times more): the four
 #     ranks still agree one price, bit for bit, and every result is exact;
 #   - calls of one size only: not learned, and every rank says why;
@@ -56,25 +59,29 @@ else:
         bad.append("launch %d ns, the host NCCL charges %d" % (f["launch_ns"], charge))
     if not 0.7 * 8000 <= f["ps_per_byte"] <= 1.6 * 8000:  # the host's copies and sums on shared cores slow it
         bad.append("rate %d ps/B, the link 8000" % f["ps_per_byte"])
-    meas = [c for c in calls if c.get("why") == "measuring"]
-    if not 18 <= len(meas) <= 66:  # 2 warm-up, 16 timed, more while the sizes are not 8 times apart
-        bad.append("%d calls measured, 18 to 66 wanted" % len(meas))
+    if not 16 <= f["samples"] <= 64:  # after 2 warm-up ones, while the sizes are not 8 times apart
+        bad.append("%d launches sampled, 16 to 64 wanted" % f["samples"])
+    if any(c.get("why") == "measuring" for c in calls):
+        bad.append("a call was forwarded to be measured")
     cache = {}
-    last = max(i for i, c in enumerate(calls) if c.get("why") == "measuring")
-    for c in calls[last + 4:]:  # 3 more at the unknown price, then the agreed one
-        b = c["logical_bytes"]
-        if b not in cache:
+    before = [c for c in calls if c["call"] < f["call"]]
+    for c in calls:  # the unknown price until the agreement was read, the learned one from there
+        b, price = c["logical_bytes"], 4194304 if c["call"] < f["call"] else f["launch_bytes"]
+        if (b, price) not in cache:
             out = subprocess.run([model, "--fabric", "host", "--nodes", str(nodes), "--ranks-per-node", str(L),
                                   "--bytes", str(b), "--compress", "int8", "--algo", "auto", "--set",
-                                  "NCCLSHIM_LAUNCH_BYTES=%d" % f["launch_bytes"], "--json"],
+                                  "NCCLSHIM_LAUNCH_BYTES=%d" % price, "--json"],
                                  capture_output=True, text=True, check=True).stdout
-            cache[b] = json.loads(out)["plan"]
-        if c["algo"] != cache[b]:
-            bad.append("call %d (%d bytes): the shim ran %s, the model plans %s" % (c["call"], b, c["algo"], cache[b]))
+            cache[b, price] = json.loads(out)["plan"]
+        if c["algo"] != cache[b, price]:
+            bad.append("call %d (%d bytes, priced at %d): the shim ran %s, the model plans %s" %
+                       (c["call"], b, price, c["algo"], cache[b, price]))
             break
-    print("learned %.0f us per launch, %d ps/B, price %d link bytes; %d calls after, plans %s" %
-          (f["launch_ns"] / 1e3, f["ps_per_byte"], f["launch_bytes"], len(calls) - len(meas),
-           sorted(set(cache.values()))))
+    print("learned %.0f us per launch, %d ps/B, price %d link bytes from %d launches; %d calls at 4 MB (plans %s), "
+          "%d after (plans %s)" %
+          (f["launch_ns"] / 1e3, f["ps_per_byte"], f["launch_bytes"], f["samples"], len(before),
+           sorted(set(v for k, v in cache.items() if k[1] == 4194304)), len(calls) - len(before),
+           sorted(set(v for k, v in cache.items() if k[1] != 4194304))))
 print("\n".join("BAD " + b for b in bad))
 EOF
 }
@@ -117,13 +124,13 @@ vals=$(cat "$TMPD"/slow/*.jsonl | grep '"kind":"summary"' | grep -o '"fabric":{[
   ok "a slow rank (its launches 6 ms, the others' 2 ms): the 4 ranks agree, bit for bit ($(grep -o '"text":"[^"]*' <<<"$vals" | cut -c9-)), every result exact" ||
   { not_ok "slow rank (exit $rc): $vals"; tail -n 5 "$TMPD/slow.out" | sed 's/^/#   /'; }
 
-# One size only: nothing to fit. After NSC_FAB_MAX_CALLS timed calls every
-# rank keeps the unknown price and says why.
+# One size only: nothing to fit. After NSC_FAB_MAX_CALLS (64) sampled launches
+# every rank keeps the unknown price and says why.
 mkdir -p "$TMPD/one"
 NCCLSHIM_LOG_FILE="$TMPD/one/" mpirun_shim 2 "$P" -b 1M -e 1M -n 40 -w 0 -c 1 >"$TMPD/one.out" 2>&1
 rc=$?
 n=$(cat "$TMPD"/one/*.jsonl | grep '"kind":"summary"' |
-      grep -c '"fabric":{"learned":false,"text":"not learned (the sampled launches were not of sizes at least 8 times apart): launches priced at 4194304 link bytes"}')
+      grep -cE '"fabric":\{"learned":false,"samples":64,"call":[0-9]+,"text":"not learned \(the sampled launches were not of sizes at least 8 times apart\): launches priced at 4194304 link bytes"\}')
 [ $rc -eq 0 ] && [ "$n" -eq 2 ] && ok "calls of one size: not learned, both ranks say why (priced at 4 MiB)" ||
   { not_ok "one size (exit $rc): $n ranks said why"; grep "launch cost" "$TMPD/one.out" | sed 's/^/#   /'; }
 

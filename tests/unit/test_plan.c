@@ -680,9 +680,11 @@ static void test_decide_group(void **state) {
   assert_int_equal(p.wdt, ncclBfloat16);
 }
 
-/* The learner's inputs (coll/learn.c): a sample is the call as it is (but
- * an accumulated one stays local); the agreed price replaces the unknown
- * one only at LAUNCH_BYTES=auto, and decides as a pinned price would. */
+/* The learner's inputs (coll/learn.c): before the agreement a call at
+ * LAUNCH_BYTES=auto is decided at the unknown price, as a pinned 4M would
+ * decide it (no call is forwarded only to be measured; an accumulated one
+ * stays local); the agreed price replaces the unknown one only at auto, and
+ * decides as a pinned price would. */
 static void test_decide_learned(void **state) {
   (void)state;
   static const int ids[4] = {1, 1, 1, 1};
@@ -693,16 +695,10 @@ static void test_decide_learned(void **state) {
   nsc_call k = {.count = 1 << 20, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1, .arg = 1 << 20};
   nsc_plan p, q;
   nsc_policy_ask(&au, &k);
-  nsc_agreed ag = {.topo = &t, .measure = 1};
-  nsc_decide(&p, &au, &k, &ag, 0);
-  assert_int_equal(p.alg, NSC_ALG_PLAIN);
-  assert_int_equal(p.why, NSC_WHY_MEASURING);
-  assert_int_equal(p.settles, 0);
-  assert_int_equal(p.launches, 1);
+  nsc_agreed ag = {.topo = &t};
   nsc_decide(&p, &au, &k, &ag, 1);
   assert_int_equal(p.alg, NSC_ALG_LOCAL);
   /* 4 MiB of int8 on 4 ranks: at the unknown price (4 MB) no gain; learned free: two phases */
-  ag = (nsc_agreed){.topo = &t};
   nsc_decide(&p, &au, &k, &ag, 0);
   nsc_decide(&q, &four, &k, &ag, 0);
   assert_int_equal(p.alg, q.alg);
