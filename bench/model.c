@@ -1,7 +1,8 @@
-/* model.c — build/bin/ncclshim_model: the predicted time of one fp32
- * all-reduce or reduce-scatter (or, with --group N, of a user group of N
- * all-reduces) under every plan the shim can run, on a fabric of N nodes of
- * L ranks. Fronted by bench/ncclshim-model (calibration, PNGs).
+/* model.c — build/bin/ncclshim_model: the predicted time of one fp32, bf16
+ * or fp16 (--dtype) all-reduce or reduce-scatter (or, with --group N, of a
+ * user group of N all-reduces) under every plan the shim can run, on a
+ * fabric of N nodes of L ranks. Fronted by bench/ncclshim-model
+ * (calibration, PNGs).
  *
  * One source of truth: for every rank the model builds the same nsc_topo the
  * shim would agree on and asks the shim's decision (shim/plan/plan.h:
@@ -16,6 +17,15 @@
  *     by piece, every rank's piece to every peer of its group, one round per
  *     piece and phase;
  *   - CAST_IN / CAST_OUT, and a bucket's segmented ones: codec time only.
+ * A 16-bit call (--dtype bfloat16|half) is the same call to the decision
+ * (nsc_call.dt, count = bytes / 2): forwarded, its ring moves 2 bytes an
+ * element and reduces at the host NCCL's 16-bit rate; in two phases its
+ * wire is the layout's (tp_plan.h) and its codec handles as many elements
+ * as an fp32 call's (the host encodes from and decodes into the 16-bit
+ * bits, wire.c's nsc_fmt_encode_in / nsc_fmt_decode_out), plus on a GPU
+ * the backend's widening and narrowing kernels (fmt_encode16 /
+ * fmt_decode16) and, for a reduce-scatter, the shard narrowed into the
+ * caller's buffer (both fabrics). It is never fused (policy.h).
  * A message between two nodes occupies the sender's NIC out and the
  * receiver's NIC in (a NIC per rank, or one per node shared by its ranks);
  * inside a node the sender's intra link out and the receiver's intra in. A
@@ -436,7 +446,15 @@ static void step_twophase(walk *w, const nsc_plan *p, const nsc_step *s, int las
     }
   /* Codec per rank: encode the input, decode-sum its chunk (m runs),
    * encode the sum, decode everything (all-reduce); and on the host the
-   * transport's copies of what it sends and receives. */
+   * transport's copies of what it sends and receives. The codec's rates
+   * count fp32 bytes (4 an element), whatever the input: the host reads and
+   * writes a 16-bit input in the same passes (twophase.c). A 16-bit input's
+   * casts, each reading one type and writing the other (ie + 4 bytes an
+   * element): on a GPU the widening of the input and the narrowing of the
+   * decoded result (backend_cuda.c's fmt_encode16 / fmt_decode16), and
+   * on both fabrics a reduce-scatter's shard narrowed into recvbuff. */
+  int in16 = tps[0].in != NSC_IN_F32, bf = in16 && nsc_in_fmt(tps[0].in) == NSC_FMT_BF16;
+  double cast = in16 ? nsc_in_esz(tps[0].in) + 4.0 : 0;
   double cpu_sum = 0, cpu_max = 0, codec_max = 0;
   for (int r = 0; r < w->l.n; r++) {
     const nsc_tp_plan *tp = &tps[r];
@@ -446,11 +464,12 @@ static void step_twophase(walk *w, const nsc_plan *p, const nsc_step *s, int las
     if (f->gpu) {
       double we = wire_elem(tp->fmt, tp->block), bw = rt->hbm * rt->eff;
       double el = (double)tp->count, ol = (double)len;
-      codec = (el * (4 + we) + ol * (m * we + 4)) / bw;
-      if (!s->rs) codec += (ol * (4 + we) + el * (we + 4)) / bw;
+      codec = (el * (4 + we + cast) + ol * (m * we + 4)) / bw;
+      codec += s->rs ? ol * cast / bw : (ol * (4 + we) + el * (we + 4 + cast)) / bw;
     } else {
       codec = all / rt->enc[tp->fmt] + own * (m / 4.0) / rt->dsum4[tp->fmt];
       if (!s->rs) codec += own / rt->enc[tp->fmt] + all / rt->dec[tp->fmt];
+      else if (in16) codec += own / rt->cast_to[bf];
       for (int j = 0; j < m; j++)
         if (j != tp->rank) moved += (double)(nsc_tp_chunk_bytes(tp, j) + nsc_tp_chunk_bytes(tp, tp->rank)) * phases;
     }
@@ -500,6 +519,7 @@ typedef struct {
 
 typedef struct {
   const char *plan_alg, *why;
+  const char *wire, *sums; /* the last plan's wire and the type its sums are in (fp32, bf16, fp16, a format) */
   int nsteps;
   cost c;
   double nic_out, nic_in, intra_out, intra_in; /* the busiest one, bytes per call */
@@ -605,11 +625,22 @@ static int learned_price(const fabric *f, const rates *rt, uint64_t *price) {
 static int group_n = 1;
 #define MAX_GROUP 256
 
+/* --dtype: the call's datatype (every call of a group's too), by the names
+ * the shim's log gives it (shim/msg/names.c) or the wire formats' */
+static const struct {
+  const char *name, *alias;
+  ncclDataType_t dt;
+} dtypes[] = {{"float", "fp32", ncclFloat32}, {"bfloat16", "bf16", ncclBfloat16}, {"half", "fp16", ncclFloat16}};
+static int call_dtype; /* its row */
+#define CALL_DT (dtypes[call_dtype].dt)
+#define CALL_ESZ ((size_t)nsc_in_esz(nsc_policy_input(CALL_DT)))
+
 /* The plans one call (or, with --group, one group of group_n calls) runs:
- * the shim's own decision (plan.h) for each fp32 Sum call, and for a group
- * the group's plan (nsc_decide_group) and each fused bucket's
- * (nsc_plan_bucket), as the shim makes them at the group end. Returns how
- * many (in plans[]). */
+ * the shim's own decision (plan.h) for each Sum call of CALL_DT, and for a
+ * group the group's plan (nsc_decide_group) and each fused bucket's
+ * (nsc_plan_bucket), as the shim makes them at the group end (a 16-bit
+ * call is never fused: its own decision, as nsc_policy_ask rules).
+ * Returns how many (in plans[]). */
 static int make_plans(walk *w, const nsc_config *cfg, size_t count, int rs, nsc_plan *plans) {
   const fabric *f = w->f;
   int n = f->N * f->L;
@@ -617,9 +648,11 @@ static int make_plans(walk *w, const nsc_config *cfg, size_t count, int rs, nsc_
     nsc_plan *plan = &plans[0];
     memset(plan, 0, sizeof *plan);
     plan->alg = NSC_ALG_PLAIN;
+    plan->in = nsc_policy_input(CALL_DT);
     plan->count = count / (size_t)n;
     plan->nsteps = 1;
-    plan->step[0] = (nsc_step){.kind = NSC_STEP_ALLGATHER, .on = NSC_ON_ALL, .count = plan->count};
+    plan->step[0] =
+        (nsc_step){.kind = NSC_STEP_ALLGATHER, .on = NSC_ON_ALL, .flags = NSC_STEP_CALL, .count = plan->count};
     plan->launches = 1;
     plan->why = NSC_WHY_NONE; /* an all-gather: forwarded (out->why below) */
     return 1;
@@ -636,7 +669,7 @@ static int make_plans(walk *w, const nsc_config *cfg, size_t count, int rs, nsc_
   nsc_member *first = NULL, **tail = &first;
   static int comm, kind; /* one communicator, one memory kind: identities only */
   for (int i = 0; i < (grouped ? group_n : 1); i++) {
-    nsc_call k = {.count = rs ? count * (size_t)n : count, .dt = ncclFloat32, .op = ncclSum, .has_buffers = 1,
+    nsc_call k = {.count = rs ? count * (size_t)n : count, .dt = CALL_DT, .op = ncclSum, .has_buffers = 1,
                   .in_group = grouped, .rs = rs, .arg = count};
     nsc_policy_ask(cfg, &k);
     nsc_decide(&plans[np], cfg, &k, &ag, 0);
@@ -651,6 +684,20 @@ static int make_plans(walk *w, const nsc_config *cfg, size_t count, int rs, nsc_
   for (nsc_member *b = first ? nsc_decide_group(first, cfg) : NULL; b; b = b->bucket_next)
     nsc_plan_bucket(&plans[np++], cfg, b);
   return np;
+}
+
+/* The element size of a real collective step and the host NCCL's reduction
+ * rate it runs at (rates.red: fp32, fp16, bf16): the wire type's (the
+ * ring, a bucket), the call's own where it is the call forwarded (a 16-bit
+ * input: 2 bytes an element), else fp32 (hier's stages). */
+static size_t coll_esz(const nsc_plan *p, const nsc_step *s, int *redidx) {
+  int wire = s->flags & NSC_STEP_WIRE, in16 = (s->flags & NSC_STEP_CALL) && p->in != NSC_IN_F32;
+  if (!wire && !in16) {
+    *redidx = 0;
+    return 4;
+  }
+  *redidx = 1 + ((wire ? p->fmt : nsc_in_fmt(p->in)) == NSC_FMT_BF16);
+  return 2;
 }
 
 /* Charge plan's steps to w's links and clocks (the ring's chunks with the
@@ -670,16 +717,17 @@ static int charge_plan(walk *w, const nsc_plan *plan, size_t count, int *chunks_
     case NSC_STEP_ALLREDUCE:
     case NSC_STEP_REDUCESCATTER:
     case NSC_STEP_ALLGATHER: {
-      int wire = s->flags & NSC_STEP_WIRE;
+      int redidx;
+      size_t esz = coll_esz(plan, s, &redidx);
       double t0 = w->c.time, c0 = w->c.cpu;
-      if (chunks > 1 && wire) {
+      if (chunks > 1 && (s->flags & NSC_STEP_WIRE)) {
         nsc_step x = *s;
         x.count = ce;
-        step_coll(w, &x, 2, chunks - 1, 1 + (plan->fmt == NSC_FMT_BF16));
+        step_coll(w, &x, esz, chunks - 1, redidx);
         x.count = count - ce * (size_t)(chunks - 1);
-        step_coll(w, &x, 2, 1, 1 + (plan->fmt == NSC_FMT_BF16));
+        step_coll(w, &x, esz, 1, redidx);
       } else {
-        step_coll(w, s, wire ? 2 : 4, reps, wire ? 1 + (plan->fmt == NSC_FMT_BF16) : 0);
+        step_coll(w, s, esz, reps, redidx);
       }
       t_coll += w->c.time - t0;
       cpu_coll += w->c.cpu - c0;
@@ -726,7 +774,7 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   for (int i = 0; i < n; i++) keys[i] = node_of(f, i) + 1;
   w.topo = xcalloc((size_t)n, sizeof *w.topo);
   if (topo_all(w.topo, keys, n, f->L)) return -1;
-  size_t count = bytes / 4;
+  size_t count = bytes / CALL_ESZ; /* bytes: the call's buffer, in its own type */
   static nsc_plan plans[MAX_GROUP];
   int np = make_plans(&w, &cfg, count, rs, plans);
   /* Every rank's plan has the same steps (the planner reads only agreed
@@ -757,6 +805,12 @@ static int model(const fabric *f, const rates *rt, const variant *v, size_t byte
   out->staging = staging;
   out->grows = cfg.staging_bytes > 0 && out->staging > (double)cfg.staging_bytes;
   out->plan_alg = nsc_alg_name(plan->alg);
+  /* the call as it is: its own type on the wire, summed in it per hop (NCCL's
+   * ring); the ring and a bucket: the wire type; two phases: fp32 sums */
+  const char *own = dtypes[call_dtype].alias;
+  out->wire = plan->alg == NSC_ALG_PLAIN ? own : nsc_fmt_name(plan->fmt);
+  out->sums = rs == 2 ? "none" : plan->alg == NSC_ALG_PLAIN ? own
+            : plan->alg == NSC_ALG_TWOPHASE || plan->alg == NSC_ALG_HIER ? "fp32" : out->wire;
   out->why = plan->why == NSC_WHY_NONE ? "an all-gather: forwarded" : nsc_why_text(plan->why);
   out->nsteps = plan->nsteps;
   out->c = w.c;
@@ -800,15 +854,17 @@ static void print_json(FILE *o, const opts *op, const variant *v, const result *
   const fabric *f = &op->f;
   fprintf(o,
           "{\"modelled\": true, \"fabric\": \"%s\", \"nodes\": %d, \"ranks_per_node\": %d, \"coll\": \"%s\", "
-          "\"bytes\": %zu, \"algo\": \"%s\", \"compress\": \"%s\", \"piece_bytes\": %lld, \"plan\": \"%s\", "
+          "\"bytes\": %zu, \"dtype\": \"%s\", \"algo\": \"%s\", \"compress\": \"%s\", \"piece_bytes\": %lld, "
+          "\"plan\": \"%s\", \"wire\": \"%s\", \"sums\": \"%s\", "
           "\"why\": \"%s\", \"pieces\": %d, \"launches\": %d, \"launch_s\": %.9g, \"nccl_tree\": %s, \"time_s\": %.9g, "
           "\"link_s\": %.9g, \"cpu_s\": %.9g, "
           "\"codec_s\": %.9g, \"latency_s\": %.9g, \"bound\": \"%s\", \"t_bound_s\": %.9g, "
           "\"nic_out_bytes\": %.0f, \"nic_in_bytes\": %.0f, \"nic_per\": \"%s\", \"intra_out_bytes\": %.0f, "
           "\"intra_in_bytes\": %.0f, \"staging_bytes\": %.0f, \"staging_grows\": %s, \"group\": %d, \"plans\": %d, "
           "\"launch_bytes\": %llu, \"launch_learned\": %s}",
-          f->gpu ? "gpu" : "host", f->N, f->L, op->rs == 2 ? "allgather" : op->rs ? "reducescatter" : "allreduce", op->bytes, v->algo,
-          strcmp(v->algo, "none") ? v->compress : "off", v->piece_bytes, r->plan_alg, r->why, r->npieces, r->launches,
+          f->gpu ? "gpu" : "host", f->N, f->L, op->rs == 2 ? "allgather" : op->rs ? "reducescatter" : "allreduce", op->bytes,
+          dtypes[call_dtype].name, v->algo, strcmp(v->algo, "none") ? v->compress : "off", v->piece_bytes, r->plan_alg,
+          r->wire, r->sums, r->why, r->npieces, r->launches,
           r->c.launch, r->gpu_tree ? "true" : "false", r->c.time, r->c.link, r->c.cpu, r->c.codec, r->c.lat, bound_name(&r->c, f->gpu),
           r->t_bound, r->nic_out, r->nic_in, f->nic_per_node ? "node" : "rank", r->intra_out, r->intra_in, r->staging,
           r->grows ? "true" : "false", group_n, r->nplans, (unsigned long long)r->price, r->learned ? "true" : "false");
@@ -820,10 +876,13 @@ static void print_head(const opts *op, const rates *rt) {
          "intra %.3g Gb/s, latency %.3g us, launch %.3g us (overlap %.2g)\n",
          f->gpu ? "gpu (NCCL's tuning model)" : "host (the emulator)", f->N, f->L, f->nic * 8e-9,
          f->nic_per_node ? "node" : "rank", f->intra * 8e-9, f->lat * 1e6, f->launch * 1e6, f->overlap);
-  printf("# call: %s of %.6g MiB fp32 per rank; rates: %s (%s)%s\n",
+  printf("# call: %s of %.6g MiB %s per rank; rates: %s (%s)%s\n",
          op->rs == 2 ? "all-gather (output)" : op->rs ? "reduce-scatter" : "all-reduce",
-         (double)op->bytes / MiB, rt->source, rt->date,
+         (double)op->bytes / MiB, dtypes[call_dtype].name, rt->source, rt->date,
          f->gpu ? "; gpu codec = HBM x efficiency (assumed until make gpu-check runs on a GPU)" : "");
+  if (CALL_DT != ncclFloat32)
+    printf("# a 16-bit call: plain sums in %s at every hop; a two-phase plan in fp32 (a --compress of fp16 or bf16 "
+           "is its own wire), never the ring or a fused bucket\n", dtypes[call_dtype].name);
   printf("# %-22s %-9s %6s %8s %11s %8s %8s %10s %10s %10s %10s %-8s\n", "variant", "plan", "pieces", "launches", "time ms", "/t_bound",
          "/none", "NIC out MiB", "NIC in MiB", "intra MiB", "codec ms", "bound");
 }
@@ -949,11 +1008,12 @@ static void usage(FILE *o) {
   fprintf(o,
           "usage: ncclshim_model [--nodes N] [--ranks-per-node L] [--nic-gbps G] [--nic-per node|rank]\n"
           "         [--intra-gbps G] [--latency-us U] [--launch-us U] [--launch-overlap O] [--fabric host|gpu]\n"
-          "         [--bytes S] [--coll allreduce|reducescatter|allgather] [--group N]\n"
+          "         [--bytes S] [--dtype float|bfloat16|half] [--coll allreduce|reducescatter|allgather] [--group N]\n"
           "         [--compress " NSC_COMPRESS_CHOICES "] [--algo none|auto|ring|twophase|hier]\n"
           "         [--piece-bytes B] [--set NCCLSHIM_X=V]... [--rates FILE] [--json] [--sweep-nodes 1,2,4,...]\n"
           "         [--tsv FILE] [--selftest]\n"
-          "Predicted (modelled) time of one call per plan; see bench/README.md, \"Cost model\".\n");
+          "Predicted (modelled) time of one call per plan; see bench/README.md, \"Cost model\".\n"
+          "--bytes: the call's buffer (a reduce-scatter's: its output) in --dtype (also fp32, bf16, fp16; default float).\n");
 }
 
 static size_t parse_size(const char *s) {
@@ -984,7 +1044,16 @@ int main(int argc, char **argv) {
     else if (ARG("--launch-overlap")) overlap = atof(v);
     else if (ARG("--fabric")) op.f.gpu = !strcmp(v, "gpu");
     else if (ARG("--bytes")) op.bytes = parse_size(v);
-    else if (ARG("--coll")) op.rs = !strcmp(v, "reducescatter") ? 1 : !strcmp(v, "allgather") ? 2 : 0;
+    else if (ARG("--dtype")) {
+      int k = -1;
+      for (int d = 0; d < (int)(sizeof dtypes / sizeof *dtypes); d++)
+        if (!strcmp(v, dtypes[d].name) || !strcmp(v, dtypes[d].alias)) k = d;
+      if (k < 0) {
+        fprintf(stderr, "ncclshim_model: --dtype takes float, bfloat16 or half (fp32, bf16, fp16), not '%s'\n", v);
+        return 2;
+      }
+      call_dtype = k;
+    } else if (ARG("--coll")) op.rs = !strcmp(v, "reducescatter") ? 1 : !strcmp(v, "allgather") ? 2 : 0;
     else if (ARG("--group")) group_n = atoi(v);
     else if (ARG("--compress")) compress = v;
     else if (ARG("--algo")) algo = v;
@@ -1050,9 +1119,9 @@ int main(int argc, char **argv) {
       return 2;
     }
     printf("# ncclshim-model: MODELLED communication time per call (ms), fabric %s, %d ranks per node, NIC %.3g Gb/s "
-           "per %s, intra %.3g Gb/s, %s of %.6g MiB\n",
+           "per %s, intra %.3g Gb/s, %s of %.6g MiB %s\n",
            op.f.gpu ? "gpu" : "host", op.f.L, op.f.nic * 8e-9, op.f.nic_per_node ? "node" : "rank", op.f.intra * 8e-9,
-           op.rs ? "reduce-scatter" : "all-reduce", (double)op.bytes / MiB);
+           op.rs ? "reduce-scatter" : "all-reduce", (double)op.bytes / MiB, dtypes[call_dtype].name);
     printf("%6s", "nodes");
     if (t) fprintf(t, "nodes");
     for (int i = 0; i < nv; i++) {
@@ -1112,7 +1181,7 @@ int main(int argc, char **argv) {
     print_row(&op, &vs[i], &r, none.c.time);
   }
   printf("# t_bound = %.3f ms (2(N-1)/N*S through a node's NICs); bound: the resource that set most of the time\n"
-         "# plan!: its staging exceeds NCCLSHIM_STAGING_BYTES: the block grows and the next calls go in fp32 (not "
+         "# plan!: its staging exceeds NCCLSHIM_STAGING_BYTES: the block grows and the next calls are forwarded as they are (not "
          "modelled: steady state)\n",
          none.t_bound * 1e3);
   return 0;
