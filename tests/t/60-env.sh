@@ -312,18 +312,18 @@ def model(st, s, agg):
     return f * (200 + s / 200), e, c
 
 class FakeBench:
-    def measure(self, st, sizes, agg=1):
-        return {s: model(st, s, agg)[:2] + (0, model(st, s, agg)[2]) for s in sizes}, None
+    def measure(self, st, points, agg=1):
+        return {p: model(st, p[1], agg)[:2] + (0, model(st, p[1], agg)[2]) for p in points}, None
     def context(self): return []
     def kept_settings(self): return []
 
 a = types.SimpleNamespace(max_rel_error=float(sys.argv[6]), margin=0.03, reps=2, quick=False, compress=["off", "fp16", "bf16", "int8"],
                           algo=["auto", "ring", "twophase"],
                           group=8, output=sys.argv[2], launcher="model", bench="allreduce_perf", iters=5)
-sizes = [16 * K, 64 * K, 256 * K, M, 4 * M, 16 * M, 64 * M]
+sizes = [("float", s) for s in (16 * K, 64 * K, 256 * K, M, 4 * M, 16 * M, 64 * M)]
 w = {s: 1 for s in sizes}
-chosen, table, pick, off, notes = t.tune(a, FakeBench(), sizes, w, {16 * K: 1, 64 * K: 1})
-t.write_env(a.output, t.report(a, FakeBench(), chosen, table, sizes, w, ["model"], pick, off, notes), chosen)
+chosen, table, pick, off, notes, bound = t.tune(a, FakeBench(), sizes, w, {("float", 16 * K): 1, ("float", 64 * K): 1})
+t.write_env(a.output, t.report(a, FakeBench(), chosen, table, sizes, w, ["model"], pick, off, notes, bound), chosen)
 print(t.describe(chosen))
 EOF2
 model_case() { # desc bf16_factor bf16_err expected [twophase_factor [bound]]
@@ -349,3 +349,125 @@ model_case "two-phase 2% faster: a tie, ALGO=auto kept" 1.0 2e-2 \
   "compress=fp16 algo=auto min_bytes=64K fuse_bytes=1M chunk_bytes=16M launch_bytes=0" 0.98
 model_case "a bound of 0.1: int8 (twice as fast) from the smallest size" 1.0 2e-2 \
   "compress=int8 algo=auto min_bytes=16K fuse_bytes=1M chunk_bytes=16M launch_bytes=0" 1.0 0.1
+
+# ---- ncclshim-tune on 16-bit inputs ---------------------------------------------
+
+# The search on a model of a job with bf16 calls (no runs): off costs
+# 50 + s/100 us (bf16 and fp32 alike), the input's own wire (fp16/bf16 with
+# ALGO=twophase) OWN times that, int8 half of it plus 20 (error 6e-2); fp32
+# as above (fp16 200 + s/200, two-phase TP times that). A 16-bit point that
+# off's run stands for (fp16/bf16 with auto or ring) must never be run.
+cat >"$TMPD/model16.py" <<'EOF2'
+import sys, types
+from importlib.machinery import SourceFileLoader
+t = SourceFileLoader("tune", sys.argv[1]).load_module()
+K, M = 1024, 1 << 20
+job, own, own_err, off16_err, tp, bound = sys.argv[3], *map(float, sys.argv[4:9])
+
+def model(st, p):
+    (d, s), c, al = p, st["NCCLSHIM_COMPRESS"], st["NCCLSHIM_ALGO"]
+    off = 50 + s / 100
+    if d != "float":
+        if c == "off":
+            return off, off16_err, "-"
+        if c == "int8":
+            return off / 2 + 20, 6e-2, "int8-2p"
+        assert al == "twophase", "ran %s at %s: off's run stands for it" % (t.describe(st), t.label(p))
+        return own * off, own_err, c + "-2p"
+    if c == "off":
+        return off, 6e-8, "-"
+    if c == "int8":
+        return 100 + s / 400, 6e-2, "int8-2p"
+    f = (1.0 if c == "fp16" else 1.02) * (tp if al == "twophase" else 1.0)
+    return f * (200 + s / 200), 9e-4, c + ("-2p" if al == "twophase" else "")
+
+class FakeBench:
+    def measure(self, st, points, agg=1):
+        return {p: model(st, p)[:2] + (0, model(st, p)[2]) for p in points}, None
+    def context(self): return []
+    def kept_settings(self): return []
+
+a = types.SimpleNamespace(max_rel_error=bound, margin=0.03, reps=2, quick=False, compress=["off", "fp16", "bf16", "int8"],
+                          algo=["auto", "ring", "twophase"], group=8, output=sys.argv[2], launcher="model",
+                          bench="allreduce_perf", iters=5)
+pts = [("bfloat16", s) for s in (64 * K, M, 16 * M)]
+if job == "mixed":
+    pts = [("float", s) for s in (64 * K, M, 16 * M)] + pts[1:]
+w = {p: 1 for p in pts}
+chosen, table, pick, off, notes, bnd = t.tune(a, FakeBench(), pts, w, {})
+t.write_env(a.output, t.report(a, FakeBench(), chosen, table, pts, w, ["model"], pick, off, notes, bnd), chosen)
+print(t.describe(chosen))
+EOF2
+model16_case() { # desc job own own_err off16_err tp bound expected
+  local out
+  out=$(PYTHONDONTWRITEBYTECODE=1 python3 "$TMPD/model16.py" "$TUNE" "$TMPD/model16.env" "$2" "$3" "$4" "$5" "$6" "$7" 2>"$TMPD/model16.err")
+  if [ "$out" = "$8" ]; then ok "model16: $1 -> $8"; else not_ok "model16: $1: got '$out', want '$8'"; sed 's/^/#   /' "$TMPD/model16.err" | tail -n 5; fi
+}
+model16_case "bf16 job, own wire 5% slower, int8 beyond 1e-2: off" bf16 1.05 3.9e-3 3.9e-3 1.0 1e-2 \
+  "compress=off algo=auto min_bytes=64K fuse_bytes=64M chunk_bytes=auto launch_bytes=0"
+check "model16: a bf16 job is offered off, bf16 with ALGO=twophase and int8 only (fp16 = bf16 there, auto/ring = off)" \
+  test "$(grep -c '^# compress ' "$TMPD/model16.env")" -eq 3 -a "$(grep -cE '^# compress +compress=(off algo=auto|bf16 algo=twophase|int8 algo=auto) ' "$TMPD/model16.env")" -eq 3
+check_grep "model16: the table's columns are the bf16 sizes" '^# phase .* 64K:bf16 +1M:bf16 +16M:bf16 ' "$TMPD/model16.env"
+model16_case "bf16 job, bound 0.1: int8 from the smallest size" bf16 1.05 3.9e-3 3.9e-3 1.0 0.1 \
+  "compress=int8 algo=auto min_bytes=64K fuse_bytes=64M chunk_bytes=auto launch_bytes=0"
+model16_case "plain's own error 2e-2 beyond 1e-2: the own wire (1.2e-2, 20% faster) is not rejected" bf16 0.8 1.2e-2 2e-2 1.0 1e-2 \
+  "compress=bf16 algo=twophase min_bytes=64K fuse_bytes=64M chunk_bytes=auto launch_bytes=0"
+check_grep "model16: ... its row within the bound" '^# compress +compress=bf16 algo=twophase min_bytes=0 .*  ok$' "$TMPD/model16.env"
+model16_case "fp32 + bf16 job: fp16 wins on the fp32 calls, the bf16 calls left to NCCL" mixed 1.05 3.9e-3 3.9e-3 1.0 1e-2 \
+  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=64M chunk_bytes=auto launch_bytes=0"
+check_grep "model16: ... the bf16 points of fp16/auto are off's run ('=')" '^# compress +compress=fp16 algo=auto min_bytes=0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +=[0-9.]+ +=[0-9.]+ ' "$TMPD/model16.env"
+check_grep "model16: ... the header says the fp32 calls decided it" '^#   Decided by the fp32 calls' "$TMPD/model16.env"
+model16_case "fp32 + bf16: two-phase 30% faster on fp32 outweighs the own wire's 5% on bf16" mixed 1.05 3.9e-3 3.9e-3 0.7 1e-2 \
+  "compress=fp16 algo=twophase min_bytes=64K fuse_bytes=64M chunk_bytes=auto launch_bytes=0"
+check_grep "model16: ... the header says so (fp32 decided, the bf16 calls lose)" \
+  '^#   Decided by the fp32 calls \([0-9]+ us saved\); the bf16 calls lose [0-9]+ us under it\.$' "$TMPD/model16.env"
+check_grep "model16: ... bf16 with ALGO=twophase takes the fp16 row's bf16 runs (measured once)" \
+  '^# compress +compress=bf16 algo=twophase min_bytes=0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +=[0-9.]+ +=[0-9.]+ ' "$TMPD/model16.env"
+model16_case "fp32 + bf16: ... but not when the own wire doubles the bf16 time" mixed 2.0 3.9e-3 3.9e-3 0.7 1e-2 \
+  "compress=fp16 algo=auto min_bytes=64K fuse_bytes=64M chunk_bytes=auto launch_bytes=0"
+
+# The histogram per datatype: the log's names (float, bfloat16, half, and
+# the aliases float32/bf16/float16) onto allreduce_perf's, sizes kept apart.
+cat >"$TMPD/mixed16.jsonl" <<'EOF2'
+{"kind":"call","rank":0,"op":"sum","dtype":"float","count":65536,"logical_bytes":262144,"action":"compressed","members":1}
+{"kind":"call","rank":0,"op":"avg","dtype":"bfloat16","count":131072,"logical_bytes":262144,"action":"passthrough","members":1}
+{"kind":"call","rank":0,"op":"sum","dtype":"half","count":524288,"logical_bytes":1048576,"action":"compressed","members":1}
+{"kind":"call","rank":0,"op":"sum","dtype":"float16","count":524288,"logical_bytes":1048576,"action":"passthrough","members":1}
+{"kind":"call","rank":0,"op":"sum","dtype":"bfloat16","count":524288,"logical_bytes":1048576,"action":"skipped","members":1}
+{"kind":"call","rank":0,"op":"max","dtype":"bfloat16","count":8,"logical_bytes":16,"action":"passthrough","members":1}
+EOF2
+check "load_logs: fp32 256K x1, bf16 256K x1, fp16 1M x2 (skips and max left out), named so in the workload line" \
+  env PYTHONDONTWRITEBYTECODE=1 python3 -c '
+import sys
+from importlib.machinery import SourceFileLoader
+t = SourceFileLoader("tune", sys.argv[1]).load_module()
+h, g, notes = t.load_logs([sys.argv[2]])
+want = {("float", 262144): 1, ("bfloat16", 262144): 1, ("half", 1048576): 2}
+sys.exit(not (dict(h) == want and not g and notes[0].endswith("4 sum/avg calls that communicated used (fp32 1, bf16 1, fp16 2)")))
+' "$TUNE" "$TMPD/mixed16.jsonl"
+
+# A real job's log of bf16 calls: measured as bf16 (allreduce_perf -d
+# bfloat16) with the 16-bit settings, every wire column as documented (no
+# FAILED row), and a file the shim takes.
+mkdir -p "$TMPD/bf16log"
+mpirun_shim 2 -x NCCLSHIM_LOG=calls -x NCCLSHIM_LOG_FILE="$TMPD/bf16log/" -x NCCLSHIM_BANNER=0 \
+  "$BIN/allreduce_perf" -d bfloat16 -b 256K -e 1M -f 4 -n 2 -w 1 >"$TMPD/bf16log.out" 2>&1
+check_grep "a bf16 job's NCCLSHIM_LOG=calls records carry dtype bfloat16" '"dtype":"bfloat16"' "$TMPD"/bf16log/*.jsonl
+timeout 120 "$TUNE" --quick --from-log "$TMPD"/bf16log/*.jsonl -o "$TMPD/bf16.env" >"$TMPD/bf16.out" 2>&1
+rc=$?
+check "ncclshim-tune --quick --from-log on a bf16 job exits 0" test $rc -eq 0
+sed -n '/^phase /,/^wrote /p' "$TMPD/bf16.out" | sed 's/^/#   /'
+check_grep "bf16 job: measured with allreduce_perf -d bfloat16" '^# Measured: .*allreduce_perf -d bfloat16, sum' "$TMPD/bf16.env"
+check_grep "bf16 job: the workload is its bf16 calls" '^# Workload: .* sum/avg calls that communicated used \(bf16 [0-9]+\)$' "$TMPD/bf16.env"
+check_grep "bf16 job: the table's columns are bf16 sizes" '^# phase .* 256K:bf16 +1M:bf16 ' "$TMPD/bf16.env"
+for s in "off algo=auto" "bf16 algo=twophase" "int8 algo=auto" "fp8 algo=auto" "fp16s algo=auto" "int4 algo=auto"; do
+  check_grep "bf16 job: compress=$s measured" "^# compress +compress=$s min_bytes=0 " "$TMPD/bf16.env"
+done
+check "bf16 job: fp16 not tried (the same wire as bf16 on a bf16 input), no FAILED row" \
+  test "$(grep -c '^# compress +compress=fp16 ' "$TMPD/bf16.env")" -eq 0 -a "$(grep -c 'FAILED' "$TMPD/bf16.env")" -eq 0
+check "bf16 job: the file is sourceable, assigns 6 variables, NCCLSHIM_COMPRESS one of the allowed values" env -i PATH="$PATH" bash --norc -c '
+  . "$1" && [ "$(grep -vc "^#" "$1")" -eq 6 ] && case $NCCLSHIM_COMPRESS in off|fp16|bf16|int8|fp8|fp16s|int4) exit 0;; esac; exit 1' _ "$TMPD/bf16.env"
+( . "$TMPD/bf16.env"; mpirun_shim 2 "$BIN/allreduce_perf" -d bfloat16 -b 256K -e 1M -f 4 -n 2 -w 1 -R 1 ) >"$TMPD/bf16.run" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && ! grep -qiE 'invalid|unknown variable' "$TMPD/bf16.run"; then ok "the shim accepts the bf16 job's tuned file: allreduce_perf -d bfloat16 exit 0"
+else not_ok "allreduce_perf -d bfloat16 with the tuned file: exit $rc"; tail -n 8 "$TMPD/bf16.run" | sed 's/^/#   /'; fi
