@@ -41,19 +41,21 @@ void nsc_learn_release(nsc_comm *c) {
   l->issued = 0;
 }
 
-void nsc_learn_time(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at, int after) {
+void nsc_learn_time_begin(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at) {
   nsc_learn *l = &c->learn;
   if (l->at != at || l->take < 0) return;
-  if (!after) {
-    if (l->m0_be || be->mark(s, &l->m0) != 0) l->at = NSC_LEARN_AT_NONE; /* not timed: a peer may time it */
-    else l->m0_be = be;
-    return;
-  }
+  if (l->m0_be || be->mark(s, &l->m0) != 0) l->at = NSC_LEARN_AT_NONE; /* not timed: a peer may time it */
+  else l->m0_be = be;
+}
+
+void nsc_learn_time_end(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at, ncclResult_t r) {
+  nsc_learn *l = &c->learn;
+  if (l->at != at || l->take < 0) return;
   l->at = NSC_LEARN_AT_NONE; /* one launch per call */
   if (!l->m0_be) return;
   int i = 0;
   while (i < NSC_LEARN_PENDING && l->pend[i].be) i++;
-  if (i < NSC_LEARN_PENDING && be->mark(s, &l->pend[i].m[1]) == 0) {
+  if (r == ncclSuccess && i < NSC_LEARN_PENDING && be->mark(s, &l->pend[i].m[1]) == 0) {
     l->pend[i].m[0] = l->m0;
     l->pend[i].size = l->take;
     l->pend[i].be = be;

@@ -165,11 +165,15 @@ void nsc_accum_release(nsc_comm *c);
 /* The same for its fabric measurement: the sample marks released, its
  * agreement's exchange abandoned. */
 void nsc_learn_release(nsc_comm *c);
-/* Around the real launch `at` of the current call (after = 0 just before it
- * is issued on s, 1 just after): its marks, where the learner chose that
- * launch as the call's sample (coll/learn.c); nothing otherwise, and nothing
- * for a later launch of the same call (a chunk, a piece). */
-void nsc_learn_time(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at, int after);
+/* Around the real launch `at` of the current call (begin just before it is
+ * issued on s; end just after, with what it answered): its marks, where the
+ * learner chose that launch as the call's sample (coll/learn.c); nothing
+ * otherwise, and nothing for a later launch of the same call (a chunk, a
+ * piece). A launch that failed, or that a nonblocking communicator had not
+ * enqueued yet (ncclInProgress: its work may follow the end mark), is not
+ * timed. */
+void nsc_learn_time_begin(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at);
+void nsc_learn_time_end(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at, ncclResult_t r);
 /* After the real ncclCommInit* / ncclCommSplit returned r (passed back
  * unchanged): when the shim is active and r is ncclSuccess or
  * ncclInProgress, set up the CUDA context the new communicator(s) will use

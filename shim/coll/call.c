@@ -172,11 +172,11 @@ ncclResult_t nsc_collective(nsc_call *k) {
       if (fbe->capturing((nsc_stream)k->stream, &k->capturing)) k->capturing = 1;
       nsc_learn_before(c, k, 0, NULL);
       nsc_learn_plan(c, k, 0, NULL);
-      nsc_learn_time(c, fbe, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, 0);
+      nsc_learn_time_begin(c, fbe, (nsc_stream)k->stream, NSC_LEARN_AT_CALL);
     }
     r = nsc_forward(c, k->rs, k->send, k->recv, k->arg, k->dt, k->op, k->stream, why);
     if (fbe) {
-      nsc_learn_time(c, fbe, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, 1);
+      nsc_learn_time_end(c, fbe, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, r);
       nsc_learn_after(c, fbe, k, 0, r);
     }
     goto out;
@@ -202,9 +202,9 @@ ncclResult_t nsc_collective(nsc_call *k) {
    * outermost group end (decided by the call alone, as the takes are). */
   if (p.settles && k->in_group) nsc_staging_note(c, be, (nsc_stream)k->stream);
   nsc_learn_plan(c, k, local, &p); /* which launch of it is a sample (a plain call: around the executor) */
-  nsc_learn_time(c, be, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, 0);
+  nsc_learn_time_begin(c, be, (nsc_stream)k->stream, NSC_LEARN_AT_CALL);
   r = nsc_exec(c, be, k, &p);
-  nsc_learn_time(c, be, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, 1);
+  nsc_learn_time_end(c, be, (nsc_stream)k->stream, NSC_LEARN_AT_CALL, r);
   /* Issued whatever this call returned: every rank issues it here. */
   if (p.settles && !k->in_group) nsc_staging_settle_comm(c, (nsc_stream)k->stream);
   if (agree) nsc_accum_after(c, be, k->stream, k->in_group, r);

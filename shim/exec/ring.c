@@ -110,9 +110,9 @@ ncclResult_t nsc_wire_calls(nsc_comm *c, void *buf, int advance, size_t count, s
     }
     uint16_t *at = (uint16_t *)buf + (advance ? off : 0);
     const nsc_backend *tb = c->learn.at == NSC_LEARN_AT_WIRE ? nsc_backend_for(buf) : NULL; /* a sample (comm.h) */
-    if (tb) nsc_learn_time(c, tb, (nsc_stream)s, NSC_LEARN_AT_WIRE, 0);
+    if (tb) nsc_learn_time_begin(c, tb, (nsc_stream)s, NSC_LEARN_AT_WIRE);
     r = NSC_ISSUE(c, AllReduce(at, at, n, wdt, op, c->comm, s));
-    if (tb) nsc_learn_time(c, tb, (nsc_stream)s, NSC_LEARN_AT_WIRE, 1);
+    if (tb) nsc_learn_time_end(c, tb, (nsc_stream)s, NSC_LEARN_AT_WIRE, r);
     NSC_COUNT(real_calls, 1);
     if (!NSC_OK(r)) return r;
   }
@@ -219,11 +219,11 @@ static ncclResult_t pipe_chunks(nsc_walk *w, size_t count) {
       w->bad = 1;
       nsc_poison(be, s, stage + off, (count - off) * 2);
     }
-    nsc_learn_time(c, be, s, NSC_LEARN_AT_WIRE, 0); /* the first chunk: the learner's sample, if it is */
+    nsc_learn_time_begin(c, be, s, NSC_LEARN_AT_WIRE); /* the first chunk: the learner's sample, if it is */
     r = NSC_ISSUE(c, AllReduce(stage + off, stage + off, n, (ncclDataType_t)p->wdt, w->k->op, c->comm, (cudaStream_t)s));
-    nsc_learn_time(c, be, s, NSC_LEARN_AT_WIRE, 1);
     NSC_COUNT(real_calls, 1);
     r = nsc_enqueued(c, c->comm, r); /* the first sign of a nonblocking communicator: this call is finished */
+    nsc_learn_time_end(c, be, s, NSC_LEARN_AT_WIRE, r);
     if (!NSC_OK(r)) break; /* NCCL's error, the same on every rank: passed up, no further chunk */
     if (!w->bad && next < count &&
         (nsc_cast_fault(&w->p->codec) ||

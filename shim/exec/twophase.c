@@ -336,9 +336,9 @@ static ncclResult_t two_phases(nsc_comm *c, const nsc_backend *be, const nsc_pla
   for (int k = 0; k < np; k++) {
     point_wait(&L, st, L.side, &dm[k]);
     if (p.gather) { /* the first piece's: the learner's sample, if it is (comm.h) */
-      nsc_learn_time(c, be, st, NSC_LEARN_AT_GATHER, 0);
+      nsc_learn_time_begin(c, be, st, NSC_LEARN_AT_GATHER);
       ncclResult_t g = gather(c, gat + nsc_tp_slot(&p, 0, k), r, p.slot, s);
-      nsc_learn_time(c, be, st, NSC_LEARN_AT_GATHER, 1);
+      nsc_learn_time_end(c, be, st, NSC_LEARN_AT_GATHER, g);
       exchanged(&L, &res, g);
     } else {
       exchanged(&L, &res, exchange(c, &p, k, gat, gat, 1, s));

@@ -134,8 +134,9 @@ n=$(cat "$TMPD"/one/*.jsonl | grep '"kind":"summary"' |
 [ $rc -eq 0 ] && [ "$n" -eq 2 ] && ok "calls of one size: not learned, both ranks say why (priced at 4 MiB)" ||
   { not_ok "one size (exit $rc): $n ranks said why"; grep "launch cost" "$TMPD/one.out" | sed 's/^/#   /'; }
 
-# Pinned: nothing measured.
-NCCLSHIM_LAUNCH_BYTES=1M mpirun_shim 2 "$P" -b 64K -e 16M -f 4 -n 3 -w 1 -c 1 >"$TMPD/pin.out" 2>&1
+# Pinned: nothing measured (its log in TMPD, not the working directory).
+mkdir -p "$TMPD/pin"
+NCCLSHIM_LAUNCH_BYTES=1M NCCLSHIM_LOG_FILE="$TMPD/pin/" mpirun_shim 2 "$P" -b 64K -e 16M -f 4 -n 3 -w 1 -c 1 >"$TMPD/pin.out" 2>&1
 rc=$?
 [ $rc -eq 0 ] && ! grep -q "# launch cost:\|measuring" "$TMPD/pin.out" && grep -q "left untouched" "$TMPD/pin.out" &&
   ok "NCCLSHIM_LAUNCH_BYTES=1M: nothing measured, no 'launch cost' line" ||
