@@ -80,10 +80,15 @@ typedef struct {
 static void *watchdog(void *p) {
   watch_t *w = p;
   /* Until the caller (or a thread of the shim's working for it) is blocked
-   * on a peer inside a real call; then a little longer, as a watchdog's
-   * timeout would be. */
+   * on a peer inside a real call; then longer, as a watchdog's timeout would
+   * be (minutes in PyTorch): 100 ms, so that the shim's other threads (first:
+   * the other communicator's settings check) have reached their real calls.
+   * An abort that lands between the shim's "has it ended?" and its next real
+   * call on another thread cannot be excluded without holding a lock across
+   * that call (docs/troubleshooting.md); with 20 ms, one run of this test in
+   * make test under ASan and load saw such a call (2026-12-05). */
   while (w->waiting() == 0) usleep(1000);
-  usleep(20000);
+  usleep(100000);
   for (int i = 0; i < w->ncomm; i++) EXPECT(ncclCommAbort(w->c[i]) == ncclSuccess, "ncclCommAbort of communicator %d failed", i);
   return NULL;
 }
