@@ -66,9 +66,35 @@ def scan(root, obj=None):
     return sorted(set(rooms.values())), edges
 
 
+_SYMS = {}  # object path -> (global symbols it defines, symbols it needs)
+
+
+def _read_syms(paths):
+    """One nm over every object not read yet (a process per object per
+    question took most of this checker's time)."""
+    todo = sorted(p for p in paths if p not in _SYMS)
+    for p in todo:
+        _SYMS[p] = ([], [])
+    if not todo:
+        return
+    out = subprocess.run(["nm", "-A", *todo], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        path, _, rest = line.partition(":")
+        f = rest.split()
+        if path not in _SYMS or len(f) < 2:
+            continue
+        kind, sym = f[-2], f[-1]
+        if kind in ("U", "w"):  # undefined, or weak undefined (as nm -u lists them)
+            _SYMS[path][1].append(sym)
+        elif kind.isupper():  # a global definition (T, D, B, R, W, V, ...)
+            _SYMS[path][0].append(sym)
+
+
 def nm(path, *flags):
-    out = subprocess.run(["nm", *flags, path], capture_output=True, text=True).stdout
-    return [l.split()[-1] for l in out.splitlines() if l.strip()]
+    """nm's symbols of one object: "-g", "--defined-only" its global
+    definitions, "-u" what it needs."""
+    _read_syms([path])
+    return list(_SYMS[path][1] if "-u" in flags else _SYMS[path][0])
 
 
 def objects(obj, known):
@@ -82,6 +108,7 @@ def objects(obj, known):
         for f in files:
             if f.endswith(".o"):
                 objs[os.path.join(d, f)] = room
+    _read_syms(objs)
     return objs
 
 
