@@ -30,10 +30,22 @@ KERNELS_MODE := $(if $(HAVE_NVCC),$(NVCC) $(NVCC_GENCODE) $(NVCC_FLAGS),none)
 KERNELS_MODE_FILE := $(B)/obj/compress/kernels.mode
 $(shell mkdir -p $(B)/obj/compress && { [ "$$(cat $(KERNELS_MODE_FILE) 2>/dev/null)" = "$(KERNELS_MODE)" ] || echo "$(KERNELS_MODE)" > $(KERNELS_MODE_FILE); })
 
+# KERNELS_FROM=FILE: another build's fatbin of this tree, copied where it was
+# made the same way (its kernels.mode) from sources no newer than it: the
+# sanitizer builds take the plain build's (device code takes no host
+# sanitizer; nvcc takes half a minute a build).
+KERNELS_SRCS := compress/kernels.cu compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h compress/formats.h
 ifeq ($(HAVE_NVCC),1)
-$(KERNELS_FATBIN): compress/kernels.cu compress/cast_bits.h compress/wire_bits.h compress/cu_abi.h compress/formats.h $(KERNELS_MODE_FILE)
+$(KERNELS_FATBIN): $(KERNELS_SRCS) $(KERNELS_MODE_FILE)
 	@mkdir -p $(@D)
-	$(NVCC) -fatbin $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ $<
+	@if [ -n "$(KERNELS_FROM)" ] && [ -s "$(KERNELS_FROM)" ] && \
+	    [ "$$(cat $(dir $(KERNELS_FROM))kernels.mode 2>/dev/null)" = "$(KERNELS_MODE)" ] && \
+	    [ -z "$$(find $(KERNELS_SRCS) -newer $(KERNELS_FROM))" ]; then \
+	  echo "cp $(KERNELS_FROM) $@"; cp $(KERNELS_FROM) $@; \
+	else \
+	  echo "$(NVCC) -fatbin $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ $<"; \
+	  $(NVCC) -fatbin $(NVCC_GENCODE) $(NVCC_FLAGS) -o $@ $<; \
+	fi
 else
 $(info compress: nvcc not found: no fatbin; the CUDA kernels will be compiled at run time by NVRTC (libnvrtc.so.13 from pip PyTorch))
 $(KERNELS_FATBIN): $(KERNELS_MODE_FILE)

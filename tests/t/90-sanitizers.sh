@@ -43,7 +43,11 @@ SAN_TARGETS="lib/libncclshim.so lib/hostnccl/libnccl.so.2 bin/ddp_step bin/nccls
   bin/reduce_scatter_perf tests/shimtest tests/shimfault tests/shimfault_args tests/shimfault_life tests/shim_threads
   tests/shim_abort tests/test_accum tests/shim_twophase tests/shim_cuda_streams tests/shim_onethread tests/test_ef_cuda
   tests/test_simt"
-if make -C "$ROOT" --no-print-directory -k B=build-san SAN=1 -j2 $(printf 'build-san/%s ' $SAN_TARGETS) \
+# The plain build's fatbin serves both sanitizer builds (compress/module.mk's
+# KERNELS_FROM: device code takes no host sanitizer, and nvcc takes half a
+# minute a build).
+KF="KERNELS_FROM=$ROOT/$B/obj/compress/kernels.fatbin"
+if make -C "$ROOT" --no-print-directory -k B=build-san SAN=1 "$KF" -j2 $(printf 'build-san/%s ' $SAN_TARGETS) \
      >"$TMPD/build-san.log" 2>&1; then
   ok "make SAN=1 of the programs below (ASan+UBSan, build-san/)"
 else
@@ -98,7 +102,7 @@ fi
 
 # ---- 2. ThreadSanitizer -------------------------------------------------------------
 TS=build-san/tsan
-if make -C "$ROOT" --no-print-directory -j2 B=$TS SANFLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+if make -C "$ROOT" --no-print-directory -j2 B=$TS SANFLAGS="-fsanitize=thread -fno-omit-frame-pointer" "$KF" \
      $TS/lib/libncclshim.so $TS/lib/hostnccl/libnccl.so.2 $TS/tests/shim_threads $TS/tests/shimfault \
      >"$TMPD/build-tsan.log" 2>&1; then
   tsan() { # description command... (mpirun_shim picks up the TSan shim and host NCCL)
