@@ -33,12 +33,17 @@ void nsc_learn_release(nsc_comm *c) {
       l->pend[i].be->mark_release(&l->pend[i].m[1]);
       l->pend[i].be = NULL;
     }
-  if (l->m0_be) l->m0_be->mark_release(&l->m0);
-  l->m0_be = NULL;
-  l->at = NSC_LEARN_AT_NONE;
+  nsc_learn_drop_open(c);
   if (l->x.live) l->x.be->oob_abandon(l->x.buf, l->x.s); /* never waits */
   l->x.live = 0;
   l->issued = 0;
+}
+
+void nsc_learn_drop_open(nsc_comm *c) {
+  nsc_learn *l = &c->learn;
+  if (l->m0_be) l->m0_be->mark_release(&l->m0);
+  l->m0_be = NULL;
+  l->at = NSC_LEARN_AT_NONE;
 }
 
 void nsc_learn_time_begin(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at) {

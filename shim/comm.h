@@ -172,6 +172,9 @@ void nsc_learn_release(nsc_comm *c);
  * piece). A launch that failed, or that a nonblocking communicator had not
  * enqueued yet (ncclInProgress: its work may follow the end mark), is not
  * timed. */
+/* The current call's sample ends untimed: its first mark released (a launch
+ * never issued after a failure), nothing chosen any more. */
+void nsc_learn_drop_open(nsc_comm *c);
 void nsc_learn_time_begin(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at);
 void nsc_learn_time_end(nsc_comm *c, const nsc_backend *be, nsc_stream s, int at, ncclResult_t r);
 /* After the real ncclCommInit* / ncclCommSplit returned r (passed back

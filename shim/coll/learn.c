@@ -169,11 +169,7 @@ void nsc_learn_before(nsc_comm *c, const nsc_call *k, int local, nsc_agreed *ag)
 
 void nsc_learn_after(nsc_comm *c, const nsc_backend *be, const nsc_call *k, int local, ncclResult_t last) {
   nsc_learn *l = &c->learn;
-  if (l->m0_be) { /* its sampled launch was never issued (a failure before it): not timed */
-    l->m0_be->mark_release(&l->m0);
-    l->m0_be = NULL;
-  }
-  l->at = NSC_LEARN_AT_NONE;
+  nsc_learn_drop_open(c); /* a sampled launch never issued (a failure before it): not timed */
   if (!learn_on(&nsc_g.cfg) || l->f.state != NSC_FAB_MEASURING || l->issued) return;
   if (!eligible(c, k, local) || !due(l) || l->after != LAG_ISSUE) return;
   /* 2. the exchange, right after this call (a nonblocking communicator's
